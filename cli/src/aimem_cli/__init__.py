@@ -1,0 +1,1 @@
+"""The `aimem` command-line tool."""

@@ -1,0 +1,242 @@
+"""``aimem up``: the local stack as plain processes (nats-server + five services).
+
+Starts ``nats-server -js`` storing under ``<data_dir>/nats``, then each service as
+``python -m aimem_<svc>`` with the same config, waits for every ``/healthz``, prints the
+endpoints, restarts a crashed service with exponential backoff (1 s → 30 s, logged), and
+on Ctrl-C/SIGTERM stops them all, children first, then NATS (no orphans: children also get
+SIGTERM via ``PR_SET_PDEATHSIG`` if the supervisor itself is killed).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+import typer
+
+from aimem_common import config
+from aimem_common.natsserver import NatsServer, free_port
+
+# Start order: the writer migrates the DB the readers wait for.
+SERVICE_MODULES = {
+    "writer": "aimem_writer",
+    "ingress": "aimem_ingress",
+    "query": "aimem_query",
+    "mcp-gateway": "aimem_mcp",
+    "maintainer": "aimem_maintainer",
+}
+MAX_BACKOFF_S = 30.0
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+@dataclass
+class Child:
+    """One supervised service process."""
+
+    name: str
+    module: str
+    proc: subprocess.Popen | None = None
+    restarts: int = 0
+    next_start: float = 0.0
+    started_at: float = 0.0
+    backoff_s: float = 1.0
+    log: list[str] = field(default_factory=list)
+
+
+def log(msg: str) -> None:
+    print(f"[aimem up] {msg}", file=sys.stderr, flush=True)
+
+
+class Supervisor:
+    """Runs NATS and the services; ``run()`` blocks until a stop signal."""
+
+    def __init__(self, settings: config.Settings, nats_port: int, env: dict[str, str], log_dir: Path | None):
+        self.settings = settings
+        self.nats = NatsServer(
+            settings.data_dir / "nats", port=nats_port, log_file=(log_dir / "nats.log") if log_dir else None
+        )
+        self.env = env
+        self.log_dir = log_dir
+        self.children = [Child(n, m) for n, m in SERVICE_MODULES.items()]
+        self.stopping = False
+
+    def _spawn(self, child: Child) -> None:
+        out = None
+        if self.log_dir:
+            out = open(self.log_dir / f"{child.name}.log", "ab")
+        child.proc = subprocess.Popen(
+            [sys.executable, "-m", child.module],
+            env=self.env,
+            stdout=out,
+            stderr=out,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,
+            start_new_session=True,  # Ctrl-C reaches only us; we stop children in order
+        )
+        if out:
+            out.close()
+        child.started_at = time.monotonic()
+
+    def start(self) -> None:
+        self.nats.start()
+        log(f"nats-server (JetStream) on {self.nats.url}, store {self.nats.store_dir}")
+        for child in self.children:
+            self._spawn(child)
+
+    def wait_healthy(self, timeout_s: float) -> bool:
+        """Poll every ``/healthz`` until all answer 200 or ``timeout_s`` passes."""
+        import httpx
+
+        deadline = time.monotonic() + timeout_s
+        pending = {c.name for c in self.children}
+        with httpx.Client(timeout=1.0) as client:
+            while pending and time.monotonic() < deadline and not self.stopping:
+                for name in list(pending):
+                    url = f"http://{self._client_host()}:{self.settings.port(name)}/healthz"
+                    try:
+                        if client.get(url).status_code == 200:
+                            pending.discard(name)
+                    except httpx.HTTPError:
+                        pass
+                self.reap()
+                time.sleep(0.1)
+        if pending:
+            log(f"not healthy after {timeout_s:g} s: {', '.join(sorted(pending))}")
+        return not pending
+
+    def _client_host(self) -> str:
+        host = self.settings.host
+        return "127.0.0.1" if host in ("0.0.0.0", "::") else host
+
+    def reap(self) -> None:
+        """Restart any child that exited, with exponential backoff."""
+        now = time.monotonic()
+        for child in self.children:
+            if child.proc is None:
+                if now >= child.next_start and not self.stopping:
+                    log(f"restarting {child.name} (restart #{child.restarts})")
+                    self._spawn(child)
+                continue
+            rc = child.proc.poll()
+            if rc is None:
+                if now - child.started_at > 60:
+                    child.backoff_s = 1.0  # ran long enough: reset the backoff
+                continue
+            if self.stopping:
+                continue
+            child.restarts += 1
+            child.next_start = now + child.backoff_s
+            log(f"{child.name} exited with {rc}; restarting in {child.backoff_s:g} s")
+            child.backoff_s = min(child.backoff_s * 2, MAX_BACKOFF_S)
+            child.proc = None
+
+    def stop(self) -> None:
+        """SIGTERM every child, wait up to 10 s, SIGKILL stragglers, then stop NATS."""
+        self.stopping = True
+        for child in self.children:
+            if child.proc and child.proc.poll() is None:
+                child.proc.terminate()
+        deadline = time.monotonic() + 10
+        for child in self.children:
+            if child.proc is None:
+                continue
+            try:
+                child.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.proc.kill()
+                child.proc.wait(5)
+        self.nats.stop()
+
+    def endpoints(self) -> dict[str, str]:
+        h = self._client_host()
+        s = self.settings
+        return {
+            "ingress": f"http://{h}:{s.port('ingress')}/hook",
+            "query": f"http://{h}:{s.port('query')}/api/v1 (admin: /admin, docs: /docs)",
+            "mcp": f"http://{h}:{s.port('mcp-gateway')}/mcp",
+            "writer": f"http://{h}:{s.port('writer')}/healthz",
+            "maintainer": f"http://{h}:{s.port('maintainer')}/healthz",
+            "nats": self.nats.url,
+        }
+
+
+def up(
+    data_dir: Path = typer.Option(None, "--data-dir", help="Data directory (default ./data or $AIMEM_DATA_DIR)."),
+    port_base: int = typer.Option(None, "--port-base", help="First service port (default 8701)."),
+    nats_port: int = typer.Option(None, "--nats-port", help="NATS client port (default from bus.nats_url, 4222; 0 = any free)."),
+    host: str = typer.Option(None, "--host", help="Bind address of the services (default 127.0.0.1)."),
+    log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log instead of the terminal."),
+    insecure_bind: bool = typer.Option(False, "--insecure-bind", help="Allow a non-loopback bind without an auth token."),
+    health_timeout_s: float = typer.Option(30.0, "--health-timeout", help="Seconds to wait for every /healthz."),
+) -> None:
+    """Start the local stack in the foreground (NATS + writer, ingress, query, mcp-gateway, maintainer)."""
+    overrides = {}
+    if port_base is not None:
+        overrides["port_base"] = port_base
+    if host is not None:
+        overrides["host"] = host
+    try:
+        settings = config.load(data_dir, **overrides)
+    except config.ConfigError as exc:
+        typer.echo(f"aimem up: {exc.message}", err=True)
+        raise typer.Exit(2)
+    if nats_port is None:
+        nats_port = urlparse(settings.bus.nats_url).port or 4222
+    elif nats_port == 0:
+        nats_port = free_port()
+    if log_dir:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update(
+        AIMEM_DATA_DIR=str(settings.data_dir),
+        AIMEM_PORT_BASE=str(settings.port_base),
+        AIMEM_HOST=settings.host,
+        AIMEM_BUS__NATS_URL=f"nats://127.0.0.1:{nats_port}",
+        PYTHONUNBUFFERED="1",
+    )
+    if insecure_bind:
+        env["AIMEM_AUTH__INSECURE_BIND"] = "true"
+    sup = Supervisor(settings, nats_port, env, log_dir)
+
+    def on_signal(signum, _frame):
+        sup.stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    log(f"data dir: {settings.data_dir}")
+    try:
+        sup.start()
+        if sup.wait_healthy(health_timeout_s):
+            log("all services healthy:")
+            for name, url in sup.endpoints().items():
+                log(f"  {name:<11} {url}")
+        while not sup.stopping:
+            sup.reap()
+            time.sleep(0.2)
+    except RuntimeError as exc:
+        log(f"error: {exc}")
+        sup.stop()
+        raise typer.Exit(1)
+    finally:
+        log("stopping")
+        sup.stop()
+        log("stopped")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``up`` to the CLI."""
+    app.command("up")(up)

@@ -1,0 +1,314 @@
+"""NATS JetStream: streams, publishing with dedupe, request/reply to the writer, events.
+
+Contract (DESIGN.md "The bus"):
+
+* ``AIMEM_MUT`` (subjects ``aimem.mut.>``): file storage, WorkQueue retention, bounded
+  ``max_bytes`` with ``discard=new`` (a full stream is back-pressure), 2-minute dedupe.
+* ``AIMEM_EVT`` (``aimem.evt.>``): limits retention, what the writer committed.
+* Headers: ``Nats-Msg-Id`` (dedupe), W3C ``traceparent``, ``Aimem-Reply-To`` (the caller's
+  inbox when it waits for the writer's ``{cmd_id, ok, result|error}`` reply).
+* Streams and the ``writer`` consumer are provisioned explicitly (``ensure_streams``,
+  ``ensure_writer_consumer``), never implicitly by a subscribe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.api import (
+    AckPolicy,
+    ConsumerConfig,
+    DiscardPolicy,
+    RetentionPolicy,
+    StorageType,
+    StreamConfig,
+)
+from opentelemetry import propagate, trace
+from prometheus_client import CollectorRegistry, Histogram
+
+from aimem_common.config import BusSettings
+from aimem_common.errors import (
+    AimemError,
+    BackPressureError,
+    BusTimeoutError,
+    UnavailableError,
+    from_dict,
+)
+from aimem_common.ops import Envelope
+
+log = logging.getLogger("aimem.bus")
+
+MUT_STREAM = "AIMEM_MUT"
+EVT_STREAM = "AIMEM_EVT"
+MUT_SUBJECTS = "aimem.mut.>"
+EVT_SUBJECTS = "aimem.evt.>"
+WRITER_DURABLE = "writer"
+REPLY_HEADER = "Aimem-Reply-To"
+MSG_ID_HEADER = "Nats-Msg-Id"
+
+# JetStream err_codes that mean "the stream is full" (discard=new).
+_FULL_ERR_CODES = {10077, 10047, 10028}
+
+
+def mut_subject(op: str) -> str:
+    """Return the subject of a mutation op, e.g. ``aimem.mut.page.write``."""
+    return f"aimem.mut.{op}"
+
+
+def evt_subject(kind: str) -> str:
+    """Return the subject of an event, e.g. ``aimem.evt.session.ended``."""
+    return f"aimem.evt.{kind}"
+
+
+async def connect(settings: BusSettings, *, name: str, reconnect: bool = True) -> NATS:
+    """Connect to NATS (``settings.nats_url``).
+
+    ``reconnect=False`` for one-shot tools and tests (a refused connect fails at once).
+
+    Raises:
+        UnavailableError: the server cannot be reached within ``connect_timeout_s``.
+    """
+
+    async def _quiet(exc: Exception) -> None:  # nats-py logs tracebacks by default
+        log.warning("nats: %s", exc)
+
+    # nats-py keeps retrying a refused *initial* connect on its own; probe TCP first so an
+    # absent server is a prompt, typed error.
+    url = urlparse(settings.nats_url)
+    try:
+        _, w = await asyncio.wait_for(
+            asyncio.open_connection(url.hostname or "127.0.0.1", url.port or 4222), settings.connect_timeout_s
+        )
+        w.close()
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise UnavailableError(f"cannot connect to NATS at {settings.nats_url}: {exc}", code="nats_unavailable") from exc
+    try:
+        return await asyncio.wait_for(
+            nats.connect(
+                settings.nats_url,
+                name=name,
+                connect_timeout=settings.connect_timeout_s,
+                allow_reconnect=reconnect,
+                max_reconnect_attempts=-1 if reconnect else 0,
+                reconnect_time_wait=0.5,
+                error_cb=_quiet,
+            ),
+            settings.connect_timeout_s * 2 + 1,
+        )
+    except Exception as exc:  # nats raises OSError/NoServersError/TimeoutError
+        raise UnavailableError(f"cannot connect to NATS at {settings.nats_url}: {exc}", code="nats_unavailable") from exc
+
+
+async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
+    """Create or update ``AIMEM_MUT`` and ``AIMEM_EVT`` with the DESIGN.md settings."""
+    mut = StreamConfig(
+        name=MUT_STREAM,
+        subjects=[MUT_SUBJECTS],
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        max_bytes=settings.mut_max_bytes,
+        max_msg_size=settings.mut_max_msg_bytes,
+        discard=DiscardPolicy.NEW,
+        duplicate_window=float(settings.duplicate_window_s),
+    )
+    evt = StreamConfig(
+        name=EVT_STREAM,
+        subjects=[EVT_SUBJECTS],
+        retention=RetentionPolicy.LIMITS,
+        storage=StorageType.FILE,
+        max_bytes=settings.evt_max_bytes,
+        max_age=float(settings.evt_max_age_s),
+        discard=DiscardPolicy.OLD,
+        duplicate_window=float(settings.duplicate_window_s),
+    )
+    for cfg in (mut, evt):
+        try:
+            await js.add_stream(cfg)
+        except nats.js.errors.BadRequestError:
+            await js.update_stream(cfg)  # exists with other limits: converge
+
+
+async def ensure_writer_consumer(js: JetStreamContext, *, ack_wait_s: int, max_deliver: int) -> None:
+    """Create the durable pull consumer ``writer`` on ``AIMEM_MUT`` (explicit ack)."""
+    await js.add_consumer(
+        MUT_STREAM,
+        ConsumerConfig(
+            durable_name=WRITER_DURABLE,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=float(ack_wait_s),
+            max_deliver=max_deliver,
+            max_ack_pending=20_000,
+            filter_subject=MUT_SUBJECTS,
+        ),
+    )
+
+
+def trace_headers(headers: dict[str, str] | None = None) -> dict[str, str]:
+    """Return ``headers`` plus the current W3C trace context (``traceparent``)."""
+    out = dict(headers or {})
+    propagate.inject(out)
+    return out
+
+
+def extract_context(headers: dict[str, str] | None):
+    """Return the OTel context carried in message headers (for a child span)."""
+    return propagate.extract(headers or {})
+
+
+@dataclass(slots=True)
+class PublishResult:
+    """Outcome of a publish: the JetStream sequence and whether it was a duplicate."""
+
+    seq: int
+    duplicate: bool
+
+
+class Bus:
+    """Publishing side of the bus, shared by every service (not the writer's consumer).
+
+    Construct with a connected client; methods run on the event loop.
+    """
+
+    def __init__(self, nc: NATS, settings: BusSettings, registry: CollectorRegistry | None = None):
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.settings = settings
+        self._publish_latency = Histogram(
+            "aimem_bus_publish_seconds",
+            "JetStream publish round trip (PubAck) in seconds",
+            ["op"],
+            registry=registry,
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0),
+        )
+        self._request_latency = Histogram(
+            "aimem_bus_request_seconds",
+            "Command publish to writer reply in seconds",
+            ["op"],
+            registry=registry,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self._tracer = trace.get_tracer("aimem.bus")
+
+    async def publish(
+        self, env: Envelope, *, reply_to: str | None = None, timeout_s: float | None = None
+    ) -> PublishResult:
+        """Publish ``env`` to ``aimem.mut.<op>`` and wait for the PubAck.
+
+        Returns ``PublishResult(seq, duplicate)``; a duplicate (same ``Nats-Msg-Id`` within
+        the dedupe window) is not stored twice.
+
+        Raises:
+            BackPressureError: the stream is full (``discard=new``).
+            UnavailableError: NATS unreachable or no PubAck within ``timeout_s``.
+        """
+        subject = mut_subject(env.op)
+        timeout = timeout_s if timeout_s is not None else self.settings.publish_timeout_s
+        with self._tracer.start_as_current_span(
+            f"{subject} publish",
+            kind=trace.SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": "nats",
+                "messaging.destination.name": subject,
+                "messaging.operation.type": "publish",
+                "messaging.message.id": env.cmd_id,
+            },
+        ):
+            headers = trace_headers({MSG_ID_HEADER: env.dedupe_id})
+            if reply_to:
+                headers[REPLY_HEADER] = reply_to
+            data = env.model_dump_json().encode()
+            t0 = time.perf_counter()
+            try:
+                ack = await self.js.publish(subject, data, timeout=timeout, headers=headers)
+            except nats.js.errors.APIError as exc:
+                if exc.err_code in _FULL_ERR_CODES or "maximum" in (exc.description or "").lower():
+                    raise BackPressureError(
+                        "command stream is full; retry later", retry_after_s=2, data={"stream": MUT_STREAM}
+                    ) from exc
+                raise UnavailableError(f"JetStream refused the command: {exc.description}", code="bus_error") from exc
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError, asyncio.TimeoutError) as exc:
+                raise UnavailableError("JetStream did not acknowledge in time", code="bus_timeout") from exc
+            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError, OSError) as exc:
+                raise UnavailableError(f"NATS connection unavailable: {exc}", code="nats_unavailable") from exc
+            finally:
+                self._publish_latency.labels(env.op).observe(time.perf_counter() - t0)
+            return PublishResult(seq=ack.seq, duplicate=bool(ack.duplicate))
+
+    async def request(self, env: Envelope, *, timeout_s: float | None = None) -> dict[str, Any]:
+        """Publish ``env`` and wait for the writer's reply; return its ``result`` dict.
+
+        Raises:
+            BusTimeoutError: no reply within ``timeout_s`` (the command may still apply).
+            AimemError subclass: the writer answered ``ok: false`` (typed from its code).
+            BackPressureError / UnavailableError: as ``publish``.
+        """
+        timeout = timeout_s if timeout_s is not None else self.settings.request_timeout_s
+        inbox = self.nc.new_inbox()
+        fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+        async def on_reply(msg) -> None:
+            if not fut.done():
+                fut.set_result(msg.data)
+
+        sub = await self.nc.subscribe(inbox, cb=on_reply, max_msgs=1)
+        t0 = time.perf_counter()
+        try:
+            await self.publish(env, reply_to=inbox)
+            try:
+                raw = await asyncio.wait_for(fut, timeout)
+            except asyncio.TimeoutError as exc:
+                raise BusTimeoutError(
+                    f"the writer did not answer {env.op} within {timeout:g} s; it may still apply",
+                    data={"cmd_id": env.cmd_id},
+                ) from exc
+        finally:
+            self._request_latency.labels(env.op).observe(time.perf_counter() - t0)
+            try:
+                await sub.unsubscribe()
+            except nats.errors.Error:
+                pass
+        return parse_reply(raw)
+
+    async def emit(self, kind: str, data: dict[str, Any]) -> None:
+        """Publish an event on ``aimem.evt.<kind>`` (fire and forget, PubAck awaited)."""
+        await self.js.publish(evt_subject(kind), json.dumps(data).encode(), headers=trace_headers())
+
+    async def writer_lag(self) -> int:
+        """Return the writer consumer's pending count (commands not yet delivered + unacked).
+
+        Raises:
+            UnavailableError: consumer info cannot be read.
+        """
+        try:
+            info = await self.js.consumer_info(MUT_STREAM, WRITER_DURABLE, timeout=1.0)
+        except nats.js.errors.NotFoundError:
+            return 0  # writer never started: nothing is consumed yet, the stream caps us
+        except Exception as exc:
+            raise UnavailableError(f"cannot read consumer info: {exc}", code="bus_error") from exc
+        return int(info.num_pending or 0) + int(info.num_ack_pending or 0)
+
+
+def make_reply(cmd_id: str, *, result: dict[str, Any] | None = None, error: AimemError | None = None) -> bytes:
+    """Encode a writer reply ``{cmd_id, ok, result | error}`` as JSON bytes."""
+    if error is not None:
+        return json.dumps({"cmd_id": cmd_id, "ok": False, "error": error.to_dict()}).encode()
+    return json.dumps({"cmd_id": cmd_id, "ok": True, "result": result or {}}).encode()
+
+
+def parse_reply(raw: bytes) -> dict[str, Any]:
+    """Decode a writer reply: return ``result`` or raise the typed error it carries."""
+    msg = json.loads(raw)
+    if msg.get("ok"):
+        return msg.get("result") or {}
+    raise from_dict(msg.get("error") or {"code": "internal", "message": "writer error without detail"})

@@ -1,0 +1,334 @@
+"""The one config-read path (DESIGN.md invariant 1).
+
+``load()`` resolves, in order of precedence: environment ``AIMEM_*`` (nested sections with
+``__``, e.g. ``AIMEM_DECAY__LAMBDA=0.05``) > ``<data_dir>/config.toml`` > defaults. The
+sections mirror the original system's ``config.toml`` (seed 000, "Configuration"). Call it
+once per process, in ``main()``/``create_app()``, and pass the ``Settings`` object down; no
+other module reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from aimem_common.errors import AimemError
+
+log = logging.getLogger("aimem.config")
+
+DEFAULT_PORT_BASE = 8701
+SERVICES = ("ingress", "query", "mcp-gateway", "writer", "maintainer")
+# Port offsets from port_base, in the order of DESIGN.md "Ports and endpoints".
+PORT_OFFSETS = {"ingress": 0, "query": 1, "mcp-gateway": 2, "writer": 3, "maintainer": 4}
+
+
+class ConfigError(AimemError):
+    """Configuration cannot be used (unwritable data dir, bad value); fail fast at start."""
+
+    code, status = "config_error", 500
+
+
+class BusSettings(BaseModel):
+    """NATS JetStream connection and stream limits (DESIGN.md "The bus")."""
+
+    nats_url: str = "nats://127.0.0.1:4222"
+    connect_timeout_s: float = 2.0
+    mut_max_bytes: int = 1024 * 1024 * 1024  # AIMEM_MUT cap; full stream = 429 back-pressure
+    mut_max_msg_bytes: int = 12 * 1024 * 1024
+    evt_max_bytes: int = 256 * 1024 * 1024
+    evt_max_age_s: int = 7 * 24 * 3600
+    duplicate_window_s: int = 120
+    publish_timeout_s: float = 0.8  # PubAck wait; ingress must answer within ~1 s
+    request_timeout_s: float = 10.0  # default wait for a writer reply
+
+
+class WriterSettings(BaseModel):
+    """Writer consumer and checkpoint tuning."""
+
+    batch_max_msgs: int = 512
+    fetch_timeout_s: float = 0.25
+    ack_wait_s: int = 60
+    max_deliver: int = 5
+    git_debounce_ms: int = 500  # a checkpoint waits this long to absorb more batches
+    watch_wiki: bool = True  # reindex pages edited by hand (watchdog)
+    max_page_bytes: int = 256 * 1024
+
+
+class IngressSettings(BaseModel):
+    """Hook ingress limits (DESIGN.md "Hook ingress")."""
+
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_json_depth: int = 64
+    max_writer_lag: int = 100_000  # pending commands before ingress answers 429
+    lag_check_interval_s: float = 1.0
+    retry_after_s: int = 2
+    context_max_tokens: int = 2000  # session-start context budget (~4 chars/token)
+
+
+class QuerySettings(BaseModel):
+    """Read-side knobs."""
+
+    default_limit: int = 10
+    max_limit: int = 100
+    snippet_words: int = 24
+    access_bump_interval_s: int = 60
+
+
+class DecaySettings(BaseModel):
+    """Forget-sweep parameters (DESIGN.md "Decay"; seed 000 ``[decay]``)."""
+
+    model_config = {"populate_by_name": True}
+
+    lambda_: float = Field(0.02, alias="lambda")
+    sigma: float = 0.6
+    mu: float = 0.04
+    cold_threshold: float = 0.20
+    hard_delete_after_days: int = 180
+    breadth_weight: float = 0.0
+    observation_retention_days: int = 0
+    observation_prune_batch: int = 5000
+    salience_default: float = 1.0
+
+
+class MaintenanceSettings(BaseModel):
+    """Schedules of the maintainer's background jobs."""
+
+    sweep_interval_s: int = 6 * 3600
+    lint_interval_s: int = 24 * 3600
+    embed_interval_s: int = 600
+    consolidation_poll_s: float = 5.0
+    lease_ttl_s: int = 300
+
+
+class SlotSettings(BaseModel):
+    per_user: bool = False
+
+
+class ConsolidationSettings(BaseModel):
+    enabled: bool = True  # runs only when an LLM provider is configured
+    max_input_tokens: int = Field(100_000, ge=6000)
+    max_output_tokens: int = Field(32_000, ge=1000)
+    related_pages: int = 8
+    max_attempts: int = 4
+
+
+class AutoImproveScheduler(BaseModel):
+    enabled: bool = True
+    interval_secs: int = 3600
+    max_sessions_per_tick: int = 1
+    min_session_age_secs: int = 600
+
+
+class AutoImproveSettings(BaseModel):
+    require_approval: bool = False
+    min_observations: int = 8
+    min_session_duration_secs: int = 120
+    min_confidence: float = 0.75
+    max_input_tokens: int = 24_000
+    max_proposals_per_run: int = 5
+    max_final_body_chars: int = 32_000
+    proposal_actor: str = "auto_improve"
+    pending_path: str = "_pending/auto-improve"
+    scheduler: AutoImproveScheduler = AutoImproveScheduler()
+
+
+class RetrievalSettings(BaseModel):
+    rrf_k: int = 60
+    query_intent: bool = False
+    session_recall_bonus: float = 0.25
+    abstract_vectors: bool = False
+    raw_fallback_limit: int = 10
+
+
+class LlmCandidate(BaseModel):
+    """One LLM provider profile (primary or a ``[[llm_fallbacks]]`` entry)."""
+
+    provider: Literal["openai", "openai-compat"]
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = None  # name of the env var holding the key, never the key
+
+
+class LlmSettings(BaseModel):
+    """Chat provider for consolidation/auto-improve/explore (zero-LLM when provider is None)."""
+
+    provider: Literal["openai", "openai-compat"] | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout_s: float = 300.0
+    headers: dict[str, str] = {}
+    compat_strict: bool = True
+
+
+class EmbeddingSettings(BaseModel):
+    """Vector provider; None keeps retrieval FTS/entity/link only."""
+
+    provider: Literal["openai", "openai-compat", "local"] | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key: str | None = None
+    dim: int | None = None
+    batch_size: int = 64
+
+
+class AuthSettings(BaseModel):
+    """Root bearer token (``AIMEM_AUTH__TOKEN``); None = unauthenticated, loopback only."""
+
+    token: str | None = None
+    insecure_bind: bool = False
+
+
+class Settings(BaseSettings):
+    """Every setting of every service. Units are in the field names."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="AIMEM_",
+        env_nested_delimiter="__",
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    data_dir: Path = Path("data")
+    log_level: str = "info"
+    host: str = "127.0.0.1"
+    port_base: int = DEFAULT_PORT_BASE
+    workspace_default: str = "default"
+    server_url: str = "http://127.0.0.1:8702"  # where the CLI finds the query/admin API
+    ingress_url: str = "http://127.0.0.1:8701"  # where `aimem hook` posts
+    mcp_allowed_hosts: list[str] = ["mcp-gateway", "aimem-mcp-gateway", "localhost", "127.0.0.1"]
+    otlp_endpoint: str | None = Field(
+        None, validation_alias=AliasChoices("AIMEM_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
+
+    bus: BusSettings = BusSettings()
+    writer: WriterSettings = WriterSettings()
+    ingress: IngressSettings = IngressSettings()
+    query: QuerySettings = QuerySettings()
+    decay: DecaySettings = DecaySettings()
+    maintenance: MaintenanceSettings = MaintenanceSettings()
+    slots: SlotSettings = SlotSettings()
+    consolidation: ConsolidationSettings = ConsolidationSettings()
+    auto_improve: AutoImproveSettings = AutoImproveSettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+    llm: LlmSettings = LlmSettings()
+    llm_fallbacks: list[LlmCandidate] = []
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    auth: AuthSettings = AuthSettings()
+
+    # Secrets named by `api_key_env` in [[llm_fallbacks]] are resolved once at load.
+    resolved_env: dict[str, str] = Field(default_factory=dict, exclude=True)
+
+    @field_validator("log_level")
+    @classmethod
+    def _level(cls, v: str) -> str:
+        v = v.lower()
+        if v not in {"debug", "info", "warning", "error"}:
+            raise ValueError(f"log_level must be debug|info|warning|error, got {v!r}")
+        return v
+
+    # -- derived paths -------------------------------------------------------------
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "db" / "memory.sqlite"
+
+    @property
+    def wiki_dir(self) -> Path:
+        return self.data_dir / "wiki"
+
+    @property
+    def backups_dir(self) -> Path:
+        return self.data_dir / "backups"
+
+    def port(self, service: str) -> int:
+        """Return the TCP port of ``service`` (``port_base`` + its DESIGN.md offset)."""
+        return self.port_base + PORT_OFFSETS[service]
+
+def load(
+    data_dir: str | Path | None = None,
+    *,
+    environ: dict[str, str] | None = None,
+    check_writable: bool = True,
+    **overrides: Any,
+) -> Settings:
+    """Load the settings: env ``AIMEM_*`` > ``<data_dir>/config.toml`` > defaults.
+
+    Args:
+        data_dir: explicit data dir (a CLI flag); beats ``AIMEM_DATA_DIR``.
+        environ: the environment to read (default ``os.environ``; tests pass a dict).
+        check_writable: create the data dir and fail fast when it is not writable.
+        overrides: highest-precedence values (CLI flags), e.g. ``port_base=9000``.
+
+    Returns the ``Settings`` with ``data_dir`` absolute.
+
+    Raises:
+        ConfigError: unwritable data dir, unreadable/invalid config.toml, bad values.
+    """
+    env = dict(os.environ if environ is None else environ)
+    raw_dir = Path(data_dir or env.get("AIMEM_DATA_DIR") or "data").expanduser()
+    abs_dir = raw_dir.resolve()
+    if check_writable:
+        _ensure_writable(abs_dir)
+    toml_file = abs_dir / "config.toml"
+
+    toml_source = toml_file if toml_file.is_file() else None
+
+    class _Bound(Settings):
+        @classmethod
+        def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
+            sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+            if toml_source is not None:
+                sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_source))
+            return tuple(sources)
+
+    old_env = None
+    if environ is not None:
+        # pydantic-settings reads os.environ; swap it for the duration of the parse.
+        old_env = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(env)
+    try:
+        settings = _Bound(**{"data_dir": abs_dir, **overrides})
+    except Exception as exc:  # pydantic ValidationError or a TOML decode error
+        first = str(exc).strip().splitlines()
+        raise ConfigError(f"invalid configuration ({toml_file}): {' '.join(first[:3])}") from exc
+    finally:
+        if old_env is not None:
+            os.environ.clear()
+            os.environ.update(old_env)
+    resolved = {}
+    for cand in settings.llm_fallbacks:
+        if cand.api_key_env:
+            value = env.get(cand.api_key_env)
+            if not value:
+                raise ConfigError(
+                    f"[[llm_fallbacks]] {cand.provider}/{cand.model}: env {cand.api_key_env} is empty"
+                )
+            resolved[cand.api_key_env] = value
+    if settings.llm.provider and not settings.llm.api_key:
+        key = env.get("OPENAI_API_KEY") or env.get("LLM_API_KEY")
+        if key:
+            settings.llm.api_key = key
+    settings.resolved_env = resolved
+    log.info("aimem data dir: %s", abs_dir)
+    return settings
+
+
+def _ensure_writable(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".aimem-probe-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"data dir {path} is not writable: {exc.strerror or exc}") from exc

@@ -1,0 +1,1 @@
+"""SQLite access: schema/migrations and role-specific connections."""

@@ -1,0 +1,136 @@
+"""The command envelope and the op registry.
+
+Envelope JSON (DESIGN.md): ``{v, cmd_id, op, issued_at, actor, scope:{workspace, project},
+idempotency_key?, payload}``. ``scope`` names are validated; the writer resolves them to
+ids (creating them only for ops that may create a scope).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any, Callable, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from aimem_common.errors import BadRequestError
+from aimem_common.models import validate_name
+
+ENVELOPE_VERSION = 1
+
+
+class OpPayload(BaseModel):
+    """Base of every op payload: unknown fields are refused so typos surface."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+OP_MODELS: dict[str, type[OpPayload]] = {}
+OP_CREATES_SCOPE: dict[str, bool] = {}
+
+P = TypeVar("P", bound=type[OpPayload])
+
+
+def register(name: str, *, creates_scope: bool = False) -> Callable[[P], P]:
+    """Register a payload model under op ``name`` (``domain.verb``).
+
+    Raises:
+        ValueError: ``name`` is already registered (caught at import time).
+    """
+
+    def deco(model: P) -> P:
+        if name in OP_MODELS:
+            raise ValueError(f"duplicate op name {name!r}")
+        OP_MODELS[name] = model
+        OP_CREATES_SCOPE[name] = creates_scope
+        return model
+
+    return deco
+
+
+class ScopeRef(BaseModel):
+    """Workspace/project names of a command (the writer maps them to ids)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workspace: str = "default"
+    project: str
+
+    @field_validator("workspace")
+    @classmethod
+    def _ws(cls, v: str) -> str:
+        return validate_name(v, "workspace")
+
+    @field_validator("project")
+    @classmethod
+    def _pj(cls, v: str) -> str:
+        return validate_name(v, "project")
+
+
+class Envelope(BaseModel):
+    """One command on ``aimem.mut.<op>``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    v: int = ENVELOPE_VERSION
+    cmd_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    op: str
+    issued_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat())
+    actor: str = "anonymous"
+    scope: ScopeRef | None = None
+    idempotency_key: str | None = Field(None, max_length=200)
+    payload: dict[str, Any] = {}
+
+    @property
+    def dedupe_id(self) -> str:
+        """The ``Nats-Msg-Id``: the idempotency key when given, else the cmd_id."""
+        return self.idempotency_key or self.cmd_id
+
+
+def parse_payload(op: str, payload: dict[str, Any]) -> OpPayload:
+    """Validate ``payload`` with the model registered for ``op``.
+
+    Raises:
+        BadRequestError: unknown op (``unknown_op``) or invalid payload (``invalid_payload``,
+            the first pydantic error in the message).
+    """
+    model = OP_MODELS.get(op)
+    if model is None:
+        raise BadRequestError(f"unknown op {op!r}", code="unknown_op")
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise BadRequestError(f"invalid {op} payload: {first_error(exc)}", code="invalid_payload") from exc
+
+
+def first_error(exc: ValidationError) -> str:
+    """Render the first pydantic error as ``loc: msg`` (for one-line messages)."""
+    errs = exc.errors()
+    if not errs:
+        return str(exc)
+    e = errs[0]
+    loc = ".".join(str(x) for x in e.get("loc", ())) or "body"
+    return f"{loc}: {e.get('msg')}"
+
+
+def make_envelope(
+    op: str,
+    payload: OpPayload | dict[str, Any],
+    *,
+    workspace: str | None = None,
+    project: str | None = None,
+    actor: str = "anonymous",
+    idempotency_key: str | None = None,
+) -> Envelope:
+    """Build a validated envelope for ``op`` (payload validated against its model).
+
+    Raises:
+        BadRequestError: unknown op, invalid payload or invalid scope names.
+    """
+    data = payload.model_dump(mode="json", exclude_none=False) if isinstance(payload, BaseModel) else payload
+    parse_payload(op, data)
+    try:
+        scope = ScopeRef(workspace=workspace or "default", project=project) if project else None
+    except ValidationError as exc:
+        raise BadRequestError(first_error(exc), code="invalid_name") from exc
+    return Envelope(op=op, actor=actor, scope=scope, idempotency_key=idempotency_key, payload=data)

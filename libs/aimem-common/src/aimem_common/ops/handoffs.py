@@ -1,0 +1,42 @@
+"""Handoff ops: begin / accept (claim once) / cancel."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from aimem_common.ops.envelope import OpPayload, register
+
+
+@register("handoff.begin", creates_scope=True)
+class HandoffBegin(OpPayload):
+    """Open a manual handoff for the next agent (manual beats automatic on accept)."""
+
+    body: str = Field(min_length=1, max_length=16 * 1024)
+    title: str | None = Field(None, max_length=512)
+    cwd: str | None = Field(None, max_length=4096)
+    to_agent: str | None = Field(None, max_length=64)
+    from_agent: str | None = Field(None, max_length=64)
+    session_id: str | None = Field(None, max_length=256)
+    shared: bool = False
+
+
+@register("handoff.accept")
+class HandoffAccept(OpPayload):
+    """Claim exactly one open handoff: ``handoff_id`` or the best eligible for ``cwd``.
+
+    Eligibility: manual handoffs first, then the newest automatic one whose cwd equals
+    ``cwd`` or is one of its parents on a path boundary. Accepting an automatic handoff
+    expires the older eligible automatic ones. Result ``{"handoff": {...}|null}``.
+    """
+
+    handoff_id: int | None = None
+    cwd: str | None = Field(None, max_length=4096)
+    agent: str | None = Field(None, max_length=64)
+    session_id: str | None = Field(None, max_length=256)
+
+
+@register("handoff.cancel")
+class HandoffCancel(OpPayload):
+    """Expire an exact open handoff id."""
+
+    handoff_id: int

@@ -1,0 +1,47 @@
+"""Ops of the hook path: ``observation.append`` and ``session.end``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from aimem_common.models import ObservationKind
+from aimem_common.ops.envelope import OpPayload, register
+
+
+@register("observation.append", creates_scope=True)
+class ObservationAppend(OpPayload):
+    """One sanitized hook observation (built only from ``sanitize()`` output).
+
+    ``sanitized`` must be true; the writer re-checks the text with the redactor and refuses
+    a command that still carries a secret (DESIGN.md invariant 6).
+    """
+
+    session_id: str = Field(min_length=1, max_length=256)
+    kind: ObservationKind
+    agent: str = Field("generic", max_length=64)
+    cwd: str | None = Field(None, max_length=4096)
+    title: str = Field("", max_length=512)
+    body: str = Field("", max_length=16 * 1024)
+    tool_name: str | None = Field(None, max_length=256)
+    source_event: str | None = Field(None, max_length=128)
+    extension: str | None = Field(None, max_length=64)
+    model: str | None = Field(None, max_length=128)
+    occurred_at: str | None = None
+    sanitized: Literal[True]
+    redactions: list[str] = []
+
+
+@register("session.end", creates_scope=True)
+class SessionEnd(OpPayload):
+    """Close a session: summary page, automatic handoff, ended count (DESIGN.md "Hook ingress").
+
+    Sent by ingress after the ``session-end`` observation itself, and by
+    ``aimem finalize-session``. Re-ending only does work when the count advanced.
+    """
+
+    session_id: str = Field(min_length=1, max_length=256)
+    agent: str = Field("generic", max_length=64)
+    cwd: str | None = Field(None, max_length=4096)
+    ended_at: str | None = None

@@ -1,0 +1,114 @@
+"""The sanitizing boundary (DESIGN.md invariant 6).
+
+A ``SanitizedObservation`` can only be produced by ``sanitize()``: its constructor demands
+a private token. ``sanitize`` redacts secrets from every free-text field with
+``aimem_common.redact`` and applies the 16 KiB body backstop after redaction; the result
+turns into an ``observation.append`` payload with ``sanitized=True``. The writer re-checks
+the text (``contains_secret``) and refuses a command that still carries a secret.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aimem_common.models import ObservationKind
+from aimem_common.ops.observations import ObservationAppend
+from aimem_common.redact import redact
+
+BODY_BACKSTOP_BYTES = 16 * 1024
+TITLE_CAP_BYTES = 512
+
+_TOKEN = object()
+
+
+def cap_utf8(text: str, max_bytes: int, marker: str = "…") -> str:
+    """Return ``text`` cut to at most ``max_bytes`` UTF-8 bytes on a code-point boundary.
+
+    When cut, ``marker`` is appended inside the budget.
+    """
+    raw = text.encode("utf-8", "replace")
+    if len(raw) <= max_bytes:
+        return text
+    budget = max(0, max_bytes - len(marker.encode()))
+    return raw[:budget].decode("utf-8", "ignore") + marker
+
+
+@dataclass(frozen=True, slots=True)
+class RawObservation:
+    """An observation as normalised from a hook payload, before redaction."""
+
+    session_id: str
+    kind: ObservationKind
+    agent: str = "generic"
+    cwd: str | None = None
+    title: str = ""
+    body: str = ""
+    tool_name: str | None = None
+    source_event: str | None = None
+    extension: str | None = None
+    model: str | None = None
+    occurred_at: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SanitizedObservation:
+    """A redacted, bounded observation. Build it with ``sanitize()`` only."""
+
+    raw: RawObservation
+    redactions: tuple[str, ...] = field(default=())
+    _token: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._token is not _TOKEN:
+            raise TypeError("SanitizedObservation can only be built by sanitize()")
+
+    def to_payload(self) -> ObservationAppend:
+        """Return the ``observation.append`` payload (``sanitized=True``)."""
+        r = self.raw
+        return ObservationAppend(
+            session_id=r.session_id,
+            kind=r.kind,
+            agent=r.agent,
+            cwd=r.cwd,
+            title=r.title,
+            body=r.body,
+            tool_name=r.tool_name,
+            source_event=r.source_event,
+            extension=r.extension,
+            model=r.model,
+            occurred_at=r.occurred_at,
+            sanitized=True,
+            redactions=list(self.redactions),
+        )
+
+
+def sanitize(obs: RawObservation) -> SanitizedObservation:
+    """Redact secrets in title/body/cwd/tool name, then cap title (512 B) and body (16 KiB).
+
+    Returns the only kind of observation the writer accepts.
+    """
+    kinds: list[str] = []
+
+    def clean(text: str | None) -> str | None:
+        if not text:
+            return text
+        res = redact(text)
+        kinds.extend(res.kinds)
+        return res.text
+
+    title = cap_utf8(clean(obs.title) or "", TITLE_CAP_BYTES)
+    body = cap_utf8(clean(obs.body) or "", BODY_BACKSTOP_BYTES)
+    raw = RawObservation(
+        session_id=obs.session_id,
+        kind=obs.kind,
+        agent=obs.agent,
+        cwd=clean(obs.cwd),
+        title=title,
+        body=body,
+        tool_name=clean(obs.tool_name),
+        source_event=obs.source_event,
+        extension=obs.extension,
+        model=obs.model,
+        occurred_at=obs.occurred_at,
+    )
+    return SanitizedObservation(raw, tuple(dict.fromkeys(kinds)), _token=_TOKEN)

@@ -1,0 +1,119 @@
+"""JSON logs, a per-service Prometheus registry, OpenTelemetry tracing.
+
+* ``setup_logging(service, level)`` — one JSON object per line on stderr.
+* ``Telemetry`` — a ``CollectorRegistry`` per app (no global default registry, invariant 12)
+  with the HTTP request histogram every service exports, plus ``metrics_response()``.
+* ``setup_tracing(service, endpoint)`` — OTLP/HTTP export when an endpoint is configured
+  (``OTEL_EXPORTER_OTLP_ENDPOINT`` through ``config.load``), otherwise the no-op default.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from datetime import UTC, datetime
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_configured_tracing = False
+
+
+class JsonFormatter(logging.Formatter):
+    """Render a record as one JSON line with ts, level, logger, msg, service, trace ids."""
+
+    def __init__(self, service: str):
+        super().__init__()
+        self.service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "service": self.service,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        ctx = trace.get_current_span().get_span_context()
+        if ctx.is_valid:
+            out["trace_id"] = format(ctx.trace_id, "032x")
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def setup_logging(service: str, level: str = "info") -> None:
+    """Send logs as JSON lines to stderr at ``level`` (idempotent)."""
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "_aimem", False):
+            root.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter(service))
+    handler._aimem = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    # Our own transport libraries must not flood the logs (seed 000 invariant 15).
+    for noisy in ("nats", "uvicorn.access", "httpx", "httpcore", "watchdog"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def setup_tracing(service: str, endpoint: str | None, exporter: SpanExporter | None = None) -> None:
+    """Install a TracerProvider for ``service`` once per process.
+
+    With ``exporter`` (tests: in-memory) or an OTLP ``endpoint`` spans are exported in
+    batches; with neither the API stays the no-op default (zero overhead).
+    """
+    global _configured_tracing  # process-level OTel state is global by OTel's own design
+    if _configured_tracing or (exporter is None and not endpoint):
+        return
+    provider = TracerProvider(resource=Resource.create({"service.name": f"aimem-{service}"}))
+    if exporter is None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    _configured_tracing = True
+
+
+class Telemetry:
+    """Metrics of one service instance: its registry and the shared HTTP families."""
+
+    def __init__(self, service: str):
+        self.service = service
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.http_latency = Histogram(
+            "aimem_http_request_duration_seconds",
+            "HTTP request latency in seconds by route",
+            ["service", "method", "route", "status"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+        )
+        self.up = Gauge("aimem_up", "1 while the service is running", ["service"], registry=self.registry)
+        self.up.labels(service).set(1)
+        self.started = Gauge(
+            "aimem_start_time_seconds", "Unix time the service started", ["service"], registry=self.registry
+        )
+        self.started.labels(service).set(time.time())
+
+    def counter(self, name: str, doc: str, labels: list[str] | tuple[str, ...] = ()) -> Counter:
+        """Create a counter in this service's registry (``aimem_`` prefix expected)."""
+        return Counter(name, doc, list(labels), registry=self.registry)
+
+    def histogram(self, name: str, doc: str, labels=(), buckets=Histogram.DEFAULT_BUCKETS) -> Histogram:
+        """Create a histogram in this service's registry."""
+        return Histogram(name, doc, list(labels), registry=self.registry, buckets=buckets)
+
+    def gauge(self, name: str, doc: str, labels=()) -> Gauge:
+        """Create a gauge in this service's registry."""
+        return Gauge(name, doc, list(labels), registry=self.registry)
+
+    def render(self) -> tuple[bytes, str]:
+        """Return ``(body, content_type)`` of the Prometheus exposition."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,115 @@
+"""Bus tests against a real nats-server: streams, dedupe, request/reply, back-pressure."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from aimem_common import bus as busmod
+from aimem_common.config import BusSettings
+from aimem_common.errors import BackPressureError, BusTimeoutError, NotFoundError, UnavailableError
+from aimem_common.ops import make_envelope
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
+
+
+def env_for(body: str = "hello", key: str | None = None):
+    return make_envelope(
+        "page.write", {"path": "notes/a.md", "body": body}, project="proj", idempotency_key=key
+    )
+
+
+async def test_streams_have_design_settings(nats_server) -> None:
+    settings = BusSettings(nats_url=nats_server.url)
+    nc = await busmod.connect(settings, name="t", reconnect=False)
+    try:
+        js = nc.jetstream()
+        await busmod.ensure_streams(js, settings)
+        await busmod.ensure_streams(js, settings)  # idempotent
+        mut = (await js.stream_info(busmod.MUT_STREAM)).config
+        assert mut.subjects == ["aimem.mut.>"]
+        assert str(mut.retention.value if hasattr(mut.retention, "value") else mut.retention) == "workqueue"
+        assert str(getattr(mut.discard, "value", mut.discard)) == "new"
+        assert str(getattr(mut.storage, "value", mut.storage)) == "file"
+        assert mut.duplicate_window == 120
+        assert mut.max_bytes == settings.mut_max_bytes
+        evt = (await js.stream_info(busmod.EVT_STREAM)).config
+        assert evt.subjects == ["aimem.evt.>"] and str(getattr(evt.retention, "value", evt.retention)) == "limits"
+    finally:
+        await nc.close()
+
+
+async def test_dedupe_by_msg_id(nats_server) -> None:
+    settings = BusSettings(nats_url=nats_server.url)
+    nc = await busmod.connect(settings, name="t", reconnect=False)
+    try:
+        await busmod.ensure_streams(nc.jetstream(), settings)
+        bus = busmod.Bus(nc, settings)
+        first = await bus.publish(env_for(key="same-key"))
+        again = await bus.publish(env_for(key="same-key"))
+        other = await bus.publish(env_for(key="other-key"))
+        assert first.duplicate is False and again.duplicate is True
+        assert again.seq == first.seq and other.seq == first.seq + 1
+        info = await nc.jetstream().stream_info(busmod.MUT_STREAM)
+        assert info.state.messages == 2
+        # headers carry the trace context and the dedupe id
+        msg = await nc.jetstream().get_msg(busmod.MUT_STREAM, first.seq)
+        assert msg.headers["Nats-Msg-Id"] == "same-key"
+        assert json.loads(msg.data)["op"] == "page.write"
+    finally:
+        await nc.close()
+
+
+async def test_request_reply_and_timeout(nats_server) -> None:
+    settings = BusSettings(nats_url=nats_server.url, request_timeout_s=0.5)
+    nc = await busmod.connect(settings, name="t", reconnect=False)
+    try:
+        await busmod.ensure_streams(nc.jetstream(), settings)
+        bus = busmod.Bus(nc, settings)
+        # Nobody consumes: a clear timeout error, not a hang.
+        with pytest.raises(BusTimeoutError, match="did not answer page.write within 0.5 s"):
+            await bus.request(env_for("one"))
+
+        # A minimal responder that answers like the writer does.
+        async def responder(msg):
+            env = json.loads(msg.data)
+            reply_to = msg.headers.get(busmod.REPLY_HEADER)
+            if env["payload"]["body"] == "bad":
+                err = NotFoundError("no such page")
+                await nc.publish(reply_to, busmod.make_reply(env["cmd_id"], error=err))
+            else:
+                await nc.publish(reply_to, busmod.make_reply(env["cmd_id"], result={"page_id": 7}))
+
+        sub = await nc.subscribe("aimem.mut.page.write", cb=responder)
+        assert await bus.request(env_for("two")) == {"page_id": 7}
+        with pytest.raises(NotFoundError, match="no such page"):
+            await bus.request(env_for("bad"))
+        await sub.unsubscribe()
+    finally:
+        await nc.close()
+
+
+async def test_full_stream_is_backpressure(nats_server) -> None:
+    settings = BusSettings(nats_url=nats_server.url, mut_max_bytes=4096)
+    nc = await busmod.connect(settings, name="t", reconnect=False)
+    try:
+        await busmod.ensure_streams(nc.jetstream(), settings)
+        bus = busmod.Bus(nc, settings)
+        with pytest.raises(BackPressureError) as info:
+            for i in range(100):
+                await bus.publish(env_for("x" * 500, key=f"k{i}"))
+        assert info.value.status == 429 and info.value.retry_after_s >= 1
+        stored = (await nc.jetstream().stream_info(busmod.MUT_STREAM)).state.messages
+        assert 0 < stored < 100
+    finally:
+        await nc.close()
+
+
+async def test_unreachable_nats_is_unavailable() -> None:
+    from aimem_common.natsserver import free_port
+
+    settings = BusSettings(nats_url=f"nats://127.0.0.1:{free_port()}", connect_timeout_s=0.5)
+    with pytest.raises(UnavailableError, match="cannot connect"):
+        await asyncio.wait_for(busmod.connect(settings, name="t", reconnect=False), 5)

@@ -1,0 +1,92 @@
+"""Schema migrations: fresh DB, idempotent re-run, readers wait for the writer's version."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from aimem_common.db.connect import migrate, open_reader, open_writer
+from aimem_common.db.schema import SCHEMA_VERSION
+from aimem_common.errors import UnavailableError
+
+EXPECTED_TABLES = {
+    "workspaces", "projects", "pages", "pages_fts", "links", "entities", "entity_page_links",
+    "sessions", "observations", "observations_fts", "handoffs", "agent_messages", "page_feedback",
+    "page_access", "page_evidence", "page_embeddings", "session_consolidation_jobs",
+    "auto_improve_proposals", "auto_improve_runs", "auto_improve_state", "audit_log",
+    "ingest_keys", "users", "api_keys", "grants", "meta",
+}
+
+
+def tables(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def test_fresh_db_gets_full_schema(tmp_path: Path) -> None:
+    conn = open_writer(tmp_path / "db" / "m.sqlite")
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert EXPECTED_TABLES <= tables(conn)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+
+
+def test_rerun_is_noop(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    conn = open_writer(path)
+    conn.execute("INSERT INTO meta(key, value) VALUES ('k', 'v')")
+    before = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    assert migrate(conn) == SCHEMA_VERSION
+    conn.close()
+    conn = open_writer(path)
+    assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == before
+    assert conn.execute("SELECT value FROM meta WHERE key='k'").fetchone()[0] == "v"
+
+
+def test_reader_is_read_only(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    open_writer(path).close()
+    reader = open_reader(path, wait_s=1)
+    with pytest.raises(sqlite3.OperationalError):
+        reader.execute("INSERT INTO meta(key, value) VALUES ('a', 'b')")
+
+
+def test_reader_waits_for_writer_version(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    # An older, unmigrated file exists first (version 0).
+    sqlite3.connect(path).close()
+
+    def later() -> None:
+        time.sleep(0.4)
+        open_writer(path).close()
+
+    t = threading.Thread(target=later)
+    t.start()
+    t0 = time.monotonic()
+    reader = open_reader(path, wait_s=10, poll_s=0.05)
+    waited = time.monotonic() - t0
+    t.join()
+    assert waited >= 0.3
+    assert reader.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_reader_gives_up_with_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(UnavailableError, match="not ready"):
+        open_reader(tmp_path / "missing.sqlite", wait_s=0.2)
+
+
+def test_fts_indexes_latest_versions_only(tmp_path: Path) -> None:
+    conn = open_writer(tmp_path / "m.sqlite")
+    conn.execute("INSERT INTO workspaces VALUES ('w', 'default', 'now')")
+    conn.execute("INSERT INTO projects VALUES ('p', 'w', 'proj', 'now')")
+    ins = ("INSERT INTO pages(workspace_id, project_id, path, title, body, kind, tier, content_hash,"
+           " created_at, updated_at, is_latest) VALUES ('w','p','a.md',?,?, 'note','episodic','h','t','t',?)")
+    conn.execute(ins, ("Old", "zebra stripes", 1))
+    conn.execute("UPDATE pages SET is_latest = 0 WHERE id = 1")
+    conn.execute(ins, ("New", "lion mane", 1))
+    hits = lambda q: [r[0] for r in conn.execute("SELECT rowid FROM pages_fts WHERE pages_fts MATCH ?", (q,))]
+    assert hits("zebra") == []
+    assert hits("lion") == [2]

@@ -1,0 +1,1 @@
+"""aimem maintainer service."""

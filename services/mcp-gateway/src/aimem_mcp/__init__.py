@@ -1,0 +1,1 @@
+"""aimem mcp service."""

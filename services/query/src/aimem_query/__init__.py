@@ -1,0 +1,1 @@
+"""aimem query service."""
