@@ -141,3 +141,115 @@ def stack(tmp_path: Path):
         yield s
     finally:
         s.stop()
+
+
+MODULES = {
+    "writer": "aimem_writer",
+    "ingress": "aimem_ingress",
+    "query": "aimem_query",
+    "mcp-gateway": "aimem_mcp",
+    "maintainer": "aimem_maintainer",
+}
+
+
+def settings_env(settings: config.Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment that makes a child service load exactly ``settings``' key values."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
+    env.update(
+        AIMEM_DATA_DIR=str(settings.data_dir),
+        AIMEM_PORT_BASE=str(settings.port_base),
+        AIMEM_BUS__NATS_URL=settings.bus.nats_url,
+        PYTHONUNBUFFERED="1",
+    )
+    if settings.auth.token:
+        env["AIMEM_AUTH__TOKEN"] = settings.auth.token
+    env.update(extra or {})
+    return env
+
+
+class ServiceProc:
+    """One real service process (``python -m aimem_<svc>``) for integration tests."""
+
+    def __init__(self, settings: config.Settings, service: str, log_dir: Path, extra_env: dict[str, str] | None = None):
+        self.settings = settings
+        self.service = service
+        self.log_path = log_dir / f"{service}.log"
+        self.env = settings_env(settings, extra_env)
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.port(self.service)}"
+
+    def start(self, timeout_s: float = 20.0) -> "ServiceProc":
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", MODULES[self.service]], env=self.env, stdout=log, stderr=log,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.service} exited {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=0.5).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.service} not healthy in {timeout_s} s:\n{self.log_path.read_text()[-3000:]}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL (crash tests)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@pytest.fixture
+def services(settings: config.Settings, tmp_path: Path):
+    """Factory: ``services("writer", "query")`` starts real service processes (stopped after).
+
+    Returns a dict name -> ServiceProc. Start the writer first: readers wait for its schema.
+    """
+    started: list[ServiceProc] = []
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir(exist_ok=True)
+
+    def start(*names: str, extra_env: dict[str, str] | None = None) -> dict[str, ServiceProc]:
+        out = {}
+        for name in names:
+            proc = ServiceProc(settings, name, log_dir, extra_env).start()
+            started.append(proc)
+            out[name] = proc
+        return out
+
+    try:
+        yield start
+    finally:
+        for proc in reversed(started):
+            proc.stop()
+
+
+@pytest.fixture
+async def bus(settings: config.Settings):
+    """A connected ``aimem_common.bus.Bus`` on the test's NATS (streams ensured)."""
+    from aimem_common import bus as busmod
+
+    nc = await busmod.connect(settings.bus, name="test", reconnect=False)
+    await busmod.ensure_streams(nc.jetstream(), settings.bus)
+    try:
+        yield busmod.Bus(nc, settings.bus)
+    finally:
+        await nc.close()
