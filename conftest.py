@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import pytest_asyncio
 
 from aimem_common import config
 from aimem_common.natsserver import NatsServer, free_port
@@ -242,7 +243,7 @@ def services(settings: config.Settings, tmp_path: Path):
             proc.stop()
 
 
-@pytest.fixture
+@pytest_asyncio.fixture
 async def bus(settings: config.Settings):
     """A connected ``aimem_common.bus.Bus`` on the test's NATS (streams ensured)."""
     from aimem_common import bus as busmod
