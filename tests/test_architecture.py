@@ -1,0 +1,95 @@
+"""Import boundaries (STYLE.md "Tests"): services import only aimem_common, never each other;
+only the writer opens the read-write DB or imports pygit2; nobody reads os.environ but config."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SERVICES = {
+    "aimem_writer": REPO / "services/writer/src/aimem_writer",
+    "aimem_ingress": REPO / "services/ingress/src/aimem_ingress",
+    "aimem_query": REPO / "services/query/src/aimem_query",
+    "aimem_mcp": REPO / "services/mcp-gateway/src/aimem_mcp",
+    "aimem_maintainer": REPO / "services/maintainer/src/aimem_maintainer",
+}
+COMMON = REPO / "libs/aimem-common/src/aimem_common"
+CLI = REPO / "cli/src/aimem_cli"
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
+    return out
+
+
+def reads_environ(path: Path) -> bool:
+    """True if the code (not its docstrings) touches ``os.environ`` or ``os.getenv``."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in {"environ", "getenv"}:
+            if isinstance(node.value, ast.Name) and node.value.id == "os":
+                return True
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            if any(a.name in {"environ", "getenv"} for a in node.names):
+                return True
+    return False
+
+
+def py_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def test_services_never_import_each_other() -> None:
+    bad = []
+    for name, root in SERVICES.items():
+        for f in py_files(root):
+            for imp in imports_of(f):
+                top = imp.split(".")[0]
+                if top in SERVICES and top != name:
+                    bad.append(f"{f.relative_to(REPO)} imports {imp}")
+    assert bad == []
+
+
+def test_common_imports_no_service() -> None:
+    bad = [
+        f"{f.relative_to(REPO)} imports {imp}"
+        for f in py_files(COMMON)
+        for imp in imports_of(f)
+        if imp.split(".")[0] in SERVICES or imp.split(".")[0] == "aimem_cli"
+    ]
+    assert bad == []
+
+
+def test_only_writer_opens_db_read_write() -> None:
+    bad = []
+    for root in [*[r for n, r in SERVICES.items() if n != "aimem_writer"], CLI]:
+        for f in py_files(root):
+            text = f.read_text()
+            if "open_writer" in text:
+                bad.append(str(f.relative_to(REPO)))
+    # The CLI's `reindex`/`restore` are direct-disk ops that refuse while a writer runs.
+    allowed = {"cli/src/aimem_cli/commands/disk.py", "cli/src/aimem_cli/commands/admin.py"}
+    assert [b for b in bad if b not in allowed] == []
+
+
+def test_no_environ_reads_outside_config() -> None:
+    allowed = {
+        COMMON / "config.py",
+        CLI / "hookclient.py",  # the hot-path hook client reads AIMEM_INGRESS_URL without pydantic
+        CLI / "commands/up.py",  # passes the environment on to its children
+    }
+    bad = []
+    for root in [COMMON, CLI, *SERVICES.values()]:
+        for f in py_files(root):
+            if f in allowed or "testing" in f.parts:
+                continue
+            if reads_environ(f):
+                bad.append(str(f.relative_to(REPO)))
+    assert bad == []
