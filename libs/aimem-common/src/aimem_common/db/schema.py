@@ -353,6 +353,16 @@ CREATE TABLE meta (
   key    TEXT PRIMARY KEY,
   value  TEXT NOT NULL
 );
+
+-- Wiki file effects committed with a writer batch and not yet applied to disk; the writer
+-- replays them at start (crash between SQLite COMMIT and the file flush).
+CREATE TABLE wiki_outbox (
+  id          INTEGER PRIMARY KEY,
+  rel         TEXT NOT NULL,                     -- <workspace_id>/<project_id>/<path>
+  action      TEXT NOT NULL,                     -- write|delete|append
+  text        TEXT,
+  created_at  TEXT NOT NULL
+);
 """
 
 # Forward-only: append new migrations; never edit one that has shipped.

@@ -1,0 +1,245 @@
+"""``Tx``: what an op handler gets — one command's view of the batch transaction.
+
+Handlers run on the single writer thread, synchronously, inside the batch's
+``BEGIN IMMEDIATE`` transaction and their own ``SAVEPOINT``: raising an ``AimemError``
+rolls back exactly that command (rows, staged wiki files, events, audit rows) and answers
+it with the error; the rest of the batch commits.
+
+API (all on the writer thread; never keep a ``Tx`` after the handler returns):
+
+``tx.conn``
+    The ``sqlite3.Connection`` (rows are ``sqlite3.Row``). Use plain SQL; never
+    ``COMMIT``/``ROLLBACK``/``BEGIN`` — the batch owns the transaction.
+``tx.now``
+    ISO-8601 UTC timestamp of the batch (``2026-11-30T10:00:00.123456Z``), one value for
+    every command of a batch.
+``tx.actor`` / ``tx.cmd_id`` / ``tx.op`` / ``tx.env`` / ``tx.settings``
+    The envelope's actor, command id, op name, the envelope itself, the writer ``Settings``.
+``tx.scope(create=False) -> Scope``
+    Resolve the envelope's ``scope`` names to ids. ``create=True`` creates the workspace and
+    project (and stages their ``_meta.md`` manifests) when missing; otherwise a missing one
+    raises ``NotFoundError``. A command without ``scope`` raises ``BadRequestError``
+    (``missing_scope``).
+``tx.resolve_scope(workspace, project, create=False) -> Scope``
+    The same for any other names (message recipients, cross-project moves).
+``tx.scope_by_ids(workspace_id, project_id) -> Scope``
+    Look a scope up by its ids (``NotFoundError`` when absent).
+``tx.wiki`` (``aimem_writer.wiki.WikiStage``)
+    Stage file effects, applied atomically after COMMIT and committed to git by the
+    debounced checkpoint: ``write(scope, path, text)``, ``delete(scope, path)``,
+    ``write_rel(rel, text)``, ``delete_rel(rel)`` (a whole ``<ws_id>/<pj_id>`` tree for
+    purges), ``append_ledger(scope, "YYYY-MM", text)``. Keys are
+    ``<workspace_id>/<project_id>/<path>``. Symlinks out of the wiki are refused at stage
+    time (``invalid_path``).
+``tx.pages`` (``aimem_writer.pages.PageStore``)
+    ``write(scope, page, evidence=..., session_id=...) -> dict`` where ``page`` is an
+    ``aimem_common.ops.pages.PageWrite`` or ``aimem_writer.pages.PageInput``: versioning
+    (supersession keeps history), preconditions (``precondition_failed`` with
+    ``current_page_id``), frontmatter validation, FTS (triggers), links (deferred
+    resolution, cross-project), entities, evidence, the staged file, audit and a
+    ``page.changed`` event. Returns ``{page_id, path, title, kind, tier, version,
+    supersedes, created, changed, workspace, project}``.
+    ``delete(scope, path, reason="deleted") -> {deleted, page_id}`` (idempotent; staged
+    unlink; incoming links become unresolved). ``get(scope, path) -> Row | None`` (live
+    version). ``index_text(scope, path, text) -> dict`` indexes a file's text without
+    rewriting it (watcher, reindex, restore).
+``tx.emit(kind, data)``
+    Queue an event for ``aimem.evt.<kind>``; published only after COMMIT, dropped if the
+    command fails. ``workspace``/``project`` names are added when missing.
+``tx.audit(op, target, detail=None, scope=None)``
+    Insert an ``audit_log`` row (``at``, actor, op, scope ids, target, JSON detail, cmd_id).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aimem_common.config import Settings
+from aimem_common.errors import BadRequestError, NotFoundError
+from aimem_common.models import Scope, validate_name
+from aimem_common.ops import Envelope
+from aimem_common.wikifmt import META_FILE, render_meta
+
+from aimem_writer.wiki import WikiStage
+
+
+def utc_now() -> str:
+    """Return the current time as ISO-8601 UTC with a ``Z`` suffix."""
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(slots=True)
+class Event:
+    """An event queued by a command: published on ``aimem.evt.<kind>`` after COMMIT."""
+
+    kind: str
+    data: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ScopeCache:
+    """Scopes resolved in the current batch, by names and by ids (committed commands only)."""
+
+    by_name: dict[tuple[str, str], Scope] = field(default_factory=dict)
+
+    def merge(self, other: "ScopeCache") -> None:
+        self.by_name.update(other.by_name)
+
+
+class Tx:
+    """One command's handle on the batch transaction (see the module docstring)."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        env: Envelope,
+        *,
+        now: str,
+        settings: Settings,
+        wiki: WikiStage,
+        scopes: ScopeCache,
+    ):
+        self.conn = conn
+        self.env = env
+        self.now = now
+        self.settings = settings
+        self.wiki = wiki
+        self.events: list[Event] = []
+        self._batch_scopes = scopes
+        self.new_scopes = ScopeCache()
+        self._pages = None
+
+    # -- identity ---------------------------------------------------------------
+    @property
+    def actor(self) -> str:
+        return self.env.actor
+
+    @property
+    def cmd_id(self) -> str:
+        return self.env.cmd_id
+
+    @property
+    def op(self) -> str:
+        return self.env.op
+
+    @property
+    def pages(self):
+        """The page store bound to this command (``aimem_writer.pages.PageStore``)."""
+        if self._pages is None:
+            from aimem_writer.pages import PageStore
+
+            self._pages = PageStore(self)
+        return self._pages
+
+    # -- scopes -----------------------------------------------------------------
+    def scope(self, create: bool = False) -> Scope:
+        """Resolve the envelope's scope (see module docstring).
+
+        Raises:
+            BadRequestError: the envelope has no ``scope`` (``missing_scope``).
+            NotFoundError: workspace or project unknown and ``create`` is False.
+        """
+        if self.env.scope is None:
+            raise BadRequestError(f"{self.op} needs a scope (workspace/project)", code="missing_scope")
+        return self.resolve_scope(self.env.scope.workspace, self.env.scope.project, create=create)
+
+    def resolve_scope(self, workspace: str, project: str, create: bool = False) -> Scope:
+        """Resolve names to a ``Scope``, creating both (with manifests) when ``create``.
+
+        Raises:
+            BadRequestError: invalid names (``invalid_name``).
+            NotFoundError: unknown workspace/project and not ``create``.
+        """
+        key = (workspace, project)
+        hit = self._batch_scopes.by_name.get(key) or self.new_scopes.by_name.get(key)
+        if hit is not None:
+            return hit
+        row = self.conn.execute(
+            "SELECT w.id AS wid, p.id AS pid FROM workspaces w JOIN projects p ON p.workspace_id = w.id "
+            "WHERE w.name = ? AND p.name = ?",
+            (workspace, project),
+        ).fetchone()
+        if row is not None:
+            scope = Scope(workspace, project, row["wid"], row["pid"])
+            self._batch_scopes.by_name[key] = scope
+            return scope
+        validate_name(workspace, "workspace")
+        validate_name(project, "project")
+        ws = self.conn.execute("SELECT id FROM workspaces WHERE name = ?", (workspace,)).fetchone()
+        if ws is None and not create:
+            raise NotFoundError(f"workspace {workspace!r} not found", data={"workspace": workspace})
+        if not create:
+            raise NotFoundError(
+                f"project {workspace}/{project} not found", data={"workspace": workspace, "project": project}
+            )
+        if ws is None:
+            wid = uuid.uuid4().hex
+            self.conn.execute(
+                "INSERT INTO workspaces(id, name, created_at) VALUES (?, ?, ?)", (wid, workspace, self.now)
+            )
+            self.wiki.write_rel(f"{wid}/{META_FILE}", render_meta("workspace", id=wid, name=workspace))
+            self.audit("workspace.create", workspace, {"workspace_id": wid})
+        else:
+            wid = ws["id"]
+        pid = uuid.uuid4().hex
+        self.conn.execute(
+            "INSERT INTO projects(id, workspace_id, name, created_at) VALUES (?, ?, ?, ?)",
+            (pid, wid, project, self.now),
+        )
+        self.wiki.write_rel(
+            f"{wid}/{pid}/{META_FILE}",
+            render_meta("project", id=pid, name=project, workspace_id=wid, workspace=workspace),
+        )
+        scope = Scope(workspace, project, wid, pid)
+        self.audit("project.create", f"{workspace}/{project}", {"project_id": pid}, scope=scope)
+        self.emit("project.created", {"workspace": workspace, "project": project,
+                                      "workspace_id": wid, "project_id": pid})
+        self.new_scopes.by_name[key] = scope
+        return scope
+
+    def scope_by_ids(self, workspace_id: str, project_id: str) -> Scope:
+        """Return the scope with these ids.
+
+        Raises:
+            NotFoundError: no such project in that workspace.
+        """
+        row = self.conn.execute(
+            "SELECT w.name AS ws, p.name AS pj FROM projects p JOIN workspaces w ON w.id = p.workspace_id "
+            "WHERE p.id = ? AND w.id = ?",
+            (project_id, workspace_id),
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"project id {project_id} not found", data={"project_id": project_id})
+        return Scope(row["ws"], row["pj"], workspace_id, project_id)
+
+    # -- side channels ------------------------------------------------------------
+    def emit(self, kind: str, data: dict[str, Any]) -> None:
+        """Queue an event for ``aimem.evt.<kind>`` (published after COMMIT, dropped on failure)."""
+        if self.env.scope is not None:
+            data.setdefault("workspace", self.env.scope.workspace)
+            data.setdefault("project", self.env.scope.project)
+        data.setdefault("cmd_id", self.cmd_id)
+        data.setdefault("at", self.now)
+        self.events.append(Event(kind, data))
+
+    def audit(self, op: str, target: str | None, detail: dict[str, Any] | None = None,
+              scope: Scope | None = None) -> None:
+        """Insert one ``audit_log`` row for this command (rolled back with it)."""
+        self.conn.execute(
+            "INSERT INTO audit_log(at, actor, op, workspace_id, project_id, target, detail, cmd_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.now, self.actor, op,
+                scope.workspace_id if scope else None, scope.project_id if scope else None,
+                target, json.dumps(detail, ensure_ascii=False) if detail is not None else None, self.cmd_id,
+            ),
+        )
+
+
+TxFactory = Callable[[Envelope], Tx]
