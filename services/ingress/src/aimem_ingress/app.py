@@ -1,42 +1,65 @@
-"""The ingress service app: health and metrics, bus connection, read-only DB."""
+"""The ingress service app: ``POST /hook``, session-start context, health and metrics.
+
+Run with ``python -m aimem_ingress`` (``config.load()`` once, then uvicorn). The lifespan
+connects to NATS (ensuring the streams), builds the ``IngressContext`` (bus, lag gate,
+metrics) and starts the first writer-lag read; routes live in ``routes.py``.
+"""
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
 from aimem_common.config import Settings
-from aimem_common.db.connect import open_reader
 from aimem_common.service import connect_bus
 from aimem_common.telemetry import Telemetry
 from aimem_common.web import install_error_handlers, install_observability
+from aimem_ingress.context import HookMetrics, IngressContext
+from aimem_ingress.gate import LagGate
+from aimem_ingress.routes import router
+
+
+async def _close_nats(nc) -> None:
+    """Drain a connected client; close one that is reconnecting (drain would raise)."""
+    if nc.is_connected:
+        await nc.drain()
+    elif not nc.is_closed:
+        await nc.close()
 
 
 def create_app(settings: Settings) -> FastAPI:
     """Build the ingress app for ``settings`` (nothing starts until the lifespan runs)."""
     telemetry = Telemetry("ingress")
-    state: dict = {}
+    metrics = HookMetrics(telemetry)
+    holder: dict[str, IngressContext] = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         async with AsyncExitStack() as stack:
             nc, bus = await connect_bus(settings, "ingress", telemetry)
-            stack.push_async_callback(nc.drain)
-            db = await asyncio.to_thread(open_reader, settings.db_path, wait_s=60)
-            stack.callback(db.close)
-            state.update(nc=nc, bus=bus, db=db)
-            app.state.ctx = state
+            stack.push_async_callback(_close_nats, nc)
+            cfg = settings.ingress
+            gate = LagGate(bus.writer_lag, max_lag=cfg.max_writer_lag, interval_s=cfg.lag_check_interval_s,
+                           retry_after_s=cfg.retry_after_s)
+            stack.push_async_callback(gate.close)
+            await gate.refresh()
+            ctx = IngressContext(settings=settings, nc=nc, bus=bus, gate=gate, metrics=metrics,
+                                 claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
+            stack.callback(ctx.close)
+            holder["ctx"] = app.state.ctx = ctx
             yield
 
     async def health() -> dict:
-        nc = state.get("nc")
-        db = state.get("db")
-        db_ok = db is not None and db.execute("SELECT 1").fetchone()[0] == 1
-        return {"nats": bool(nc and nc.is_connected), "db": db_ok}
+        ctx = holder.get("ctx")
+        return {
+            "nats": bool(ctx and ctx.nc.is_connected),
+            "db": "open" if ctx and ctx.db_open else "lazy",
+            "writer_lag": ctx.gate.lag if ctx else None,
+        }
 
     app = FastAPI(title="aimem-ingress", lifespan=lifespan)
     install_error_handlers(app)
     install_observability(app, telemetry, health)
+    app.include_router(router)
     return app

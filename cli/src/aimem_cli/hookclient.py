@@ -1,0 +1,337 @@
+"""``aimem hook --agent <client> --event <name>``: the native hook command (stdlib only).
+
+Agents run this on every lifecycle event, so it must be fast and must never hurt them:
+
+1. read the payload from stdin, apply the event caps (below), append it to the spool with
+   a fresh idempotency key (``hookspool``);
+2. session end: hand delivery to a detached ``--drain`` process and exit at once;
+3. otherwise POST it to ``<ingress_url>/hook`` within ``EVENT_BUDGET_S`` of process start
+   (a down or hung server costs at most that), mark it done on an answer;
+4. re-send a few older spooled entries with what is left of the budget (bounded drain);
+5. session start: fetch ``/hook/session-start-context`` (only when the server answered
+   step 3, so a dead server still costs ≤ ``EVENT_BUDGET_S``) and print it in the client's
+   format (Claude Code / Codex / Gemini ``hookSpecificOutput.additionalContext``, Cursor
+   ``additional_context``; Copilot CLI ignores sessionStart output, so nothing).
+
+Exit status is always 0 and nothing but the context JSON goes to stdout.
+
+Configuration (the one config read outside ``aimem_common.config.load``, allowed for
+speed: pydantic alone costs ~100 ms to import): ``AIMEM_INGRESS_URL``, else
+``ingress_url`` in ``<data_dir>/config.toml``, else ``http://127.0.0.1:8701``; the root token
+from ``AIMEM_AUTH__TOKEN`` or ``[auth] token``. ``<data_dir>`` is ``AIMEM_DATA_DIR``, else
+``$XDG_DATA_HOME/aimem`` (``~/.local/share/aimem``): the user's data dir, never a path
+relative to the agent's cwd. The spool lives in ``<data_dir>/spool/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from aimem_cli import hooknet
+from aimem_cli.hookspool import Spool
+
+# Duplicated from aimem_ingress.normalize / aimem_common.sanitize on purpose: importing
+# those would pull pydantic into every hook call. The server re-applies the same caps.
+PROMPT_CAP_BYTES = 16 * 1024  # prompts, compaction summaries, assistant messages
+EXCERPT_CAP_BYTES = 2 * 1024  # every other string (tool input/output, notifications)
+ELLIPSIS = "…"
+MAX_LIST_ITEMS = 64
+MAX_DEPTH = 24
+MAX_STDIN_BYTES = 16 * 1024 * 1024
+_PROMPT_KEYS = frozenset(
+    "prompt initial_prompt initialPrompt summary compact_summary custom_instructions customInstructions"
+    " last_assistant_message last-assistant-message prompt_response message text".split())
+
+EVENT_BUDGET_S = 0.15  # from process start to the end of POST + bounded drain
+POST_TIMEOUT_S = 0.2  # never more than this for one request
+CONTEXT_TIMEOUT_S = 0.9  # the session-start context waits on a writer round trip
+DRAIN_MAX_ENTRIES = 16  # per hook call
+DRAIN_MIN_AGE_S = 2.0  # younger entries belong to hooks still running
+DETACHED_DRAIN_S = 60.0
+DETACHED_TIMEOUT_S = 5.0
+DEFAULT_URL = "http://127.0.0.1:8701"
+_START = frozenset({"sessionstart", "session-start", "session.created"})
+_END = frozenset({"sessionend", "session-end", "session.deleted"})
+
+
+def main(argv: list[str]) -> int:
+    """Run one hook call; always return 0 (an agent must never fail because of memory)."""
+    t0 = process_start()
+    try:
+        _run(argv, t0)
+    except BaseException as exc:  # noqa: BLE001 - the contract is "exit 0 whatever happens"
+        _note(f"hook failed: {type(exc).__name__}: {exc}")
+    return 0
+
+
+def _run(argv: list[str], t0: float) -> None:
+    args = _parse(argv)
+    env = os.environ
+    data_dir = client_data_dir(env)
+    cfg = client_config(env, data_dir)
+    spool = Spool(data_dir / "spool")
+    if "drain" in args:
+        detached_drain(spool, cfg)
+        return
+    agent = args.get("agent") or "generic"
+    payload = _read_stdin()
+    if payload is None:
+        return
+    payload = cap_payload(payload)
+    event = args.get("event") or _payload_event(payload)
+    entry = {"k": f"{agent}:{os.urandom(12).hex()}", "ts": time.time(), "agent": agent,
+             "event": event, "ext": args.get("extension"), "cwd": _cwd(), "p": payload}
+    spool.append(entry)
+    name = (event or "").casefold()
+    if name in _END:
+        spawn_detached_drain()
+        return
+    deadline = t0 + EVENT_BUDGET_S
+    status = send_entry(cfg, entry, timeout_s=min(POST_TIMEOUT_S, deadline - time.monotonic()))
+    if status is not None and _final(status):
+        spool.mark_done([entry["k"]])
+    if status is not None:
+        bounded_drain(spool, cfg, deadline=deadline, skip={entry["k"]})
+    if name in _START and status is not None and status < 500 and agent != "copilot-cli":
+        context = fetch_context(cfg, entry, timeout_s=CONTEXT_TIMEOUT_S)
+        if context:
+            sys.stdout.write(format_context(agent, context))
+            sys.stdout.flush()
+
+
+def process_start() -> float:
+    """Return when this process started, on the ``time.monotonic`` clock.
+
+    The agent times the whole process, interpreter start-up included, so the budget is
+    counted from the fork (``/proc/self/stat`` start time), not from this import.
+    Falls back to "now" where ``/proc`` is absent.
+    """
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat", "rb") as fh:
+            stat = fh.read()
+        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - min(max(age, 0.0), 1.0)
+
+
+def _parse(argv: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--drain":
+            out["drain"] = "1"
+        elif arg.startswith("--") and "=" in arg:
+            k, v = arg[2:].split("=", 1)
+            out[k] = v
+        elif arg.startswith("--") and i + 1 < len(argv):
+            out[arg[2:]] = argv[i + 1]
+            i += 1
+        i += 1
+    return out
+
+
+def client_data_dir(env: Any) -> Path:
+    """Return the user's aimem data dir (``AIMEM_DATA_DIR`` or the XDG data home)."""
+    if env.get("AIMEM_DATA_DIR"):
+        return Path(env["AIMEM_DATA_DIR"]).expanduser().resolve()
+    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "aimem"
+
+
+def client_config(env: Any, data_dir: Path) -> dict[str, str | None]:
+    """Return ``{"url", "token"}`` from env, else ``<data_dir>/config.toml``, else defaults."""
+    url, token = env.get("AIMEM_INGRESS_URL"), env.get("AIMEM_AUTH__TOKEN")
+    if not (url and token):
+        toml = data_dir / "config.toml"
+        if toml.is_file():
+            import tomllib
+
+            try:
+                doc = tomllib.loads(toml.read_text("utf-8"))
+            except (OSError, ValueError):
+                doc = {}
+            url = url or doc.get("ingress_url")
+            auth = doc.get("auth")
+            token = token or (auth.get("token") if isinstance(auth, dict) else None)
+    return {"url": str(url or DEFAULT_URL), "token": token}
+
+
+def _read_stdin() -> dict[str, Any] | None:
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            return None
+        raw = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    except (OSError, ValueError):
+        return None
+    if len(raw) > MAX_STDIN_BYTES or not raw.strip():
+        return None
+    try:
+        value = json.loads(raw.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def cap_utf8(text: str, max_bytes: int) -> str:
+    """Cut ``text`` to ≤ ``max_bytes`` UTF-8 bytes on a code-point boundary (``…`` marks it)."""
+    data = text.encode("utf-8", "replace")
+    if len(data) <= max_bytes:
+        return data.decode("utf-8") if len(data) != len(text) else text
+    budget = max(0, max_bytes - len(ELLIPSIS.encode()))
+    return data[:budget].decode("utf-8", "ignore") + ELLIPSIS
+
+
+def cap_payload(value: Any, key: str = "", depth: int = 0) -> Any:
+    """Return ``value`` with every string capped (prompt-like keys 16 KiB, others 2 KiB),
+    lists cut to ``MAX_LIST_ITEMS`` and nesting below ``MAX_DEPTH`` replaced by ``"…"``."""
+    if isinstance(value, str):
+        return cap_utf8(value, PROMPT_CAP_BYTES if key in _PROMPT_KEYS else EXCERPT_CAP_BYTES)
+    if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            return ELLIPSIS
+        return {str(k): cap_payload(v, str(k), depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        if depth >= MAX_DEPTH:
+            return ELLIPSIS
+        return [cap_payload(v, key, depth + 1) for v in value[:MAX_LIST_ITEMS]]
+    return value
+
+
+def _payload_event(payload: dict[str, Any]) -> str | None:
+    for k in ("hook_event_name", "event", "type"):
+        v = payload.get(k)
+        if isinstance(v, str):
+            return v
+    return None
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
+def _headers(cfg: dict[str, str | None], key: str | None = None) -> dict[str, str]:
+    h = {"Idempotency-Key": key} if key else {}
+    if cfg.get("token"):
+        h["Authorization"] = f"Bearer {cfg['token']}"
+    return h
+
+
+def _query(entry: dict[str, Any]) -> dict[str, str]:
+    q = {"agent": entry["agent"]}
+    for name, field in (("event", "event"), ("extension", "ext"), ("cwd", "cwd")):
+        if entry.get(field):
+            q[name] = str(entry[field])
+    return q
+
+
+def send_entry(cfg: dict[str, str | None], entry: dict[str, Any], *, timeout_s: float) -> int | None:
+    """POST one spooled entry to ``/hook``; return the HTTP status or None (no answer)."""
+    body = json.dumps(entry["p"], ensure_ascii=False).encode("utf-8")
+    res = hooknet.post(str(cfg["url"]), "/hook", query=_query(entry), body=body,
+                       headers=_headers(cfg, entry["k"]), timeout_s=timeout_s)
+    return res[0] if res else None
+
+
+def _final(status: int) -> bool:
+    """True when the entry must leave the spool: accepted, or refused for good (4xx)."""
+    return 200 <= status < 300 or (400 <= status < 500 and status not in (401, 403, 408, 429))
+
+
+def fetch_context(cfg: dict[str, str | None], entry: dict[str, Any], *, timeout_s: float) -> str:
+    """Return the session-start context text (``""`` on any failure)."""
+    body = json.dumps(entry["p"], ensure_ascii=False).encode("utf-8")
+    res = hooknet.post(str(cfg["url"]), "/hook/session-start-context", query=_query(entry), body=body,
+                       headers=_headers(cfg), timeout_s=timeout_s)
+    if not res or res[0] != 200:
+        return ""
+    try:
+        text = json.loads(res[1]).get("context")
+    except (ValueError, AttributeError):
+        return ""
+    return text if isinstance(text, str) else ""
+
+
+def format_context(agent: str, context: str) -> str:
+    """Render ``context`` as the session-start stdout each client understands."""
+    if agent == "cursor":
+        return json.dumps({"additional_context": context}, ensure_ascii=False)
+    if agent in ("claude-code", "codex", "gemini-cli"):
+        return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                                  "additionalContext": context}}, ensure_ascii=False)
+    return context
+
+
+def bounded_drain(spool: Spool, cfg: dict[str, str | None], *, deadline: float, skip: set[str]) -> int:
+    """Re-send older spooled entries until ``deadline``; return how many left the spool."""
+    if deadline - time.monotonic() < 0.01:
+        return 0
+    with spool.draining() as got:
+        if not got:
+            return 0
+        return _drain(spool, cfg, deadline=deadline, skip=skip, max_entries=DRAIN_MAX_ENTRIES,
+                      min_age_s=DRAIN_MIN_AGE_S, timeout_s=POST_TIMEOUT_S)
+
+
+def detached_drain(spool: Spool, cfg: dict[str, str | None]) -> int:
+    """Deliver the whole spool (the ``--drain`` process); gives up after ``DETACHED_DRAIN_S``."""
+    deadline = time.monotonic() + DETACHED_DRAIN_S
+    with spool.draining(wait_s=5.0) as got:
+        if not got:
+            return 0
+        return _drain(spool, cfg, deadline=deadline, skip=set(), max_entries=100_000, min_age_s=0.0,
+                      timeout_s=DETACHED_TIMEOUT_S)
+
+
+def _drain(spool: Spool, cfg: dict[str, str | None], *, deadline: float, skip: set[str],
+           max_entries: int, min_age_s: float, timeout_s: float) -> int:
+    now = time.time()
+    done: list[str] = []
+    try:
+        for entry in spool.pending()[:max_entries]:
+            if entry["k"] in skip or now - float(entry.get("ts", 0)) < min_age_s:
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0.005:
+                break
+            status = send_entry(cfg, entry, timeout_s=min(timeout_s, left))
+            if status is None or not _final(status):
+                break  # down, saturated or failing: keep the rest for later
+            done.append(entry["k"])
+    finally:
+        spool.mark_done(done)
+    return len(done)
+
+
+def spawn_detached_drain() -> None:
+    """Start ``python -m aimem_cli.hookclient --drain`` in its own session; do not wait."""
+    import subprocess
+
+    subprocess.Popen(
+        [sys.executable, "-m", "aimem_cli.hookclient", "--drain"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True, close_fds=True,
+    )
+
+
+def _note(message: str) -> None:
+    """Best effort: one line to stderr (agents show hook stderr only in debug views)."""
+    try:
+        sys.stderr.write(f"aimem hook: {message}\n")
+    except (OSError, ValueError):
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
