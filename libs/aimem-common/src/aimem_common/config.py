@@ -83,6 +83,8 @@ class QuerySettings(BaseModel):
     max_limit: int = 100
     snippet_words: int = 24
     access_bump_interval_s: int = 60
+    read_pool_size: int = 4  # read-only SQLite connections per process (= concurrent reads)
+    query_budget_ms: int = 5000  # a read past this is interrupted (503 query_timeout)
 
 
 class DecaySettings(BaseModel):
@@ -121,6 +123,7 @@ class ConsolidationSettings(BaseModel):
     max_output_tokens: int = Field(32_000, ge=1000)
     related_pages: int = 8
     max_attempts: int = 4
+    retry_base_s: float = 30.0  # backoff after a failed attempt: base·2^(attempts−1), ≤ 1 h
 
 
 class AutoImproveScheduler(BaseModel):

@@ -1,42 +1,66 @@
-"""The query service app: health and metrics, bus connection, read-only DB."""
+"""The query service app: ``/api/v1`` (read-only JSON), ``/admin``, health and metrics.
+
+The lifespan connects the bus and opens the reader pool; both live on ``app.state``
+(``settings``, ``bus``, ``nc``, ``read_pool``, ``access``) for the route dependencies
+(``aimem_query.deps``, ``aimem_common.auth``). The ``/admin`` router
+(``aimem_query.admin.router``) is included when that package is installed.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
 from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
 from aimem_common.config import Settings
-from aimem_common.db.connect import open_reader
+from aimem_common.read.access import AccessThrottle
+from aimem_common.read.pool import ReaderPool
 from aimem_common.service import connect_bus
 from aimem_common.telemetry import Telemetry
 from aimem_common.web import install_error_handlers, install_observability
+from aimem_query import api
 
 
 def create_app(settings: Settings) -> FastAPI:
     """Build the query app for ``settings`` (nothing starts until the lifespan runs)."""
     telemetry = Telemetry("query")
-    state: dict = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         async with AsyncExitStack() as stack:
             nc, bus = await connect_bus(settings, "query", telemetry)
             stack.push_async_callback(nc.drain)
-            db = await asyncio.to_thread(open_reader, settings.db_path, wait_s=60)
-            stack.callback(db.close)
-            state.update(nc=nc, bus=bus, db=db)
-            app.state.ctx = state
+            pool = ReaderPool(
+                settings.db_path, size=settings.query.read_pool_size, budget_ms=settings.query.query_budget_ms,
+                wait_s=60,
+            )
+            stack.callback(pool.close)
+            await asyncio.to_thread(pool.open)  # waits for the writer's schema
+            app.state.nc, app.state.bus, app.state.read_pool = nc, bus, pool
+            app.state.access = AccessThrottle(settings.query.access_bump_interval_s)
+            app.state.ctx = {"settings": settings, "nc": nc, "bus": bus, "read_pool": pool}
             yield
 
     async def health() -> dict:
-        nc = state.get("nc")
-        db = state.get("db")
-        db_ok = db is not None and db.execute("SELECT 1").fetchone()[0] == 1
+        nc = getattr(app.state, "nc", None)
+        pool = getattr(app.state, "read_pool", None)
+        db_ok = pool is not None and await pool.run(lambda c: c.execute("SELECT 1").fetchone()[0] == 1)
         return {"nats": bool(nc and nc.is_connected), "db": db_ok}
 
-    app = FastAPI(title="aimem-query", lifespan=lifespan)
+    app = FastAPI(
+        title="aimem-query",
+        summary="Read-only memory API (/api/v1) and the admin API (/admin)",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.telemetry = telemetry
     install_error_handlers(app)
     install_observability(app, telemetry, health)
+    app.include_router(api.router)
+    # The admin half of issue 5 lives in aimem_query.admin (another owner): include it when present.
+    if importlib.util.find_spec("aimem_query.admin") is not None:
+        app.include_router(importlib.import_module("aimem_query.admin").router)
     return app

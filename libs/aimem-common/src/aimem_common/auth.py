@@ -1,0 +1,225 @@
+"""Authentication and authorization shared by ``/api``, ``/admin`` and ``/mcp``.
+
+Credentials (``Authorization: Bearer <token>``):
+
+* the **root token** ``settings.auth.token`` (constant-time compare);
+* **user API keys** ``aim_<random>``: stored as sha256 hex in ``api_keys``; the user's
+  ``grants`` rows give per-project read/write (``workspace``/``project`` names or ``*``;
+  write implies read); a user with ``is_root`` is root.
+
+With **no root token configured** auth is off (the server binds loopback only,
+``service.check_bind``): a caller without a credential is the unrestricted ``anonymous``
+principal; a valid user key is still honoured so attribution works.
+
+``/admin`` is root-only once any user exists; until then any caller the server lets in.
+
+Use ``authenticate(conn, header, root_token=...)`` anywhere (the MCP gateway calls it per
+tool call); FastAPI routes use the ``PrincipalDep`` / ``require_root`` dependencies, which
+read ``app.state.read_pool`` (``ReaderPool``) and ``app.state.settings``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import sqlite3
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, Request
+
+from aimem_common.errors import ForbiddenError, UnauthorizedError, UnavailableError
+
+KEY_PREFIX = "aim_"
+KEY_PREFIX_CHARS = 12  # stored in api_keys.prefix for listings ("aim_AbCdEfGh")
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One ``grants`` row: names or ``*``; ``can_write`` implies read."""
+
+    workspace: str
+    project: str
+    can_read: bool
+    can_write: bool
+
+    def covers(self, workspace: str, project: str) -> bool:
+        """Return True when this grant names ``workspace``/``project`` (``*`` matches any)."""
+        return self.workspace in ("*", workspace) and self.project in ("*", project)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling. ``name`` is the actor recorded on commands and audit rows.
+
+    ``kind``: ``anonymous`` (auth off), ``root`` (root token or root user), ``user``.
+    """
+
+    kind: Literal["anonymous", "root", "user"]
+    name: str
+    user_id: int | None = None
+    grants: tuple[Grant, ...] = ()
+
+    @property
+    def actor(self) -> str:
+        """Alias of ``name`` (the value for ``Envelope.actor``)."""
+        return self.name
+
+    @property
+    def is_root(self) -> bool:
+        """True for root and for ``anonymous`` on a server with auth off (unrestricted)."""
+        return self.kind in ("root", "anonymous")
+
+    @property
+    def is_real_root(self) -> bool:
+        """True only for an actual root credential (root token or a root user's key)."""
+        return self.kind == "root"
+
+    def can_read(self, workspace: str, project: str) -> bool:
+        """Return True when the principal may read ``workspace``/``project`` (names)."""
+        return self.is_root or any(g.covers(workspace, project) and (g.can_read or g.can_write) for g in self.grants)
+
+    def can_write(self, workspace: str, project: str) -> bool:
+        """Return True when the principal may write ``workspace``/``project`` (names)."""
+        return self.is_root or any(g.covers(workspace, project) and g.can_write for g in self.grants)
+
+    def require_read(self, workspace: str, project: str) -> None:
+        """Raise ``ForbiddenError`` unless ``can_read``."""
+        if not self.can_read(workspace, project):
+            raise ForbiddenError(f"{self.name} may not read {workspace}/{project}",
+                                 data={"workspace": workspace, "project": project})
+
+    def require_write(self, workspace: str, project: str) -> None:
+        """Raise ``ForbiddenError`` unless ``can_write``."""
+        if not self.can_write(workspace, project):
+            raise ForbiddenError(f"{self.name} may not write {workspace}/{project}",
+                                 data={"workspace": workspace, "project": project})
+
+
+ANONYMOUS = Principal(kind="anonymous", name="anonymous")
+ROOT = Principal(kind="root", name="root")
+
+
+def hash_key(key: str) -> str:
+    """Return the sha256 hex digest stored in ``api_keys.key_hash``."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def new_api_key() -> tuple[str, str, str]:
+    """Generate a user API key; return ``(key, prefix, key_hash)``. Show ``key`` once only."""
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    return key, key[:KEY_PREFIX_CHARS], hash_key(key)
+
+
+def bearer(header: str | None) -> str | None:
+    """Return the token of an ``Authorization: Bearer <token>`` header value, else None."""
+    if not header:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+def users_exist(conn: sqlite3.Connection) -> bool:
+    """Return True once any (enabled or disabled) user row exists."""
+    return conn.execute("SELECT 1 FROM users LIMIT 1").fetchone() is not None
+
+
+def lookup_key(conn: sqlite3.Connection, key: str) -> Principal | None:
+    """Return the principal of a live user API key, or None (unknown, revoked, disabled)."""
+    row = conn.execute(
+        "SELECT u.id, u.name, u.is_root FROM api_keys k JOIN users u ON u.id = k.user_id"
+        " WHERE k.key_hash = ? AND k.revoked_at IS NULL AND u.disabled_at IS NULL",
+        (hash_key(key),),
+    ).fetchone()
+    if row is None:
+        return None
+    if row[2]:
+        return Principal(kind="root", name=f"user:{row[1]}", user_id=row[0])
+    grants = tuple(
+        Grant(g[0], g[1], bool(g[2]), bool(g[3]))
+        for g in conn.execute(
+            "SELECT workspace, project, can_read, can_write FROM grants WHERE user_id = ?", (row[0],)
+        )
+    )
+    return Principal(kind="user", name=f"user:{row[1]}", user_id=row[0], grants=grants)
+
+
+def authenticate(conn: sqlite3.Connection, header: str | None, *, root_token: str | None) -> Principal:
+    """Return the ``Principal`` of an ``Authorization`` header value (sync, read-only).
+
+    Args:
+        conn: a read connection (``ReaderPool``); used for user keys only.
+        header: the raw ``Authorization`` header value, or None.
+        root_token: ``settings.auth.token``; None = auth off.
+
+    Raises:
+        UnauthorizedError: auth is on and the credential is missing, unknown or revoked.
+    """
+    token = bearer(header)
+    if root_token is None:
+        if token and token.startswith(KEY_PREFIX):
+            return lookup_key(conn, token) or ANONYMOUS
+        return ANONYMOUS
+    if token is None:
+        raise UnauthorizedError("missing bearer token", code="unauthorized")
+    if hmac.compare_digest(token.encode("utf-8"), root_token.encode("utf-8")):
+        return ROOT
+    if token.startswith(KEY_PREFIX):
+        principal = lookup_key(conn, token)
+        if principal is not None:
+            return principal
+    raise UnauthorizedError("unknown or revoked bearer token", code="unauthorized")
+
+
+def check_admin(principal: Principal, has_users: bool) -> None:
+    """Allow ``/admin``: root only once users exist, else anyone authenticated.
+
+    Raises:
+        UnauthorizedError: anonymous caller once users exist (auth off but users created).
+        ForbiddenError: an authenticated non-root caller once users exist.
+    """
+    if not has_users or principal.is_real_root:
+        return
+    if principal.kind == "anonymous":
+        raise UnauthorizedError("the admin API needs a root credential once users exist", code="unauthorized")
+    raise ForbiddenError("the admin API needs a root credential", code="forbidden")
+
+
+# -- FastAPI ------------------------------------------------------------------------------
+def _app_state(request: Request, name: str) -> Any:
+    value = getattr(request.app.state, name, None)
+    if value is None:
+        raise UnavailableError(f"service not ready ({name} missing)", code="not_ready")
+    return value
+
+
+async def get_principal(request: Request) -> Principal:
+    """FastAPI dependency: authenticate the request (401 on a bad credential).
+
+    Needs ``app.state.read_pool`` (``ReaderPool``) and ``app.state.settings``. The
+    principal is also stored on ``request.state.principal``.
+    """
+    cached = getattr(request.state, "principal", None)
+    if cached is not None:
+        return cached
+    settings = _app_state(request, "settings")
+    pool = _app_state(request, "read_pool")
+    principal = await pool.run(
+        authenticate, request.headers.get("authorization"), root_token=settings.auth.token
+    )
+    request.state.principal = principal
+    return principal
+
+
+async def require_root(request: Request) -> Principal:
+    """FastAPI dependency of ``/admin`` routes: the principal, if ``check_admin`` allows it."""
+    principal = await get_principal(request)
+    has_users = await _app_state(request, "read_pool").run(users_exist)
+    check_admin(principal, has_users)
+    return principal
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+RootDep = Annotated[Principal, Depends(require_root)]

@@ -1,0 +1,485 @@
+"""``memory_query``: hybrid retrieval over the compiled wiki (DESIGN.md "Read side").
+
+Pipeline, all inside one read snapshot:
+
+1. **fts** — FTS5 bm25 over ``pages_fts(title, body)`` (title weighted ×4) with the OR query
+   of ``text.query_terms`` (each term quoted: no FTS5 operator can be injected).
+2. **entity** — frontmatter ``entities`` whose normalised name equals a 1–4-word n-gram of
+   the question; a page scores Σ idf, idf = ln(1 + N / df) over live pages in scope.
+3. **vector** — optional: cosine (numpy) between a caller-supplied query vector and the
+   ``page_embeddings`` rows whose ``{provider, model, dim}`` match it; stale rows ignored.
+4. **superseded** — only with ``include_superseded``: older versions matching the terms.
+5. **links** — one-hop neighbours (either direction) of the top fused hits of 1–4.
+
+Streams are fused by reciprocal rank fusion, ``Σ w_s / (k + rank_s)`` with ``k`` =
+``settings.retrieval.rrf_k`` (60), then multiplied by a bounded authority factor (kind,
+tier, pinned, tags; session pages slightly down) and truncated. If no page matches in a
+project-scoped search, raw observations are searched as ``raw_hits``.
+
+Functions are sync (``ReaderPool.run``). The caller bumps access counts of the returned
+hits through ``read.access``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from aimem_common.errors import BadRequestError
+from aimem_common.models import Scope
+from aimem_common.read import scopes as scopes_mod
+from aimem_common.read.pages import is_expired
+from aimem_common.read.text import fts_query, query_terms, snippet, words
+
+STREAM_WEIGHTS = {"fts": 1.0, "entity": 0.8, "vector": 1.0, "superseded": 0.6, "links": 0.5}
+SEED_COUNT = 5  # top fused hits whose link neighbours join the links stream
+MAX_ENTITY_NGRAM = 4
+MAX_LIMIT = 100
+
+# Authority multiplier (bounded to [AUTHORITY_MIN, AUTHORITY_MAX]): maintained rules,
+# decisions, procedures and gotchas win close contests; episodic/lint evidence stays findable.
+KIND_WEIGHT = {
+    "rule": 1.12, "decision": 1.10, "procedure": 1.08, "gotcha": 1.08, "concept": 1.04,
+    "slot": 1.04, "prompt": 1.0, "note": 1.0, "session": 0.92, "lint": 0.85, "pending": 0.85,
+}
+TIER_WEIGHT = {"semantic": 1.0, "procedural": 1.0, "episodic": 0.98, "working": 0.95}
+PINNED_WEIGHT = 1.06
+POSITIVE_TAGS = frozenset({"canonical", "important", "verified", "authoritative", "policy", "core"})
+NEGATIVE_TAGS = frozenset(
+    {"deprecated", "obsolete", "outdated", "historical", "draft", "wip", "test", "experimental", "stale"}
+)
+POSITIVE_TAG_WEIGHT, NEGATIVE_TAG_WEIGHT = 1.05, 0.88
+SUPERSEDED_WEIGHT = 0.85
+AUTHORITY_MIN, AUTHORITY_MAX = 0.70, 1.30
+
+
+@dataclass(slots=True)
+class QueryOptions:
+    """Knobs of one ``memory_query`` call (units in names; defaults = DESIGN.md).
+
+    ``limit``: hits returned (1–100). ``rrf_k``: RRF constant. ``snippet_words``: snippet
+    length in words. ``raw_limit``: max ``raw_hits``. ``candidates``: per-stream depth.
+    """
+
+    limit: int = 10
+    explain: bool = False
+    include_expired: bool = False
+    include_superseded: bool = False
+    raw_fallback: bool = True
+    rrf_k: int = 60
+    snippet_words: int = 24
+    raw_limit: int = 10
+    candidates: int = 60
+
+
+@dataclass(frozen=True, slots=True)
+class QueryVector:
+    """A query embedding plus the identity it was made with (invariant 8).
+
+    ``vector``: ``dim`` floats. Only ``page_embeddings`` rows with the same
+    ``provider``/``model``/``dim`` are compared.
+    """
+
+    vector: Sequence[float]
+    provider: str
+    model: str
+    dim: int
+
+
+@dataclass(slots=True)
+class _Cand:
+    page_id: int
+    streams: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rrf: float = 0.0
+
+
+def resolve_search_scopes(
+    conn: sqlite3.Connection,
+    *,
+    workspace: str,
+    project: str | None = None,
+    scopes: Sequence[str] = (),
+    global_: bool = False,
+) -> list[Scope] | None:
+    """Turn the ``memory_query`` scope arguments into ``list[Scope]`` (``None`` = every project).
+
+    ``project`` and ``scopes`` entries (``"project"`` or ``"workspace/project"``) are unioned;
+    ``global_=True`` wins and returns ``None``. Fails closed: any unknown name raises.
+
+    Raises:
+        BadRequestError: no project, no scopes and not global (``scope_required``).
+        NotFoundError: an unknown workspace or project.
+    """
+    if global_:
+        return None
+    refs = ([project] if project else []) + [s for s in scopes if s]
+    if not refs:
+        raise BadRequestError("give project, scopes or global=true", code="scope_required")
+    out: dict[str, Scope] = {}
+    for ref in refs:
+        sc = scopes_mod.resolve_ref(conn, ref, default_workspace=workspace)
+        out.setdefault(sc.project_id, sc)
+    return list(out.values())
+
+
+def _scope_sql(scopes: list[Scope] | None, col: str) -> tuple[str, list[Any]]:
+    if scopes is None:
+        return "", []
+    return f" AND {col} IN ({','.join('?' * len(scopes))})", [s.project_id for s in scopes]
+
+
+def _fts_stream(conn, q: str, scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+    where, args = _scope_sql(scopes, "p.project_id")
+    if not opts.include_expired:
+        where += " AND (p.expires_at IS NULL OR julianday(p.expires_at) > julianday('now'))"
+    rows = conn.execute(
+        "SELECT p.id, bm25(pages_fts, 4.0, 1.0) AS s FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid"
+        f" WHERE pages_fts MATCH ?{where} ORDER BY s LIMIT ?",
+        [q, *args, opts.candidates],
+    ).fetchall()
+    return [(r[0], -float(r[1])) for r in rows]  # bm25 is "lower is better": report it positive
+
+
+def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
+    toks = words(text)
+    grams: set[str] = set()
+    for n in range(1, MAX_ENTITY_NGRAM + 1):
+        for i in range(len(toks) - n + 1):
+            g = " ".join(toks[i : i + n])
+            grams.add(g)
+            if n == 1 and len(g) > 3 and g.endswith("s"):
+                grams.add(g[:-1])  # "migrations" finds the entity "migration"
+        if len(grams) > 900:
+            break
+    if not grams:
+        return [], {}
+    grams_l = sorted(grams)[:900]
+    where, args = _scope_sql(scopes, "e.project_id")
+    ents = conn.execute(
+        f"SELECT e.id, e.display_name FROM entities e WHERE e.name IN ({','.join('?' * len(grams_l))}){where}",
+        [*grams_l, *args],
+    ).fetchall()
+    if not ents:
+        return [], {}
+    ids = [e[0] for e in ents]
+    names = {e[0]: e[1] for e in ents}
+    links = conn.execute(
+        "SELECT l.entity_id, l.page_id FROM entity_page_links l JOIN pages p ON p.id = l.page_id AND p.is_latest = 1"
+        f" WHERE l.entity_id IN ({','.join('?' * len(ids))})",
+        ids,
+    ).fetchall()
+    if not links:
+        return [], {}
+    where_p, args_p = _scope_sql(scopes, "project_id")
+    total = conn.execute("SELECT count(*) FROM pages WHERE is_latest = 1" + where_p, args_p).fetchone()[0] or 1
+    df: dict[int, int] = {}
+    for eid, _pid in links:
+        df[eid] = df.get(eid, 0) + 1
+    score: dict[int, float] = {}
+    matched: dict[int, list[str]] = {}
+    for eid, pid in links:
+        score[pid] = score.get(pid, 0.0) + math.log(1 + total / df[eid])
+        matched.setdefault(pid, []).append(names[eid])
+    ranked = sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[: opts.candidates]
+    return ranked, matched
+
+
+def _vector_stream(conn, qv: QueryVector, scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+    import numpy as np  # only needed when an embedder is configured
+
+    q = np.asarray(qv.vector, dtype=np.float32)
+    if q.shape != (qv.dim,) or not np.isfinite(q).all():
+        raise BadRequestError(f"query vector must have {qv.dim} finite values", code="bad_vector")
+    qn = float(np.linalg.norm(q))
+    if qn == 0.0:
+        return []
+    where, args = _scope_sql(scopes, "e.project_id")
+    rows = conn.execute(
+        "SELECT e.page_id, e.vector FROM page_embeddings e JOIN pages p ON p.id = e.page_id AND p.is_latest = 1"
+        f" WHERE e.provider = ? AND e.model = ? AND e.dim = ?{where}",
+        [qv.provider, qv.model, qv.dim, *args],
+    ).fetchall()
+    rows = [r for r in rows if len(r[1]) == 4 * qv.dim]  # a malformed blob is stale, not fatal
+    if not rows:
+        return []
+    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), qv.dim)
+    norms = np.linalg.norm(mat, axis=1)
+    norms[norms == 0] = 1.0
+    sims = (mat @ q) / (norms * qn)
+    top = np.argsort(-sims)[: opts.candidates]
+    return [(int(rows[i][0]), float(sims[i])) for i in top if sims[i] > 0.0]  # orthogonal = unrelated
+
+
+def _superseded_stream(conn, terms: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+    if not terms:
+        return []
+    where, args = _scope_sql(scopes, "p.project_id")
+    likes = " OR ".join(["lower(p.title || ' ' || p.body) LIKE ?"] * min(len(terms), 8))
+    rows = conn.execute(
+        "SELECT p.id, lower(p.title), lower(p.body) FROM pages p WHERE p.is_latest = 0"
+        f" AND p.retired_reason = 'superseded'{where} AND ({likes}) LIMIT 1000",
+        [*args, *(f"%{t}%" for t in terms[:8])],
+    ).fetchall()
+    scored = []
+    for pid, title, body in rows:
+        s = sum(2.0 if t in title else 0.0 for t in terms) + sum(1.0 for t in terms if t in body)
+        scored.append((pid, s))
+    scored.sort(key=lambda kv: (-kv[1], -kv[0]))
+    return scored[: opts.candidates]
+
+
+def _link_stream(conn, seeds: list[int], scopes) -> tuple[list[tuple[int, float]], dict[int, list[dict]]]:
+    if not seeds:
+        return [], {}
+    marks = ",".join("?" * len(seeds))
+    where_a, args_a = _scope_sql(scopes, "t.project_id")
+    rows = conn.execute(
+        "SELECT l.from_page_id AS seed, l.to_page_id AS nb, l.link_kind FROM links l"
+        f" JOIN pages t ON t.id = l.to_page_id AND t.is_latest = 1 WHERE l.from_page_id IN ({marks}){where_a}"
+        " UNION ALL "
+        "SELECT l.to_page_id AS seed, l.from_page_id AS nb, l.link_kind FROM links l"
+        f" JOIN pages t ON t.id = l.from_page_id AND t.is_latest = 1 WHERE l.to_page_id IN ({marks}){where_a}",
+        [*seeds, *args_a, *seeds, *args_a],
+    ).fetchall()
+    rank_of = {pid: i + 1 for i, pid in enumerate(seeds)}
+    score: dict[int, float] = {}
+    via: dict[int, list[dict]] = {}
+    for seed, nb, kind in rows:
+        if nb in rank_of or nb is None:
+            continue
+        score[nb] = score.get(nb, 0.0) + 1.0 / rank_of[seed]
+        via.setdefault(nb, []).append({"via_page_id": seed, "edge": kind})
+    return sorted(score.items(), key=lambda kv: (-kv[1], kv[0])), via
+
+
+def authority(kind: str, tier: str, pinned: bool, tags: Sequence[str], superseded: bool = False) -> float:
+    """Return the bounded authority multiplier of a page (``AUTHORITY_MIN``–``AUTHORITY_MAX``)."""
+    m = KIND_WEIGHT.get(kind, 1.0) * TIER_WEIGHT.get(tier, 1.0)
+    if pinned:
+        m *= PINNED_WEIGHT
+    low = {str(t).casefold() for t in tags}
+    if low & POSITIVE_TAGS:
+        m *= POSITIVE_TAG_WEIGHT
+    if low & NEGATIVE_TAGS:
+        m *= NEGATIVE_TAG_WEIGHT
+    if superseded:
+        m *= SUPERSEDED_WEIGHT
+    return max(AUTHORITY_MIN, min(AUTHORITY_MAX, m))
+
+
+def _fuse(cands: dict[int, _Cand], name: str, ranked: list[tuple[int, float]], k: int) -> None:
+    w = STREAM_WEIGHTS[name]
+    for rank, (pid, score) in enumerate(ranked, start=1):
+        c = cands.setdefault(pid, _Cand(pid))
+        contrib = w / (k + rank)
+        c.streams[name] = {"rank": rank, "score": round(score, 6), "rrf": round(contrib, 8)}
+        c.rrf += contrib
+
+
+_META_SQL = """
+SELECT p.id, p.path, p.title, p.kind, p.tier, p.tags, p.pinned, p.session_id, p.expires_at,
+       p.is_latest, p.updated_at, w.name AS ws, pj.name AS pj
+FROM pages p JOIN projects pj ON pj.id = p.project_id JOIN workspaces w ON w.id = p.workspace_id
+WHERE p.id IN ({marks})
+"""
+
+
+def memory_query(
+    conn: sqlite3.Connection,
+    query: str,
+    scopes: list[Scope] | None,
+    *,
+    options: QueryOptions | None = None,
+    vector: QueryVector | None = None,
+) -> dict[str, Any]:
+    """Search the compiled wiki of ``scopes`` (``None`` = every project, ``global=true``).
+
+    Args:
+        query: the natural-language question (any text; operators are inert).
+        scopes: resolved scopes (``resolve_search_scopes``); ``[]`` returns nothing.
+        options: ``QueryOptions`` (limit, explain, include_expired, include_superseded, ...).
+        vector: optional query embedding for the vector stream.
+
+    Returns ``{"hits": list[Hit], "raw_hits": list[RawHit]}`` plus, with ``explain``,
+    ``"streams_active": list[str]`` and ``"fts_query": str|None``.
+
+    ``Hit`` = ``{"path", "title", "snippet" (~24 words), "score" (RRF × authority, desc),
+    "kind", "tier", "workspace", "project", "page_id", "updated_at", "pinned", "tags",
+    "session_id"? (session pages), "superseded"? (true for old versions), "expired"?,
+    "score_details"? (explain: per-stream rank/score/rrf, matched_entities, graph via,
+    rrf, authority, evidence_count)}``; len ≤ ``limit``.
+
+    ``RawHit`` = ``{"observation_id", "session_id", "kind", "agent", "title", "snippet",
+    "occurred_at", "workspace", "project", "score"}`` — only when no page matched and the
+    search is project-scoped; len ≤ ``raw_limit``.
+
+    Raises:
+        BadRequestError: a malformed query vector.
+    """
+    opts = options or QueryOptions()
+    limit = max(1, min(opts.limit, MAX_LIMIT))
+    terms = query_terms(query)
+    q = fts_query(terms)
+    out: dict[str, Any] = {"hits": [], "raw_hits": []}
+    if opts.explain:
+        out.update(streams_active=[], fts_query=q)
+    if scopes is not None and not scopes:
+        return out
+
+    cands: dict[int, _Cand] = {}
+    active: list[str] = []
+    k = opts.rrf_k
+    depth = max(opts.candidates, limit * 3)
+    opts_d = replace(opts, candidates=depth)
+    if q:
+        fts = _fts_stream(conn, q, scopes, opts_d)
+        if fts:
+            active.append("fts")
+            _fuse(cands, "fts", fts, k)
+    ent, matched = _entity_stream(conn, query, scopes, opts_d)
+    if ent:
+        active.append("entity")
+        _fuse(cands, "entity", ent, k)
+    if vector is not None:
+        vec = _vector_stream(conn, vector, scopes, opts_d)
+        if vec:
+            active.append("vector")
+            _fuse(cands, "vector", vec, k)
+    if opts.include_superseded:
+        sup = _superseded_stream(conn, terms, scopes, opts_d)
+        if sup:
+            active.append("superseded")
+            _fuse(cands, "superseded", sup, k)
+    seeds = [c.page_id for c in sorted(cands.values(), key=lambda c: (-c.rrf, c.page_id))[:SEED_COUNT]]
+    nbs, via = _link_stream(conn, seeds, scopes)
+    if nbs:
+        active.append("links")
+        _fuse(cands, "links", nbs, k)
+
+    hits: list[dict[str, Any]] = []
+    if cands:
+        ids = list(cands)
+        meta = {
+            r["id"]: r for r in conn.execute(_META_SQL.format(marks=",".join("?" * len(ids))), ids).fetchall()
+        }
+        for pid, c in cands.items():
+            r = meta.get(pid)
+            if r is None:
+                continue
+            superseded = not r["is_latest"]
+            if superseded and "superseded" not in c.streams:
+                continue  # entity/link rows may point at retired versions
+            expired = is_expired(r["expires_at"])
+            if expired and not opts.include_expired:
+                continue
+            tags = _json_list(r["tags"])
+            auth = authority(r["kind"], r["tier"], bool(r["pinned"]), tags, superseded)
+            hit: dict[str, Any] = {
+                "path": r["path"], "title": r["title"], "snippet": "", "score": c.rrf * auth,
+                "kind": r["kind"], "tier": r["tier"], "workspace": r["ws"], "project": r["pj"],
+                "page_id": pid, "updated_at": r["updated_at"], "pinned": bool(r["pinned"]), "tags": tags,
+            }
+            if r["session_id"]:
+                hit["session_id"] = r["session_id"]
+            if superseded:
+                hit["superseded"] = True
+            if expired:
+                hit["expired"] = True
+            if opts.explain:
+                details: dict[str, Any] = {"streams": c.streams, "rrf": round(c.rrf, 8), "authority": round(auth, 4)}
+                if pid in matched:
+                    details["matched_entities"] = matched[pid]
+                if "links" in c.streams:
+                    details["graph"] = via.get(pid, [])
+                hit["score_details"] = details
+            hits.append(hit)
+        hits.sort(key=lambda h: (-h["score"], h["page_id"]))
+        hits = hits[:limit]
+        _fill_snippets(conn, hits, terms, opts.snippet_words)
+        for h in hits:
+            h["score"] = round(h["score"], 8)
+        if opts.explain and hits:
+            _fill_explain_extras(conn, hits)
+
+    out["hits"] = hits
+    if not hits and scopes is not None and opts.raw_fallback and q:
+        out["raw_hits"] = raw_search(conn, q, terms, scopes, limit=opts.raw_limit, n_words=opts.snippet_words)
+        if out["raw_hits"]:
+            active.append("raw")
+    if opts.explain:
+        out["streams_active"] = active
+    return out
+
+
+def _json_list(text: str | None) -> list[str]:
+    try:
+        v = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [str(x) for x in v] if isinstance(v, list) else []
+
+
+def _fill_snippets(conn, hits: list[dict[str, Any]], terms: list[str], n_words: int) -> None:
+    if not hits:
+        return
+    ids = [h["page_id"] for h in hits]
+    bodies = dict(
+        conn.execute(f"SELECT id, body FROM pages WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall()
+    )
+    for h in hits:
+        h["snippet"] = snippet(bodies.get(h["page_id"]) or "", terms, n_words=n_words)
+
+
+def _fill_explain_extras(conn, hits: list[dict[str, Any]]) -> None:
+    ids = [h["page_id"] for h in hits]
+    marks = ",".join("?" * len(ids))
+    ev = dict(conn.execute(
+        f"SELECT page_id, count(*) FROM page_evidence WHERE page_id IN ({marks}) GROUP BY page_id", ids
+    ).fetchall())
+    paths: dict[int, str] = {}
+    via_ids = {v["via_page_id"] for h in hits for v in h["score_details"].get("graph", [])}
+    if via_ids:
+        vm = ",".join("?" * len(via_ids))
+        paths = dict(conn.execute(f"SELECT id, path FROM pages WHERE id IN ({vm})", list(via_ids)).fetchall())
+    for h in hits:
+        d = h["score_details"]
+        d["evidence_count"] = int(ev.get(h["page_id"], 0))
+        for v in d.get("graph", []):
+            v["via_path"] = paths.get(v["via_page_id"])
+
+
+def raw_search(
+    conn: sqlite3.Connection,
+    q: str,
+    terms: list[str],
+    scopes: list[Scope],
+    *,
+    limit: int = 10,
+    n_words: int = 24,
+) -> list[dict[str, Any]]:
+    """Bounded bm25 search over raw ``observations`` of ``scopes`` (the ``raw_hits`` fallback).
+
+    ``q`` is an ``fts_query`` expression. Returns ``list[RawHit]`` best first, len ≤ ``limit``.
+    """
+    where, args = _scope_sql(scopes, "o.project_id")
+    names = {s.project_id: s for s in scopes}
+    rows = conn.execute(
+        "SELECT o.id, o.session_id, o.kind, o.agent, o.title, o.body, o.occurred_at, o.project_id,"
+        " bm25(observations_fts) AS s FROM observations_fts JOIN observations o ON o.id = observations_fts.rowid"
+        f" WHERE observations_fts MATCH ?{where} ORDER BY s LIMIT ?",
+        [q, *args, max(1, min(limit, 100))],
+    ).fetchall()
+    out = []
+    for r in rows:
+        sc = names[r["project_id"]]
+        out.append({
+            "observation_id": r["id"], "session_id": r["session_id"], "kind": r["kind"], "agent": r["agent"],
+            "title": r["title"], "snippet": snippet(r["body"] or r["title"] or "", terms, n_words=n_words),
+            "occurred_at": r["occurred_at"], "workspace": sc.workspace, "project": sc.project,
+            "score": round(-float(r["s"]), 6),
+        })
+    return out

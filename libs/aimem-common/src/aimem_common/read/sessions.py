@@ -1,0 +1,139 @@
+"""Session reads: the session list of a project and one session's raw observations.
+
+Shapes::
+
+    SessionSummary = {"session_id", "agent", "cwd", "model", "started_at", "last_event_at",
+                      "ended_at": str|None, "observation_count": int,
+                      "summary_page_id": int|None, "summary_path": str|None,
+                      "workspace", "project"}
+    ObservationRecord = {"id", "session_id", "kind", "agent", "cwd", "title", "body",
+                         "truncated": bool, "body_chars": int, "tool_name", "source_event",
+                         "extension", "occurred_at", "created_at"}
+
+Sync functions over a read connection (``ReaderPool.run``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from aimem_common.errors import NotFoundError
+from aimem_common.models import Scope
+
+MAX_SESSIONS = 500
+MAX_OBSERVATIONS = 500
+DEFAULT_BODY_MAX_CHARS = 4000
+MAX_BODY_MAX_CHARS = 16 * 1024
+
+_SESSION_SQL = """
+SELECT s.session_id, s.agent, s.cwd, s.model, s.started_at, s.last_event_at, s.ended_at,
+       s.observation_count, s.summary_page_id, p.path AS summary_path
+FROM sessions s LEFT JOIN pages p ON p.id = s.summary_page_id
+"""
+
+
+def _session(row: sqlite3.Row, scope: Scope) -> dict[str, Any]:
+    out = {k: row[k] for k in row.keys()}
+    out.update(workspace=scope.workspace, project=scope.project)
+    return out
+
+
+def list_sessions(
+    conn: sqlite3.Connection, scope: Scope, *, limit: int = 50, ended_only: bool = False
+) -> list[dict[str, Any]]:
+    """Return ``list[SessionSummary]`` of ``scope``, ``last_event_at`` descending, len ≤ ``limit``."""
+    limit = max(1, min(limit, MAX_SESSIONS))
+    where = " WHERE s.project_id = ?" + (" AND s.ended_at IS NOT NULL" if ended_only else "")
+    rows = conn.execute(
+        _SESSION_SQL + where + " ORDER BY s.last_event_at DESC, s.id DESC LIMIT ?", (scope.project_id, limit)
+    ).fetchall()
+    return [_session(r, scope) for r in rows]
+
+
+def get_session(conn: sqlite3.Connection, scope: Scope, session_id: str | None = None) -> dict[str, Any]:
+    """Return one ``SessionSummary``; ``session_id=None`` = the latest *ended* session.
+
+    Raises:
+        NotFoundError: ``session_not_found``.
+    """
+    if session_id is None:
+        row = conn.execute(
+            _SESSION_SQL + " WHERE s.project_id = ? AND s.ended_at IS NOT NULL"
+            " ORDER BY s.ended_at DESC, s.id DESC LIMIT 1",
+            (scope.project_id,),
+        ).fetchone()
+    else:
+        row = conn.execute(
+            _SESSION_SQL + " WHERE s.project_id = ? AND s.session_id = ?", (scope.project_id, session_id)
+        ).fetchone()
+    if row is None:
+        what = f"session {session_id!r}" if session_id else "a completed session"
+        raise NotFoundError(f"{what} not found in {scope.workspace}/{scope.project}", code="session_not_found",
+                            data={"session_id": session_id})
+    return _session(row, scope)
+
+
+def session_observations(
+    conn: sqlite3.Connection,
+    scope: Scope,
+    session_id: str | None = None,
+    *,
+    offset: int = 0,
+    limit: int = 100,
+    body_max_chars: int = DEFAULT_BODY_MAX_CHARS,
+) -> dict[str, Any]:
+    """Page through one session's observations that landed in ``scope``.
+
+    Args:
+        session_id: the session; ``None`` reads the latest completed session.
+        offset: rows to skip (0-based, in ``id`` order = arrival order).
+        limit: rows to return (1–500).
+        body_max_chars: per-row body cap in characters (≤ 16384); capped rows have
+            ``truncated: true`` and the original length in ``body_chars``.
+
+    Returns ``{"session": SessionSummary, "session_id", "observations":
+    list[ObservationRecord], "total": int (rows in scope), "elided_other_scope": int (rows of
+    the same session id stored under other projects), "offset", "limit",
+    "next_offset": int|None}``.
+
+    Raises:
+        NotFoundError: ``session_not_found``.
+    """
+    session = get_session(conn, scope, session_id)
+    sid = session["session_id"]
+    offset = max(0, offset)
+    limit = max(1, min(limit, MAX_OBSERVATIONS))
+    cap = max(1, min(body_max_chars, MAX_BODY_MAX_CHARS))
+    total = conn.execute(
+        "SELECT count(*) FROM observations WHERE project_id = ? AND session_id = ?", (scope.project_id, sid)
+    ).fetchone()[0]
+    other = conn.execute(
+        "SELECT count(*) FROM observations WHERE session_id = ? AND project_id != ?", (sid, scope.project_id)
+    ).fetchone()[0]
+    rows = conn.execute(
+        "SELECT id, session_id, kind, agent, cwd, title, body, tool_name, source_event, extension,"
+        " occurred_at, created_at FROM observations WHERE project_id = ? AND session_id = ?"
+        " ORDER BY id LIMIT ? OFFSET ?",
+        (scope.project_id, sid, limit, offset),
+    ).fetchall()
+    obs = []
+    for r in rows:
+        d = {k: r[k] for k in r.keys()}
+        body = d["body"] or ""
+        d["body_chars"] = len(body)
+        d["truncated"] = len(body) > cap
+        if d["truncated"]:
+            d["body"] = body[:cap]
+        obs.append(d)
+    nxt = offset + len(rows)
+    return {
+        "session": session,
+        "session_id": sid,
+        "observations": obs,
+        "total": total,
+        "elided_other_scope": other,
+        "offset": offset,
+        "limit": limit,
+        "next_offset": nxt if nxt < total else None,
+    }

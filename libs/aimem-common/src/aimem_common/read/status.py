@@ -1,0 +1,71 @@
+"""Store-wide or per-project counts, schema and software versions (``memory_status``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from importlib import metadata
+from typing import Any
+
+from aimem_common.db.connect import schema_version
+from aimem_common.models import Scope
+
+
+def package_version(dist: str = "aimem-common") -> str:
+    """Return the installed version of ``dist`` (``"unknown"`` when not installed)."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def counts(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, int]:
+    """Return row counts, store-wide or for one ``scope``.
+
+    Keys: ``workspaces``, ``projects`` (store-wide only), ``pages`` (live),
+    ``page_versions``, ``sessions``, ``sessions_open``, ``observations``, ``handoffs_open``,
+    ``messages_pending`` (inbox), ``embeddings``, ``links``, ``entities``.
+    """
+    where, args = ("", ()) if scope is None else (" WHERE project_id = ?", (scope.project_id,))
+    and_ = " AND " if scope is not None else " WHERE "
+
+    def one(sql: str, a: tuple = args) -> int:
+        return int(conn.execute(sql, a).fetchone()[0])
+
+    out: dict[str, int] = {}
+    if scope is None:
+        out["workspaces"] = one("SELECT count(*) FROM workspaces")
+        out["projects"] = one("SELECT count(*) FROM projects")
+    out["pages"] = one("SELECT count(*) FROM pages" + where + and_ + "is_latest = 1")
+    out["page_versions"] = one("SELECT count(*) FROM pages" + where)
+    out["sessions"] = one("SELECT count(*) FROM sessions" + where)
+    out["sessions_open"] = one("SELECT count(*) FROM sessions" + where + and_ + "ended_at IS NULL")
+    out["observations"] = one("SELECT count(*) FROM observations" + where)
+    out["handoffs_open"] = one("SELECT count(*) FROM handoffs" + where + and_ + "status = 'open'")
+    msg_where = "" if scope is None else " WHERE to_project_id = ?"
+    out["messages_pending"] = one(
+        "SELECT count(*) FROM agent_messages" + msg_where + (" AND " if scope else " WHERE ") + "status = 'pending'"
+    )
+    out["embeddings"] = one("SELECT count(*) FROM page_embeddings" + where)
+    out["links"] = one("SELECT count(*) FROM links" + where)
+    out["entities"] = one("SELECT count(*) FROM entities" + where)
+    return out
+
+
+def status(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, Any]:
+    """Return ``{"counts": counts(...), "schema_version", "sqlite_version", "version",
+    "db_bytes", "last_page_update": str|None}`` (``db_bytes`` = page_count × page_size)."""
+    page_count = conn.execute("PRAGMA page_count").fetchone()[0]
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    where, args = ("", ()) if scope is None else (" WHERE project_id = ?", (scope.project_id,))
+    last = conn.execute("SELECT max(updated_at) FROM pages" + where, args).fetchone()[0]
+    out: dict[str, Any] = {
+        "counts": counts(conn, scope),
+        "schema_version": schema_version(conn),
+        "sqlite_version": sqlite3.sqlite_version,
+        "version": package_version(),
+        "db_bytes": int(page_count) * int(page_size),
+        "last_page_update": last,
+    }
+    if scope is not None:
+        out.update(workspace=scope.workspace, project=scope.project)
+    return out

@@ -1,0 +1,109 @@
+"""Query text handling: content terms, the injection-safe FTS5 query, snippets.
+
+The FTS5 query is an OR of the question's content terms, each one a double-quoted
+string (DESIGN.md "Read side"): a quoted string is always a phrase to FTS5, so ``NEAR``,
+``AND``, ``*``, ``^``, ``:`` column filters and parentheses in the user's text are inert.
+Stopwords are dropped unless nothing else is left.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+MAX_TERMS = 32
+MAX_QUERY_CHARS = 4096  # longer input is cut before tokenising (a 10 KB paste stays cheap)
+
+STOPWORDS = frozenset(
+    """
+    a about above after again against all also am an and any are aren't as at be because been
+    before being below between both but by can cannot could couldn't did didn't do does doesn't
+    doing don't down during each either else etc ever every few for from further get gets got had
+    hadn't has hasn't have haven't having he her here hers herself him himself his how however i
+    if in into is isn't it it's its itself just let like ll made make many may me might mine more
+    most much must mustn't my myself need needs no nor not now of off on once one only or other
+    ought our ours ourselves out over own per please re really said same say says shall she should
+    shouldn't since so some still such than that that's the their theirs them themselves then
+    there there's these they this those though through thus to too under until up upon us very
+    via was wasn't way we were weren't what what's when where which while who whom whose why will
+    with within without won't would wouldn't ve yet you your yours yourself yourselves
+    tell know want wanted anything something thing things which's
+    """.split()
+)
+
+_WORD_RE = re.compile(r"[^\W_]+(?:[_'.-][^\W_]+)*")
+_CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_FRONTMATTER_RE = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.S)
+
+
+def words(text: str) -> list[str]:
+    """Return the NFKC, case-folded word tokens of ``text`` (``_ ' . -`` join parts)."""
+    return _WORD_RE.findall(unicodedata.normalize("NFKC", text[:MAX_QUERY_CHARS]).casefold())
+
+
+def query_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
+    """Return the distinct content terms of a question, in order, at most ``max_terms``.
+
+    Stopwords and 1-character Latin tokens are dropped; if nothing remains, the stopwords
+    are kept so "how to" still finds something. CJK runs are kept whole.
+    """
+    toks = [t.strip("'.-") for t in words(text)]
+    toks = [t for t in toks if t and (len(t) > 1 or t.isdigit() or _CJK_RE.match(t))]
+    content = [t for t in toks if t not in STOPWORDS]
+    chosen = content or toks
+    seen: dict[str, None] = {}
+    for t in chosen:
+        seen.setdefault(t, None)
+        if len(seen) >= max_terms:
+            break
+    return list(seen)
+
+
+def fts_query(terms: list[str]) -> str | None:
+    """Return the FTS5 MATCH expression ``"t1" OR "t2" ...`` or ``None`` for no terms.
+
+    Each term is wrapped in double quotes with inner quotes doubled, the only escaping
+    FTS5 needs inside a string.
+    """
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def _stem(term: str) -> str:
+    # A crude prefix stem so "migrations" highlights "migration" (FTS5 uses porter).
+    return term if len(term) <= 4 else term[: max(4, len(term) - 3)]
+
+
+def strip_frontmatter(text: str) -> str:
+    """Remove a leading YAML frontmatter block (``---`` … ``---``) if present."""
+    return _FRONTMATTER_RE.sub("", text, count=1)
+
+
+def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
+    """Return a ~``n_words``-word window of ``text`` holding the most query-term hits.
+
+    Leading/trailing ``…`` mark cut text; frontmatter and markdown heading marks are
+    dropped; whitespace collapses. With no hit the window is the start of the text.
+    """
+    body = strip_frontmatter(text)
+    ws = [w for w in body.split() if not re.fullmatch(r"#+|[-*>|]+", w)]
+    if len(ws) <= n_words:
+        return " ".join(ws)
+    stems = [_stem(t) for t in terms]
+    hits = []
+    for i, w in enumerate(ws):
+        lw = w.casefold().strip("`*_()[]{}\"',.:;!?")
+        if any(lw.startswith(s) or (len(s) > 1 and _CJK_RE.match(s) and s in lw) for s in stems):
+            hits.append(i)
+    start = 0
+    if hits:
+        best = -1
+        for h in hits:
+            s = max(0, min(h - n_words // 4, len(ws) - n_words))
+            count = sum(1 for x in hits if s <= x < s + n_words)
+            if count > best:
+                best, start = count, s
+    end = start + n_words
+    out = " ".join(ws[start:end])
+    return ("… " if start > 0 else "") + out + (" …" if end < len(ws) else "")

@@ -1,0 +1,59 @@
+"""``/api/v1/status`` (counts, versions, data dir, stream lag) and the workspace list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from aimem_common.errors import AimemError
+from aimem_common.read import scopes, status
+from aimem_query.deps import PrincipalDep, read, readable_scope, settings_of
+
+router = APIRouter(tags=["status"])
+
+
+@router.get("/status", summary="Store-wide status")
+async def store_status(request: Request, principal: PrincipalDep) -> dict[str, Any]:
+    """Return counts, schema/software versions, DB size, data dir and writer lag.
+
+    ``writer_lag`` is the number of commands not yet applied (``null`` when the bus
+    cannot tell). Store-wide counts and the data dir are root-only (``null`` otherwise);
+    per-project counts are at ``.../projects/{project}/status``.
+    """
+    settings = settings_of(request)
+    out = await read(request, status.status)
+    if not principal.is_root:
+        out["counts"] = None
+    try:
+        out["writer_lag"] = await request.app.state.bus.writer_lag()
+    except AimemError:
+        out["writer_lag"] = None
+    out["data_dir"] = str(settings.data_dir) if principal.is_root else None
+    out["service"] = "query"
+    out["embedding"] = (
+        {"provider": settings.embedding.provider, "model": settings.embedding.model, "dim": settings.embedding.dim}
+        if settings.embedding.provider else None
+    )
+    return out
+
+
+@router.get("/workspaces/{workspace}/projects/{project}/status", summary="One project's status")
+async def project_status(request: Request, principal: PrincipalDep, workspace: str, project: str) -> dict[str, Any]:
+    """Return the project's counts and last update."""
+    scope = await readable_scope(request, principal, workspace, project)
+    return await read(request, status.status, scope)
+
+
+@router.get("/workspaces", summary="Workspaces and projects the caller may read")
+async def list_workspaces(request: Request, principal: PrincipalDep) -> list[dict[str, Any]]:
+    """Return ``[{"workspace", "workspace_id", "projects": [{"project", "project_id"}]}]``."""
+    items = await read(request, scopes.list_workspaces)
+    if principal.is_root:
+        return items
+    out = []
+    for ws in items:
+        projects = [p for p in ws["projects"] if principal.can_read(ws["workspace"], p["project"])]
+        if projects:
+            out.append({**ws, "projects": projects})
+    return out
