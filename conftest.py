@@ -19,6 +19,8 @@ import pytest_asyncio
 
 from aimem_common import config
 from aimem_common.natsserver import NatsServer, free_port
+from aimem_common.testing.stack import LocalStack as Stack
+from aimem_common.testing.stack import free_port_block as _free_port_block
 
 REPO = Path(__file__).resolve().parent
 SHARED = REPO.parent / "shared"
@@ -50,86 +52,6 @@ def nats_server(tmp_path: Path):
 def settings(data_dir: Path, nats_server: NatsServer) -> config.Settings:
     """Settings for one test: temp data dir, the test's NATS, free service ports."""
     return config.load(data_dir, environ={}, bus={"nats_url": nats_server.url}, port_base=_free_port_block())
-
-
-def _free_port_block(n: int = 5) -> int:
-    """Return a base port with ``n`` consecutive free ports."""
-    for _ in range(50):
-        base = free_port()
-        if base + n > 65000:
-            continue
-        try:
-            import socket
-
-            socks = []
-            for i in range(n):
-                s = socket.socket()
-                s.bind(("127.0.0.1", base + i))
-                socks.append(s)
-            for s in socks:
-                s.close()
-            return base
-        except OSError:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no block of free ports")
-
-
-class Stack:
-    """The whole local stack (``aimem up``) as real processes, for e2e tests."""
-
-    def __init__(self, data_dir: Path, log_dir: Path, extra_env: dict[str, str] | None = None):
-        self.data_dir = data_dir
-        self.log_dir = log_dir
-        self.port_base = _free_port_block()
-        self.nats_port = free_port()
-        self.extra_env = extra_env or {}
-        self.proc: subprocess.Popen | None = None
-
-    def url(self, service: str) -> str:
-        off = config.PORT_OFFSETS[service]
-        return f"http://127.0.0.1:{self.port_base + off}"
-
-    @property
-    def nats_url(self) -> str:
-        return f"nats://127.0.0.1:{self.nats_port}"
-
-    def start(self, timeout_s: float = 30.0) -> "Stack":
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
-        env.update(self.extra_env)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "aimem_cli", "up", "--data-dir", str(self.data_dir),
-             "--port-base", str(self.port_base), "--nats-port", str(self.nats_port),
-             "--log-dir", str(self.log_dir)],
-            env=env, stdout=subprocess.DEVNULL, stderr=open(self.log_dir / "up.log", "ab"),
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + timeout_s
-        services = list(config.PORT_OFFSETS)
-        while services and time.monotonic() < deadline:
-            for svc in list(services):
-                try:
-                    if httpx.get(self.url(svc) + "/healthz", timeout=0.5).status_code == 200:
-                        services.remove(svc)
-                except httpx.HTTPError:
-                    pass
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        if services:
-            logs = "\n".join(p.read_text()[-2000:] for p in self.log_dir.glob("*.log"))
-            self.stop()
-            raise RuntimeError(f"stack not healthy: {services}\n{logs}")
-        return self
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
 
 
 @pytest.fixture
@@ -254,3 +176,15 @@ async def bus(settings: config.Settings):
         yield busmod.Bus(nc, settings.bus)
     finally:
         await nc.close()
+
+
+@pytest.fixture
+def fake_llm():
+    """An OpenAI-compatible test LLM server over real HTTP (``aimem_common.testing.fake_llm``).
+
+    Point a service at ``fake_llm.url``; steer it with ``.mode`` / ``.script`` / ``.answers``.
+    """
+    from aimem_common.testing.fake_llm import FakeLLM
+
+    with FakeLLM() as server:
+        yield server
