@@ -36,8 +36,15 @@ from aimem_common.read.pages import is_expired
 from aimem_common.read.text import fts_query, query_terms, snippet, words
 
 STREAM_WEIGHTS = {"fts": 1.0, "entity": 0.8, "vector": 1.0, "superseded": 0.6, "links": 0.5}
+# RRF alone discards how *much* better the bm25 leader is (k=60 makes ranks 1 and 6 differ by
+# 8%, less than the authority spread), so the fts stream adds a bounded margin bonus:
+# FTS_MARGIN_WEIGHT × (bm25 / best bm25) × the rank-1 RRF share. Close contests stay close.
+FTS_MARGIN_WEIGHT = 0.5
+TITLE_WEIGHT = 4.0  # bm25 column weight of the title against the body (1.0)
 SEED_COUNT = 5  # top fused hits whose link neighbours join the links stream
 MAX_ENTITY_NGRAM = 4
+MAX_ENTITIES = 16  # matched entities used per query (rarest first)
+MAX_PAGES_PER_ENTITY = 500
 MAX_LIMIT = 100
 
 # Authority multiplier (bounded to [AUTHORITY_MIN, AUTHORITY_MAX]): maintained rules,
@@ -133,14 +140,23 @@ def _scope_sql(scopes: list[Scope] | None, col: str) -> tuple[str, list[Any]]:
 
 
 def _fts_stream(conn, q: str, scopes, opts: QueryOptions) -> list[tuple[int, float]]:
-    where, args = _scope_sql(scopes, "p.project_id")
-    if not opts.include_expired:
-        where += " AND (p.expires_at IS NULL OR julianday(p.expires_at) > julianday('now'))"
-    rows = conn.execute(
-        "SELECT p.id, bm25(pages_fts, 4.0, 1.0) AS s FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid"
-        f" WHERE pages_fts MATCH ?{where} ORDER BY s LIMIT ?",
-        [q, *args, opts.candidates],
-    ).fetchall()
+    expiry = "" if opts.include_expired else " AND (p.expires_at IS NULL OR julianday(p.expires_at) > julianday('now'))"
+    if scopes is None:
+        # Unscoped: let FTS5 rank inside the index scan (``rank MATCH``), then join the top
+        # rows only; about 2x faster than bm25() per joined row when most pages match.
+        rows = conn.execute(
+            "SELECT p.id, f.rank FROM (SELECT rowid, rank FROM pages_fts WHERE pages_fts MATCH ?"
+            f" AND rank MATCH 'bm25({TITLE_WEIGHT}, 1.0)' ORDER BY rank LIMIT ?) f"
+            f" JOIN pages p ON p.id = f.rowid WHERE 1 = 1{expiry} ORDER BY f.rank",
+            [q, opts.candidates * 2],
+        ).fetchall()[: opts.candidates]
+    else:
+        where, args = _scope_sql(scopes, "p.project_id")
+        rows = conn.execute(
+            f"SELECT p.id, bm25(pages_fts, {TITLE_WEIGHT}, 1.0) AS s FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid"
+            f" WHERE pages_fts MATCH ?{where}{expiry} ORDER BY s LIMIT ?",
+            [q, *args, opts.candidates],
+        ).fetchall()
     return [(r[0], -float(r[1])) for r in rows]  # bm25 is "lower is better": report it positive
 
 
@@ -165,25 +181,30 @@ def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tu
     ).fetchall()
     if not ents:
         return [], {}
-    ids = [e[0] for e in ents]
     names = {e[0]: e[1] for e in ents}
-    links = conn.execute(
-        "SELECT l.entity_id, l.page_id FROM entity_page_links l JOIN pages p ON p.id = l.page_id AND p.is_latest = 1"
-        f" WHERE l.entity_id IN ({','.join('?' * len(ids))})",
-        ids,
-    ).fetchall()
-    if not links:
+    marks = ",".join("?" * len(names))
+    df = dict(conn.execute(
+        "SELECT l.entity_id, count(*) FROM entity_page_links l JOIN pages p ON p.id = l.page_id AND p.is_latest = 1"
+        f" WHERE l.entity_id IN ({marks}) GROUP BY l.entity_id",
+        list(names),
+    ).fetchall())
+    if not df:
         return [], {}
     where_p, args_p = _scope_sql(scopes, "project_id")
     total = conn.execute("SELECT count(*) FROM pages WHERE is_latest = 1" + where_p, args_p).fetchone()[0] or 1
-    df: dict[int, int] = {}
-    for eid, _pid in links:
-        df[eid] = df.get(eid, 0) + 1
+    # The rarest entities carry the signal; a very common one adds little idf but many rows.
+    chosen = sorted(df, key=lambda e: (df[e], e))[:MAX_ENTITIES]
     score: dict[int, float] = {}
     matched: dict[int, list[str]] = {}
-    for eid, pid in links:
-        score[pid] = score.get(pid, 0.0) + math.log(1 + total / df[eid])
-        matched.setdefault(pid, []).append(names[eid])
+    for eid in chosen:
+        idf = math.log(1 + total / df[eid])
+        for (pid,) in conn.execute(
+            "SELECT l.page_id FROM entity_page_links l JOIN pages p ON p.id = l.page_id AND p.is_latest = 1"
+            " WHERE l.entity_id = ? ORDER BY l.page_id DESC LIMIT ?",
+            (eid, MAX_PAGES_PER_ENTITY),
+        ):
+            score[pid] = score.get(pid, 0.0) + idf
+            matched.setdefault(pid, []).append(names[eid])
     ranked = sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[: opts.candidates]
     return ranked, matched
 
@@ -273,9 +294,12 @@ def authority(kind: str, tier: str, pinned: bool, tags: Sequence[str], supersede
 
 def _fuse(cands: dict[int, _Cand], name: str, ranked: list[tuple[int, float]], k: int) -> None:
     w = STREAM_WEIGHTS[name]
+    best = ranked[0][1] if ranked and ranked[0][1] > 0 else 0.0
     for rank, (pid, score) in enumerate(ranked, start=1):
         c = cands.setdefault(pid, _Cand(pid))
         contrib = w / (k + rank)
+        if name == "fts" and best > 0:
+            contrib += FTS_MARGIN_WEIGHT * w * max(score, 0.0) / best / (k + 1)
         c.streams[name] = {"rank": rank, "score": round(score, 6), "rrf": round(contrib, 8)}
         c.rrf += contrib
 

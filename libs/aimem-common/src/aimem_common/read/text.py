@@ -80,28 +80,35 @@ def strip_frontmatter(text: str) -> str:
     return _FRONTMATTER_RE.sub("", text, count=1)
 
 
+_MARKUP_TOKENS = frozenset({"#", "##", "###", "####", "-", "*", ">", "|", "---", "```"})
+_STRIP_CHARS = "`*_()[]{}\"',.:;!?"
+MAX_SNIPPET_SCAN_WORDS = 4000  # windows are searched in the first 4000 words only
+
+
 def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
     """Return a ~``n_words``-word window of ``text`` holding the most query-term hits.
 
-    Leading/trailing ``…`` mark cut text; frontmatter and markdown heading marks are
-    dropped; whitespace collapses. With no hit the window is the start of the text.
+    Leading/trailing ``…`` mark cut text; frontmatter and markdown markers are dropped;
+    whitespace collapses. With no hit the window is the start of the text.
     """
     body = strip_frontmatter(text)
-    ws = [w for w in body.split() if not re.fullmatch(r"#+|[-*>|]+", w)]
+    ws = [w for w in body.split(None, MAX_SNIPPET_SCAN_WORDS)[:MAX_SNIPPET_SCAN_WORDS] if w not in _MARKUP_TOKENS]
     if len(ws) <= n_words:
         return " ".join(ws)
-    stems = [_stem(t) for t in terms]
+    stems = tuple(_stem(t) for t in terms)
+    cjk = tuple(t for t in terms if _CJK_RE.match(t))
     hits = []
-    for i, w in enumerate(ws):
-        lw = w.casefold().strip("`*_()[]{}\"',.:;!?")
-        if any(lw.startswith(s) or (len(s) > 1 and _CJK_RE.match(s) and s in lw) for s in stems):
-            hits.append(i)
+    if stems:
+        for i, w in enumerate(ws):
+            lw = w.casefold().strip(_STRIP_CHARS)
+            if lw.startswith(stems) or (cjk and any(t in lw for t in cjk)):
+                hits.append(i)
     start = 0
     if hits:
         best = -1
-        for h in hits:
+        for j, h in enumerate(hits):
             s = max(0, min(h - n_words // 4, len(ws) - n_words))
-            count = sum(1 for x in hits if s <= x < s + n_words)
+            count = sum(1 for x in hits[max(0, j - n_words):j + n_words] if s <= x < s + n_words)
             if count > best:
                 best, start = count, s
     end = start + n_words
