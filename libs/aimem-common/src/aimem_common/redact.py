@@ -8,9 +8,11 @@ it on every free-text field before anything leaves ingress.
 Rules run in a fixed order, most specific first: vendor formats, then structural slots
 (``Authorization:``, URL passwords, high-entropy values in secret slots, ``KEY=value``
 with a secret-looking key). A value that already holds a marker is never touched again,
-so ``redact`` is idempotent. Each regex starts at a token boundary and uses possessive or
-bounded quantifiers, so the cost is linear in ``len(text)``. Pure stdlib, no I/O, safe
-on any thread.
+and the rules repeat until the text stops changing (a redaction can change what an
+earlier rule sees), so ``redact`` is idempotent. A rule runs only when one of its trigger
+substrings occurs outside a marker; its regex opens with a literal, uses possessive or
+bounded quantifiers and checks token boundaries with fixed-width look-behinds, so the
+cost is linear in ``len(text)``. Pure stdlib, no I/O, any thread.
 """
 
 from __future__ import annotations
@@ -20,98 +22,115 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 
 __all__ = ["KINDS", "RedactResult", "contains_secret", "redact"]
 
-KINDS = (
-    "private_key", "gcp_service_account_key", "slack_webhook", "jwt", "aws_access_key",
-    "aws_secret_key", "gcp_api_key", "azure_storage_key", "azure_connection_string",
-    "github_token", "gitlab_token", "slack_token", "stripe_key", "anthropic_key",
-    "openai_key", "authorization_header", "url_password", "high_entropy", "env_secret",
-)  # fmt: skip
-
-ENTROPY_MIN_BITS = 3.5  # Shannon bits/char for a `high_entropy` value
-ENTROPY_MIN_LEN = 20
+_MAX_PASSES = 4  # redaction rounds; real text settles in one or two (see redact())
+ENTROPY_MIN_BITS = 3.5  # Shannon bits/char for a `high_entropy` value (20+ chars, in a slot)
 
 _MARKER = re.compile(r"\[REDACTED:[a-z_]{1,40}\]")
 
+# Every pattern starts with a literal or a plain character class so the regex engine can
+# skip ahead in C; a token boundary is a fixed-width lookbehind placed after that literal,
+# or a check in the decide function. Case-insensitive word lists are written as a class of
+# first letters followed by `(?<=x)` dispatch, because `(?i:...)` first disables the skip.
+
+
+def _starts_here(n: int, cls: str = r"[\w-]") -> str:
+    """Regex asserting the ``n`` chars just matched start a token; a JSON ``\\n`` is a gap."""
+    return rf"(?:(?<!{cls}.{{{n}}})|(?<=\\[ntr].{{{n}}}))"
+
+
 # PEM: header lines (Proc-Type, DEK-Info, Version) only at a line start, then base64,
-# whitespace and JSON-escaped newlines. No '-' in the body, so it stops at the END line.
+# whitespace and JSON-escaped newlines; no '-' in the body, so it stops at the END line.
+# Without an END (an excerpt cut short) only the key-shaped lines that follow are taken.
+_PEM_LABEL = r"(?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----"
+_PEM_HEADER = r"[A-Z][A-Za-z-]{1,30}: [^\n\\\"]{0,200}"
 _PEM = (
-    r"-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----"
-    r"(?P<body>(?:(?:(?<=\n)|(?<=\\n))[A-Z][A-Za-z-]{1,30}: [^\n\\\"]{0,200}"
-    r"|\\[nr]|[A-Za-z0-9+/=\s])*+)"
-    r"(?:-----END (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----(?:\\n)*+)?"
+    r"-----BEGIN " + _PEM_LABEL + r"(?:(?P<body>(?:(?:(?<=\n)|(?<=\\n))" + _PEM_HEADER
+    + r"|\\++[nr]|[A-Za-z0-9+/=\s])*+)-----END " + _PEM_LABEL + r"(?:\\++n)*+"
+    + r"|(?P<cut>(?:(?:\s|\\++[nr])++(?:" + _PEM_HEADER
+    + r"|[A-Za-z0-9+/=]{16,}+|[A-Za-z0-9+/=]++\Z))*+))"
 )
-_GCP_SA = re.compile(r'"private_key"[ \t]{0,8}:[ \t]{0,8}"(?P<s>' + _PEM + ")")
+_GCP_SA = re.compile(r'private_key\\*"[ \t]{0,8}:[ \t]{0,8}\\*"(?P<s>' + _PEM + ")")
 _PRIVATE_KEY = re.compile("(?P<s>" + _PEM + ")")
 _KEY_BODY = re.compile(r"[A-Za-z0-9+/]{32}")
 
 _SLACK_WEBHOOK = re.compile(
     r"https://hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9_/-]{8,}+)"
 )
-_JWT = re.compile(r"(?<![\w-])(?P<s>eyJ[\w-]{8,}+\.eyJ[\w-]{8,}+\.[\w-]*+)")
+_JWT = re.compile(r"(?P<s>eyJ" + _starts_here(3) + r"[\w-]{8,}+\.eyJ[\w-]{8,}+\.[\w-]*+)")
 _AWS_ACCESS = re.compile(
-    r"(?<![A-Za-z0-9])(?P<s>(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|A3T[A-Z0-9])"
-    r"[A-Z0-9]{16})(?![A-Za-z0-9])"
+    r"(?P<s>(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|A3T[A-Z0-9])"
+    + _starts_here(4, "[A-Za-z0-9]")
+    + r"[A-Z0-9]{16})(?![A-Za-z0-9])"
 )
 _AWS_SECRET = re.compile(
-    r"(?i:(?:aws_?)?secret_?access_?key|aws_?secret_?key)[\"']?[ \t]{0,4}(?:=>|[=:])[ \t]{0,4}"
-    r"[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+    r"[SsAa](?i:(?<=s)ecret_?access_?key|(?<=a)ws_?secret_?key)"
+    r"\\*[\"']?[ \t]{0,4}(?:=>|[=:])[ \t]{0,4}\\*[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
 )
-_GCP_API = re.compile(r"(?<![\w-])(?P<s>AIza[\w-]{35})(?![\w-])")
+_GCP_API = re.compile(r"(?P<s>AIza" + _starts_here(4) + r"[\w-]{35})(?![\w-])")
 _AZURE_KEY = re.compile(r"(?i:AccountKey)[ \t]{0,4}=[ \t]{0,4}(?P<s>[A-Za-z0-9+/]{20,}+={0,2})")
 _AZURE_CONN = re.compile(
     r"(?i:SharedAccessKey|SharedAccessSignature)[ \t]{0,4}=[ \t]{0,4}(?P<s>[^;\"'\s]{8,}+)"
 )
 _GITHUB = re.compile(
-    r"(?<![\w-])(?P<s>gh[pousr]_[A-Za-z0-9]{36,}+|github_pat_\w{22,}+)(?![\w-])"
+    r"(?P<s>gh[pousr]_" + _starts_here(4) + r"[A-Za-z0-9]{36,}+"
+    r"|github_pat_" + _starts_here(11) + r"\w{22,}+)(?![\w-])"
 )
 _GITLAB = re.compile(
-    r"(?<![\w-])(?P<s>gl(?:pat|dt|rt|ptt|ft|imt|soat|cbt)-[\w-]{20,}+(?:\.[\w-]{2,}+){0,3})"
+    r"(?P<s>gl" + _starts_here(2)
+    + r"(?:pat|dt|rt|ptt|ft|imt|soat|cbt)-[\w-]{20,}+(?:\.[\w-]{2,}+){0,3})"
 )
-_SLACK_TOKEN = re.compile(r"(?<![\w-])(?P<s>(?:xox[abposer]|xapp)-[A-Za-z0-9-]{10,}+)")
-_STRIPE = re.compile(r"(?<![\w-])(?P<s>(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}+|whsec_[A-Za-z0-9]{16,}+)")
-_ANTHROPIC = re.compile(r"(?<![\w-])(?P<s>sk-ant-[a-z0-9]{2,12}-[\w-]{20,}+)")
-_OPENAI = re.compile(r"(?<![\w-])(?P<s>sk-(?:proj-|svcacct-|admin-)?[\w-]{20,}+)")
+_SLACK_TOKEN = re.compile(
+    r"(?P<s>x" + _starts_here(1) + r"(?:ox[abposer]|app)-[A-Za-z0-9-]{10,}+)"
+)
+_STRIPE = re.compile(
+    r"(?P<s>[sr]k_" + _starts_here(3) + r"(?:live|test)_[A-Za-z0-9]{16,}+"
+    r"|whsec_" + _starts_here(6) + r"[A-Za-z0-9]{16,}+)"
+)
+_ANTHROPIC = re.compile(r"(?P<s>sk-ant-" + _starts_here(7) + r"[a-z0-9]{2,12}-[\w-]{20,}+)")
+_OPENAI = re.compile(r"(?P<s>sk-" + _starts_here(3) + r"(?:proj-|svcacct-|admin-)?[\w-]{20,}+)")
 
 _AUTH_SCHEMES = ("bearer", "basic", "token", "digest", "bot", "apikey", "key", "negotiate")
 _AUTH_HEADER = re.compile(
-    r"(?i:(?<![\w-])(?P<h>(?:proxy-)?authorization|x-api-key|api-key|x-auth-token|x-access-token"
-    r"|x-goog-api-key|private-token|x-vault-token|x-gitlab-token)[\"']?[ \t]{0,4}[:=][ \t]{0,4}"
-    r"[\"']?(?P<scheme>(?:" + "|".join(_AUTH_SCHEMES) + r")[ \t]{1,4}+)?)"
+    r"(?P<h>[AaPpXx](?i:(?<=a)(?:uthorization|pi-key)|(?<=p)(?:roxy-authorization|rivate-token)"
+    r"|(?<=x)-(?:api-key|auth-token|access-token|goog-api-key|vault-token|gitlab-token)))"
+    r"\\*[\"']?[ \t]{0,4}[:=][ \t]{0,4}\\*[\"']?"
+    r"(?P<scheme>(?i:" + "|".join(_AUTH_SCHEMES) + r")[ \t]{1,4}+)?"
     r"(?P<s>[A-Za-z0-9._~+/=:-]{8,}+)"
 )
 # scheme://user:pass@host — the password may itself hold '@'; the last '@' wins.
 _URL_PASSWORD = re.compile(
-    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,30}+://[^\s:/?#@\[\]\"'<>]{0,256}+:"
-    r"(?P<s>[^\s@/?#\"'<>]{1,256}+(?:@[^\s@/?#\"'<>]{1,256}+)*)@"
+    r"://[^\s:/?#@\[\]\"'<>]{0,256}+:(?P<s>[^\s@/?#\"'<>\[]{1,256}+(?:@[^\s@/?#\"'<>]{1,256}+)*)@"
 )
 _HIGH_ENTROPY = re.compile(
-    r"(?:(?i:(?<![\w-])--(?:password|passwd|pass|token|secret|api-?key|auth-token|access-token"
-    r"|client-secret|key)(?:=|[ \t]{1,4}+))"
-    r"|(?<!\S)-p(?=[^\s-])"
-    r"|(?i:[?&;](?:key|api_?key|token|access_token|auth|sig|signature|secret|password|pass"
-    r"|client_secret|private_token|code)=)"
-    r"|(?i:(?<![\w.-])[\"']?(?:secret|token|password|passwd|apikey|api_key|api-key|access_token"
-    r"|auth_token|client_secret)[\"']?[ \t]{0,4}[=:][ \t]{0,4}[\"']?))"
+    r"[-?&;SsTtPpAaCc](?:(?<=-)(?:-(?<![\w-]--)(?i:password|passwd|pass|token|secret|api-?key"
+    r"|auth-token|access-token|client-secret|key)(?:=|[ \t]{1,4}+)|p(?<!\S-p)(?=[^\s-]))"
+    r"|(?<=[?&;])(?i:key|api_?key|token|access_token|auth|sig|signature|secret|password|pass"
+    r"|client_secret|private_token|code)="
+    r"|(?P<bare>(?i:(?<=s)ecret|(?<=t)oken|(?<=p)assw(?:or)?d|(?<=a)(?:pi[_-]?key|ccess_token"
+    r"|uth_token)|(?<=c)lient_secret))[\"']?[ \t]{0,4}[=:][ \t]{0,4}[\"']?)"
     r"(?P<s>[^\s\"'&;,<>()\[\]{}|`\\]{20,}+)"
 )
-# KEY=value / key: value / "key": "value" where the key names a secret. The key must
-# contain one of the words, so only plausible keys reach the Python-side checks.
+# KEY=value / key: value / "key": "value" where the key names a secret. The match starts
+# at the secret word; _env_ok finds the start of the key (at most 40 characters back).
 _ENV = re.compile(
-    r"(?<![\w.\[\\])(?P<kq>\\?[\"']?)"
-    r"(?P<key>[\w.-]{0,40}?(?i:passw(?:or)?d|secret(?!ar)|token(?!i[sz])|api[_.-]?key"
-    r"|access[_.-]?key|private[_.-]?key|credential|auth(?!or(?!iz)))[\w.-]{0,40}+)(?P=kq)"
+    r"(?P<key>[PpSsTtAaCc](?i:(?<=p)(?:assw(?:or)?d|rivate[_.-]?key)|(?<=s)ecret(?!ar)"
+    r"|(?<=t)oken(?!i[sz])|(?<=a)(?:pi[_.-]?key|ccess[_.-]?key|uth(?!or(?!iz)))|(?<=c)redential)"
+    r"[\w.-]{0,40}+)(?P<kq>\\*+[\"']?)(?P<br>(?<=[\"'])\])?"
     r"(?P<sep>[ \t]{0,4}+(?::=|=>|=(?!=)|:(?![:/]))[ \t]{0,4}+)"
-    r"(?:(?P<pfx>[bBrRuUfF]{0,2})(?:\\\"(?P<eq>(?:[^\"\\\n]|\\[^\"\n])*+)\\\""
+    r"(?:(?P<pfx>[bBrRuUfF]{0,2})(?!\\*.\[REDACTED:)"
+    r"(?:(?P<vq>\\+)\"(?P<eq>(?:[^\"\\\n]|\\++(?!\"))*+)(?P=vq)\""
     r"|\"(?P<dq>(?:[^\"\\\n]|\\.)*+)\"|'(?P<sq>[^'\n]*+)')"
-    r"|(?P<uq>[^\s\"'`,;&|<>(){}\[\]]++)(?![(\[\"']))"
+    r"|(?P<uq>(?![=:])(?:[^\s\"'`,;&|<>(){}\[\]\\]|&(?![\w.-]+=)|\\(?![ntr\"\\]))++))"
 )
-_ENV_VALUE_GROUPS = ("eq", "dq", "sq")
-_SECRET_WORD = re.compile(
-    r"PASSW(?:OR)?D|SECRET(?!AR)|TOKEN(?!I[SZ])|APIKEY|ACCESSKEY|PRIVATEKEY|CREDENTIAL|AUTH(?!OR(?!IZ))"
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_KEY_CHARS = re.compile(r"[\w.-]")
+_SECRET_WORD = re.compile(  # on an upper-cased name without separators
+    r"PASSW(?:OR)?D|SECRET(?!AR)|TOKEN(?!I[SZ])|APIKEY|ACCESSKEY|PRIVATEKEY|CREDENTIAL"
+    r"|AUTH(?!OR(?!IZ))"
 )
 # A key naming *metadata about* a secret (TOKEN_EXPIRY, AUTH_URL, SECRET_NAME) is not one.
 _BENIGN_SUFFIXES = tuple(
@@ -131,8 +150,13 @@ _PLACEHOLDER = re.compile(
 )
 _IDENT = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 _WORDY = re.compile(r"[A-Za-z_.]+")
+_DIGIT = re.compile(r"\d")
 _LINE_LEAD = re.compile(r"[ \t]*(?:-[ \t]+|export[ \t]+)?")
-_TYPE_NAMES = frozenset("str bytes int float bool string number boolean any object dict list".split())
+_FIELD_NAMES = frozenset(
+    "password passwd secret token api_key apikey access_token refresh_token id_token "
+    "client_secret private_key credentials auth".split()
+)
+_TYPE_NAMES = frozenset("str bytes int float bool string number boolean any object dict".split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,29 +171,38 @@ def redact(text: str) -> RedactResult:
     """Replace every recognised secret in ``text`` with ``[REDACTED:<kind>]``.
 
     Args:
-        text: any string (code, logs, JSON, CJK, NUL bytes); never raises on a ``str``.
+        text: any string (code, logs, JSON, CJK, NUL); never raises on a ``str``.
 
     Returns:
         ``RedactResult(text, kinds)``: ``kinds`` is a sorted tuple of unique names from
-        ``KINDS``. Idempotent: redacting the output again changes nothing. Time is linear
-        in ``len(text)`` (about 20 regex passes); no side effects.
+        ``KINDS``, empty iff the text is unchanged. Idempotent: redacting the output again
+        changes nothing. Time is linear in ``len(text)``: one regex pass per rule whose
+        trigger occurs, two to four rounds when something was redacted (about 0.6 s for
+        1 MiB of back-to-back secrets). Pure: no side effects, safe on any thread.
     """
     found: set[str] = set()
-    for kind, pattern, decide in _RULES:
-        text = pattern.sub(partial(_replace, kind, decide, found), text)
+    for _ in range(_MAX_PASSES):
+        # A redaction can change what an earlier rule sees (a value that ended at a '['
+        # now ends at a marker), so repeat until nothing changes: that makes it idempotent.
+        before, lowered = text, _MARKER.sub(" ", text).lower()  # markers trigger nothing
+        for kind, triggers, pattern, decide in _RULES:
+            if any(t in lowered for t in triggers):
+                text = pattern.sub(partial(_replace, kind, decide, found), text)
+        if text == before:
+            break
     return RedactResult(text, tuple(sorted(found)))
 
 
 def contains_secret(text: str) -> bool:
-    """Return True iff ``redact(text)`` would change ``text``."""
+    """Return True iff ``redact(text)`` would change ``text`` (same rules, same cost)."""
     return redact(text).text != text
 
 
-def _replace(kind: str, decide: Callable[[re.Match[str]], bool], found: set[str], m: re.Match[str]) -> str:
+def _replace(kind: str, decide: _Decide | None, found: set[str], m: re.Match[str]) -> str:
     """Swap the value group of ``m`` for a marker when ``decide`` accepts it; else keep ``m``."""
-    name = "s" if m.re is not _ENV else next((g for g in _ENV_VALUE_GROUPS if m.group(g) is not None), "uq")
+    name = "s" if m.re is not _ENV else m.lastgroup  # eq, dq, sq or uq: the value
     value = m.group(name)
-    if not value or _MARKER.search(value) or not decide(m):
+    if not value or _MARKER.search(value) or (decide is not None and not decide(m)):
         return m.group(0)
     found.add(kind)
     start, end = m.span(name)
@@ -182,13 +215,16 @@ def _entropy(value: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
 
 
-def _always(m: re.Match[str]) -> bool:
-    return True
+def _starts_token(s: str, i: int) -> bool:
+    """True when ``s[i]`` does not continue a word, dotted or dashed name (``\\n`` is a gap)."""
+    if i == 0 or _KEY_CHARS.match(s, i - 1) is None:
+        return True
+    return i >= 2 and s[i - 2] == "\\" and s[i - 1] in "ntr"
 
 
 def _pem_ok(m: re.Match[str]) -> bool:
     """A BEGIN line followed by real key material, not code that mentions the marker."""
-    return _KEY_BODY.search(m.group("body")) is not None
+    return _KEY_BODY.search(m.group("body") or m.group("cut") or "") is not None
 
 
 def _openai_ok(m: re.Match[str]) -> bool:
@@ -198,10 +234,13 @@ def _openai_ok(m: re.Match[str]) -> bool:
 
 def _header_ok(m: re.Match[str]) -> bool:
     value = m.group("s")
-    if value.lower() in _AUTH_SCHEMES or _PLACEHOLDER.fullmatch(value):
+    if not _starts_token(m.string, m.start()) or value.lower() in _AUTH_SCHEMES:
+        return False
+    if _PLACEHOLDER.fullmatch(value):
         return False
     # "Authorization: <value>" without a scheme word: only a token-length value counts.
-    return bool(m.group("scheme")) or not m.group("h").lower().endswith("authorization") or len(value) >= 16
+    bare_auth = not m.group("scheme") and m.group("h").lower().endswith("authorization")
+    return not bare_auth or len(value) >= 16
 
 
 def _url_ok(m: re.Match[str]) -> bool:
@@ -210,78 +249,120 @@ def _url_ok(m: re.Match[str]) -> bool:
 
 def _high_entropy_ok(m: re.Match[str]) -> bool:
     value = m.group("s")
-    if _PLACEHOLDER.fullmatch(value) or "://" in value or value.startswith(("/", "./", "../", "~")):
+    if m.group("bare") and not _starts_token(m.string, m.start()):
         return False
+    if _PLACEHOLDER.fullmatch(value) or "://" in value or value.startswith(("/", ".", "~")):
+        return False  # a variable, a URL or a file path
+    if _DIGIT.search(value) is None and _IDENT.fullmatch(value):
+        return False  # settings.openai_api_key: a dotted name in code, not a value
     return _entropy(value) >= ENTROPY_MIN_BITS
 
 
-def _norm_key(key: str) -> str:
-    """``dbPassword`` / ``db-password`` / ``DB.PASSWORD`` -> ``DB_PASSWORD``."""
-    key = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key.strip("-_."))
-    return key.upper().replace("-", "_").replace(".", "_")
+@lru_cache(maxsize=1024)
+def _secret_name(name: str) -> bool:
+    """True when ``name`` (``dbPassword``, ``db-password``, ``DB.PASSWORD``) holds a secret word.
 
-
-def _names_secret(name: str) -> bool:
-    """True when an identifier-shaped ``name`` contains a secret word (PASSWORD, TOKEN, ...)."""
-    return _IDENT.fullmatch(name.replace("-", "_")) is not None and bool(
-        _SECRET_WORD.search(_norm_key(name).replace("_", ""))
-    )
-
-
-def _at_line_start(m: re.Match[str]) -> bool:
-    """True when only indentation, ``- `` or ``export `` precede the key on its line."""
-    s, i = m.string, m.start()
-    lo = max(0, i - 40)  # bounded look-back keeps the scan linear
-    nl = s.rfind("\n", lo, i)
-    if nl < 0 and lo > 0:
+    A name ending in a metadata suffix (``TOKEN_EXPIRY``, ``AUTH_URL``) does not count.
+    """
+    norm = _CAMEL.sub("_", name.strip("-_.\\\"'")).upper().replace("-", "_").replace(".", "_")
+    if norm.endswith(_BENIGN_SUFFIXES):
         return False
-    return _LINE_LEAD.fullmatch(s, nl + 1, i) is not None
+    return _SECRET_WORD.search(norm.replace("_", "")) is not None
+
+
+def _key_start(m: re.Match[str]) -> int:
+    """Index where the key around the matched secret word begins, or -1 if not a key.
+
+    The key extends at most 40 characters left of the word (bounded, so linear); a
+    quoted key needs the same quote on the left (and ``[`` when a ``]`` follows it);
+    ``\\`` before a key (an escape) or a longer run means no key.
+    """
+    s, i = m.string, m.start()
+    lo = max(0, i - 40)
+    while i > lo and not _starts_token(s, i):
+        i -= 1
+    if not _starts_token(s, i):
+        return -1  # longer than 40 characters: not a key
+    quote = m.group("kq")
+    if quote:
+        if s[max(0, i - len(quote)) : i] != quote:
+            return -1
+        i -= len(quote)
+    if m.group("br"):  # env["DB_PASSWORD"] = "..."
+        return i if i and s[i - 1] == "[" else -1
+    return -1 if i and s[i - 1] == "\\" else i
+
+
+def _at_line_start(s: str, i: int) -> bool:
+    """True when only indentation, ``- `` or ``export `` precede index ``i`` on its line.
+
+    A JSON-escaped ``\\n`` or a ``"`` also starts one. The look-back is bounded (linear).
+    """
+    lo = max(0, i - 40)
+    esc = s.rfind("\\n", lo, i)
+    begin = max(s.rfind("\n", lo, i), s.rfind('"', lo, i)) + 1  # a JSON string starts one too
+    begin = max(begin, esc + 2 if esc >= 0 else 0)
+    if begin == 0 and lo > 0:
+        return False
+    return _LINE_LEAD.fullmatch(s, begin, i) is not None
 
 
 def _env_ok(m: re.Match[str]) -> bool:
     """Decide whether a secret-named key's value is a literal secret, not code or metadata."""
-    key = _norm_key(m.group("key"))
-    if key.endswith(_BENIGN_SUFFIXES) or not _names_secret(key):
+    value, s = m.group(m.lastgroup), m.string
+    folded = value.lower().replace("-", "_")
+    if folded in _FIELD_NAMES or _PLACEHOLDER.fullmatch(value.strip()):
+        return False  # a field name, "${TOKEN}", "<your-token>", "***", null, a small number
+    start = _key_start(m)
+    if start < 0:
         return False
-    quoted = next((m.group(g) for g in _ENV_VALUE_GROUPS if m.group(g) is not None), None)
-    value = quoted if quoted is not None else m.group("uq")
-    has_digit = any(c.isdigit() for c in value)
-    if _PLACEHOLDER.fullmatch(value.strip()) or (_names_secret(value) and not has_digit):
-        return False  # "${TOKEN}", "<your-token>", or a field name such as "password"
-    if quoted is not None:
-        return not ("f" in m.group("pfx").lower() and "{" in quoted)  # f"Bearer {token}"
-    if _IDENT.fullmatch(value) and (
-        ("." in value and not has_digit) or m.string[m.end() : m.end() + 1] in (",", ")")
-    ):
-        return False  # settings.token, or a keyword argument f(token=tok)
+    key = s[start : m.end("key")]
+    if not _secret_name(key) or folded == key.strip("-\\\"'").lower().replace("-", "_"):
+        return False  # not a secret's name, or f(password=password)
+    if m.lastgroup != "uq":  # a quoted literal
+        return not ("f" in m.group("pfx").lower() and "{" in value)  # f"Bearer {token}"
+    has_digit = _DIGIT.search(value) is not None
+    after = s[m.end() : m.end() + 1]
+    if after and _IDENT.fullmatch(value):
+        if after in "([" or (after in "\"'" and len(value) <= 2):
+            return False  # get_token(), environ["X"], an f"..." prefix
+        if not has_digit and after in ",)":
+            return False  # a keyword argument f(token=tok)
+    if not has_digit and "." in value and _IDENT.fullmatch(value):
+        return False  # settings.token
     if m.group("sep") == "=":
         return True  # KEY=value: .env line, shell assignment or --flag=value
     if has_digit or not _WORDY.fullmatch(value):
         return True
     # "password: hunter" as a YAML line; not "auth: failed" in a log or "token: Token" in code.
-    is_type = value.lower() in _TYPE_NAMES or (value[0].isupper() and value.isidentifier())
-    return m.group("sep").strip() == ":" and _at_line_start(m) and not is_type
+    is_type = value.lower() in _TYPE_NAMES or (value[0].isupper() and not value.isupper())
+    return m.group("sep").strip() == ":" and _at_line_start(s, start) and not is_type
 
 
-_Rule = tuple[str, re.Pattern[str], Callable[[re.Match[str]], bool]]
-_RULES: tuple[_Rule, ...] = (
-    ("gcp_service_account_key", _GCP_SA, _pem_ok),
-    ("private_key", _PRIVATE_KEY, _pem_ok),
-    ("slack_webhook", _SLACK_WEBHOOK, _always),
-    ("jwt", _JWT, _always),
-    ("aws_access_key", _AWS_ACCESS, _always),
-    ("aws_secret_key", _AWS_SECRET, _always),
-    ("gcp_api_key", _GCP_API, _always),
-    ("azure_storage_key", _AZURE_KEY, _always),
-    ("azure_connection_string", _AZURE_CONN, _always),
-    ("github_token", _GITHUB, _always),
-    ("gitlab_token", _GITLAB, _always),
-    ("slack_token", _SLACK_TOKEN, _always),
-    ("stripe_key", _STRIPE, _always),
-    ("anthropic_key", _ANTHROPIC, _always),
-    ("openai_key", _OPENAI, _openai_ok),
-    ("authorization_header", _AUTH_HEADER, _header_ok),
-    ("url_password", _URL_PASSWORD, _url_ok),
-    ("high_entropy", _HIGH_ENTROPY, _high_entropy_ok),
-    ("env_secret", _ENV, _env_ok),
+_Decide = Callable[[re.Match[str]], bool]
+_AWS_TRIGGERS = ("akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "anpa", "a3t")
+_HIGH_ENTROPY_TRIGGERS = ("--", "-p", "key", "token", "secret", "pass", "sig", "auth", "code")
+# (kind, lower-case trigger substrings: the rule runs only if one occurs, pattern, decide
+# or None for "always"); most specific first, so a later rule sees a marker, not the value.
+_RULES: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Decide | None], ...] = (
+    ("gcp_service_account_key", ("private key",), _GCP_SA, _pem_ok),
+    ("private_key", ("private key",), _PRIVATE_KEY, _pem_ok),
+    ("slack_webhook", ("hooks.slack.com",), _SLACK_WEBHOOK, None),
+    ("jwt", ("eyj",), _JWT, None),
+    ("aws_access_key", _AWS_TRIGGERS, _AWS_ACCESS, None),
+    ("aws_secret_key", ("secret",), _AWS_SECRET, None),
+    ("gcp_api_key", ("aiza",), _GCP_API, None),
+    ("azure_storage_key", ("accountkey",), _AZURE_KEY, None),
+    ("azure_connection_string", ("sharedaccess",), _AZURE_CONN, None),
+    ("github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), _GITHUB, None),
+    ("gitlab_token", ("gl",), _GITLAB, None),
+    ("slack_token", ("xox", "xapp-"), _SLACK_TOKEN, None),
+    ("stripe_key", ("_live_", "_test_", "whsec_"), _STRIPE, None),
+    ("anthropic_key", ("sk-ant-",), _ANTHROPIC, None),
+    ("openai_key", ("sk-",), _OPENAI, _openai_ok),
+    ("authorization_header", ("authorization", "api-key", "-token"), _AUTH_HEADER, _header_ok),
+    ("url_password", ("://",), _URL_PASSWORD, _url_ok),
+    ("high_entropy", _HIGH_ENTROPY_TRIGGERS, _HIGH_ENTROPY, _high_entropy_ok),
+    ("env_secret", ("pass", "secret", "token", "key", "credential", "auth"), _ENV, _env_ok),
 )
+KINDS: tuple[str, ...] = tuple(kind for kind, *_ in _RULES)  # every marker kind, rule order

@@ -96,8 +96,10 @@ def sanitize(obs: RawObservation) -> SanitizedObservation:
         kinds.extend(res.kinds)
         return res.text
 
-    title = cap_utf8(clean(obs.title) or "", TITLE_CAP_BYTES)
-    body = cap_utf8(clean(obs.body) or "", BODY_BACKSTOP_BYTES)
+    # Redact, cap, then redact again: a cut can strip the context that marked a value as
+    # code (``TOKEN=get_token()`` → ``TOKEN=get_tok…``) and make it look like a secret.
+    title = clean(cap_utf8(clean(obs.title) or "", TITLE_CAP_BYTES)) or ""
+    body = clean(cap_utf8(clean(obs.body) or "", BODY_BACKSTOP_BYTES)) or ""
     raw = RawObservation(
         session_id=obs.session_id,
         kind=obs.kind,
