@@ -151,7 +151,7 @@ def _fts_stream(conn, q: str, scopes, opts: QueryOptions) -> list[tuple[int, flo
             [q, opts.candidates * 2],
         ).fetchall()[: opts.candidates]
     else:
-        where, args = _scope_sql(scopes, "p.project_id")
+        where, args = _scope_sql(scopes, "+p.project_id")  # drive the join from the FTS match
         rows = conn.execute(
             f"SELECT p.id, bm25(pages_fts, {TITLE_WEIGHT}, 1.0) AS s FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid"
             f" WHERE pages_fts MATCH ?{where}{expiry} ORDER BY s LIMIT ?",
@@ -257,7 +257,8 @@ def _link_stream(conn, seeds: list[int], scopes) -> tuple[list[tuple[int, float]
     if not seeds:
         return [], {}
     marks = ",".join("?" * len(seeds))
-    where_a, args_a = _scope_sql(scopes, "t.project_id")
+    # "+" keeps the planner on the links indexes (seed ids) instead of scanning the scope's pages.
+    where_a, args_a = _scope_sql(scopes, "+t.project_id")
     rows = conn.execute(
         "SELECT l.from_page_id AS seed, l.to_page_id AS nb, l.link_kind FROM links l"
         f" JOIN pages t ON t.id = l.to_page_id AND t.is_latest = 1 WHERE l.from_page_id IN ({marks}){where_a}"
