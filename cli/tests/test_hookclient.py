@@ -12,6 +12,7 @@ from aimem_cli.hookclient import PROMPT_CAP_BYTES, cap_payload, cap_utf8, format
 from aimem_cli.hookspool import Spool
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "hooks"
+DEFAULT_BUDGET = {"AIMEM_HOOK_BUDGET_MS": "150"}  # the shipped default, for the timing tests
 PROMPT = {"session_id": "s-1", "cwd": "/home/dev/projects/acme-api", "hook_event_name": "UserPromptSubmit",
           "prompt": "add pagination", "transcript_path": "/home/dev/.claude/projects/x/s-1.jsonl"}
 
@@ -43,7 +44,7 @@ def test_cap_payload_caps_prompts_excerpts_lists_and_depth(hook):
 
 def test_server_down_exits_zero_fast_and_spools(tmp_path, hook):
     proc, wall = hook(["--agent", "claude-code", "--event", "UserPromptSubmit"], PROMPT,
-                          data_dir=tmp_path, url="http://127.0.0.1:9")
+                          data_dir=tmp_path, url="http://127.0.0.1:9", extra_env=DEFAULT_BUDGET)
     assert proc.returncode == 0 and proc.stdout == b""
     assert wall < 0.35, wall
     [entry] = spooled(tmp_path)
@@ -55,7 +56,7 @@ def test_hanging_server_costs_at_most_200ms(tmp_path, hanging_server, hook):
     walls = []
     for _ in range(3):
         proc, wall = hook(["--agent", "claude-code", "--event", "UserPromptSubmit"], PROMPT,
-                              data_dir=tmp_path, url=hanging_server.url)
+                              data_dir=tmp_path, url=hanging_server.url, extra_env=DEFAULT_BUDGET)
         assert proc.returncode == 0
         walls.append(wall)
     # The client's deadline is 150 ms from fork; the margin above 200 ms only absorbs
@@ -64,7 +65,7 @@ def test_hanging_server_costs_at_most_200ms(tmp_path, hanging_server, hook):
     assert len(spooled(tmp_path)) == 3
     start = {**PROMPT, "hook_event_name": "SessionStart"}
     proc, wall = hook(["--agent", "claude-code", "--event", "SessionStart"], start,
-                          data_dir=tmp_path, url=hanging_server.url)
+                          data_dir=tmp_path, url=hanging_server.url, extra_env=DEFAULT_BUDGET)
     assert proc.returncode == 0 and proc.stdout == b"" and wall < 0.35
 
 
@@ -142,7 +143,7 @@ def test_format_context_is_valid_json_and_generic_is_text(hook):
 def test_session_end_hands_off_to_a_detached_drain(tmp_path, fake_ingress, hook):
     end = {**PROMPT, "hook_event_name": "SessionEnd", "reason": "exit"}
     proc, wall = hook(["--agent", "claude-code", "--event", "SessionEnd"], end, data_dir=tmp_path,
-                          url=fake_ingress.url)
+                          url=fake_ingress.url, extra_env=DEFAULT_BUDGET)
     assert proc.returncode == 0 and wall < 0.35
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not fake_ingress.hook_requests():

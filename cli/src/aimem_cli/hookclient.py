@@ -13,7 +13,8 @@ Agents run this on every lifecycle event, so it must be fast and must never hurt
    format (Claude Code / Codex / Gemini ``hookSpecificOutput.additionalContext``, Cursor
    ``additional_context``; Copilot CLI ignores sessionStart output, so nothing).
 
-Exit status is always 0 and nothing but the context JSON goes to stdout.
+``AIMEM_HOOK_BUDGET_MS`` raises the 150 ms budget (a server over a slow link);
+``AIMEM_HOOK_DEBUG=1`` writes the timings to stderr. Exit status is always 0 and nothing but the context JSON goes to stdout.
 
 Configuration (the one config read outside ``aimem_common.config.load``, allowed for
 speed: pydantic alone costs ~100 ms to import): ``AIMEM_INGRESS_URL``, else
@@ -49,6 +50,7 @@ _PROMPT_KEYS = frozenset(
 
 EVENT_BUDGET_S = 0.15  # from process start to the end of POST + bounded drain
 POST_TIMEOUT_S = 0.2  # never more than this for one request
+START_MIN_TIMEOUT_S = 0.1  # session start: floor of the event POST when start-up ate the budget
 CONTEXT_TIMEOUT_S = 0.9  # the session-start context waits on a writer round trip
 DRAIN_MAX_ENTRIES = 16  # per hook call
 DRAIN_MIN_AGE_S = 2.0  # younger entries belong to hooks still running
@@ -88,17 +90,28 @@ def _run(argv: list[str], t0: float) -> None:
              "event": event, "ext": args.get("extension"), "cwd": _cwd(), "p": payload}
     spool.append(entry)
     name = (event or "").casefold()
+    if name in _START:
+        remember_session(spool, agent, payload, entry["cwd"])
     if name in _END:
         spawn_detached_drain()
         return
-    deadline = t0 + EVENT_BUDGET_S
-    status = send_entry(cfg, entry, timeout_s=min(POST_TIMEOUT_S, deadline - time.monotonic()))
+    budget_s = _budget_s(env)
+    deadline = t0 + budget_s
+    debug = bool(env.get("AIMEM_HOOK_DEBUG"))
+    timeout_s = min(max(POST_TIMEOUT_S, budget_s), deadline - time.monotonic())
+    if name in _START:  # the context is worth a slow start-up; a hung server still costs ≤ this
+        timeout_s = max(timeout_s, START_MIN_TIMEOUT_S)
+    status = send_entry(cfg, entry, timeout_s=timeout_s)
+    if debug:
+        _note(f"{agent}/{event}: status {status} at {time.monotonic() - t0:.3f} s after process start")
     if status is not None and _final(status):
         spool.mark_done([entry["k"]])
     if status is not None:
         bounded_drain(spool, cfg, deadline=deadline, skip={entry["k"]})
     if name in _START and status is not None and status < 500 and agent != "copilot-cli":
         context = fetch_context(cfg, entry, timeout_s=CONTEXT_TIMEOUT_S)
+        if debug:
+            _note(f"context: {len(context)} chars at {time.monotonic() - t0:.3f} s")
         if context:
             sys.stdout.write(format_context(agent, context))
             sys.stdout.flush()
@@ -120,6 +133,14 @@ def process_start() -> float:
     except (OSError, ValueError, IndexError, AttributeError):
         return now
     return now - min(max(age, 0.0), 1.0)
+
+
+def _budget_s(env: Any) -> float:
+    """The per-call budget: ``AIMEM_HOOK_BUDGET_MS`` (high-latency links) or ``EVENT_BUDGET_S``."""
+    try:
+        return max(0.01, float(env["AIMEM_HOOK_BUDGET_MS"]) / 1000)
+    except (KeyError, ValueError):
+        return EVENT_BUDGET_S
 
 
 def _parse(argv: list[str]) -> dict[str, str]:
@@ -312,6 +333,54 @@ def _drain(spool: Spool, cfg: dict[str, str | None], *, deadline: float, skip: s
     finally:
         spool.mark_done(done)
     return len(done)
+
+
+_SESSION_KEYS = ("session_id", "sessionId", "conversation_id", "sessionID", "thread-id")
+END_EVENTS = {"claude-code": "SessionEnd", "codex": "SessionEnd", "gemini-cli": "SessionEnd",
+              "cursor": "sessionEnd", "copilot-cli": "sessionEnd", "opencode": "session.deleted",
+              "generic": "session-end"}
+
+
+def remember_session(spool: Spool, agent: str, payload: dict[str, Any], cwd: str | None) -> None:
+    """Note the latest session of ``agent`` (for ``aimem finalize-session``); best effort."""
+    sid = next((payload[k] for k in _SESSION_KEYS if isinstance(payload.get(k), str) and payload[k]), None)
+    if not sid:
+        return
+    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else cwd
+    try:
+        (spool.dir / f"last-session.{agent}.json").write_text(json.dumps({"session_id": sid, "cwd": cwd}))
+    except OSError:
+        pass
+
+
+def finalize_session(agent: str, *, session_id: str | None = None, cwd: str | None = None,
+                     timeout_s: float = 5.0) -> tuple[str | None, int | None]:
+    """Send a synthetic session end for ``agent`` (``aimem finalize-session``).
+
+    ``session_id`` defaults to the agent's latest session-start seen by this client.
+    Returns ``(session_id, HTTP status or None)``; the event is spooled first, so an
+    unreachable server gets it on a later drain.
+    """
+    env = os.environ
+    data_dir = client_data_dir(env)
+    cfg = client_config(env, data_dir)
+    spool = Spool(data_dir / "spool")
+    if session_id is None:
+        try:
+            last = json.loads((spool.dir / f"last-session.{agent}.json").read_text())
+        except (OSError, ValueError):
+            return None, None
+        session_id, cwd = last.get("session_id"), cwd or last.get("cwd")
+    cwd = cwd or _cwd()
+    payload = {"session_id": session_id, "sessionID": session_id, "conversation_id": session_id,
+               "cwd": cwd, "directory": cwd, "reason": "finalize-session"}
+    entry = {"k": f"{agent}:{os.urandom(12).hex()}", "ts": time.time(), "agent": agent,
+             "event": END_EVENTS.get(agent, "session-end"), "ext": None, "cwd": cwd, "p": payload}
+    spool.append(entry)
+    status = send_entry(cfg, entry, timeout_s=timeout_s)
+    if status is not None and _final(status):
+        spool.mark_done([entry["k"]])
+    return session_id, status
 
 
 def spawn_detached_drain() -> None:

@@ -49,6 +49,10 @@ log = logging.getLogger("aimem.ingress")
 
 router = APIRouter()
 MAX_KEY_CHARS = 200
+# One actor for every hook command, whatever the client: automatic handoffs are owned by
+# their session end's actor and only visible to the same actor (or shared), and the whole
+# point is that the next session may run in *another* client. The client is in `agent`.
+HOOK_ACTOR = "hook"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -172,7 +176,7 @@ async def _publish(ctx: IngressContext, ev: NormalizedEvent, workspace: str, pro
         body=ev.body, tool_name=ev.tool_name, source_event=ev.source_event,
         extension=ev.extension, model=ev.model, occurred_at=ev.occurred_at,
     )
-    actor = f"hook:{ev.agent}"
+    actor = HOOK_ACTOR
     env = make_envelope("observation.append", sanitize(raw).to_payload(), workspace=workspace,
                         project=project, actor=actor, idempotency_key=key)
     result = await ctx.bus.publish(env)
@@ -196,7 +200,7 @@ async def _claim_handoff(ctx: IngressContext, ev: NormalizedEvent, workspace: st
     env = make_envelope(
         "handoff.accept",
         HandoffAccept(cwd=ev.cwd, agent=ev.agent, session_id=ev.session_id),
-        workspace=workspace, project=project, actor=f"hook:{ev.agent}",
+        workspace=workspace, project=project, actor=HOOK_ACTOR,
     )
     try:
         result = await ctx.bus.request(env, timeout_s=ctx.claim_timeout_s)

@@ -1,0 +1,232 @@
+"""Per-client plans: which file, which events, which entry shape (hooks and MCP).
+
+Formats (checked against each vendor's docs):
+
+* Claude Code ``settings.json``, Codex ``hooks.json`` and Gemini CLI ``settings.json`` share
+  ``{"hooks": {Event: [{"matcher"?, "hooks": [{"type": "command", "command", "timeout"}]}]}}``
+  (Claude/Codex ``timeout`` in s; Gemini in ms plus a ``name``).
+* Cursor ``hooks.json``: ``{"version": 1, "hooks": {event: [{"command", "timeout"?}]}}``.
+* Copilot CLI (github/docs cli-hooks-reference): ``{"version": 1, "hooks": {event:
+  [{"type": "command", "bash", "timeoutSec"}]}}`` in a file of its own under
+  ``.github/hooks/`` (project) or ``~/.copilot/hooks/`` (user).
+* OpenCode: a plugin file under ``.opencode/plugins/`` or ``~/.config/opencode/plugins/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aimem_cli.installers import opencode
+from aimem_cli.installers.base import (
+    CLIENTS,
+    FileChange,
+    InstallError,
+    hook_command,
+    is_ours,
+    json_change,
+    load_json,
+    read_text,
+)
+
+TOOL_EVENTS = {"PreToolUse", "PostToolUse", "BeforeTool", "AfterTool"}
+START_EVENTS = {"SessionStart", "sessionStart"}
+EVENTS: dict[str, tuple[str, ...]] = {
+    "claude-code": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreCompact",
+                    "Notification", "Stop", "SubagentStop", "SessionEnd"),
+    "codex": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreCompact", "PostCompact",
+              "Stop", "SessionEnd"),
+    "gemini-cli": ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "PreCompress", "Notification",
+                   "AfterAgent", "SessionEnd"),
+    # afterAgentResponse carries the assistant's text; `stop` would duplicate it as a second stop.
+    "cursor": ("sessionStart", "beforeSubmitPrompt", "preToolUse", "postToolUse", "preCompact",
+               "afterAgentResponse", "sessionEnd"),
+    "copilot-cli": ("sessionStart", "userPromptSubmitted", "preToolUse", "postToolUse", "postToolUseFailure",
+                    "preCompact", "agentStop", "errorOccurred", "sessionEnd"),
+}
+HOOK_FILES = {  # client -> (user path under HOME, project path under the project dir)
+    "claude-code": (".claude/settings.json", ".claude/settings.json"),
+    "codex": (".codex/hooks.json", ".codex/hooks.json"),
+    "gemini-cli": (".gemini/settings.json", ".gemini/settings.json"),
+    "cursor": (".cursor/hooks.json", ".cursor/hooks.json"),
+    "copilot-cli": (".copilot/hooks/aimem.json", ".github/hooks/aimem.json"),
+    "opencode": (".config/opencode/plugins/aimem.ts", ".opencode/plugins/aimem.ts"),
+}
+MCP_FILES = {
+    "claude-code": (".claude.json", ".mcp.json"),
+    "codex": (".codex/config.toml", ".codex/config.toml"),
+    "gemini-cli": (".gemini/settings.json", ".gemini/settings.json"),
+    "cursor": (".cursor/mcp.json", ".cursor/mcp.json"),
+    "copilot-cli": (".copilot/mcp-config.json", None),
+    "opencode": (".config/opencode/opencode.json", "opencode.json"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where to install: ``home`` for ``--scope user``, ``project_dir`` for ``--scope project``."""
+
+    scope: str
+    home: Path
+    project_dir: Path
+    binary: str | None = None
+    ingress_url: str = "http://127.0.0.1:8701"
+
+    def path(self, pair: tuple[str | None, str | None], client: str) -> Path:
+        rel = pair[0] if self.scope == "user" else pair[1]
+        if rel is None:
+            raise InstallError(f"{client} has no {self.scope}-scope file; use --scope user")
+        return (self.home if self.scope == "user" else self.project_dir) / rel
+
+
+def _check(client: str) -> None:
+    if client not in CLIENTS:
+        raise InstallError(f"unknown client {client!r}; expected one of {', '.join(CLIENTS)}")
+
+
+def plan_hooks(client: str, target: Target) -> list[FileChange]:
+    """Return the change that installs aimem's hooks for ``client`` (idempotent)."""
+    _check(client)
+    path = target.path(HOOK_FILES[client], client)
+    text = read_text(path)
+    if client == "opencode":
+        return [FileChange(path, text, opencode.render(target.ingress_url))] if _opencode_ok(path, text) else []
+    doc = load_json(path, text)
+    hooks = _hooks_table(path, doc, create=True)
+    if client in ("cursor", "copilot-cli"):
+        doc.setdefault("version", 1)
+    for event in EVENTS[client]:
+        entry = _entry(client, event, hook_command(client, event, target.binary))
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise InstallError(f"{path}: hooks.{event} is not a list")
+        _put(groups, entry, flat=client in ("cursor", "copilot-cli"))
+    return [json_change(path, text, doc)]
+
+
+def plan_unhooks(client: str, target: Target) -> list[FileChange]:
+    """Return the change that removes only aimem's hook handlers for ``client``."""
+    _check(client)
+    path = target.path(HOOK_FILES[client], client)
+    text = read_text(path)
+    if text is None:
+        return []
+    if client == "opencode":
+        return [FileChange(path, text, None)] if opencode.MARKER in text else []
+    doc = load_json(path, text)
+    hooks = _hooks_table(path, doc, create=False)
+    if hooks is None:
+        return [FileChange(path, text, text)]
+    for event in list(hooks):
+        groups = hooks[event]
+        if isinstance(groups, list):
+            kept = _without_ours(groups)
+            if kept:
+                hooks[event] = kept
+            else:
+                del hooks[event]
+    if not hooks:
+        del doc["hooks"]
+    own_file = client == "copilot-cli" and set(doc) <= {"version"}
+    return [json_change(path, text, {} if own_file else doc, delete_if_empty=own_file)]
+
+
+def plan_mcp(client: str, target: Target, url: str) -> list[FileChange]:
+    """Return the change that registers aimem's MCP server (``url``) for ``client``."""
+    _check(client)
+    path = target.path(MCP_FILES[client], client)
+    text = read_text(path)
+    if client == "codex":
+        return [FileChange(path, text, _toml_with_mcp(text, url))]
+    doc = load_json(path, text)
+    if client == "opencode":
+        doc.setdefault("$schema", "https://opencode.ai/config.json")
+        table, entry = doc.setdefault("mcp", {}), {"type": "remote", "url": url, "enabled": True}
+    else:
+        table = doc.setdefault("mcpServers", {})
+        entry = {
+            "claude-code": {"type": "http", "url": url},
+            "gemini-cli": {"httpUrl": url},
+            "cursor": {"url": url},
+            "copilot-cli": {"type": "http", "url": url, "tools": ["*"]},
+        }[client]
+    if not isinstance(table, dict):
+        raise InstallError(f"{path}: the MCP server table is not an object")
+    table["aimem"] = entry
+    return [json_change(path, text, doc)]
+
+
+def _opencode_ok(path: Path, text: str | None) -> bool:
+    if text is not None and opencode.MARKER not in text:
+        raise InstallError(f"{path} exists and is not aimem's plugin; move it away first")
+    return True
+
+
+def _hooks_table(path: Path, doc: dict[str, Any], *, create: bool) -> dict[str, Any] | None:
+    hooks = doc.setdefault("hooks", {}) if create else doc.get("hooks")
+    if hooks is not None and not isinstance(hooks, dict):
+        raise InstallError(f"{path}: `hooks` is not an object")
+    return hooks
+
+
+def _entry(client: str, event: str, command: str) -> dict[str, Any]:
+    """Return the handler entry for one event in ``client``'s shape."""
+    slow = event in START_EVENTS  # session start waits for the context round trip
+    if client == "cursor":
+        return {"command": command, "timeout": 10 if slow else 5}
+    if client == "copilot-cli":
+        return {"type": "command", "bash": command, "timeoutSec": 10 if slow else 5}
+    handler: dict[str, Any] = {"type": "command", "command": command}
+    if client == "gemini-cli":
+        handler = {"name": f"aimem-{event}", **handler, "timeout": 10_000 if slow else 5_000}
+    else:
+        handler["timeout"] = 10 if slow else 5
+    group: dict[str, Any] = {"hooks": [handler]}
+    if event in TOOL_EVENTS:
+        group = {"matcher": "*", **group}
+    return group
+
+
+def _is_ours_entry(entry: Any) -> bool:
+    if not isinstance(entry, dict):
+        return False
+    if is_ours(entry.get("command")) or is_ours(entry.get("bash")):
+        return True
+    inner = entry.get("hooks")
+    return isinstance(inner, list) and bool(inner) and all(
+        isinstance(h, dict) and is_ours(h.get("command")) for h in inner)
+
+
+def _without_ours(groups: list[Any]) -> list[Any]:
+    """Drop our entries; in a mixed group keep the user's handlers, drop only ours."""
+    kept = []
+    for g in groups:
+        if _is_ours_entry(g):
+            continue
+        if isinstance(g, dict) and isinstance(g.get("hooks"), list):
+            inner = [h for h in g["hooks"] if not (isinstance(h, dict) and is_ours(h.get("command")))]
+            if not inner:
+                continue
+            g = {**g, "hooks": inner}
+        kept.append(g)
+    return kept
+
+
+def _put(groups: list[Any], entry: dict[str, Any], *, flat: bool) -> None:
+    """Make ``entry`` our only entry in ``groups``: unchanged if already so, else in place."""
+    ours = [i for i, g in enumerate(groups) if _is_ours_entry(g)]
+    if len(ours) == 1 and groups[ours[0]] == entry:
+        return
+    at = ours[0] if ours else len(groups)
+    rest = _without_ours(groups[:at]), _without_ours(groups[at:])
+    groups[:] = [*rest[0], entry, *rest[1]]
+
+
+def _toml_with_mcp(text: str | None, url: str) -> str:
+    """Append ``[mcp_servers.aimem]`` to a Codex ``config.toml`` unless it is there already."""
+    text = text or ""
+    if "[mcp_servers.aimem]" in text:
+        return text
+    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+    return f'{text}{sep}[mcp_servers.aimem]\nurl = "{url}"\n'

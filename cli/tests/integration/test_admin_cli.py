@@ -1,0 +1,218 @@
+"""The admin API and the operator CLI against real processes (nats-server, writer, query).
+
+Covers: backup → restore round trip on a populated store, purge previews equal confirmed
+counts, rename/move failure codes, audit rows, the /admin auth matrix, bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from aimem_cli.main import build_app
+
+pytestmark = pytest.mark.integration
+
+ROOT_TOKEN = "root-token-for-tests"
+
+
+@pytest.fixture
+def stack2(settings, services):
+    """writer + query with a root token; returns (query_url, cli(*args) -> Result)."""
+    settings.auth.token = ROOT_TOKEN
+    procs = services("writer", "query")
+    url = procs["query"].url
+    runner = CliRunner()
+    app = build_app()
+    env = {"AIMEM_SERVER_URL": url, "AIMEM_AUTH__TOKEN": ROOT_TOKEN, "AIMEM_DATA_DIR": str(settings.data_dir),
+           "AIMEM_PORT_BASE": str(settings.port_base), "AIMEM_BUS__NATS_URL": settings.bus.nats_url}
+
+    def cli(*args: str, input: str | None = None):
+        return runner.invoke(app, list(args), env=env, input=input)
+
+    return url, cli, procs
+
+
+def api(url: str, method: str, path: str, token: str | None = ROOT_TOKEN, **kw) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.request(method, url + path, headers=headers, timeout=30, **kw)
+
+
+def write(cli, project: str, path: str, body: str) -> None:
+    r = cli("write-page", path, "-p", project, input=body)
+    assert r.exit_code == 0, r.output
+
+
+def wait_checkpoint(url: str, n: int, timeout_s: float = 10) -> list[dict]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        items = api(url, "GET", "/admin/checkpoints", params={"limit": 100}).json()["checkpoints"]
+        if len(items) >= n or time.monotonic() > deadline:
+            return items
+        time.sleep(0.2)
+
+
+PAGES = {
+    "decisions/0001.md": "# Use NATS JetStream\nWorkQueue retention; the writer acks after commit.",
+    "gotchas/sqlite-wal.md": "# SQLite WAL needs one host\nAll processes must share the volume on one node.",
+    "procedures/release.md": "# Release\nTag, build the image, push the chart. See [[decisions/0001.md]].",
+}
+
+
+def snapshot(url: str) -> dict:
+    out = {}
+    for path in PAGES:
+        r = api(url, "GET", "/api/v1/workspaces/default/projects/app/page", params={"path": path})
+        assert r.status_code == 200, r.text
+        page = r.json()
+        out[path] = (page["title"], page["body"])
+    for q in ("jetstream retention", "sqlite volume", "release chart"):
+        hits = api(url, "GET", "/api/v1/search", params={"q": q, "workspace": "default", "project": "app"}).json()
+        out[q] = [h["path"] for h in hits["hits"]]
+    out["git"] = [c["oid"] for c in api(url, "GET", "/admin/checkpoints", params={"limit": 100}).json()["checkpoints"]]
+    return out
+
+
+def test_backup_restore_round_trip(stack2, settings, services, tmp_path: Path) -> None:
+    url, cli, procs = stack2
+    for path, body in PAGES.items():
+        write(cli, "app", path, body)
+    write(cli, "app", "decisions/0001.md", PAGES["decisions/0001.md"] + "\nRevised.")
+    assert wait_checkpoint(url, 1)
+    before = snapshot(url)
+    assert before["jetstream retention"] and before["git"]
+    archive = tmp_path / "b.tar.gz"
+    r = cli("backup", "--to", str(archive))
+    assert r.exit_code == 0, r.output
+    # restore refuses while the stack runs
+    r = cli("restore", "--from", str(archive), "--force")
+    assert r.exit_code == 1 and "stop it before restoring" in r.output
+    # damage the live store, stop, restore, start again
+    write(cli, "app", "notes/after-backup.md", "# Later\nwritten after the backup")
+    for p in reversed(list(procs.values())):
+        p.stop()
+    r = cli("restore", "--from", str(archive))
+    assert r.exit_code == 1 and "not empty" in r.output
+    bad = tmp_path / "bad.tar.gz"
+    bad.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    r = cli("restore", "--from", str(bad), "--force")
+    assert r.exit_code == 1 and "aimem:" in r.output
+    r = cli("restore", "--from", str(archive), "--force")
+    assert r.exit_code == 0, r.output
+    assert not list(settings.data_dir.glob(".restore-*"))
+    procs = services("writer", "query")
+    url = procs["query"].url
+    after = snapshot(url)
+    assert after == before
+    r = api(url, "GET", "/api/v1/workspaces/default/projects/app/page", params={"path": "notes/after-backup.md"})
+    assert r.status_code == 404
+
+
+def test_purge_preview_matches_confirmed_and_audits(stack2) -> None:
+    url, cli, _ = stack2
+    for path, body in PAGES.items():
+        write(cli, "scratch", path, body)
+    r = cli("purge-project", "-p", "scratch")
+    assert r.exit_code == 1
+    assert "Would purge default/scratch: 3 pages" in r.output and "--confirm" in r.output
+    preview = api(url, "POST", "/admin/purge-project", json={"project": "scratch", "dry_run": True,
+                                                             "confirm": True}).json()
+    assert preview["dry_run"] is True
+    r = api(url, "POST", "/admin/purge-project", json={"project": "scratch"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "confirm_required"
+    r = cli("purge-project", "-p", "scratch", "--confirm", "--json")
+    assert r.exit_code == 0, r.output
+    done = json.loads(r.output)
+    for k, v in preview.items():
+        if k.endswith(("_deleted", "_denulled")) and k != "files_deleted":
+            assert done[k] == v, k
+    r = cli("purge-project", "-p", "scratch", "--confirm")
+    assert r.exit_code == 1 and "not found" in r.output
+    audit = api(url, "GET", "/admin/audit", params={"op": "project.purge"}).json()["audit"]
+    assert len(audit) == 1 and audit[0]["actor"] == "root" and audit[0]["detail"]["pages_deleted"] == 3
+
+
+def test_rename_move_restore_failure_codes(stack2) -> None:
+    url, cli, _ = stack2
+    write(cli, "app", "notes/a.md", "# A\none")
+    write(cli, "web", "notes/a.md", "# A\nweb")
+    cases = [
+        ("/admin/rename-project", {"from": "nope", "to": "x"}, 404),
+        ("/admin/rename-project", {"from": "app", "to": "web"}, 422),
+        ("/admin/rename-project", {"from": "app", "to": "bad/name"}, 422),
+        ("/admin/rename-workspace", {"from": "nope", "to": "x"}, 404),
+        ("/admin/move-project", {"project": "app", "to_workspace": "lab"}, 400),
+        ("/admin/move-project", {"project": "app", "to_workspace": "default", "confirm": True}, 422),
+        ("/admin/move-project", {"project": "nope", "to_workspace": "lab", "confirm": True}, 404),
+        ("/admin/move-session", {"project": "app"}, 400),
+        ("/admin/move-session", {"session_id": "nope", "project": "app"}, 404),
+        ("/admin/purge-session", {"project": "app", "session_id": "nope", "dry_run": True}, 404),
+        ("/admin/restore-page", {"project": "app", "path": "../x.md", "from": "abcdef12"}, 400),
+        ("/admin/restore-page", {"project": "app", "path": "notes/a.md", "from": "abcdef12"}, 500),
+        ("/admin/purge-project", {"project": "app", "confirm": True, "bogus": 1}, 400),
+    ]
+    for path, body, status in cases:
+        r = api(url, "POST", path, json=body)
+        assert r.status_code == status, (path, body, r.text)
+        assert set(r.json()) == {"error"} and r.json()["error"]["code"]
+    r = cli("rename-project", "--from", "app", "--to", "app2")
+    assert r.exit_code == 0, r.output
+    r = cli("move-project", "-p", "app2", "--to-workspace", "lab")
+    assert r.exit_code == 1 and "Would move default/app2 to lab via true-move" in r.output
+    r = cli("move-project", "-p", "app2", "--to-workspace", "lab", "--confirm")
+    assert r.exit_code == 0 and "true-move" in r.output
+    r = cli("read-page", "notes/a.md", "-w", "lab", "-p", "app2", "--json")
+    assert r.exit_code == 0 and "one" in json.loads(r.output)["body"]
+    # restore-page from a checkpoint, found through `checkpoints --json`
+    write(cli, "web", "notes/a.md", "# A\nweb v2")
+    items = wait_checkpoint(url, 2)
+    r = cli("checkpoints", "--json", "-p", "web", "--path", "notes/a.md")
+    assert r.exit_code == 0, r.output
+    revs = [c["short"] for c in json.loads(r.output)["checkpoints"]]
+    assert revs and items
+    r = cli("restore-page", "-p", "web", "--path", "notes/a.md", "--from", revs[-1])
+    assert r.exit_code == 0, r.output
+    r = cli("read-page", "notes/a.md", "-p", "web", "--json")
+    assert json.loads(r.output)["body"].strip().endswith("web")
+    ops = {a["op"] for a in api(url, "GET", "/admin/audit", params={"limit": 100}).json()["audit"]}
+    assert {"project.rename", "project.move", "page.restore"} <= ops
+
+
+def test_admin_auth_matrix(stack2) -> None:
+    url, cli, _ = stack2
+    r = cli("user", "create", "alice")
+    assert r.exit_code == 0, r.output
+    r = cli("api-key", "create", "alice", "--json")
+    assert r.exit_code == 0, r.output
+    alice_key = json.loads(r.output)["key"]
+    assert cli("user", "grant", "alice", "-p", "app", "--write").exit_code == 0
+    paths = api(url, "GET", "/openapi.json").json()["paths"]
+    admin = [(p, m) for p, ops in paths.items() if p.startswith("/admin") for m in ops]
+    assert len(admin) >= 15
+    for path, method in admin:
+        concrete = path.replace("{name}", "alice").replace("{key_id}", "1")
+        for token, status in ((None, 401), ("wrong", 401), (alice_key, 403)):
+            r = api(url, method.upper(), concrete, token=token)
+            assert r.status_code == status, (method, path, token, r.text)
+        if method == "get":
+            r = api(url, "GET", concrete)
+            assert r.status_code == 200, (path, r.text)
+    r = cli("user", "list", "--json")
+    assert [u["name"] for u in json.loads(r.output)["users"]] == ["alice"]
+    r = cli("status", "--token", "wrong")
+    assert r.exit_code == 1 and r.output.startswith("aimem: ") and r.output.count("\n") == 1
+
+
+def test_doctor_and_unreachable_server(stack2) -> None:
+    url, cli, _ = stack2
+    r = cli("doctor", "--json")
+    checks = {c["check"]: c["ok"] for c in json.loads(r.output)["checks"]}
+    assert checks["writer"] and checks["query"] and checks["nats"] and checks["db"] and checks["git"]
+    assert not checks["ingress"] and r.exit_code == 1
+    r = cli("status", "--server", "http://127.0.0.1:9")
+    assert r.exit_code == 1 and "cannot reach" in r.output

@@ -1,0 +1,157 @@
+"""install-hooks / uninstall-hooks / install-mcp against a temp HOME: merge, idempotence,
+dry-run diff, removing only ours, every client's file format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from aimem_cli.installers import CLIENTS, is_ours
+from aimem_cli.installers.plans import EVENTS, HOOK_FILES
+from aimem_cli.main import build_app
+
+FOREIGN = {  # a user's own hook in each client's format, which we must never touch
+    "claude-code": {"hooks": {"PostToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "prettier -w"}]}]},
+                    "model": "opus"},
+    "codex": {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]}},
+    "gemini-cli": {"hooks": {"AfterTool": [{"matcher": "write_file", "hooks": [{"name": "fmt", "type": "command", "command": "fmt"}]}]},
+                   "theme": "dark"},
+    "cursor": {"version": 1, "hooks": {"afterFileEdit": [{"command": "./format.sh"}]}},
+    "copilot-cli": {"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": "./guard.sh"}]}},
+}
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(build_app(), list(args))
+    return result.exit_code, result.output
+
+
+def hook_file(client: str, home: Path) -> Path:
+    return home / HOOK_FILES[client][0]
+
+
+def commands(doc: dict) -> list[str]:
+    out = []
+    for groups in doc.get("hooks", {}).values():
+        for g in groups:
+            out += [g.get("command"), g.get("bash")] + [h.get("command") for h in g.get("hooks", [])]
+    return [c for c in out if c]
+
+
+@pytest.mark.parametrize("client", [c for c in CLIENTS if c != "opencode"])
+def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(tmp_path, client):
+    path = hook_file(client, tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(FOREIGN[client], indent=2))
+    code, out = cli("install-hooks", "--client", client, "--home", str(tmp_path), "--dry-run")
+    assert code == 0 and "+++" in out and "hook --agent" in out
+    assert json.loads(path.read_text()) == FOREIGN[client]  # dry run wrote nothing
+
+    code, out = cli("install-hooks", "--client", client, "--home", str(tmp_path))
+    assert code == 0, out
+    doc = json.loads(path.read_text())
+    ours = [c for c in commands(doc) if is_ours(c)]
+    assert len(ours) == len(EVENTS[client])
+    assert all(f"--agent {client} --event" in c for c in ours)
+    assert set(EVENTS[client]) <= set(doc["hooks"])
+    assert [c for c in commands(doc) if not is_ours(c)] == commands(FOREIGN[client])
+    for k, v in FOREIGN[client].items():
+        if k != "hooks":
+            assert doc[k] == v
+    before = path.read_bytes()
+    code, out = cli("install-hooks", "--client", client, "--home", str(tmp_path))
+    assert code == 0 and "already up to date" in out and path.read_bytes() == before
+    assert cli("install-hooks", "--client", client, "--home", str(tmp_path), "--dry-run")[1].strip() == "no changes"
+
+    code, out = cli("uninstall-hooks", "--client", client, "--home", str(tmp_path))
+    assert code == 0, out
+    assert json.loads(path.read_text()) == FOREIGN[client]
+
+
+def test_claude_shape_timeouts_and_tool_matchers(tmp_path):
+    cli("install-hooks", "--client", "claude-code", "--home", str(tmp_path))
+    hooks = json.loads(hook_file("claude-code", tmp_path).read_text())["hooks"]
+    assert hooks["PreToolUse"][0]["matcher"] == "*"
+    start = hooks["SessionStart"][0]
+    assert "matcher" not in start and start["hooks"][0]["type"] == "command" and start["hooks"][0]["timeout"] == 10
+    gem = tmp_path / "g"
+    cli("install-hooks", "--client", "gemini-cli", "--home", str(gem))
+    h = json.loads(hook_file("gemini-cli", gem).read_text())["hooks"]["AfterTool"][0]["hooks"][0]
+    assert h["name"] == "aimem-AfterTool" and h["timeout"] == 5000  # gemini: milliseconds
+
+
+def test_fresh_files_and_project_scope(tmp_path):
+    proj = tmp_path / "repo"
+    proj.mkdir()
+    for client in CLIENTS:
+        code, out = cli("install-hooks", "--client", client, "--scope", "project", "--project-dir", str(proj),
+                        "--home", str(tmp_path / "home"))
+        assert code == 0, (client, out)
+    assert (proj / ".claude/settings.json").is_file() and (proj / ".github/hooks/aimem.json").is_file()
+    assert (proj / ".cursor/hooks.json").is_file() and (proj / ".opencode/plugins/aimem.ts").is_file()
+    assert json.loads((proj / ".github/hooks/aimem.json").read_text())["version"] == 1
+    assert not (tmp_path / "home").exists()
+    code, _ = cli("uninstall-hooks", "--client", "copilot-cli", "--scope", "project", "--project-dir", str(proj))
+    assert code == 0 and not (proj / ".github/hooks/aimem.json").exists()  # our own file: deleted
+
+
+def test_opencode_plugin_generated_once_and_removed(tmp_path):
+    code, _ = cli("install-hooks", "--client", "opencode", "--home", str(tmp_path), "--ingress-url", "http://h:1")
+    plugin = hook_file("opencode", tmp_path)
+    text = plugin.read_text()
+    assert code == 0 and "aimem-managed-plugin" in text and '"http://h:1"' in text
+    assert "/hook/session-start-context" in text and "experimental.chat.system.transform" in text
+    assert "already up to date" in cli("install-hooks", "--client", "opencode", "--home", str(tmp_path),
+                                       "--ingress-url", "http://h:1")[1]
+    assert cli("uninstall-hooks", "--client", "opencode", "--home", str(tmp_path))[0] == 0
+    assert not plugin.exists()
+    plugin.write_text("// someone else's plugin\n")
+    code, out = cli("install-hooks", "--client", "opencode", "--home", str(tmp_path))
+    assert code == 1 and "not aimem's plugin" in out and plugin.read_text() == "// someone else's plugin\n"
+
+
+def test_unparsable_settings_are_left_alone(tmp_path):
+    path = hook_file("claude-code", tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text('{ // a comment\n "hooks": {} }')
+    code, out = cli("install-hooks", "--client", "claude-code", "--home", str(tmp_path))
+    assert code == 1 and "by hand" in out and path.read_text().startswith("{ //")
+
+
+@pytest.mark.parametrize("client,rel,check", [
+    ("claude-code", ".claude.json", lambda d: d["mcpServers"]["aimem"] == {"type": "http", "url": "http://127.0.0.1:8703/mcp"}),
+    ("gemini-cli", ".gemini/settings.json", lambda d: d["mcpServers"]["aimem"] == {"httpUrl": "http://127.0.0.1:8703/mcp"}),
+    ("cursor", ".cursor/mcp.json", lambda d: d["mcpServers"]["aimem"]["url"] == "http://127.0.0.1:8703/mcp"),
+    ("copilot-cli", ".copilot/mcp-config.json", lambda d: d["mcpServers"]["aimem"]["type"] == "http"),
+    ("opencode", ".config/opencode/opencode.json", lambda d: d["mcp"]["aimem"]["type"] == "remote"),
+])
+def test_install_mcp_json_clients(tmp_path, client, rel, check):
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": {"other": {"url": "x"}}} if client != "opencode" else {"theme": "x"}))
+    assert cli("install-mcp", "--client", client, "--home", str(tmp_path))[0] == 0
+    doc = json.loads(path.read_text())
+    assert check(doc)
+    assert doc.get("mcpServers", {}).get("other", {"url": "x"}) == {"url": "x"}
+    assert "already up to date" in cli("install-mcp", "--client", client, "--home", str(tmp_path))[1]
+
+
+def test_install_mcp_codex_toml(tmp_path):
+    cfg = tmp_path / ".codex/config.toml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text('model = "gpt-5-codex"\n')
+    assert cli("install-mcp", "--client", "codex", "--home", str(tmp_path))[0] == 0
+    assert cli("install-mcp", "--client", "codex", "--home", str(tmp_path))[0] == 0
+    import tomllib
+
+    doc = tomllib.loads(cfg.read_text())
+    assert doc["model"] == "gpt-5-codex" and doc["mcp_servers"]["aimem"]["url"] == "http://127.0.0.1:8703/mcp"
+    assert cfg.read_text().count("[mcp_servers.aimem]") == 1
+
+
+def test_unknown_client_is_an_error(tmp_path):
+    code, out = cli("install-hooks", "--client", "vim", "--home", str(tmp_path))
+    assert code == 1 and "unknown client" in out
