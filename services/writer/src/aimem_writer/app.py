@@ -1,15 +1,24 @@
 """The writer service: FastAPI app (health + metrics) around the command consumer.
 
 The writer is the only process that opens SQLite read-write or touches ``wiki/``
-(DESIGN.md invariant 2). Its lifespan opens the DB (applying migrations), connects to
-NATS, provisions the streams and the durable ``writer`` consumer, then runs the consumer.
+(DESIGN.md invariant 2). Its lifespan takes the writer lock (a second writer on the same
+data dir refuses to start), opens the DB on the writer thread (applying migrations), opens
+the wiki repository and replays any wiki effects a crash left in ``wiki_outbox``, connects
+to NATS, provisions the streams and the durable ``writer`` consumer, then runs the consumer
+and the hand-edit watcher. Shutdown stops the consumer after its current batch, takes a
+final git checkpoint and closes everything in reverse order.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 
+import nats.js.errors
 from fastapi import FastAPI
+from nats.aio.client import Client as NATS
 
 from aimem_common import bus as busmod
 from aimem_common.config import Settings
@@ -18,31 +27,115 @@ from aimem_common.service import connect_bus
 from aimem_common.telemetry import Telemetry
 from aimem_common.web import install_error_handlers, install_observability
 
+from aimem_writer import ops as _ops  # noqa: F401  (registers every handler)
+from aimem_writer.batch import Applier
+from aimem_writer.consumer import Consumer
+from aimem_writer.lock import WriterLock
+from aimem_writer.metrics import WriterMetrics
+from aimem_writer.reindex import index_hand_edits
+from aimem_writer.thread import WriterThread
+from aimem_writer.watcher import WikiWatcher, candidate_rel
+from aimem_writer.wiki import WikiRepo, replay_outbox
+
+log = logging.getLogger("aimem.writer")
+
+HEALTH_TIMEOUT_S = 3.0
+
+
+@dataclass(slots=True)
+class WriterContext:
+    """Everything the running writer holds (on ``app.state.ctx``)."""
+
+    settings: Settings
+    nc: NATS
+    thread: WriterThread
+    applier: Applier
+    consumer: Consumer
+    metrics: WriterMetrics
+    task: asyncio.Task
+
+
+async def _ensure_consumer(nc: NATS, settings: Settings) -> None:
+    js = nc.jetstream()
+    try:
+        await busmod.ensure_writer_consumer(
+            js, ack_wait_s=settings.writer.ack_wait_s, max_deliver=settings.writer.max_deliver
+        )
+    except nats.js.errors.BadRequestError:
+        # The durable exists with other settings (ack_wait changed): converge to ours.
+        info = await js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE)
+        cfg = info.config
+        cfg.ack_wait = float(settings.writer.ack_wait_s)
+        cfg.max_deliver = settings.writer.max_deliver
+        await js.update_consumer(busmod.MUT_STREAM, cfg)
+
 
 def create_app(settings: Settings) -> FastAPI:
     """Build the writer app for ``settings`` (nothing starts until the lifespan runs)."""
     telemetry = Telemetry("writer")
-    state: dict = {}
+    metrics = WriterMetrics.create(telemetry)
+    holder: dict[str, WriterContext] = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         async with AsyncExitStack() as stack:
-            conn = open_writer(settings.db_path)
-            stack.callback(conn.close)
-            nc, bus = await connect_bus(settings, "writer", telemetry)
+            lock = WriterLock(settings.data_dir).acquire()
+            stack.callback(lock.release)
+            thread = WriterThread()
+            stack.callback(thread.close)
+            conn = await thread.call(open_writer, settings.db_path)
+            stack.callback(thread.call_sync, conn.close)
+            wiki = await thread.call(WikiRepo, settings.wiki_dir)
+            applier = Applier(conn, wiki, settings, metrics)
+            await thread.call(replay_outbox, conn, wiki)
+            # Files changed while no writer ran (hand edits, a crash before the checkpoint):
+            # index them; the writer's own files hash equal and are no-ops.
+            offline = [r for r in sorted(wiki.dirty) if candidate_rel(wiki.root, str(wiki.root / r))]
+            if offline:
+                await thread.call(index_hand_edits, applier, offline)
+            await thread.call(applier.checkpoint, "startup")
+            nc, _bus = await connect_bus(settings, "writer", telemetry)
             stack.push_async_callback(nc.drain)
-            await busmod.ensure_writer_consumer(
-                nc.jetstream(), ack_wait_s=settings.writer.ack_wait_s, max_deliver=settings.writer.max_deliver
-            )
-            state.update(conn=conn, nc=nc, bus=bus)
-            app.state.ctx = state
+            await _ensure_consumer(nc, settings)
+            consumer = Consumer(settings, nc, thread, applier, metrics)
+            task = asyncio.create_task(consumer.run(), name="writer-consumer")
+
+            async def stop_consumer() -> None:
+                consumer.stop()
+                try:
+                    await asyncio.wait_for(task, 15)
+                except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - shutting down anyway
+                    log.exception("consumer did not stop cleanly")
+                await consumer.flush_checkpoint()
+
+            stack.push_async_callback(stop_consumer)
+            await asyncio.wait_for(consumer.ready.wait(), 10)
+            if settings.writer.watch_wiki:
+
+                async def reindex(rels: list[str]) -> None:
+                    events = await thread.call(index_hand_edits, applier, rels)
+                    if events:
+                        await consumer._publish_events(events)
+                        consumer.schedule_checkpoint()
+
+                watcher = WikiWatcher(settings.wiki_dir, reindex)
+                await watcher.start()
+                stack.push_async_callback(watcher.stop)
+            holder["ctx"] = app.state.ctx = WriterContext(settings, nc, thread, applier, consumer, metrics, task)
+            log.info("writer ready: db %s, wiki %s", settings.db_path, settings.wiki_dir)
             yield
 
     async def health() -> dict:
-        nc = state.get("nc")
-        conn = state.get("conn")
-        db_ok = conn is not None and conn.execute("SELECT 1").fetchone()[0] == 1
-        return {"nats": bool(nc and nc.is_connected), "db": db_ok}
+        ctx = holder.get("ctx")
+        if ctx is None:
+            return {"nats": False, "db": False, "wiki": False, "consumer": False}
+        try:
+            db_ok = await asyncio.wait_for(ctx.thread.call(ctx.applier.ping), HEALTH_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - reported as a failed check
+            db_ok = False
+        wiki_ok = await asyncio.to_thread(ctx.applier.wiki.healthy)
+        return {"nats": bool(ctx.nc.is_connected), "db": db_ok, "wiki": wiki_ok,
+                "consumer": not ctx.task.done()}
 
     app = FastAPI(title="aimem-writer", lifespan=lifespan)
     install_error_handlers(app)

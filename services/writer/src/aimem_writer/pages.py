@@ -139,6 +139,8 @@ class PageStore:
         cap = tx.settings.writer.max_page_bytes
         if len(body.encode("utf-8", "surrogatepass")) > cap:
             raise PayloadTooLargeError(f"page body larger than {cap} bytes", data={"max_bytes": cap})
+        if body and not body.endswith("\n"):
+            body += "\n"  # the file always ends in a newline; keep DB and disk identical
         fields = wikifmt.page_fields(fm)
         if fields.expires_at:
             fm["expires_at"] = fields.expires_at

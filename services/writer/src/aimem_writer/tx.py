@@ -15,8 +15,9 @@ API (all on the writer thread; never keep a ``Tx`` after the handler returns):
     every command of a batch.
 ``tx.actor`` / ``tx.cmd_id`` / ``tx.op`` / ``tx.env`` / ``tx.settings``
     The envelope's actor, command id, op name, the envelope itself, the writer ``Settings``.
-``tx.scope(create=False) -> Scope``
-    Resolve the envelope's ``scope`` names to ids. ``create=True`` creates the workspace and
+``tx.scope(create=None) -> Scope``
+    Resolve the envelope's ``scope`` names to ids. ``create=None`` follows the op's
+    ``creates_scope`` flag in the catalogue. ``create=True`` creates the workspace and
     project (and stages their ``_meta.md`` manifests) when missing; otherwise a missing one
     raises ``NotFoundError``. A command without ``scope`` raises ``BadRequestError``
     (``missing_scope``).
@@ -64,6 +65,7 @@ from aimem_common.config import Settings
 from aimem_common.errors import BadRequestError, NotFoundError
 from aimem_common.models import Scope, validate_name
 from aimem_common.ops import Envelope
+from aimem_common.ops.envelope import OP_CREATES_SCOPE
 from aimem_common.wikifmt import META_FILE, render_meta
 
 from aimem_writer.wiki import WikiStage
@@ -138,8 +140,10 @@ class Tx:
         return self._pages
 
     # -- scopes -----------------------------------------------------------------
-    def scope(self, create: bool = False) -> Scope:
+    def scope(self, create: bool | None = None) -> Scope:
         """Resolve the envelope's scope (see module docstring).
+
+        ``create=None`` follows the op catalogue (``register(..., creates_scope=True)``).
 
         Raises:
             BadRequestError: the envelope has no ``scope`` (``missing_scope``).
@@ -147,6 +151,8 @@ class Tx:
         """
         if self.env.scope is None:
             raise BadRequestError(f"{self.op} needs a scope (workspace/project)", code="missing_scope")
+        if create is None:
+            create = OP_CREATES_SCOPE.get(self.op, False)
         return self.resolve_scope(self.env.scope.workspace, self.env.scope.project, create=create)
 
     def resolve_scope(self, workspace: str, project: str, create: bool = False) -> Scope:

@@ -32,7 +32,7 @@ import pygit2
 
 from aimem_common.errors import BadRequestError, UnavailableError
 from aimem_common.models import Scope
-from aimem_common.wikifmt import META_FILE, is_ledger_name
+from aimem_common.wikifmt import is_ledger_name
 
 log = logging.getLogger("aimem.writer.wiki")
 
@@ -206,6 +206,13 @@ class WikiRepo:
         self.pending_ops: Counter = Counter()
         self.checkpoints = 0
         self._first_commit_needed = self.repo.head_is_unborn
+        # A crash between a flush and its debounced checkpoint leaves files on disk that git
+        # has not seen; the first checkpoint after start picks them up.
+        for path, flags in self.repo.status().items():
+            if not flags & pygit2.GIT_STATUS_IGNORED and not path.startswith(".git/"):
+                self.dirty.add(path)
+        if self.dirty:
+            self.pending_ops["recovery"] += len(self.dirty)
 
     # -- applying effects --------------------------------------------------------
     def flush(self, ops: list[FileOp]) -> int:
@@ -218,7 +225,11 @@ class WikiRepo:
         n = 0
         for op in ops:
             abs_path = self.root / op.rel
-            check_inside(self.root, op.rel)
+            try:
+                check_inside(self.root, op.rel)  # re-checked: a symlink may appear after staging
+            except BadRequestError as exc:
+                log.error("wiki effect on %s skipped: %s", op.rel, exc.message)
+                continue
             name = op.rel.rsplit("/", 1)[-1]
             if op.action == "write":
                 atomic_write(abs_path, op.text or "")

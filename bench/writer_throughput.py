@@ -1,0 +1,144 @@
+"""Writer throughput: observations/s applied end to end by a real writer process.
+
+Starts a tmp ``nats-server -js``, publishes N sanitized ``observation.append`` commands
+(several sessions and two projects, ~300-byte bodies) into ``AIMEM_MUT``, then starts
+``python -m aimem_writer`` and measures how fast it drains the backlog: fetch, one SQLite
+transaction per batch (sessions upsert, observation + FTS, ingest key, ledger outbox),
+commit, ledger append, ack. The rate is rows applied / seconds from the first applied row
+to the last. Target (issue #3): ≥ 5,000/s on the 2-core box.
+
+    .venv/bin/python -m bench.writer_throughput [-n 20000] [--batch 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from aimem_common import bus as busmod
+from aimem_common import config
+from aimem_common.models import ObservationKind
+from aimem_common.natsserver import NatsServer, free_port
+from aimem_common.ops import make_envelope
+from aimem_common.sanitize import RawObservation, sanitize
+
+try:
+    from bench.common import RESULTS, machine_info
+except ImportError:  # run as a plain script
+    RESULTS, machine_info = Path(__file__).resolve().parent / "results", lambda: {}
+
+KINDS = [ObservationKind.USER_PROMPT, ObservationKind.PRE_TOOL_USE, ObservationKind.POST_TOOL_USE]
+
+
+def envelopes(n: int) -> list:
+    out = []
+    for i in range(n):
+        kind = KINDS[i % 3]
+        raw = RawObservation(
+            session_id=f"bench-{i % 50}", kind=kind, agent="claude-code", cwd="/w/app",
+            title=f"Bash: pytest tests/test_{i % 97}.py", tool_name=None if kind is KINDS[0] else "Bash",
+            body=f"tool: Bash\ninput: {{\"command\": \"pytest tests/test_{i}.py -x\"}}\n"
+                 f"output: collected {i % 40} items, all passed in {i % 9}.{i % 7}s " + "ok " * 60,
+        )
+        out.append(make_envelope("observation.append", sanitize(raw).to_payload(),
+                                 project="app" if i % 2 else "lib", idempotency_key=f"bench-{i}"))
+    return out
+
+
+async def publish(settings: config.Settings, envs: list) -> float:
+    nc = await busmod.connect(settings.bus, name="bench", reconnect=False)
+    try:
+        js = nc.jetstream()
+        await busmod.ensure_streams(js, settings.bus)
+        t0 = time.perf_counter()
+        for start in range(0, len(envs), 2000):
+            futs = [await js.publish_async(busmod.mut_subject(e.op), e.model_dump_json().encode(),
+                                           headers={busmod.MSG_ID_HEADER: e.dedupe_id})
+                    for e in envs[start:start + 2000]]
+            await asyncio.gather(*futs)
+        return time.perf_counter() - t0
+    finally:
+        await nc.close()
+
+
+def run(n: int, batch: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="aimem-bench-") as tmp:
+        tmp_path = Path(tmp)
+        with NatsServer(tmp_path / "nats") as nats_srv:
+            port_base = free_port()
+            settings = config.load(tmp_path / "data", environ={}, bus={"nats_url": nats_srv.url},
+                                   port_base=port_base)
+            envs = envelopes(n)
+            pub_s = asyncio.run(publish(settings, envs))
+            env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
+            env.update(AIMEM_DATA_DIR=str(settings.data_dir), AIMEM_PORT_BASE=str(port_base),
+                       AIMEM_BUS__NATS_URL=nats_srv.url, AIMEM_WRITER__BATCH_MAX_MSGS=str(batch),
+                       AIMEM_LOG_LEVEL="warning", AIMEM_WRITER__WATCH_WIKI="false")
+            log = open(tmp_path / "writer.log", "wb")
+            proc = subprocess.Popen([sys.executable, "-m", "aimem_writer"], env=env, stdout=log, stderr=log)
+            try:
+                db = settings.db_path
+                while not db.exists():
+                    time.sleep(0.005)
+                    if proc.poll() is not None:
+                        raise RuntimeError((tmp_path / "writer.log").read_text())
+                conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+                first_t = None
+                first_n = 0
+                deadline = time.monotonic() + 600
+                count = 0
+                while time.monotonic() < deadline:
+                    try:
+                        count = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
+                    except sqlite3.OperationalError:
+                        count = 0
+                    if count and first_t is None:
+                        first_t, first_n = time.perf_counter(), count
+                    if count >= n:
+                        break
+                    time.sleep(0.01)
+                last_t = time.perf_counter()
+                metrics = httpx.get(f"http://127.0.0.1:{settings.port('writer')}/metrics", timeout=5).text
+            finally:
+                proc.terminate()
+                proc.wait(20)
+            applied = count - first_n
+            secs = max(last_t - (first_t or last_t), 1e-9)
+            batches = next((float(line.split()[-1]) for line in metrics.splitlines()
+                            if line.startswith("aimem_writer_batch_size_count")), 0.0)
+            apply_sum = next((float(line.split()[-1]) for line in metrics.splitlines()
+                              if line.startswith("aimem_writer_apply_seconds_sum")), 0.0)
+            return {"apply_s": round(apply_sum, 3), "observations": n, "applied": count, "publish_s": round(pub_s, 3),
+                    "drain_s": round(secs, 3), "obs_per_s": round(applied / secs),
+                    "batches": int(batches), "mean_batch": round(count / batches, 1) if batches else None,
+                    "batch_max_msgs": batch}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=20_000, help="observations to apply")
+    ap.add_argument("--batch", type=int, default=512, help="writer.batch_max_msgs")
+    args = ap.parse_args()
+    res = run(args.n, args.batch)
+    info = machine_info()
+    print(f"writer throughput: {res['obs_per_s']:,} observations/s applied "
+          f"({res['applied']:,} in {res['drain_s']} s, {res['batches']} batches, mean {res['mean_batch']}/batch; "
+          f"publish {res['publish_s']} s; {res['apply_s']} s of it inside the batch transactions)")
+    if info:
+        print(f"machine: {info.get('cpu')} x{info.get('cpus')}, python {info.get('python')}, commit {info.get('commit')}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "writer_throughput.json").write_text(json.dumps({**res, "machine": info}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

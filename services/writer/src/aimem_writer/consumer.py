@@ -1,0 +1,200 @@
+"""The durable pull consumer: fetch → apply (writer thread) → replies/events → ack.
+
+Order per batch (DESIGN.md "The bus"): one SQLite transaction and the wiki flush on the
+writer thread; then, on the event loop, each reply is published on its ``Aimem-Reply-To``
+inbox, events go to ``AIMEM_EVT``, and only then are the messages acked (``nak`` with a
+delay for transient failures, ``term`` after ``max_deliver``). A crash anywhere before the
+ack replays the batch; ``ingest_keys`` turns the replay into stored replies.
+
+Git checkpoints are debounced: the first batch that touched the wiki schedules one
+``writer.git_debounce_ms`` later; the batches in between ride along.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client as NATS
+
+from aimem_common import bus as busmod
+from aimem_common.config import Settings
+
+from aimem_writer.batch import Applier, BatchResult, Incoming
+from aimem_writer.metrics import WriterMetrics
+from aimem_writer.thread import WriterThread
+from aimem_writer.tx import Event
+
+log = logging.getLogger("aimem.writer.consumer")
+
+NAK_DELAY_S = 1.0
+LAG_POLL_S = 2.0
+
+
+class Consumer:
+    """Runs the ``writer`` durable consumer until ``stop()``.
+
+    Args:
+        settings: writer settings (batch size, fetch timeout, debounce).
+        nc: connected NATS client.
+        thread: the writer thread.
+        applier: the ``Applier`` living on that thread.
+        metrics: writer metrics.
+    """
+
+    def __init__(self, settings: Settings, nc: NATS, thread: WriterThread, applier: Applier, metrics: WriterMetrics):
+        self.settings = settings
+        self.nc = nc
+        self.js = nc.jetstream()
+        self.thread = thread
+        self.applier = applier
+        self.metrics = metrics
+        self._stop = asyncio.Event()
+        self._ckpt_task: asyncio.Task | None = None
+        self._ckpt_pending = False
+        self.ready = asyncio.Event()
+        self.batches = 0
+
+    async def run(self) -> None:
+        """Fetch and apply batches until ``stop()``; never raises on transient NATS errors."""
+        w = self.settings.writer
+        sub = await self.js.pull_subscribe_bind(durable=busmod.WRITER_DURABLE, stream=busmod.MUT_STREAM)
+        lag_task = asyncio.create_task(self._poll_lag(), name="writer-lag")
+        self.ready.set()
+
+        async def fetch() -> list:
+            try:
+                return await sub.fetch(w.batch_max_msgs, timeout=w.fetch_timeout_s)
+            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+                return []  # idle (nats-py raises either one from a partial fetch)
+            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
+                    nats.js.errors.APIError, nats.errors.Error) as exc:
+                log.warning("fetch failed: %s; retrying", exc)
+                await asyncio.sleep(0.5)
+                return []
+
+        # Prefetch: the next batch travels over the network while this one is applied on
+        # the writer thread. Batches are still applied and acked strictly in order.
+        next_fetch: asyncio.Task | None = None
+        try:
+            while not self._stop.is_set():
+                msgs = await (next_fetch or asyncio.create_task(fetch()))
+                next_fetch = asyncio.create_task(fetch()) if msgs else None
+                if msgs:
+                    try:
+                        await self.process(msgs)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:  # noqa: BLE001 - unacked messages are redelivered
+                        log.exception("batch failed; its messages will be redelivered")
+                        await asyncio.sleep(NAK_DELAY_S)
+        finally:
+            if next_fetch is not None:
+                if not next_fetch.done():
+                    next_fetch.cancel()
+                try:
+                    for m in await next_fetch:
+                        await m.nak()  # fetched but never applied: hand back at once
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
+                    pass
+            lag_task.cancel()
+            try:
+                await sub.unsubscribe()
+            except Exception:  # noqa: BLE001 - connection may already be closed at shutdown
+                pass
+
+    async def process(self, msgs: list) -> BatchResult:
+        """Apply one fetched batch and settle every message."""
+        items = []
+        for m in msgs:
+            try:
+                delivered = m.metadata.num_delivered
+            except Exception:  # noqa: BLE001 - not a JetStream message (tests)
+                delivered = 1
+            items.append(Incoming(m.data, dict(m.headers or {}), delivered))
+        t0 = time.perf_counter()
+        result: BatchResult = await self.thread.call(self.applier.apply, items)
+        self.metrics.apply_seconds.observe(time.perf_counter() - t0)
+        self.metrics.batch_size.observe(len(items))
+        self.batches += 1
+        for m, item, outcome in zip(msgs, items, result.outcomes):
+            reply_to = item.headers.get(busmod.REPLY_HEADER)
+            if reply_to and outcome.reply is not None:
+                try:
+                    await self.nc.publish(reply_to, json.dumps(outcome.reply, ensure_ascii=False).encode())
+                except nats.errors.Error as exc:
+                    log.warning("reply to %s failed: %s", reply_to, exc)
+        if result.events:
+            await self._publish_events(result.events)
+        for m, outcome in zip(msgs, result.outcomes):
+            try:
+                if outcome.action == "ack":
+                    await m.ack()
+                elif outcome.action == "nak":
+                    await m.nak(delay=NAK_DELAY_S)
+                else:
+                    await m.term()
+                self.metrics.acks.labels(outcome.action).inc()
+            except nats.errors.Error as exc:  # redelivery replays it as a duplicate
+                log.warning("settling a message failed: %s", exc)
+        if result.files:
+            self.schedule_checkpoint()
+        return result
+
+    async def _publish_events(self, events: list[Event]) -> None:
+        async def one(ev: Event) -> None:
+            try:
+                await self.js.publish(busmod.evt_subject(ev.kind), json.dumps(ev.data, ensure_ascii=False).encode(),
+                                      timeout=2.0, headers=busmod.trace_headers())
+            except Exception as exc:  # noqa: BLE001 - events are advisory; the commit stands
+                log.warning("event %s not published: %s", ev.kind, exc)
+
+        await asyncio.gather(*(one(e) for e in events))
+
+    # -- checkpoints ------------------------------------------------------------------
+    def schedule_checkpoint(self) -> None:
+        """Schedule a git checkpoint after the debounce (no-op when one is pending)."""
+        if self._ckpt_pending:
+            return
+        self._ckpt_pending = True
+        self._ckpt_task = asyncio.create_task(self._checkpoint_later(), name="writer-checkpoint")
+
+    async def _checkpoint_later(self) -> None:
+        try:
+            await asyncio.sleep(self.settings.writer.git_debounce_ms / 1000)
+        finally:
+            self._ckpt_pending = False
+        try:
+            await self.thread.call(self.applier.checkpoint)
+        except Exception:  # noqa: BLE001 - retried with the next batch's checkpoint
+            log.exception("git checkpoint failed")
+
+    async def flush_checkpoint(self) -> None:
+        """Run any pending checkpoint now (shutdown, tests)."""
+        if self._ckpt_task and not self._ckpt_task.done():
+            self._ckpt_task.cancel()
+            try:
+                await self._ckpt_task
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        self._ckpt_pending = False
+        await self.thread.call(self.applier.checkpoint)
+
+    async def _poll_lag(self) -> None:
+        while True:
+            try:
+                info = await self.js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE, timeout=1.0)
+                self.metrics.pending.set(int(info.num_pending or 0) + int(info.num_ack_pending or 0))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a missed sample is fine
+                log.debug("consumer info failed: %s", exc)
+            await asyncio.sleep(LAG_POLL_S)
+
+    def stop(self) -> None:
+        """Ask ``run()`` to return after the current batch."""
+        self._stop.set()

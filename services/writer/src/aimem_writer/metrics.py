@@ -1,0 +1,55 @@
+"""Prometheus metrics of the writer (``aimem_writer_*``), registered on the app's registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from aimem_common.telemetry import Telemetry
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
+_SIZE_BUCKETS = (1, 2, 5, 10, 25, 50, 100, 250, 500, 1000)
+
+
+@dataclass(slots=True)
+class WriterMetrics:
+    """The writer's metric families (thread-safe; the writer thread updates them)."""
+
+    batch_size: Histogram
+    apply_seconds: Histogram
+    commands: Counter
+    errors: Counter
+    duplicates: Counter
+    commits: Counter
+    git_commits: Counter
+    git_seconds: Histogram
+    pending: Gauge
+    acks: Counter
+    watcher_reindexed: Counter
+
+    @classmethod
+    def create(cls, telemetry: Telemetry) -> "WriterMetrics":
+        """Register every family on ``telemetry.registry``."""
+        t = telemetry
+        return cls(
+            batch_size=t.histogram("aimem_writer_batch_size", "Commands per applied batch", buckets=_SIZE_BUCKETS),
+            apply_seconds=t.histogram(
+                "aimem_writer_apply_seconds", "Batch apply latency (transaction + file flush) in seconds",
+                buckets=_LATENCY_BUCKETS,
+            ),
+            commands=t.counter("aimem_writer_commands_total", "Commands applied successfully, by op", ["op"]),
+            errors=t.counter("aimem_writer_errors_total", "Commands answered with an error, by op and code",
+                             ["op", "code"]),
+            duplicates=t.counter("aimem_writer_duplicates_total",
+                                 "Commands answered from ingest_keys (replays, retries), by op", ["op"]),
+            commits=t.counter("aimem_writer_commits_total", "SQLite batch transactions committed"),
+            git_commits=t.counter("aimem_writer_git_commits_total", "Wiki git checkpoints committed"),
+            git_seconds=t.histogram("aimem_writer_git_checkpoint_seconds", "Git checkpoint latency in seconds",
+                                    buckets=_LATENCY_BUCKETS),
+            pending=t.gauge("aimem_writer_consumer_pending",
+                            "Commands waiting for the writer (num_pending + num_ack_pending)"),
+            acks=t.counter("aimem_writer_messages_total", "Messages settled, by action (ack|nak|term)", ["action"]),
+            watcher_reindexed=t.counter("aimem_writer_watcher_reindexed_total",
+                                        "Hand-edited wiki files reindexed, by outcome", ["outcome"]),
+        )

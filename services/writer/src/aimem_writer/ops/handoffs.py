@@ -1,0 +1,136 @@
+"""Handoff ops: ``handoff.begin``, ``handoff.accept`` (claim exactly once), ``handoff.cancel``.
+
+Eligibility for an accept by cwd: the handoff is open, in the envelope's project, not the
+accepting session's own, addressed to nobody or to the accepting agent, visible to the
+actor (``shared``, no owner, or owned by the actor), and its cwd is empty, equal to the
+accept's cwd, or a parent of it on a path boundary (``/repo`` matches ``/repo/sub``, never
+``/repo-old``). Manual handoffs beat automatic ones; among automatic ones the newest wins
+and accepting it expires the older eligible automatic ones.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from aimem_common.errors import ConflictError, NotFoundError
+from aimem_common.ops import Envelope
+from aimem_common.ops.handoffs import HandoffAccept, HandoffBegin, HandoffCancel
+
+from aimem_writer.registry import handler
+from aimem_writer.tx import Tx
+
+FIELDS = ("id", "automatic", "shared", "owner", "from_agent", "to_agent", "from_session_id", "cwd", "title",
+          "body", "status", "created_at", "closed_at", "accepted_by", "accepted_session_id")
+
+
+def norm_cwd(cwd: str | None) -> str | None:
+    """Normalise a working directory for boundary matching (no trailing slash, ``..`` folded)."""
+    if not cwd or not cwd.strip():
+        return None
+    c = cwd.strip().replace("\\", "/")
+    c = posixpath.normpath(c)
+    return c if c != "." else None
+
+
+def cwd_matches(handoff_cwd: str | None, cwd: str | None) -> bool:
+    """True when ``handoff_cwd`` is empty, equals ``cwd`` or is its parent on a path boundary."""
+    if handoff_cwd is None or cwd is None:
+        return True
+    if handoff_cwd == cwd or handoff_cwd == "/":
+        return True
+    return cwd.startswith(handoff_cwd.rstrip("/") + "/")
+
+
+def public(row) -> dict:
+    d = {k: row[k] for k in FIELDS}
+    d["automatic"], d["shared"] = bool(d["automatic"]), bool(d["shared"])
+    return d
+
+
+@handler("handoff.begin")
+def handoff_begin(tx: Tx, env: Envelope, cmd: HandoffBegin) -> dict:
+    """Open a manual handoff. Result ``{handoff: {...}}``."""
+    scope = tx.scope(create=True)
+    title = (cmd.title or " ".join(cmd.body.split())[:80]).strip() or "Handoff"
+    hid = tx.conn.execute(
+        "INSERT INTO handoffs(workspace_id, project_id, automatic, shared, owner, from_agent, to_agent,"
+        " from_session_id, cwd, title, body, status, created_at) VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)",
+        (scope.workspace_id, scope.project_id, int(cmd.shared), tx.actor, cmd.from_agent, cmd.to_agent,
+         cmd.session_id, norm_cwd(cmd.cwd), title, cmd.body, tx.now),
+    ).lastrowid
+    row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ?", (hid,)).fetchone()
+    tx.audit("handoff.begin", str(hid), {"cwd": row["cwd"]}, scope=scope)
+    tx.emit("handoff.opened", {"handoff_id": hid, "automatic": False, "cwd": row["cwd"]})
+    return {"handoff": public(row)}
+
+
+def _visible(tx: Tx, row) -> bool:
+    return bool(row["shared"]) or row["owner"] is None or row["owner"] == tx.actor
+
+
+@handler("handoff.accept")
+def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
+    """Claim one open handoff (by id, or the best eligible one). Result ``{handoff: {...}|null}``.
+
+    Raises:
+        NotFoundError: ``handoff_id`` is not a handoff of this project visible to the actor.
+        ConflictError: ``handoff_not_open`` — that handoff was already accepted or expired.
+    """
+    scope = tx.scope(create=False)
+    cwd = norm_cwd(cmd.cwd)
+    if cmd.handoff_id is not None:
+        row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ? AND project_id = ?",
+                              (cmd.handoff_id, scope.project_id)).fetchone()
+        if row is None or not _visible(tx, row):
+            raise NotFoundError(f"handoff {cmd.handoff_id} not found", data={"handoff_id": cmd.handoff_id})
+        if row["status"] != "open":
+            raise ConflictError(f"handoff {cmd.handoff_id} is {row['status']}", code="handoff_not_open",
+                                data={"handoff_id": cmd.handoff_id, "status": row["status"]})
+        picked, eligible_auto = row, []
+    else:
+        rows = tx.conn.execute(
+            "SELECT * FROM handoffs WHERE project_id = ? AND status = 'open'"
+            " ORDER BY automatic ASC, created_at DESC, id DESC", (scope.project_id,),
+        ).fetchall()
+        eligible = [
+            r for r in rows
+            if _visible(tx, r) and cwd_matches(r["cwd"], cwd)
+            and (r["to_agent"] is None or (cmd.agent is not None and r["to_agent"] == cmd.agent))
+            and not (cmd.session_id and r["from_session_id"] == cmd.session_id)
+        ]
+        if not eligible:
+            return {"handoff": None}
+        picked = eligible[0]
+        eligible_auto = [r for r in eligible if r["automatic"] and r["id"] != picked["id"]]
+    tx.conn.execute(
+        "UPDATE handoffs SET status = 'accepted', closed_at = ?, accepted_by = ?, accepted_session_id = ?"
+        " WHERE id = ? AND status = 'open'",
+        (tx.now, cmd.agent or tx.actor, cmd.session_id, picked["id"]),
+    )
+    expired = []
+    if picked["automatic"]:
+        for r in eligible_auto:
+            if (r["created_at"], r["id"]) <= (picked["created_at"], picked["id"]):
+                tx.conn.execute("UPDATE handoffs SET status = 'expired', closed_at = ? WHERE id = ? AND status = 'open'",
+                                (tx.now, r["id"]))
+                expired.append(r["id"])
+    row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ?", (picked["id"],)).fetchone()
+    tx.audit("handoff.accept", str(picked["id"]), {"expired": expired}, scope=scope)
+    tx.emit("handoff.accepted", {"handoff_id": picked["id"], "expired": expired})
+    return {"handoff": public(row), "expired": expired}
+
+
+@handler("handoff.cancel")
+def handoff_cancel(tx: Tx, env: Envelope, cmd: HandoffCancel) -> dict:
+    """Expire an open handoff. Result ``{cancelled: bool, handoff_id}`` (false when already closed)."""
+    scope = tx.scope(create=False)
+    row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ? AND project_id = ?",
+                          (cmd.handoff_id, scope.project_id)).fetchone()
+    if row is None or not _visible(tx, row):
+        raise NotFoundError(f"handoff {cmd.handoff_id} not found", data={"handoff_id": cmd.handoff_id})
+    if row["status"] != "open":
+        return {"cancelled": False, "handoff_id": cmd.handoff_id, "status": row["status"]}
+    tx.conn.execute("UPDATE handoffs SET status = 'expired', closed_at = ? WHERE id = ?", (tx.now, cmd.handoff_id))
+    tx.audit("handoff.cancel", str(cmd.handoff_id), None, scope=scope)
+    tx.emit("handoff.cancelled", {"handoff_id": cmd.handoff_id})
+    return {"cancelled": True, "handoff_id": cmd.handoff_id, "status": "expired"}

@@ -1,0 +1,79 @@
+"""``observation.append``: one sanitized hook event → sessions, observations, the ledger.
+
+The hot path (thousands per second): one session upsert, one observation insert (FTS by
+trigger) and a ledger line staged for ``log-YYYY-MM.md``. The text is re-checked with the
+redactor: a command that still carries a secret is refused with ``unsanitized``
+(DESIGN.md invariant 6) and nothing of it is stored.
+"""
+
+from __future__ import annotations
+
+from aimem_common.errors import BadRequestError
+from aimem_common.ops import Envelope
+from aimem_common.ops.observations import ObservationAppend
+from aimem_common.redact import contains_secret
+from aimem_common.wikifmt import normalize_timestamp
+
+from aimem_writer.registry import handler
+from aimem_writer.tx import Tx
+
+LEDGER_EXCERPT_CHARS = 240
+TEXT_FIELDS = ("title", "body", "cwd", "tool_name")
+
+
+def occurred(tx: Tx, value: str | None) -> str:
+    """Return the event time as ISO UTC (the batch time when absent or unparseable)."""
+    if not value:
+        return tx.now
+    try:
+        return normalize_timestamp(value)
+    except BadRequestError:
+        return tx.now
+
+
+def ledger_entry(at: str, kind: str, agent: str, session_id: str, title: str, body: str = "") -> str:
+    """Render one hook ledger entry (``## [timestamp] kind · agent · session``)."""
+    text = " ".join((title or body or "").split())
+    if len(text) > LEDGER_EXCERPT_CHARS:
+        text = text[: LEDGER_EXCERPT_CHARS - 1] + "…"
+    return f"## [{at}] {kind} · {agent} · session {session_id}\n\n{text}\n\n"
+
+
+@handler("observation.append")
+def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
+    """Store one observation and bump its session. Result ``{observation_id, session_id}``."""
+    fields = {name: getattr(cmd, name) for name in TEXT_FIELDS}
+    # One redactor pass over all fields (the hot path); per field only to name the culprit.
+    if contains_secret("\n\n".join(v for v in fields.values() if v)):
+        for name, value in fields.items():
+            if value and contains_secret(value):
+                break
+        else:
+            name = "body"
+        raise BadRequestError(
+            f"observation {name} still contains a secret; sanitize() it before sending",
+            code="unsanitized", data={"field": name},
+        )
+    scope = tx.scope(create=True)
+    at = occurred(tx, cmd.occurred_at)
+    kind = str(cmd.kind)
+    tx.conn.execute(
+        "INSERT INTO sessions(workspace_id, project_id, session_id, agent, cwd, model, started_at,"
+        " last_event_at, observation_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)"
+        " ON CONFLICT(project_id, session_id) DO UPDATE SET"
+        " observation_count = observation_count + 1,"
+        " last_event_at = max(last_event_at, excluded.last_event_at),"
+        " started_at = min(started_at, excluded.started_at),"
+        " cwd = coalesce(sessions.cwd, excluded.cwd),"
+        " model = coalesce(excluded.model, sessions.model)",
+        (scope.workspace_id, scope.project_id, cmd.session_id, cmd.agent, cmd.cwd, cmd.model, at, at),
+    )
+    obs_id = tx.conn.execute(
+        "INSERT INTO observations(workspace_id, project_id, session_id, kind, agent, cwd, title, body,"
+        " tool_name, source_event, extension, occurred_at, created_at, cmd_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (scope.workspace_id, scope.project_id, cmd.session_id, kind, cmd.agent, cmd.cwd, cmd.title, cmd.body,
+         cmd.tool_name, cmd.source_event, cmd.extension, at, tx.now, tx.cmd_id),
+    ).lastrowid
+    tx.wiki.append_ledger(scope, at[:7], ledger_entry(at, kind, cmd.agent, cmd.session_id, cmd.title, cmd.body))
+    return {"observation_id": obs_id, "session_id": cmd.session_id}
