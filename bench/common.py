@@ -1,0 +1,84 @@
+"""Shared helpers of the benchmarks: machine info, percentiles, tables, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model/count, memory, OS, Python, the commit — printed beside every figure."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = None
+    try:
+        kb = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+        mem_gib = round(kb / 1024 / 1024, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = "unknown"
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit,
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "mem_gib": mem_gib,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def pct(values: list[float], q: float) -> float:
+    """Return the ``q``-th percentile (0–100, nearest-rank) of ``values`` (0.0 if empty)."""
+    if not values:
+        return 0.0
+    s = sorted(values)
+    k = max(0, min(len(s) - 1, int(round(q / 100 * len(s) + 0.5)) - 1))
+    return s[k]
+
+
+def table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> str:
+    """Render ``rows`` as a GitHub markdown table (floats with 3 significant decimals)."""
+    if not rows:
+        return "(no rows)"
+    cols = columns or list(rows[0])
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3f}" if abs(v) < 100 else f"{v:.1f}"
+        return str(v)
+
+    out = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    out += ["| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    """Write ``bench/results/<name>-<timestamp>.json`` and ``<name>-latest.json``; return the path."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"bench": name, "machine": machine_info(), **data}
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    path = RESULTS / f"{name}-{stamp}.json"
+    text = json.dumps(payload, indent=2, ensure_ascii=False)
+    path.write_text(text)
+    (RESULTS / f"{name}-latest.json").write_text(text)
+    return path

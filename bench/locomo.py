@@ -1,0 +1,263 @@
+"""LoCoMo retrieval through the real hook path, scored at session level.
+
+Each LoCoMo conversation becomes one aimem project (``locomo-<sample_id>``); each of its
+sessions one agent session posted to ``POST /hook`` as Claude Code would (SessionStart,
+one UserPromptSubmit per turn — ``[<date>] <speaker>: <text>`` — then SessionEnd), so the
+writer's rule-based summary page ``sessions/<id>.md`` is what gets searched. Every question
+(category 5, adversarial, skipped; questions whose evidence ids are malformed or point at a
+missing session skipped and counted) is asked with ``memory_query`` scoped to its
+conversation. A hit counts when its session is one of the evidence sessions.
+
+Metrics per category id: hit@1/5/10 (an evidence session in the top k distinct sessions),
+recall@5/10 (share of the evidence sessions in the top k), MRR (first evidence session,
+top 10). Usage::
+
+    python -m bench.locomo [--data ../shared/data/locomo/locomo-dev.json] [--embedder local]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import SHARED, table, write_result
+
+DEFAULT_DATA = SHARED / "data" / "locomo" / "locomo-dev.json"
+EVIDENCE_RE = re.compile(r"^D(\d+):(\d+)$")
+KS = (1, 5, 10)
+
+
+@dataclass
+class Question:
+    sample_id: str
+    category: int
+    text: str
+    sessions: set[int]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    project: str
+    sessions: dict[int, tuple[str, list[str]]]  # number -> (date, turn lines)
+
+
+@dataclass
+class Loaded:
+    conversations: list[Conversation]
+    questions: list[Question]
+    skipped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+
+def project_name(sample_id: str) -> str:
+    return "locomo-" + re.sub(r"[^A-Za-z0-9._-]+", "-", sample_id)
+
+
+def session_id(sample_id: str, n: int) -> str:
+    return f"{sample_id}-s{n}"
+
+
+def load(path: Path) -> Loaded:
+    """Parse the LoCoMo JSON into conversations (turn lines per session) and questions."""
+    import json
+
+    raw = json.loads(path.read_text())
+    convs, questions = [], []
+    skipped: dict[str, int] = defaultdict(int)
+    for item in raw:
+        sid = str(item["sample_id"])
+        conv = item["conversation"]
+        sessions: dict[int, tuple[str, list[str]]] = {}
+        for key, turns in conv.items():
+            m = re.fullmatch(r"session_(\d+)", key)
+            if not m or not isinstance(turns, list):
+                continue
+            n = int(m.group(1))
+            date = str(conv.get(f"session_{n}_date_time", ""))
+            lines = []
+            for t in turns:
+                text = str(t.get("text", "")).strip()
+                if t.get("blip_caption"):
+                    text += f" (shares a photo: {t['blip_caption']})"
+                lines.append(f"[{date}] {t.get('speaker', '?')}: {text}")
+            sessions[n] = (date, lines)
+        convs.append(Conversation(sid, project_name(sid), dict(sorted(sessions.items()))))
+        for qa in item["qa"]:
+            cat = int(qa.get("category", 0))
+            if cat == 5:
+                skipped["category_5_adversarial"] += 1
+                continue
+            ev = qa.get("evidence") or []
+            nums = set()
+            bad = not ev
+            for e in ev:
+                m = EVIDENCE_RE.match(str(e).strip())
+                if not m or int(m.group(1)) not in sessions:
+                    bad = True
+                    break
+                nums.add(int(m.group(1)))
+            if bad:
+                skipped["malformed_evidence"] += 1
+                continue
+            questions.append(Question(sid, cat, str(qa["question"]), nums))
+    return Loaded(convs, questions, skipped)
+
+
+async def post_hook(client: httpx.AsyncClient, ingress: str, conv: Conversation, payload: dict, key: str) -> None:
+    params = {"agent": "claude-code", "project": conv.project}
+    for _ in range(50):
+        r = await client.post(f"{ingress}/hook", params=params, json=payload, headers={"Idempotency-Key": key})
+        if r.status_code == 202:
+            return
+        if r.status_code in (429, 503):
+            await asyncio.sleep(float(r.headers.get("Retry-After", "0.5")))
+            continue
+        raise RuntimeError(f"POST /hook {r.status_code}: {r.text[:300]}")
+    raise RuntimeError("POST /hook kept answering 429/503")
+
+
+async def ingest_conversation(client: httpx.AsyncClient, ingress: str, conv: Conversation) -> int:
+    """Post every session of ``conv`` in order; return the number of hook events."""
+    cwd = f"/bench/locomo/{conv.sample_id}"
+    n_events = 0
+    for n, (_date, lines) in conv.sessions.items():
+        sid = session_id(conv.sample_id, n)
+        base = {"session_id": sid, "cwd": cwd, "transcript_path": f"/bench/{sid}.jsonl"}
+        await post_hook(client, ingress, conv, {**base, "hook_event_name": "SessionStart", "source": "startup"}, f"{sid}:start")
+        for i, line in enumerate(lines):
+            await post_hook(client, ingress, conv, {**base, "hook_event_name": "UserPromptSubmit", "prompt": line}, f"{sid}:{i}")
+        await post_hook(client, ingress, conv, {**base, "hook_event_name": "SessionEnd", "reason": "exit"}, f"{sid}:end")
+        n_events += len(lines) + 2
+    return n_events
+
+
+async def wait_visible(client: httpx.AsyncClient, query: str, convs: list[Conversation], timeout_s: float) -> None:
+    """Wait until every session page is readable through the query API."""
+    pending = [(c, n) for c in convs for n in c.sessions]
+    deadline = time.monotonic() + timeout_s
+    while pending and time.monotonic() < deadline:
+        still = []
+        for c, n in pending:
+            r = await client.get(f"{query}/api/v1/workspaces/default/projects/{c.project}/page",
+                                 params={"path": f"sessions/{session_id(c.sample_id, n)}.md"})
+            if r.status_code != 200:
+                still.append((c, n))
+        pending = still
+        if pending:
+            await asyncio.sleep(0.5)
+    if pending:
+        raise RuntimeError(f"{len(pending)} session pages not visible after {timeout_s} s")
+
+
+def ranked_sessions(result: dict[str, Any], sample_id: str) -> list[int]:
+    """Distinct session numbers in rank order from page hits (raw hits when no page hit)."""
+    out: list[int] = []
+    prefix = f"{sample_id}-s"
+    for hit in result.get("hits", []) or result.get("raw_hits", []):
+        sid = hit.get("session_id") or ""
+        if sid.startswith(prefix):
+            try:
+                n = int(sid[len(prefix):])
+            except ValueError:
+                continue
+            if n not in out:
+                out.append(n)
+    return out
+
+
+def score(questions: list[Question], rankings: list[list[int]]) -> list[dict[str, Any]]:
+    """Aggregate hit@k, recall@k and MRR per category id (+ an ``all`` row)."""
+    by_cat: dict[str, list[tuple[Question, list[int]]]] = defaultdict(list)
+    for q, r in zip(questions, rankings):
+        by_cat[str(q.category)].append((q, r))
+        by_cat["all"].append((q, r))
+    rows = []
+    for cat in sorted(by_cat, key=lambda c: (c == "all", c)):
+        items = by_cat[cat]
+        row: dict[str, Any] = {"category": cat, "n": len(items)}
+        for k in KS:
+            row[f"hit@{k}"] = sum(bool(set(r[:k]) & q.sessions) for q, r in items) / len(items)
+        for k in (5, 10):
+            row[f"recall@{k}"] = sum(len(set(r[:k]) & q.sessions) / len(q.sessions) for q, r in items) / len(items)
+        mrr = 0.0
+        for q, r in items:
+            for i, n in enumerate(r[:10]):
+                if n in q.sessions:
+                    mrr += 1 / (i + 1)
+                    break
+        row["mrr"] = mrr / len(items)
+        rows.append(row)
+    return rows
+
+
+async def ask_all(client: httpx.AsyncClient, query: str, data: Loaded, limit: int = 10) -> tuple[list[list[int]], list[float]]:
+    projects = {c.sample_id: c.project for c in data.conversations}
+    sem = asyncio.Semaphore(8)
+    latencies: list[float] = []
+
+    async def one(q: Question) -> list[int]:
+        async with sem:
+            t0 = time.perf_counter()
+            r = await client.post(f"{query}/api/v1/search", json={
+                "query": q.text, "workspace": "default", "project": projects[q.sample_id], "limit": limit})
+            latencies.append((time.perf_counter() - t0) * 1000)
+            r.raise_for_status()
+            return ranked_sessions(r.json(), q.sample_id)
+
+    return list(await asyncio.gather(*(one(q) for q in data.questions))), latencies
+
+
+async def run(data_path: Path, ingress: str, query: str, label: str) -> dict[str, Any]:
+    data = load(data_path)
+    async with httpx.AsyncClient(timeout=30) as client:
+        t0 = time.perf_counter()
+        events = sum(await asyncio.gather(*(ingest_conversation(client, ingress, c) for c in data.conversations)))
+        await wait_visible(client, query, data.conversations, timeout_s=300)
+        ingest_s = time.perf_counter() - t0
+        rankings, lat = await ask_all(client, query, data)
+    rows = score(data.questions, rankings)
+    print(f"\nLoCoMo retrieval ({label}): {len(data.conversations)} conversations, "
+          f"{sum(len(c.sessions) for c in data.conversations)} sessions, {events} hook events "
+          f"ingested + visible in {ingest_s:.1f} s; {len(data.questions)} questions; skipped: {dict(data.skipped)}")
+    print(table(rows, ["category", "n", "hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "mrr"]))
+    return {"label": label, "rows": rows, "skipped": dict(data.skipped), "questions": len(data.questions),
+            "events": events, "ingest_visible_s": ingest_s,
+            "query_ms_p50": sorted(lat)[len(lat) // 2] if lat else None}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--ingress", help="use a running stack (ingress base URL) instead of starting one")
+    ap.add_argument("--query", help="query service base URL of that running stack")
+    ap.add_argument("--embedder", choices=["none", "local"], default="none",
+                    help="also configure the local embedder (vector stream in RRF)")
+    args = ap.parse_args(argv)
+    if not args.data.exists():
+        raise SystemExit(f"LoCoMo data not found at {args.data} (expected ../shared/data/locomo)")
+    label = "fts+entities+links" if args.embedder == "none" else "with local embedder"
+    if args.ingress and args.query:
+        result = asyncio.run(run(args.data, args.ingress, args.query, label))
+    else:
+        from aimem_common.testing.stack import LocalStack
+
+        env = {"AIMEM_EMBEDDING__PROVIDER": "local", "HF_HUB_OFFLINE": "1"} if args.embedder == "local" else {}
+        with tempfile.TemporaryDirectory(prefix="aimem-locomo-") as tmp:
+            with LocalStack(Path(tmp) / "data", Path(tmp) / "logs", extra_env=env) as stack:
+                result = asyncio.run(run(args.data, stack.url("ingress"), stack.url("query"), label))
+    path = write_result(f"locomo-{args.embedder}", result)
+    print(f"results: {path}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
