@@ -173,6 +173,7 @@ class LlmSettings(BaseModel):
     timeout_s: float = 300.0
     headers: dict[str, str] = {}
     compat_strict: bool = True
+    circuit_cooldown_s: float = 30.0  # a candidate that failed transiently is skipped this long
 
 
 class EmbeddingSettings(BaseModel):

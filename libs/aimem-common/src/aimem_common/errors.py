@@ -70,6 +70,13 @@ class ConflictError(AimemError):
     code, status = "conflict", 409
 
 
+class UnprocessableError(AimemError):
+    """Well-formed input the operation cannot accept: a taken or invalid new name, a
+    same-workspace move, a bad page path for restore (422, seed 003)."""
+
+    code, status = "unprocessable", 422
+
+
 class PreconditionFailedError(AimemError):
     """A conditional write lost: ``create_only`` or ``expected_page_id`` did not hold (412).
 
@@ -122,12 +129,37 @@ class PermanentError(AimemError):
     code, status = "permanent", 422
 
 
+class LlmNotConfiguredError(AimemError):
+    """The job needs an LLM provider and none is configured (zero-LLM default) (503)."""
+
+    code, status = "llm_not_configured", 503
+
+
+class LlmUnavailableError(UnavailableError):
+    """Every LLM candidate failed transiently (429/5xx/timeout/connection) or is open (503)."""
+
+    code, status = "llm_unavailable", 503
+
+
+class LlmOutputError(AimemError):
+    """The model answered, but not with JSON matching the requested schema (502)."""
+
+    code, status = "llm_output_invalid", 502
+
+
+class LlmRequestError(AimemError):
+    """The provider refused the request deterministically (4xx other than 429) (502)."""
+
+    code, status = "llm_request_failed", 502
+
+
 _BY_CODE: dict[str, type[AimemError]] = {
     cls.code: cls
     for cls in (
         BadRequestError, UnauthorizedError, ForbiddenError, NotFoundError, ConflictError,
-        PreconditionFailedError, PayloadTooLargeError, BackPressureError, UnavailableError,
-        BusTimeoutError, RetryableError, PermanentError,
+        UnprocessableError, PreconditionFailedError, PayloadTooLargeError, BackPressureError, UnavailableError,
+        BusTimeoutError, RetryableError, PermanentError, LlmNotConfiguredError,
+        LlmUnavailableError, LlmOutputError, LlmRequestError,
     )
 }
 
@@ -136,7 +168,7 @@ def from_dict(err: dict[str, Any]) -> AimemError:
     """Rebuild a typed error from ``{"code", "message", "data"?}`` (a writer reply).
 
     Unknown codes become a plain ``AimemError`` that keeps the code; the status then
-    defaults to 500 unless ``data.status`` says otherwise.
+    comes from ``status`` (a bus reply carries it) or ``data.status``, else 500.
     """
     code = str(err.get("code") or "internal")
     message = str(err.get("message") or code)
@@ -144,7 +176,9 @@ def from_dict(err: dict[str, Any]) -> AimemError:
     cls = _BY_CODE.get(code)
     if cls is None:
         e = AimemError(message, code=code, data=data)
-        if isinstance(data, dict) and isinstance(data.get("status"), int):
+        if isinstance(err.get("status"), int):
+            e.status = err["status"]
+        elif isinstance(data, dict) and isinstance(data.get("status"), int):
             e.status = data["status"]
         return e
     return cls(message, data=data)

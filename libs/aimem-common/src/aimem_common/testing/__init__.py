@@ -1,0 +1,1 @@
+"""Test support shipped with aimem-common (importable from every test directory)."""
