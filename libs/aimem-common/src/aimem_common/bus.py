@@ -302,7 +302,8 @@ class Bus:
 def make_reply(cmd_id: str, *, result: dict[str, Any] | None = None, error: AimemError | None = None) -> bytes:
     """Encode a writer reply ``{cmd_id, ok, result | error}`` as JSON bytes."""
     if error is not None:
-        return json.dumps({"cmd_id": cmd_id, "ok": False, "error": error.to_dict()}).encode()
+        # ``status`` rides along so a custom code (e.g. ``invalid_name``) keeps its HTTP status.
+        return json.dumps({"cmd_id": cmd_id, "ok": False, "error": {**error.to_dict(), "status": error.status}}).encode()
     return json.dumps({"cmd_id": cmd_id, "ok": True, "result": result or {}}).encode()
 
 

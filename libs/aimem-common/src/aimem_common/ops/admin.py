@@ -1,5 +1,221 @@
-"""Lifecycle/admin ops (seed 003). The query service's admin API sends these."""
+"""Lifecycle/admin ops (seed 003). The query service's ``/admin`` API sends these.
+
+Conventions shared by every destructive op here:
+
+* ``dry_run`` always wins: a payload with ``dry_run: true`` only counts, whatever else it
+  says, and the writer answers with the same counts a confirmed run reports (the preview
+  and the real run share one counting function).
+* Scope: project-scoped ops carry the source ``(workspace, project)`` names in the envelope
+  ``scope``; ops that are not project-scoped (``workspace.rename``, ``session.move``,
+  users, keys, grants) carry every name in the payload and send no scope.
+* Every confirmed mutation writes one ``audit_log`` row (the writer does it).
+"""
 
 from __future__ import annotations
 
-from aimem_common.ops.envelope import OpPayload, register  # noqa: F401
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from aimem_common.models import validate_name, validate_page_path
+from aimem_common.ops.envelope import OpPayload, register
+
+OnConflict = Literal["block", "overwrite", "duplicate"]
+DEDUP_FROM_TOKEN = "-from-"  # duplicate policy: <stem>-from-<src_workspace>.md, then -2, -3, ...
+API_KEY_PREFIX = "aim_"
+
+
+def _name(v: str | None, what: str) -> str | None:
+    return None if v is None else validate_name(v, what)
+
+
+@register("session.purge")
+class SessionPurge(OpPayload):
+    """Delete one session of the envelope's project: its row, observations (in any project),
+    the handoffs it authored, its ``sessions/<id>.md`` page with every version, and its
+    consolidation/auto-improve rows. Handoffs it only accepted keep their text and lose the
+    session pointer. A session outside the named scope is ``not_found``.
+    """
+
+    session_id: str = Field(min_length=1, max_length=256)
+    dry_run: bool = False
+    compact: bool = False
+
+
+@register("project.purge")
+class ProjectPurge(OpPayload):
+    """Delete the envelope's project and everything it owns (one cascade), then its wiki dir.
+
+    ``force`` overrides the live-session guard (a session with an event in the last
+    ``live_window_s`` and no end); ``compact`` rebuilds the FTS indexes and VACUUMs.
+    """
+
+    dry_run: bool = False
+    compact: bool = False
+    force: bool = False
+
+
+@register("project.rename")
+class ProjectRename(OpPayload):
+    """Rename the envelope's project within its workspace (a column update; no file moves).
+
+    ``to`` is checked by the writer: invalid or taken is ``unprocessable`` (422, seed 003).
+    """
+
+    to: str = Field(max_length=256)
+
+
+@register("workspace.rename")
+class WorkspaceRename(OpPayload):
+    """Rename workspace ``workspace`` to ``to`` (a column update; ``_meta.md`` refreshed).
+
+    ``to`` is checked by the writer: invalid or taken is ``unprocessable`` (422).
+    """
+
+    workspace: str
+    to: str = Field(max_length=256)
+
+    @field_validator("workspace")
+    @classmethod
+    def _ws(cls, v: str) -> str:
+        return validate_name(v, "workspace")
+
+
+@register("project.move")
+class ProjectMove(OpPayload):
+    """Move the envelope's project into workspace ``to_workspace``.
+
+    Fresh destination (no same-named project): a lossless true move (same project id, the
+    directory renamed, every row re-stamped). Otherwise a copy-purge merge of the latest
+    pages, with same-path conflicts decided by ``on_conflict``.
+    """
+
+    to_workspace: str
+    on_conflict: OnConflict = "block"
+    force: bool = False
+    dry_run: bool = False
+
+    @field_validator("to_workspace")
+    @classmethod
+    def _ws(cls, v: str) -> str:
+        return validate_name(v, "workspace")
+
+
+@register("session.move")
+class SessionMove(OpPayload):
+    """Re-stamp one session (``session_id``) or every session touching ``from_project`` into
+    ``to_workspace``/``to_project`` (exactly one form). Dry run unless ``dry_run`` is false
+    (then one transaction per session). A session id present in several projects is
+    ``ambiguous_session`` (409).
+    """
+
+    session_id: str | None = Field(None, min_length=1, max_length=256)
+    from_workspace: str = "default"
+    from_project: str | None = None
+    to_workspace: str | None = None  # default: the source workspace
+    to_project: str
+    pages: Literal["move", "regenerate"] = "move"
+    dry_run: bool = True
+    force: bool = False
+    create: bool = False
+
+    @field_validator("from_workspace", "to_workspace")
+    @classmethod
+    def _ws(cls, v: str | None) -> str | None:
+        return _name(v, "workspace")
+
+    @field_validator("from_project", "to_project")
+    @classmethod
+    def _pj(cls, v: str | None) -> str | None:
+        return _name(v, "project")
+
+    @model_validator(mode="after")
+    def _form(self) -> "SessionMove":
+        if (self.session_id is None) == (self.from_project is None):
+            raise ValueError("give exactly one of session_id or from_project")
+        return self
+
+
+@register("page.restore")
+class PageRestore(OpPayload):
+    """Write back one page of the envelope's project as its new latest version, from the
+    wiki's git history (``rev``: a commit id or unique prefix) or from a retained page
+    version (``page_id``). Exactly one source.
+    """
+
+    path: str | None = None
+    rev: str | None = Field(None, min_length=4, max_length=64)
+    page_id: int | None = Field(None, ge=1)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        return None if v is None else validate_page_path(v)
+
+    @field_validator("rev")
+    @classmethod
+    def _rev(cls, v: str | None) -> str | None:
+        if v is not None and not all(c in "0123456789abcdefABCDEF" for c in v):
+            raise ValueError("rev must be a hex commit id")
+        return v.lower() if v else v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "PageRestore":
+        if (self.rev is None) == (self.page_id is None):
+            raise ValueError("give exactly one of rev or page_id")
+        if self.rev is not None and self.path is None:
+            raise ValueError("path is required with rev")
+        return self
+
+
+class _UserName(OpPayload):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_][A-Za-z0-9._@-]*$")
+
+
+@register("user.create")
+class UserCreate(_UserName):
+    """Create a user (``is_root`` users may call ``/admin``)."""
+
+    is_root: bool = False
+
+
+@register("user.delete")
+class UserDelete(_UserName):
+    """Delete a user with its API keys and grants."""
+
+
+@register("apikey.create")
+class ApiKeyCreate(OpPayload):
+    """Store an API key for ``user``: only its sha256 ``key_hash`` and display ``prefix``
+    travel on the bus; the caller shows the plaintext key once.
+    """
+
+    user: str = Field(min_length=1, max_length=64)
+    name: str | None = Field(None, max_length=128)
+    key_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+    prefix: str = Field(min_length=4, max_length=16)
+
+
+@register("apikey.revoke")
+class ApiKeyRevoke(OpPayload):
+    """Revoke one API key by id (idempotent: revoking a revoked key is ``revoked: false``)."""
+
+    key_id: int = Field(ge=1)
+
+
+@register("grant.set")
+class GrantSet(OpPayload):
+    """Set (or with ``remove`` delete) ``user``'s grant on ``workspace``/``project``
+    (names or ``*``)."""
+
+    user: str = Field(min_length=1, max_length=64)
+    workspace: str = "*"
+    project: str = "*"
+    can_read: bool = True
+    can_write: bool = False
+    remove: bool = False
+
+    @field_validator("workspace", "project")
+    @classmethod
+    def _scope(cls, v: str) -> str:
+        return v if v == "*" else validate_name(v, "scope")

@@ -1,0 +1,17 @@
+"""The ``/admin`` API: lifecycle operations, history, backup, users and keys.
+
+``router`` (prefix ``/admin``) is included by the query app; every route depends on
+``require_root``. Mutations are writer ops answered after commit; reads use read-only
+connections; backup streams a tarball built from a read-only snapshot.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+
+from aimem_query.admin import backup, history, lifecycle, pages, status, users
+from aimem_query.admin.deps import require_root
+
+router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_root)])
+for _module in (status, history, backup, lifecycle, pages, users):
+    router.include_router(_module.router)

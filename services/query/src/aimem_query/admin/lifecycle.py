@@ -1,0 +1,164 @@
+"""Lifecycle routes (seed 003): purge-session, purge-project, rename-project,
+rename-workspace, move-project, move-session.
+
+Each route checks the request shape, then sends one writer op and returns the writer's
+report. Every semantic check (scope lookup, guards, conflicts) happens in the writer, in
+the same transaction that mutates, so a preview and a confirmed run can never disagree.
+
+Confirmation rules:
+
+* purge-session / purge-project / move-project: ``dry_run: true`` always wins and only
+  previews; otherwise ``confirm: true`` is required (400 ``confirm_required``).
+* move-session: a dry run unless ``confirm: true`` (and ``dry_run`` still wins).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from aimem_common.errors import BadRequestError
+from aimem_query.admin.deps import send
+
+router = APIRouter()
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class PurgeSessionBody(_Body):
+    workspace: str = "default"
+    project: str
+    session_id: str = Field(min_length=1, max_length=256)
+    confirm: bool = False
+    dry_run: bool = False
+    compact: bool = False
+
+
+class PurgeProjectBody(_Body):
+    workspace: str = "default"
+    project: str
+    confirm: bool = False
+    dry_run: bool = False
+    compact: bool = False
+    force: bool = False
+
+
+class RenameProjectBody(_Body):
+    workspace: str = "default"
+    from_: str = Field(alias="from")
+    to: str
+
+
+class RenameWorkspaceBody(_Body):
+    from_: str = Field(alias="from")
+    to: str
+
+
+class MoveProjectBody(_Body):
+    from_workspace: str = "default"
+    project: str
+    to_workspace: str
+    on_conflict: Literal["block", "overwrite", "duplicate"] = "block"
+    confirm: bool = False
+    dry_run: bool = False
+    force: bool = False
+
+
+class MoveSessionBody(_Body):
+    session_id: str | None = None
+    from_workspace: str = "default"
+    from_project: str | None = None
+    workspace: str | None = None  # destination; default = the source workspace
+    project: str
+    pages: Literal["move", "regenerate"] = "move"
+    confirm: bool = False
+    dry_run: bool = False
+    force: bool = False
+    create: bool = False
+
+
+def _require_confirm(confirm: bool, dry_run: bool, what: str) -> None:
+    if not dry_run and not confirm:
+        raise BadRequestError(
+            f"{what} is destructive and irreversible: pass confirm=true (or dry_run=true to preview)",
+            code="confirm_required",
+        )
+
+
+@router.post("/purge-session")
+async def purge_session(body: PurgeSessionBody, request: Request) -> dict:
+    """Delete one session of a project (preview with ``dry_run``)."""
+    _require_confirm(body.confirm, body.dry_run, "purge-session")
+    return await send(
+        request,
+        "session.purge",
+        {"session_id": body.session_id, "dry_run": body.dry_run, "compact": body.compact},
+        workspace=body.workspace,
+        project=body.project,
+    )
+
+
+@router.post("/purge-project")
+async def purge_project(body: PurgeProjectBody, request: Request) -> dict:
+    """Delete a project and everything it owns (preview with ``dry_run``)."""
+    _require_confirm(body.confirm, body.dry_run, "purge-project")
+    return await send(
+        request,
+        "project.purge",
+        {"dry_run": body.dry_run, "compact": body.compact, "force": body.force},
+        workspace=body.workspace,
+        project=body.project,
+    )
+
+
+@router.post("/rename-project")
+async def rename_project(body: RenameProjectBody, request: Request) -> dict:
+    """Rename a project within its workspace (no file moves)."""
+    return await send(request, "project.rename", {"to": body.to}, workspace=body.workspace, project=body.from_)
+
+
+@router.post("/rename-workspace")
+async def rename_workspace(body: RenameWorkspaceBody, request: Request) -> dict:
+    """Rename a workspace (no file moves; ``_meta.md`` manifests refreshed)."""
+    return await send(request, "workspace.rename", {"workspace": body.from_, "to": body.to})
+
+
+@router.post("/move-project")
+async def move_project(body: MoveProjectBody, request: Request) -> dict:
+    """Move a project into another workspace: true move, or copy-purge merge."""
+    _require_confirm(body.confirm, body.dry_run, "move-project")
+    return await send(
+        request,
+        "project.move",
+        {
+            "to_workspace": body.to_workspace,
+            "on_conflict": body.on_conflict,
+            "force": body.force,
+            "dry_run": body.dry_run,
+        },
+        workspace=body.from_workspace,
+        project=body.project,
+    )
+
+
+@router.post("/move-session")
+async def move_session(body: MoveSessionBody, request: Request) -> dict:
+    """Re-stamp one session (or every session of ``from_project``) into another project."""
+    if (body.session_id is None) == (body.from_project is None):
+        raise BadRequestError("give exactly one of session_id or from_project", code="bad_request")
+    payload = {
+        "session_id": body.session_id,
+        "from_workspace": body.from_workspace,
+        "from_project": body.from_project,
+        "to_workspace": body.workspace,
+        "to_project": body.project,
+        "pages": body.pages,
+        "dry_run": body.dry_run or not body.confirm,
+        "force": body.force,
+        "create": body.create,
+    }
+    return await send(request, "session.move", payload)

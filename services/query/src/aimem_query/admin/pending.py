@@ -1,0 +1,97 @@
+"""``/admin/pending-writes``: list, approve and reject auto-improve proposals.
+
+Approve/reject are writer ops (``proposal.approve`` / ``proposal.reject``) answered after
+commit; the list is a read-only query. Owned by the maintainer issue (#7); the admin router
+includes it (``aimem_query.admin.__init__``).
+
+* ``GET  /admin/pending-writes?workspace=&project=&status=pending|approved|rejected|any&limit=``
+  → ``{"proposals": [{id, workspace, project, session_id, path, title, rationale, confidence,
+  status, created_at, decided_at, decided_by, applied_page_id, body_chars}]}``
+* ``POST /admin/pending-writes/approve`` ``{"ids": [int], "workspace"?, "project"?}``
+* ``POST /admin/pending-writes/reject``  ``{"ids": [int], "reason"?, "workspace"?, "project"?}``
+  → ``{"proposals": [{id, path, status, applied_page_id}]}`` (all or nothing: a proposal
+  that is not pending, or whose target page changed, fails the whole request with 409)
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
+
+from aimem_common.errors import NotFoundError
+from aimem_common.ops import make_envelope
+from aimem_query.admin.deps import bus_of, read
+
+router = APIRouter()
+
+
+def _list(conn: sqlite3.Connection, workspace: str | None, project: str | None, status: str | None,
+          limit: int) -> list[dict[str, Any]]:
+    sql = ("SELECT a.id, w.name AS workspace, p.name AS project, a.session_id, a.path, a.title, a.rationale,"
+           " a.confidence, a.status, a.created_at, a.decided_at, a.decided_by, a.applied_page_id,"
+           " length(a.body) AS body_chars FROM auto_improve_proposals a JOIN projects p ON p.id = a.project_id"
+           " JOIN workspaces w ON w.id = a.workspace_id WHERE 1 = 1")
+    args: list[Any] = []
+    if project:
+        sql += " AND w.name = ? AND p.name = ?"
+        args += [workspace or "default", project]
+    if status:
+        sql += " AND a.status = ?"
+        args.append(status)
+    sql += " ORDER BY a.id DESC LIMIT ?"
+    args.append(limit)
+    return [dict(r) for r in conn.execute(sql, args)]
+
+
+def _body(conn: sqlite3.Connection, pid: int) -> dict[str, Any]:
+    row = conn.execute("SELECT id, path, title, body, rationale, confidence, status FROM auto_improve_proposals"
+                       " WHERE id = ?", (pid,)).fetchone()
+    if row is None:
+        raise NotFoundError(f"proposal {pid} not found", data={"id": pid})
+    return dict(row)
+
+
+@router.get("/pending-writes")
+async def list_pending(
+    request: Request,
+    workspace: str | None = None,
+    project: str | None = None,
+    status: Literal["pending", "approved", "rejected", "any"] = "pending",
+    limit: int = Query(100, ge=1, le=1000),
+) -> dict:
+    rows = await read(request, _list, workspace, project, None if status == "any" else status, limit)
+    return {"proposals": rows}
+
+
+@router.get("/pending-writes/{proposal_id}")
+async def get_pending(request: Request, proposal_id: int) -> dict:
+    return await read(request, _body, proposal_id)
+
+
+class Decision(BaseModel):
+    ids: list[int] = Field(min_length=1, max_length=100)
+    reason: str | None = Field(None, max_length=2000)
+    workspace: str | None = None
+    project: str | None = None
+
+
+async def _decide(request: Request, op: str, body: Decision) -> dict:
+    payload: dict[str, Any] = {"ids": body.ids}
+    if op == "proposal.reject" and body.reason:
+        payload["reason"] = body.reason
+    env = make_envelope(op, payload, workspace=body.workspace, project=body.project,
+                        actor=getattr(request.state, "admin_actor", None) or "root")
+    return await bus_of(request).request(env)
+
+
+@router.post("/pending-writes/approve")
+async def approve(request: Request, body: Decision) -> dict:
+    return await _decide(request, "proposal.approve", body)
+
+
+@router.post("/pending-writes/reject")
+async def reject(request: Request, body: Decision) -> dict:
+    return await _decide(request, "proposal.reject", body)

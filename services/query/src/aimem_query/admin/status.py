@@ -1,0 +1,101 @@
+"""``GET /admin/status`` (store counts, versions, sizes, writer lag) and ``GET /admin/audit``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+
+from aimem_common.db.connect import schema_version
+from aimem_query.admin.deps import bus_of, read, settings_of
+from aimem_query.admin.history import list_checkpoints
+
+router = APIRouter()
+
+_COUNTS = {
+    "workspaces": "SELECT count(*) FROM workspaces",
+    "projects": "SELECT count(*) FROM projects",
+    "pages": "SELECT count(*) FROM pages WHERE is_latest = 1",
+    "page_versions": "SELECT count(*) FROM pages",
+    "sessions": "SELECT count(*) FROM sessions",
+    "observations": "SELECT count(*) FROM observations",
+    "handoffs_open": "SELECT count(*) FROM handoffs WHERE status = 'open'",
+    "users": "SELECT count(*) FROM users",
+    "api_keys": "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL",
+    "audit_rows": "SELECT count(*) FROM audit_log",
+}
+
+
+def _store(conn: sqlite3.Connection) -> dict[str, Any]:
+    counts = {k: conn.execute(sql).fetchone()[0] for k, sql in _COUNTS.items()}
+    projects = [
+        dict(r)
+        for r in conn.execute(
+            "SELECT w.name AS workspace, p.name AS project, p.id AS project_id,"
+            " (SELECT count(*) FROM pages g WHERE g.project_id = p.id AND g.is_latest = 1) AS pages,"
+            " (SELECT count(*) FROM sessions s WHERE s.project_id = p.id) AS sessions"
+            " FROM projects p JOIN workspaces w ON w.id = p.workspace_id ORDER BY w.name, p.name"
+        ).fetchall()
+    ]
+    return {"schema_version": schema_version(conn), "counts": counts, "projects": projects}
+
+
+def _version() -> str:
+    try:
+        return metadata.version("aimem-query")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*") if p.is_file())
+
+
+@router.get("/status")
+async def status(request: Request) -> dict:
+    """Counts, schema version, data dir, DB size (bytes, with WAL), last checkpoint, lag."""
+    settings = settings_of(request)
+    store = await read(request, _store)
+    try:
+        lag: int | None = await bus_of(request).writer_lag()
+    except Exception:  # status must answer while the bus is down  # noqa: BLE001
+        lag = None
+    last = await asyncio.to_thread(list_checkpoints, settings.wiki_dir, limit=1, prefix=None)
+    return {
+        "version": _version(),
+        "data_dir": str(settings.data_dir),
+        "db_bytes": _size(settings.db_path) if settings.db_path.exists() else 0,
+        "writer_lag": lag,
+        "last_checkpoint": last[0] if last else None,
+        **store,
+    }
+
+
+def _audit(conn: sqlite3.Connection, limit: int, op: str | None) -> list[dict]:
+    sql = "SELECT id, at, actor, op, workspace_id, project_id, target, detail, cmd_id FROM audit_log"
+    args: tuple = ()
+    if op:
+        sql += " WHERE op = ?"
+        args = (op,)
+    rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
+    out = []
+    for r in rows:
+        d = dict(r)
+        try:
+            d["detail"] = json.loads(d["detail"]) if d["detail"] else None
+        except ValueError:
+            pass
+        out.append(d)
+    return out
+
+
+@router.get("/audit")
+async def audit(request: Request, limit: int = Query(50, ge=1, le=1000), op: str | None = None) -> dict:
+    """The newest ``limit`` audit rows (optionally one ``op``), newest first."""
+    rows = await read(request, _audit, limit, op)
+    return {"audit": rows, "count": len(rows)}

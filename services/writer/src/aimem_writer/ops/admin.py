@@ -1,0 +1,519 @@
+"""Admin/lifecycle op handlers (seed 003): purges, renames, page restore, users and keys.
+
+Moves (``project.move``, ``session.move``) live in ``ops/admin_move.py``. Every handler
+runs on the writer thread inside the batch transaction (see ``aimem_writer.tx``).
+
+Previews: a destructive op with ``dry_run`` calls the same ``*_plan`` function the
+confirmed run uses to decide what to delete and returns its counts without touching a row,
+a file, or the audit log; the confirmed run executes that plan and reports the deleted
+row counts, which equal the preview's because both run in one transaction's snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from aimem_common.errors import (
+    AimemError,
+    ConflictError,
+    NotFoundError,
+    UnprocessableError,
+)
+from aimem_common.models import Scope, validate_name
+from aimem_common.ops import Envelope
+from aimem_common.ops.admin import (
+    ApiKeyCreate,
+    ApiKeyRevoke,
+    GrantSet,
+    PageRestore,
+    ProjectPurge,
+    ProjectRename,
+    SessionPurge,
+    UserCreate,
+    UserDelete,
+    WorkspaceRename,
+)
+from aimem_common.wikifmt import META_FILE, render_meta
+
+from aimem_writer.pages import PageInput
+from aimem_writer.registry import handler
+from aimem_writer.tx import Tx
+
+LIVE_WINDOW_S = 300  # an unended session with an event this recent counts as live
+
+
+# -- shared helpers (also used by ops/admin_move.py) ------------------------------------------
+def forget_cached_scopes(tx: Tx) -> None:
+    """Drop the batch's name→id scope cache: names were renamed, moved or deleted."""
+    for cache in (getattr(tx, "_batch_scopes", None), getattr(tx, "new_scopes", None)):
+        if cache is not None:
+            cache.by_name.clear()
+
+
+def compact(tx: Tx) -> dict[str, Any]:
+    """Rebuild the FTS indexes now and VACUUM after commit when the writer supports it.
+
+    An FTS5 'rebuild' drops the deleted rows' tokens from the index segments; VACUUM then
+    releases the freed pages (it cannot run inside the batch transaction).
+    """
+    for table in ("pages_fts", "observations_fts"):
+        tx.conn.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
+    after = getattr(tx, "after_commit", None)
+    if callable(after):
+        after(lambda conn: (conn.execute("VACUUM"), conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")))
+        return {"fts_rebuilt": True, "vacuum": "scheduled"}
+    return {"fts_rebuilt": True, "vacuum": "unsupported"}
+
+
+def _ids(rows: list[sqlite3.Row], key: str = "id") -> list[Any]:
+    return [r[key] for r in rows]
+
+
+def _in(ids: list[Any]) -> str:
+    return ",".join("?" * len(ids)) or "NULL"
+
+
+def live_sessions(conn: sqlite3.Connection, project_id: str, now: str) -> list[str]:
+    """Return ids of the project's unended sessions with an event in the last LIVE_WINDOW_S."""
+    cutoff = (_parse(now) - timedelta(seconds=LIVE_WINDOW_S)).isoformat()
+    rows = conn.execute(
+        "SELECT session_id, last_event_at FROM sessions WHERE project_id = ? AND ended_at IS NULL",
+        (project_id,),
+    ).fetchall()
+    return [r["session_id"] for r in rows if _parse(r["last_event_at"]).isoformat() >= cutoff]
+
+
+def _parse(ts: str) -> datetime:
+    try:
+        dt = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return datetime.min.replace(tzinfo=UTC)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def project_tables(conn: sqlite3.Connection) -> list[str]:
+    """Return every table with both ``workspace_id`` and ``project_id`` columns (re-stamps)."""
+    out = []
+    for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE '%VIRTUAL%'"
+    ).fetchall():
+        cols = {r[1] for r in conn.execute(f"PRAGMA table_info({name})").fetchall()}
+        if {"workspace_id", "project_id"} <= cols:
+            out.append(name)
+    return out
+
+
+# -- project.purge -------------------------------------------------------------------------
+@dataclass(slots=True)
+class ProjectPlan:
+    """What purging one project deletes (ids decided once, counts derived from them)."""
+
+    scope: Scope
+    session_ids: list[str]
+    counts: dict[str, int] = field(default_factory=dict)
+    collateral_obs_ids: list[int] = field(default_factory=list)
+    collateral_handoff_ids: list[int] = field(default_factory=list)
+
+
+def project_plan(conn: sqlite3.Connection, scope: Scope) -> ProjectPlan:
+    """Count everything a purge of ``scope`` deletes, including the cross-project rows."""
+    pid = scope.project_id
+    sids = _ids(conn.execute("SELECT session_id FROM sessions WHERE project_id = ?", (pid,)).fetchall(), "session_id")
+    q = lambda sql: conn.execute(sql, (pid,)).fetchone()[0]  # noqa: E731
+    counts = {
+        "pages_deleted": q("SELECT count(*) FROM pages WHERE project_id = ? AND is_latest = 1"),
+        "page_versions_deleted": q("SELECT count(*) FROM pages WHERE project_id = ?"),
+        "sessions_deleted": len(sids),
+        "observations_deleted": q("SELECT count(*) FROM observations WHERE project_id = ?"),
+        "handoffs_deleted": q("SELECT count(*) FROM handoffs WHERE project_id = ?"),
+        "embeddings_deleted": q(
+            "SELECT count(*) FROM page_embeddings WHERE page_id IN (SELECT id FROM pages WHERE project_id = ?)"
+        ),
+        "links_deleted": q("SELECT count(*) FROM links WHERE project_id = ?"),
+        "messages_deleted": conn.execute(
+            "SELECT count(*) FROM agent_messages WHERE from_project_id = ? OR to_project_id = ?", (pid, pid)
+        ).fetchone()[0],
+    }
+    plan = ProjectPlan(scope, sids, counts)
+    if sids:
+        # Another project's observations of these sessions go too, unless that project has its
+        # own sessions row for the same id (then the rows are that session's).
+        plan.collateral_obs_ids = _ids(conn.execute(
+            f"SELECT o.id FROM observations o WHERE o.session_id IN ({_in(sids)}) AND o.project_id != ?"
+            " AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.project_id = o.project_id"
+            " AND s.session_id = o.session_id)",
+            (*sids, pid),
+        ).fetchall())
+        plan.collateral_handoff_ids = _ids(conn.execute(
+            f"SELECT id FROM handoffs WHERE project_id != ? AND (from_session_id IN ({_in(sids)})"
+            f" OR accepted_session_id IN ({_in(sids)}))",
+            (pid, *sids, *sids),
+        ).fetchall())
+    counts["collateral_observations_deleted"] = len(plan.collateral_obs_ids)
+    counts["collateral_handoffs_denulled"] = len(plan.collateral_handoff_ids)
+    return plan
+
+
+def execute_project_purge(tx: Tx, plan: ProjectPlan) -> dict[str, int]:
+    """Delete what ``plan`` names (one cascade + the collateral rows); return deleted counts."""
+    conn, pid, sids = tx.conn, plan.scope.project_id, plan.session_ids
+    n_obs_coll = 0
+    if plan.collateral_obs_ids:
+        n_obs_coll = conn.execute(
+            f"DELETE FROM observations WHERE id IN ({_in(plan.collateral_obs_ids)})", plan.collateral_obs_ids
+        ).rowcount
+    n_ho_coll = 0
+    if plan.collateral_handoff_ids:
+        ids = plan.collateral_handoff_ids
+        conn.execute(
+            f"UPDATE handoffs SET from_session_id = NULL WHERE id IN ({_in(ids)})"
+            f" AND from_session_id IN ({_in(sids)})", (*ids, *sids))
+        conn.execute(
+            f"UPDATE handoffs SET accepted_session_id = NULL WHERE id IN ({_in(ids)})"
+            f" AND accepted_session_id IN ({_in(sids)})", (*ids, *sids))
+        n_ho_coll = len(ids)
+    q = lambda sql, args=(pid,): conn.execute(sql, args).fetchone()[0]  # noqa: E731
+    deleted = {
+        "pages_deleted": q("SELECT count(*) FROM pages WHERE project_id = ? AND is_latest = 1"),
+        "page_versions_deleted": q("SELECT count(*) FROM pages WHERE project_id = ?"),
+        "embeddings_deleted": q(
+            "SELECT count(*) FROM page_embeddings WHERE page_id IN (SELECT id FROM pages WHERE project_id = ?)"),
+        "links_deleted": q("SELECT count(*) FROM links WHERE project_id = ?"),
+    }
+    # page_embeddings has no project FK; it cascades through page_id. The rest cascades from
+    # projects (ON DELETE CASCADE), firing the FTS delete triggers row by row.
+    deleted["observations_deleted"] = conn.execute("DELETE FROM observations WHERE project_id = ?", (pid,)).rowcount
+    deleted["handoffs_deleted"] = conn.execute("DELETE FROM handoffs WHERE project_id = ?", (pid,)).rowcount
+    deleted["sessions_deleted"] = conn.execute("DELETE FROM sessions WHERE project_id = ?", (pid,)).rowcount
+    deleted["messages_deleted"] = conn.execute(
+        "DELETE FROM agent_messages WHERE from_project_id = ? OR to_project_id = ?", (pid, pid)).rowcount
+    conn.execute("DELETE FROM pages WHERE project_id = ?", (pid,))
+    conn.execute("DELETE FROM projects WHERE id = ?", (pid,))
+    deleted["collateral_observations_deleted"] = n_obs_coll
+    deleted["collateral_handoffs_denulled"] = n_ho_coll
+    tx.wiki.delete_rel(f"{plan.scope.workspace_id}/{pid}")
+    forget_cached_scopes(tx)
+    return deleted
+
+
+@handler("project.purge")
+def project_purge(tx: Tx, env: Envelope, cmd: ProjectPurge) -> dict:
+    scope = tx.scope()
+    live = live_sessions(tx.conn, scope.project_id, tx.now)
+    if live and not cmd.force:
+        raise ConflictError(
+            f"project {scope.workspace}/{scope.project} has {len(live)} live session(s); finish them or pass force",
+            code="live_session", data={"sessions": live[:20]},
+        )
+    plan = project_plan(tx.conn, scope)
+    label = f"{scope.workspace}/{scope.project}"
+    base = {"label": label, "workspace": scope.workspace, "project": scope.project,
+            "files_deleted": [], "files_failed": []}
+    if cmd.dry_run:
+        return {**base, **plan.counts, "dry_run": True}
+    deleted = execute_project_purge(tx, plan)
+    out = {**base, **deleted, "dry_run": False, "files_deleted": [f"{scope.workspace_id}/{scope.project_id}"]}
+    if cmd.compact:
+        out["compact"] = compact(tx)
+    tx.audit("project.purge", label, {**deleted, "project_id": scope.project_id, "forced": cmd.force}, scope=scope)
+    tx.emit("project.purged", {"workspace_id": scope.workspace_id, "project_id": scope.project_id})
+    return out
+
+
+# -- session.purge -------------------------------------------------------------------------
+def session_plan(conn: sqlite3.Connection, scope: Scope, sid: str) -> dict[str, Any]:
+    """Decide what purging session ``sid`` of ``scope`` deletes (ids and counts).
+
+    Raises:
+        NotFoundError: the session is not in this project (nothing is looked at elsewhere).
+    """
+    pid = scope.project_id
+    row = conn.execute("SELECT id FROM sessions WHERE project_id = ? AND session_id = ?", (pid, sid)).fetchone()
+    if row is None:
+        raise NotFoundError(f"session not found in {scope.workspace}/{scope.project}", data={"session_id": sid})
+    obs = _ids(conn.execute("SELECT id FROM observations WHERE project_id = ? AND session_id = ?", (pid, sid)).fetchall())
+    coll_obs = _ids(conn.execute(
+        "SELECT o.id FROM observations o WHERE o.session_id = ? AND o.project_id != ? AND NOT EXISTS"
+        " (SELECT 1 FROM sessions s WHERE s.project_id = o.project_id AND s.session_id = o.session_id)",
+        (sid, pid)).fetchall())
+    authored = _ids(conn.execute(
+        "SELECT id FROM handoffs WHERE project_id = ? AND from_session_id = ?", (pid, sid)).fetchall())
+    denull = _ids(conn.execute(
+        "SELECT id FROM handoffs WHERE (project_id != ? AND (from_session_id = ? OR accepted_session_id = ?))"
+        " OR (project_id = ? AND accepted_session_id = ? AND (from_session_id IS NULL OR from_session_id != ?))",
+        (pid, sid, sid, pid, sid, sid)).fetchall())
+    pages = conn.execute(
+        "SELECT id, path, is_latest FROM pages WHERE project_id = ? AND session_id = ?", (pid, sid)).fetchall()
+    page_ids = _ids(pages)
+    emb = conn.execute(
+        f"SELECT count(*) FROM page_embeddings WHERE page_id IN ({_in(page_ids)})", page_ids).fetchone()[0]
+    jobs = conn.execute(
+        "SELECT count(*) FROM session_consolidation_jobs WHERE project_id = ? AND session_id = ?", (pid, sid)
+    ).fetchone()[0]
+    runs = conn.execute(
+        "SELECT count(*) FROM auto_improve_runs WHERE project_id = ? AND session_id = ?", (pid, sid)).fetchone()[0]
+    return {
+        "row_id": row["id"], "obs": obs, "coll_obs": coll_obs, "authored": authored, "denull": denull,
+        "page_ids": page_ids, "removed_paths": sorted({p["path"] for p in pages if p["is_latest"]}),
+        "counts": {
+            "observations_deleted": len(obs),
+            "handoffs_deleted": len(authored),
+            "pages_deleted": sum(1 for p in pages if p["is_latest"]),
+            "page_versions_deleted": len(page_ids),
+            "embeddings_deleted": emb,
+            "consolidation_jobs_deleted": jobs,
+            "auto_improve_runs_deleted": runs,
+            "collateral_observations_deleted": len(coll_obs),
+            "collateral_handoffs_denulled": sum(
+                1 for h in denull if conn.execute("SELECT project_id FROM handoffs WHERE id = ?", (h,)).fetchone()[0] != pid
+            ),
+        },
+    }
+
+
+@handler("session.purge")
+def session_purge(tx: Tx, env: Envelope, cmd: SessionPurge) -> dict:
+    scope = tx.scope()
+    sid = cmd.session_id
+    plan = session_plan(tx.conn, scope, sid)
+    base = {"workspace": scope.workspace, "project": scope.project, "session_id": sid,
+            "removed_paths": plan["removed_paths"], "files_deleted": [], "files_failed": []}
+    if cmd.dry_run:
+        return {**base, **plan["counts"], "dry_run": True}
+    conn, pid = tx.conn, scope.project_id
+    d: dict[str, int] = {}
+    ids = plan["page_ids"]
+    d["embeddings_deleted"] = conn.execute(
+        f"SELECT count(*) FROM page_embeddings WHERE page_id IN ({_in(ids)})", ids).fetchone()[0]
+    conn.execute(f"UPDATE sessions SET summary_page_id = NULL WHERE summary_page_id IN ({_in(ids)})", ids)
+    conn.execute(f"UPDATE pages SET supersedes = NULL WHERE supersedes IN ({_in(ids)})", ids)
+    d["pages_deleted"] = conn.execute(
+        f"SELECT count(*) FROM pages WHERE id IN ({_in(ids)}) AND is_latest = 1", ids).fetchone()[0]
+    d["page_versions_deleted"] = conn.execute(f"DELETE FROM pages WHERE id IN ({_in(ids)})", ids).rowcount
+    d["observations_deleted"] = conn.execute(
+        f"DELETE FROM observations WHERE id IN ({_in(plan['obs'])})", plan["obs"]).rowcount
+    d["collateral_observations_deleted"] = conn.execute(
+        f"DELETE FROM observations WHERE id IN ({_in(plan['coll_obs'])})", plan["coll_obs"]).rowcount
+    d["handoffs_deleted"] = conn.execute(
+        f"DELETE FROM handoffs WHERE id IN ({_in(plan['authored'])})", plan["authored"]).rowcount
+    den = plan["denull"]
+    conn.execute(f"UPDATE handoffs SET from_session_id = NULL WHERE id IN ({_in(den)}) AND from_session_id = ?",
+                 (*den, sid))
+    conn.execute(f"UPDATE handoffs SET accepted_session_id = NULL WHERE id IN ({_in(den)})"
+                 " AND accepted_session_id = ?", (*den, sid))
+    d["collateral_handoffs_denulled"] = plan["counts"]["collateral_handoffs_denulled"]
+    d["consolidation_jobs_deleted"] = conn.execute(
+        "DELETE FROM session_consolidation_jobs WHERE project_id = ? AND session_id = ?", (pid, sid)).rowcount
+    d["auto_improve_runs_deleted"] = conn.execute(
+        "DELETE FROM auto_improve_runs WHERE project_id = ? AND session_id = ?", (pid, sid)).rowcount
+    conn.execute("DELETE FROM sessions WHERE id = ?", (plan["row_id"],))
+    for path in plan["removed_paths"]:
+        still = conn.execute(
+            "SELECT 1 FROM pages WHERE project_id = ? AND path = ? AND is_latest = 1", (pid, path)).fetchone()
+        if still is None:
+            tx.wiki.delete(scope, path)
+    out = {**base, **d, "dry_run": False, "files_deleted": list(plan["removed_paths"])}
+    if cmd.compact:
+        out["compact"] = compact(tx)
+    tx.audit("session.purge", sid, d, scope=scope)
+    tx.emit("session.purged", {"session_id": sid, "paths": plan["removed_paths"]})
+    return out
+
+
+# -- renames ---------------------------------------------------------------------------------
+def _check_new_name(value: str, what: str) -> str:
+    try:
+        return validate_name(value, what)
+    except AimemError as exc:
+        raise UnprocessableError(exc.message, data={"reason": "invalid_name"}) from exc
+
+
+@handler("project.rename")
+def project_rename(tx: Tx, env: Envelope, cmd: ProjectRename) -> dict:
+    scope = tx.scope()
+    to = _check_new_name(cmd.to, "project")
+    if to == scope.project:
+        raise UnprocessableError(f"project is already named {to!r}", data={"reason": "same_name"})
+    taken = tx.conn.execute(
+        "SELECT 1 FROM projects WHERE workspace_id = ? AND name = ?", (scope.workspace_id, to)).fetchone()
+    if taken:
+        raise UnprocessableError(f"name taken: {scope.workspace}/{to} exists", data={"reason": "name_taken"})
+    tx.conn.execute("UPDATE projects SET name = ? WHERE id = ?", (to, scope.project_id))
+    tx.wiki.write_rel(
+        f"{scope.workspace_id}/{scope.project_id}/{META_FILE}",
+        render_meta("project", id=scope.project_id, name=to, workspace_id=scope.workspace_id,
+                    workspace=scope.workspace),
+    )
+    forget_cached_scopes(tx)
+    pages = tx.conn.execute(
+        "SELECT count(*) FROM pages WHERE project_id = ? AND is_latest = 1", (scope.project_id,)).fetchone()[0]
+    tx.audit("project.rename", f"{scope.workspace}/{to}", {"from": scope.project, "to": to}, scope=scope)
+    tx.emit("project.renamed", {"from": scope.project, "to": to, "project_id": scope.project_id})
+    return {"workspace": scope.workspace, "from": scope.project, "to": to, "project_id": scope.project_id,
+            "pages": pages}
+
+
+@handler("workspace.rename")
+def workspace_rename(tx: Tx, env: Envelope, cmd: WorkspaceRename) -> dict:
+    row = tx.conn.execute("SELECT id FROM workspaces WHERE name = ?", (cmd.workspace,)).fetchone()
+    if row is None:
+        raise NotFoundError(f"workspace {cmd.workspace!r} not found", data={"workspace": cmd.workspace})
+    to = _check_new_name(cmd.to, "workspace")
+    if to == cmd.workspace:
+        raise UnprocessableError(f"workspace is already named {to!r}", data={"reason": "same_name"})
+    if tx.conn.execute("SELECT 1 FROM workspaces WHERE name = ?", (to,)).fetchone():
+        raise UnprocessableError(f"name taken: workspace {to!r} exists", data={"reason": "name_taken"})
+    wid = row["id"]
+    tx.conn.execute("UPDATE workspaces SET name = ? WHERE id = ?", (to, wid))
+    tx.wiki.write_rel(f"{wid}/{META_FILE}", render_meta("workspace", id=wid, name=to))
+    projects = tx.conn.execute("SELECT id, name FROM projects WHERE workspace_id = ?", (wid,)).fetchall()
+    for p in projects:
+        tx.wiki.write_rel(f"{wid}/{p['id']}/{META_FILE}",
+                          render_meta("project", id=p["id"], name=p["name"], workspace_id=wid, workspace=to))
+    forget_cached_scopes(tx)
+    tx.audit("workspace.rename", to, {"from": cmd.workspace, "to": to, "workspace_id": wid})
+    tx.emit("workspace.renamed", {"from": cmd.workspace, "to": to, "workspace_id": wid})
+    return {"from": cmd.workspace, "to": to, "workspace_id": wid, "manifests_refreshed": len(projects) + 1}
+
+
+# -- page.restore ----------------------------------------------------------------------------
+def _git_blob_text(tx: Tx, rev: str, rel: str) -> tuple[str, str]:
+    """Return ``(text, commit_id)`` of ``rel`` at checkpoint ``rev`` (read-only git access).
+
+    Raises:
+        AimemError: 500 ``git_error`` — unknown checkpoint, file absent there, or non-UTF-8.
+    """
+    import pygit2
+
+    def fail(msg: str) -> AimemError:
+        e = AimemError(msg, code="git_error", data={"rev": rev, "status": 500})
+        e.status = 500
+        return e
+
+    try:
+        repo = pygit2.Repository(str(tx.settings.wiki_dir))
+        commit = repo.revparse_single(rev).peel(pygit2.Commit)
+    except (pygit2.GitError, KeyError, ValueError, TypeError) as exc:
+        raise fail(f"checkpoint {rev!r} not found: {exc}") from exc
+    try:
+        blob = commit.tree[rel]
+    except KeyError as exc:
+        raise fail(f"{rel.split('/', 2)[-1]!r} is not in checkpoint {str(commit.id)[:10]}") from exc
+    if blob.type_str != "blob":
+        raise fail(f"{rel!r} is not a file in checkpoint {str(commit.id)[:10]}")
+    try:
+        return blob.data.decode("utf-8"), str(commit.id)
+    except UnicodeDecodeError as exc:
+        raise fail(f"{rel!r} at {str(commit.id)[:10]} is not UTF-8") from exc
+
+
+@handler("page.restore")
+def page_restore(tx: Tx, env: Envelope, cmd: PageRestore) -> dict:
+    scope = tx.scope()
+    if cmd.page_id is not None:
+        row = tx.conn.execute(
+            "SELECT * FROM pages WHERE id = ? AND project_id = ?", (cmd.page_id, scope.project_id)).fetchone()
+        if row is None:
+            raise NotFoundError(f"page version {cmd.page_id} not found in {scope.workspace}/{scope.project}",
+                                data={"page_id": cmd.page_id})
+        if cmd.path is not None and cmd.path != row["path"]:
+            raise UnprocessableError(f"page version {cmd.page_id} is {row['path']!r}, not {cmd.path!r}")
+        fm = json.loads(row["frontmatter"] or "{}")
+        page = PageInput(path=row["path"], body=row["body"], title=row["title"], frontmatter=fm)
+        source = {"page_id": cmd.page_id}
+    else:
+        text, commit_id = _git_blob_text(tx, cmd.rev or "", f"{scope.workspace_id}/{scope.project_id}/{cmd.path}")
+        try:
+            page = PageInput(path=cmd.path or "", body=text)
+            source = {"rev": commit_id}
+            result = tx.pages.write(scope, page)
+        except AimemError as exc:
+            if exc.status >= 500:
+                raise
+            e = AimemError(f"checkpoint {commit_id[:10]} holds malformed markdown: {exc.message}",
+                           code="git_error", data={"rev": commit_id, "status": 500})
+            e.status = 500
+            raise e from exc
+        tx.audit("page.restore", page.path, {**source, "page_id": result["page_id"]}, scope=scope)
+        return {**result, "restored_from": source}
+    result = tx.pages.write(scope, page)
+    tx.audit("page.restore", page.path, {**source, "page_id": result["page_id"]}, scope=scope)
+    return {**result, "restored_from": source}
+
+
+# -- users, API keys, grants ------------------------------------------------------------------
+def _user_id(tx: Tx, name: str) -> int:
+    row = tx.conn.execute("SELECT id FROM users WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise NotFoundError(f"user {name!r} not found", data={"user": name})
+    return int(row["id"])
+
+
+@handler("user.create")
+def user_create(tx: Tx, env: Envelope, cmd: UserCreate) -> dict:
+    if tx.conn.execute("SELECT 1 FROM users WHERE name = ?", (cmd.name,)).fetchone():
+        raise ConflictError(f"user {cmd.name!r} exists", data={"user": cmd.name})
+    uid = tx.conn.execute(
+        "INSERT INTO users(name, is_root, created_at) VALUES (?, ?, ?)", (cmd.name, int(cmd.is_root), tx.now)
+    ).lastrowid
+    tx.audit("user.create", cmd.name, {"user_id": uid, "is_root": cmd.is_root})
+    return {"id": uid, "name": cmd.name, "is_root": cmd.is_root, "created_at": tx.now}
+
+
+@handler("user.delete")
+def user_delete(tx: Tx, env: Envelope, cmd: UserDelete) -> dict:
+    uid = _user_id(tx, cmd.name)
+    keys = tx.conn.execute("SELECT count(*) FROM api_keys WHERE user_id = ?", (uid,)).fetchone()[0]
+    tx.conn.execute("DELETE FROM users WHERE id = ?", (uid,))
+    tx.audit("user.delete", cmd.name, {"user_id": uid, "api_keys_deleted": keys})
+    return {"deleted": True, "name": cmd.name, "api_keys_deleted": keys}
+
+
+@handler("apikey.create")
+def apikey_create(tx: Tx, env: Envelope, cmd: ApiKeyCreate) -> dict:
+    uid = _user_id(tx, cmd.user)
+    try:
+        kid = tx.conn.execute(
+            "INSERT INTO api_keys(user_id, name, prefix, key_hash, created_at) VALUES (?, ?, ?, ?, ?)",
+            (uid, cmd.name, cmd.prefix, cmd.key_hash, tx.now),
+        ).lastrowid
+    except sqlite3.IntegrityError as exc:
+        raise ConflictError("an identical key already exists") from exc
+    tx.audit("apikey.create", cmd.prefix, {"key_id": kid, "user": cmd.user, "name": cmd.name})
+    return {"id": kid, "user": cmd.user, "name": cmd.name, "prefix": cmd.prefix, "created_at": tx.now}
+
+
+@handler("apikey.revoke")
+def apikey_revoke(tx: Tx, env: Envelope, cmd: ApiKeyRevoke) -> dict:
+    row = tx.conn.execute("SELECT id, prefix, revoked_at FROM api_keys WHERE id = ?", (cmd.key_id,)).fetchone()
+    if row is None:
+        raise NotFoundError(f"API key {cmd.key_id} not found", data={"key_id": cmd.key_id})
+    if row["revoked_at"] is not None:
+        return {"id": cmd.key_id, "revoked": False, "revoked_at": row["revoked_at"]}
+    tx.conn.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (tx.now, cmd.key_id))
+    tx.audit("apikey.revoke", row["prefix"], {"key_id": cmd.key_id})
+    return {"id": cmd.key_id, "revoked": True, "revoked_at": tx.now}
+
+
+@handler("grant.set")
+def grant_set(tx: Tx, env: Envelope, cmd: GrantSet) -> dict:
+    uid = _user_id(tx, cmd.user)
+    key = (uid, cmd.workspace, cmd.project)
+    if cmd.remove:
+        n = tx.conn.execute(
+            "DELETE FROM grants WHERE user_id = ? AND workspace = ? AND project = ?", key).rowcount
+        tx.audit("grant.remove", f"{cmd.user}@{cmd.workspace}/{cmd.project}", {"removed": bool(n)})
+        return {"user": cmd.user, "workspace": cmd.workspace, "project": cmd.project, "removed": bool(n)}
+    tx.conn.execute(
+        "INSERT INTO grants(user_id, workspace, project, can_read, can_write) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT(user_id, workspace, project) DO UPDATE SET can_read = excluded.can_read,"
+        " can_write = excluded.can_write",
+        (*key, int(cmd.can_read), int(cmd.can_write)),
+    )
+    detail = {"can_read": cmd.can_read, "can_write": cmd.can_write}
+    tx.audit("grant.set", f"{cmd.user}@{cmd.workspace}/{cmd.project}", detail)
+    return {"user": cmd.user, "workspace": cmd.workspace, "project": cmd.project, **detail}
