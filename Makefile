@@ -9,7 +9,7 @@ PACKAGES := libs/aimem-common services/writer services/ingress services/query \
             services/maintainer services/mcp-gateway cli
 PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
 
-.PHONY: install up test bench clean
+.PHONY: install up test deploy-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ up: install
 
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+deploy-test: install  # compose/Helm/Prometheus/Grafana checks + the real-container test
+	$(BIN)/python -m pytest tests/deploy $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python -m bench
