@@ -1,0 +1,37 @@
+"""Argument building blocks shared by the tool modules (scope, limits, aliases).
+
+Scope rule (seed 002): static clients pass ``workspace`` and ``project`` together on every
+project-scoped call; ``workspace`` may be omitted for the server's default workspace
+(``default``). Reads fail closed on a scope that does not exist; writes may create it.
+Aliases (seed 000): ``memory_query.query`` also accepts ``q``/``search``; limit fields
+accept ``n``/``top_k``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import AliasChoices, Field
+
+from aimem_mcp.registry import ToolArgs
+
+WORKSPACE_DOC = "Workspace name; omit for the server's default workspace (`default`). Pass it with `project`."
+PROJECT_DOC = "Project name (e.g. the repository's directory name, or the name in .aimem.toml)."
+
+
+def limit_field(default: int, maximum: int, what: str = "results") -> Any:
+    """A limit field that also accepts ``n`` and ``top_k``."""
+    return Field(
+        default,
+        ge=1,
+        le=maximum,
+        validation_alias=AliasChoices("limit", "n", "top_k"),
+        description=f"Maximum number of {what} (1-{maximum}, default {default}). Aliases: `n`, `top_k`.",
+    )
+
+
+class Scoped(ToolArgs):
+    """``workspace`` + ``project``: the project a call reads or writes."""
+
+    workspace: str | None = Field(None, description=WORKSPACE_DOC, max_length=128)
+    project: str = Field(description=PROJECT_DOC, min_length=1, max_length=128)

@@ -1,0 +1,133 @@
+"""What a tool call gets: the service context (built once in the lifespan) and the caller.
+
+``GatewayContext`` holds the dependencies every tool needs (settings, the bus, the read
+pool, the NATS client for maintainer requests); the lifespan builds it and hands it to
+``registry.build_server``. ``ToolCall`` is per call: the authenticated principal, the
+context, and the helpers tools share (scope resolution, writer round trips, maintainer
+requests). Nothing here is a module-level global.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from nats.aio.client import Client as NATS
+
+from aimem_common import maint_rpc
+from aimem_common.bus import Bus
+from aimem_common.config import Settings
+from aimem_common.errors import BadRequestError, ForbiddenError
+from aimem_common.models import Scope, validate_name
+from aimem_common.ops import make_envelope
+from aimem_common.read import scopes
+from aimem_common.read.access import AccessThrottle
+from aimem_common.read.pool import ReaderPool
+
+if TYPE_CHECKING:
+    from aimem_common.auth import Principal
+
+
+@dataclass(slots=True)
+class GatewayContext:
+    """Dependencies of the gateway's tools (one per process, built in the lifespan)."""
+
+    settings: Settings
+    nc: NATS
+    bus: Bus
+    pool: ReaderPool
+    access: AccessThrottle
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One tool invocation: who calls, through which context, and the tool's name."""
+
+    gw: GatewayContext
+    principal: "Principal"
+    tool: str
+
+    @property
+    def actor(self) -> str:
+        """The actor recorded on commands and audit rows (the principal's name)."""
+        return self.principal.name
+
+    @property
+    def settings(self) -> Settings:
+        return self.gw.settings
+
+    # -- scopes ------------------------------------------------------------------------
+    def names(self, workspace: str | None, project: str | None) -> tuple[str, str]:
+        """Validate a ``workspace``/``project`` pair; the workspace defaults to the server's.
+
+        Raises:
+            BadRequestError: missing project or an invalid name (-32602 to the client).
+        """
+        if not project:
+            raise BadRequestError(
+                "project is required: static clients pass workspace + project on every project-scoped call",
+                code="scope_required",
+            )
+        ws = workspace or self.settings.workspace_default
+        return validate_name(ws, "workspace"), validate_name(project, "project")
+
+    async def read_scope(self, workspace: str | None, project: str | None) -> Scope:
+        """Resolve a scope for a read: it must exist (fail closed) and be readable.
+
+        Raises:
+            BadRequestError: missing/invalid names.
+            ForbiddenError: the principal may not read it.
+            NotFoundError: ``workspace_not_found`` / ``project_not_found``.
+        """
+        ws, pj = self.names(workspace, project)
+        if not self.principal.can_read(ws, pj):
+            raise ForbiddenError(f"{self.actor} may not read {ws}/{pj}", data={"workspace": ws, "project": pj})
+        return await self.read(scopes.resolve, ws, pj)
+
+    def write_names(self, workspace: str | None, project: str | None) -> tuple[str, str]:
+        """Validate names for a write (the scope may not exist yet) and check the grant.
+
+        Raises:
+            BadRequestError: missing/invalid names.
+            ForbiddenError: the principal may not write it.
+        """
+        ws, pj = self.names(workspace, project)
+        if not self.principal.can_write(ws, pj):
+            raise ForbiddenError(f"{self.actor} may not write {ws}/{pj}", data={"workspace": ws, "project": pj})
+        return ws, pj
+
+    def require_root(self, what: str) -> None:
+        """Refuse ``what`` unless the principal is root (e.g. ``any_owner=true``)."""
+        if not self.principal.is_root:
+            raise ForbiddenError(f"{what} is root-only", code="forbidden")
+
+    # -- I/O ---------------------------------------------------------------------------
+    async def read(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run a sync read function ``fn(conn, ...)`` on the pool (worker thread)."""
+        return await self.gw.pool.run(fn, *args, **kwargs)
+
+    async def command(
+        self, op: str, payload: dict[str, Any], *, workspace: str, project: str, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """Send ``op`` to the writer and wait for its reply (read-your-write afterwards).
+
+        Raises:
+            BadRequestError: the payload fails the op's model.
+            BusTimeoutError: no reply in time (the write may still apply).
+            AimemError subclass: the writer's typed error (e.g. ``precondition_failed``).
+        """
+        env = make_envelope(op, payload, workspace=workspace, project=project, actor=self.actor)
+        return await self.gw.bus.request(env, timeout_s=timeout_s)
+
+    async def maintainer(
+        self, job: str, args: dict[str, Any], *, workspace: str, project: str | None, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """Ask the maintainer to run ``job`` now (``aimem.maint.<job>``) and return its result.
+
+        Raises:
+            UnavailableError: no maintainer answering (``maintainer_unavailable``).
+            BusTimeoutError: no reply in time.
+        """
+        return await maint_rpc.call(
+            self.gw.nc, job, workspace=workspace, project=project, actor=self.actor, args=args, timeout_s=timeout_s
+        )

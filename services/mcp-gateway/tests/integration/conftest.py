@@ -1,0 +1,83 @@
+"""Fixtures for driving the real mcp-gateway process with the official ``mcp`` client."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from aimem_common.testing.seedstore import Seed
+
+
+def requires_writer_ops(*ops: str) -> None:
+    """Skip (with the reason) until the writer registers a handler for each of ``ops``."""
+    import aimem_writer.ops  # noqa: F401  (registers every handler)
+    from aimem_writer import registry
+
+    missing = [op for op in ops if registry.get(op) is None]
+    if missing:
+        pytest.skip(f"writer has no handler yet for {missing} (issue 3)")
+
+
+def mcp_url(proc) -> str:
+    return proc.url + "/mcp"
+
+
+@pytest.fixture
+def seed(settings):
+    """A migrated store under the test's data dir, seeded directly (before services start)."""
+    settings.db_path.parent.mkdir(parents=True, exist_ok=True)
+    s = Seed(settings.db_path)
+    try:
+        yield s
+    finally:
+        s.conn.close()
+
+
+@pytest.fixture
+def gateway(services):
+    """Start writer + mcp-gateway; return the ``/mcp`` URL."""
+    procs = services("writer", "mcp-gateway")
+    return mcp_url(procs["mcp-gateway"])
+
+
+def payload(result) -> dict[str, Any]:
+    """The JSON object of a successful tool result (checks text and structured content agree)."""
+    assert not result.is_error, result.content
+    data = json.loads(result.content[0].text)
+    assert result.structured_content == data
+    return data
+
+
+async def call(url_or_client: Any, name: str, args: dict[str, Any] | None = None, **kw) -> dict[str, Any]:
+    """Call one tool and return its JSON payload (opens a client when given a URL)."""
+    if isinstance(url_or_client, str):
+        async with Client(url_or_client, **kw) as c:
+            return payload(await c.call_tool(name, args or {}))
+    return payload(await url_or_client.call_tool(name, args or {}))
+
+
+async def rpc_error(client: Any, name: str, args: dict[str, Any]) -> MCPError:
+    """Call a tool that must fail with a JSON-RPC error; return the error."""
+    with pytest.raises(MCPError) as info:
+        res = await client.call_tool(name, args)
+        pytest.fail(f"{name} should have failed, got {res.content}")  # pragma: no cover
+    return info.value
+
+
+class Helpers:
+    """Test helpers handed out by the ``h`` fixture (conftest modules are not importable)."""
+
+    call = staticmethod(call)
+    rpc_error = staticmethod(rpc_error)
+    payload = staticmethod(payload)
+    mcp_url = staticmethod(mcp_url)
+    requires_writer_ops = staticmethod(requires_writer_ops)
+
+
+@pytest.fixture
+def h() -> type[Helpers]:
+    return Helpers
