@@ -79,7 +79,8 @@ class _Abort(Exception):
 def reply_dict(cmd_id: str, *, result: dict[str, Any] | None = None, error: AimemError | None = None) -> dict:
     """Build ``{cmd_id, ok, result | error}``."""
     if error is not None:
-        return {"cmd_id": cmd_id, "ok": False, "error": error.to_dict()}
+        # ``status`` rides along so a custom code (e.g. ``handoff_not_open``) keeps its HTTP status.
+        return {"cmd_id": cmd_id, "ok": False, "error": {**error.to_dict(), "status": error.status}}
     return {"cmd_id": cmd_id, "ok": True, "result": result or {}}
 
 
