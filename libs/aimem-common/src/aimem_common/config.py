@@ -45,7 +45,7 @@ class BusSettings(BaseModel):
     nats_url: str = "nats://127.0.0.1:4222"
     connect_timeout_s: float = 2.0
     mut_max_bytes: int = 1024 * 1024 * 1024  # AIMEM_MUT cap; full stream = 429 back-pressure
-    mut_max_msg_bytes: int = 12 * 1024 * 1024
+    mut_max_msg_bytes: int = 8 * 1024 * 1024  # ≤ the server's max_payload (8 MiB in aimem up)
     evt_max_bytes: int = 256 * 1024 * 1024
     evt_max_age_s: int = 7 * 24 * 3600
     duplicate_window_s: int = 120

