@@ -29,6 +29,7 @@ from typing import Any
 
 from aimem_common.errors import BadRequestError
 from aimem_common.models import ObservationKind
+from aimem_common.redact import redact
 
 K = ObservationKind
 AGENTS = ("claude-code", "codex", "gemini-cli", "cursor", "copilot-cli", "opencode", "generic")
@@ -193,6 +194,11 @@ def cap_utf8(text: str, max_bytes: int) -> str:
     surrogates (legal in JSON, not in UTF-8) become ``?`` so the result always encodes.
     """
     data = text.encode("utf-8", "replace")
+    if len(data) <= max_bytes:
+        return data.decode("utf-8")
+    # Redact before cutting: a cut through a secret leaves a prefix no rule recognises
+    # (``ghp_abc…``), which ``sanitize()`` would then let through.
+    data = redact(data.decode("utf-8")).text.encode("utf-8")
     if len(data) <= max_bytes:
         return data.decode("utf-8")
     budget = max_bytes - len(ELLIPSIS.encode("utf-8"))
@@ -413,6 +419,8 @@ def _input_summary(raw: Any, cwd: str | None) -> str:
 def _label(prefix: str, text: str | None) -> str:
     """Return ``"<prefix>: <text on one line, ≤ TITLE_TEXT_CHARS chars>"``, or just the prefix."""
     line = " ".join((text or "").split())
+    if len(line) > TITLE_TEXT_CHARS:  # redact first: a cut secret no longer looks like one
+        line = redact(line).text
     if len(line) > TITLE_TEXT_CHARS:
         line = line[: TITLE_TEXT_CHARS - 1] + ELLIPSIS
     return f"{prefix}: {line}" if line else prefix

@@ -400,6 +400,25 @@ def test_cap_utf8_short_and_surrogates():
     assert cap_utf8("a\ud800b", 100).encode("utf-8") == b"a?b"
 
 
+GHP = "ghp_" + "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+@pytest.mark.parametrize(("field", "cap"), [
+    ("prompt", PROMPT_CAP_BYTES), ("tool_response", EXCERPT_CAP_BYTES)])
+def test_a_cut_never_leaves_a_secret_prefix(field: str, cap: int):
+    """The 80-char title and the byte caps cut after redaction: a cut token matches no rule."""
+    from aimem_common.sanitize import RawObservation, sanitize
+
+    base = load("claude-code/" + ("UserPromptSubmit" if field == "prompt" else "PostToolUse") + ".json")
+    texts = ["deploy with token " + GHP + " and more words after it",  # cut by the title
+             "x" * (cap - 20) + " " + GHP + " tail"]  # cut by the byte cap
+    for text in texts:
+        ev = normalize("claude-code", {**base, field: text})
+        out = sanitize(RawObservation(session_id=ev.session_id, kind=ev.kind, title=ev.title,
+                                      body=ev.body)).raw
+        assert "ghp_" not in out.title and "ghp_" not in out.body, (out.title, out.body[-80:])
+
+
 # --- errors --------------------------------------------------------------------------------------
 def _code(agent, payload, **kw) -> str:
     with pytest.raises(HookPayloadError) as err:
