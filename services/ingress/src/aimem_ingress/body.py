@@ -68,6 +68,8 @@ def decode_json(raw: bytes, *, max_depth: int) -> Any:
         raise _too_deep(max_depth) from None
     except json.JSONDecodeError as exc:
         raise BadRequestError(f"body is not JSON: {exc.msg} at line {exc.lineno}", code="invalid_json") from None
+    except ValueError as exc:  # e.g. an integer literal over Python's 4,300-digit limit
+        raise BadRequestError(f"body is not JSON: {exc}", code="invalid_json") from None
     if json_depth(value) > max_depth:
         raise _too_deep(max_depth)
     return value

@@ -101,6 +101,8 @@ BAD_INPUTS = [
      400, "missing_session_id"),
     ("deep-nesting", (b'{"session_id": "s", "x": ' + b"[" * 200 + b"]" * 200 + b"}"), 400, "too_deep"),
     ("very-deep", b"[" * 100_000 + b"]" * 100_000, 400, "too_deep"),
+    ("huge-int", b'{"session_id": "s", "hook_event_name": "Stop", "timestamp": ' + b"9" * 5000 + b"}",
+     400, "invalid_json"),
     ("bad-project", json.dumps({**CLAUDE_PROMPT, "project": "../etc"}).encode(), 400, "invalid_name"),
 ]
 
