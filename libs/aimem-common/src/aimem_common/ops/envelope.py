@@ -11,7 +11,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Callable, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from aimem_common.errors import BadRequestError
 from aimem_common.models import validate_name
@@ -19,10 +19,24 @@ from aimem_common.models import validate_name
 ENVELOPE_VERSION = 1
 
 
+SQL_INT_MIN, SQL_INT_MAX = -(2**63), 2**63 - 1
+
+
 class OpPayload(BaseModel):
-    """Base of every op payload: unknown fields are refused so typos surface."""
+    """Base of every op payload: unknown fields are refused so typos surface.
+
+    Integer fields (ids, counts) must fit SQLite's 64-bit INTEGER, or binding them fails
+    inside the writer's transaction.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _ints_fit_sqlite(self) -> "OpPayload":
+        for name, value in self:
+            if isinstance(value, int) and not isinstance(value, bool) and not SQL_INT_MIN <= value <= SQL_INT_MAX:
+                raise ValueError(f"{name} is out of range (a 64-bit integer)")
+        return self
 
 
 OP_MODELS: dict[str, type[OpPayload]] = {}

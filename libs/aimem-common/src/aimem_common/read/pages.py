@@ -126,8 +126,10 @@ def get_page(
     sql = f"SELECT {_PAGE_COLS}, p.body {_PAGE_FROM} WHERE p.project_id = ? "
     if path is not None:
         row = conn.execute(sql + "AND p.path = ? AND p.is_latest = 1", (scope.project_id, path)).fetchone()
-    else:
+    elif 0 < page_id < 2**63:  # beyond SQLite's INTEGER range no row can match (and bind fails)
         row = conn.execute(sql + "AND p.id = ?", (scope.project_id, page_id)).fetchone()
+    else:
+        row = None
     what = path if path is not None else f"#{page_id}"
     if row is None or (not include_expired and is_expired(row["expires_at"])):
         raise NotFoundError(

@@ -54,6 +54,9 @@ def test_page_with_backlinks_across_projects(pool, wiki):
         assert by_id["path"] == dec["path"]
         with pytest.raises(NotFoundError):
             pages.get_page(conn, infra, page_id=dec["page_id"])  # id of another scope
+        for huge in (2**63, 10**30, -(2**70)):  # past SQLite's INTEGER: not found, not OverflowError
+            with pytest.raises(NotFoundError):
+                pages.get_page(conn, app, page_id=huge)
         with pytest.raises(NotFoundError):
             pages.get_page(conn, app, path="notes/old.md", include_expired=False)
         g = pages.graph(conn, app)
