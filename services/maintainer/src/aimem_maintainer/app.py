@@ -92,7 +92,8 @@ def create_app(settings: Settings) -> FastAPI:
                             cooldown_s=settings.llm.circuit_cooldown_s) if candidates else None
             if llm is not None:
                 stack.push_async_callback(llm.aclose)
-            embedder = build_embedder(settings.embedding, api_key_fallback=settings.llm.api_key)
+            embedder = build_embedder(settings.embedding, api_key_fallback=settings.llm.api_key,
+                                      models_dir=settings.data_dir / "models")
             if embedder is not None:
                 stack.push_async_callback(embedder.aclose)
             nc, bus = await connect_bus(settings, "maintainer", telemetry)

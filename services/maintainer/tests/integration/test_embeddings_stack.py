@@ -1,0 +1,73 @@
+"""Embedding backfill through the real stack; switching embedder (another dim) re-embeds."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from aimem_common import maint_rpc
+from aimem_common.db.connect import open_reader
+from aimem_common.embed import decode_vector
+from aimem_common.ops import make_envelope
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
+
+
+def rows(settings, sql, *args):
+    conn = open_reader(settings.db_path)
+    try:
+        return [dict(r) for r in conn.execute(sql, args)]
+    finally:
+        conn.close()
+
+
+async def wait_for(fn, timeout_s=20.0, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if out := fn():
+            return out
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def embed_env(url: str, model: str, dim: int) -> dict[str, str]:
+    return {"AIMEM_EMBEDDING__PROVIDER": "openai-compat", "AIMEM_EMBEDDING__BASE_URL": url,
+            "AIMEM_EMBEDDING__MODEL": model, "AIMEM_EMBEDDING__DIM": str(dim),
+            "AIMEM_MAINTENANCE__EMBED_INTERVAL_S": "1"}
+
+
+def current(settings, model, dim):
+    return rows(settings, "SELECT e.page_id, e.dim, e.vector FROM page_embeddings e JOIN pages p ON p.id = e.page_id "
+                          "AND p.is_latest = 1 AND p.content_hash = e.content_hash WHERE e.model = ? AND e.dim = ?",
+                model, dim)
+
+
+async def test_switching_embedder_starts_clean_keeps_fts_and_backfills(settings, services, bus, fake_llm):
+    services("writer")
+    for i, text in enumerate(["sqlite wal mode checkpoints", "fts5 bm25 ranking", "nats jetstream work queue"]):
+        await bus.request(make_envelope("page.write", {"path": f"concepts/p{i}.md", "body": text}, project="alpha"))
+    live = lambda: rows(settings, "SELECT id FROM pages WHERE is_latest = 1")  # noqa: E731
+
+    fake_llm.embed_dim = 8
+    m1 = services("maintainer", extra_env=embed_env(fake_llm.url, "embed-a", 8))["maintainer"]
+    await wait_for(lambda: len(current(settings, "embed-a", 8)) == len(live()), what="first backfill")
+    vec = current(settings, "embed-a", 8)[0]["vector"]
+    assert len(decode_vector(vec)) == 8
+
+    # Per-page backfill: a new page gets its vector on the next tick, the table is not empty.
+    await bus.request(make_envelope("page.write", {"path": "gotchas/new.md", "body": "late page"}, project="alpha"))
+    await wait_for(lambda: len(current(settings, "embed-a", 8)) == len(live()), what="incremental backfill")
+    m1.stop()
+
+    # Another embedder with another dimension: the service starts, FTS still answers, vectors are redone.
+    fake_llm.embed_dim = 16
+    services("maintainer", extra_env=embed_env(fake_llm.url, "embed-b", 16))
+    hits = rows(settings, "SELECT rowid FROM pages_fts WHERE pages_fts MATCH '\"jetstream\"'")
+    assert len(hits) == 1
+    await wait_for(lambda: len(current(settings, "embed-b", 16)) == len(live()), what="re-embedding")
+    assert rows(settings, "SELECT count(*) AS n FROM page_embeddings WHERE dim = 8") == [{"n": 0}]
+    status = await maint_rpc.call(bus.nc, "status", workspace="default", project=None, actor="t", args={})
+    assert status["embedding"]["dim"] == 16 and status["embedding"]["current"] == len(live())
+    assert status["embedding"]["stale"] == 0

@@ -1,0 +1,260 @@
+"""Consolidation and auto-improve end to end: real writer + maintainer + the fake LLM over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import httpx
+import pytest
+
+from aimem_common import maint_rpc
+from aimem_common.db.connect import open_reader
+from aimem_common.errors import LlmNotConfiguredError
+from aimem_common.ops import make_envelope
+from aimem_common.testing.fake_llm import FakeLLM
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
+
+
+def write_config(settings, text: str) -> None:
+    (settings.data_dir / "config.toml").write_text(text)
+
+
+async def run_session(bus, project: str, sid: str, n: int = 4) -> None:
+    for i in range(n):
+        kind = "user-prompt" if i % 2 == 0 else "post-tool-use"
+        env = make_envelope("observation.append", {
+            "session_id": sid, "kind": kind, "agent": "claude-code", "cwd": f"/src/{project}",
+            "title": f"step {i}", "body": f"Session {sid}: enable SQLite WAL mode and quote FTS terms ({i}).",
+            "sanitized": True}, project=project)
+        await bus.request(env)
+    await bus.request(make_envelope("session.end", {"session_id": sid, "agent": "claude-code",
+                                                    "cwd": f"/src/{project}"}, project=project))
+
+
+def query(settings, sql: str, *args):
+    conn = open_reader(settings.db_path)
+    try:
+        return [dict(r) for r in conn.execute(sql, args)]
+    finally:
+        conn.close()
+
+
+async def wait_for(fn, timeout_s: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = fn()
+        if out:
+            return out
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def job(settings, sid: str):
+    rows = query(settings, "SELECT * FROM session_consolidation_jobs WHERE session_id = ?", sid)
+    return rows[0] if rows else None
+
+
+def consolidation_answer(req):
+    user = req["messages"][1]["content"]
+    sid = "s2" if "Session id: \"s2\"" in user else "s1"
+    return {"language": "en", "pages": [
+        {"path": f"concepts/wal-mode-{sid}.md", "title": f"WAL mode {sid}",
+         "body": f"SQLite runs in WAL mode. See [[gotchas/fts-quoting-{sid}.md]].", "entities": ["SQLite"]},
+        {"path": f"gotchas/fts-quoting-{sid}.md", "title": f"Quote FTS terms {sid}",
+         "body": "Quote every FTS5 term so no operator is injected.", "entities": ["FTS5"]},
+    ]}
+
+
+async def test_consolidation_fallback_circuit_and_nothing_half_written(settings, services, bus, fake_llm):
+    with FakeLLM() as fallback:
+        primary = fake_llm
+        primary.mode = "500"
+        fallback.answers["consolidation"] = consolidation_answer
+        write_config(settings, f"""
+[llm]
+provider = "openai-compat"
+model = "primary"
+base_url = "{primary.url}"
+timeout_s = 5
+circuit_cooldown_s = 1.5
+
+[[llm_fallbacks]]
+provider = "openai-compat"
+model = "backup"
+base_url = "{fallback.url}"
+
+[consolidation]
+retry_base_s = 0.3
+
+[maintenance]
+consolidation_poll_s = 0.2
+""")
+        procs = services("writer", "maintainer")
+        await run_session(bus, "alpha", "s1")
+        done = await wait_for(lambda: (j := job(settings, "s1")) and j["status"] == "done" and j, what="s1 done")
+        assert done["attempts"] == 1
+        assert primary.chat_count == 1 and fallback.chat_count == 1  # fallback used once
+        req = fallback.chat_requests()[0]["body"]
+        assert req["response_format"]["type"] == "json_schema"
+        assert "<untrusted-data" in req["messages"][1]["content"]
+        pages = query(settings, "SELECT id, path FROM pages WHERE is_latest = 1 AND path LIKE 'concepts/%' "
+                                "OR (is_latest = 1 AND path LIKE 'gotchas/%')")
+        assert sorted(p["path"] for p in pages) == ["concepts/wal-mode-s1.md", "gotchas/fts-quoting-s1.md"]
+        ev = query(settings, "SELECT source_kind, source_id FROM page_evidence WHERE page_id IN (?, ?)",
+                   pages[0]["id"], pages[1]["id"])
+        assert ev == [{"source_kind": "session", "source_id": "s1"}] * 2
+
+        status = await maint_rpc.call(bus.nc, "status", workspace="default", project=None, actor="t", args={})
+        cands = status["llm_candidates"]
+        assert [c["label"] for c in cands] == ["openai-compat/primary", "openai-compat/backup"]
+        assert cands[0]["circuit_open"] is True and cands[0]["last_status"] == 500
+        assert cands[1]["answered_last"] is True
+        metrics = httpx.get(procs["maintainer"].url + "/metrics").text
+        assert 'aimem_llm_circuit_open{candidate="openai-compat/primary"} 1.0' in metrics
+        assert 'aimem_llm_calls_total{candidate="openai-compat/primary",outcome="server_error"} 1.0' in metrics
+        assert 'aimem_llm_calls_total{candidate="openai-compat/backup",outcome="ok"} 1.0' in metrics
+        assert 'aimem_maint_job_runs_total{job="consolidate",outcome="ok"} 1.0' in metrics
+
+        # Every candidate down: the job goes back to pending, nothing of s2 is written.
+        fallback.mode = "503"
+        await run_session(bus, "alpha", "s2")
+        failed = await wait_for(lambda: (j := job(settings, "s2")) and j["last_error"] and j, what="s2 failure")
+        assert failed["status"] in ("pending", "leased") and failed["last_error"].startswith("llm_unavailable")
+        assert failed["attempts"] <= 1  # an outage is not the job's fault: attempts are refunded
+        assert query(settings, "SELECT path FROM pages WHERE path LIKE '%-s2.md'") == []
+        # The provider recovers: the retry (after backoff) completes the job.
+        fallback.mode = "good"
+        await wait_for(lambda: (j := job(settings, "s2")) and j["status"] == "done", what="s2 retried")
+        assert len(query(settings, "SELECT path FROM pages WHERE is_latest = 1 AND path LIKE '%-s2.md'")) == 2
+
+
+async def test_malformed_output_is_retried_then_parked(settings, services, bus, fake_llm):
+    fake_llm.script = ["plain", "malformed"]
+    write_config(settings, f"""
+[llm]
+provider = "openai-compat"
+model = "m"
+base_url = "{fake_llm.url}"
+
+[consolidation]
+max_attempts = 2
+retry_base_s = 0.2
+
+[maintenance]
+consolidation_poll_s = 0.2
+""")
+    services("writer", "maintainer")
+    await run_session(bus, "alpha", "s1")
+    parked = await wait_for(lambda: (j := job(settings, "s1")) and j["status"] == "parked" and j, what="parked")
+    assert parked["attempts"] == 2 and parked["last_error"].startswith("llm_output_invalid")
+    assert fake_llm.chat_count == 2
+    assert query(settings, "SELECT path FROM pages WHERE path LIKE 'concepts/%' OR path LIKE 'gotchas/%'") == []
+    await asyncio.sleep(0.6)
+    assert fake_llm.chat_count == 2  # parked: never retried again
+
+
+async def test_llm_jobs_without_provider_answer_llm_not_configured(settings, services, bus):
+    services("writer", "maintainer")
+    await run_session(bus, "alpha", "s1")
+    for jobname in ("consolidate", "auto_improve"):
+        with pytest.raises(LlmNotConfiguredError):
+            await maint_rpc.call(bus.nc, jobname, workspace="default", project="alpha", actor="t", args={})
+    out = await maint_rpc.call(bus.nc, "explore", workspace="default", project="alpha", actor="t", args={})
+    assert out["mode"] == "structured" and out["briefing"]["project"] == "alpha"
+    # The writer queues the job durably; without a provider nobody leases it.
+    await asyncio.sleep(0.5)
+    assert query(settings, "SELECT status, attempts FROM session_consolidation_jobs") == [
+        {"status": "pending", "attempts": 0}]
+
+
+def review_answer(req):
+    return {"proposals": [
+        {"path": "procedures/run-tests.md", "title": "Run the tests", "body": "Run `make test` before committing.",
+         "rationale": "repeated in the session", "confidence": 0.9},
+        {"path": "_rules/quote-fts.md", "title": "Quote FTS terms", "body": "Always quote FTS5 terms.",
+         "rationale": "bug fixed twice", "confidence": 0.8},
+        {"path": "concepts/low.md", "title": "Unsure", "body": "maybe", "rationale": "guess", "confidence": 0.3},
+        {"path": "sessions/nope.md", "title": "Bad dir", "body": "x", "rationale": "x", "confidence": 0.99},
+    ]}
+
+
+async def test_auto_improve_require_approval_watermark_and_pending_writes(settings, services, bus, fake_llm):
+    fake_llm.answers["auto_improve_review"] = review_answer
+    write_config(settings, f"""
+[llm]
+provider = "openai-compat"
+model = "m"
+base_url = "{fake_llm.url}"
+
+[consolidation]
+enabled = false
+
+[auto_improve]
+require_approval = true
+min_observations = 2
+min_session_duration_secs = 0
+
+[auto_improve.scheduler]
+interval_secs = 1
+min_session_age_secs = 0
+""")
+    services("writer")
+    await run_session(bus, "alpha", "old")  # ended before the first tick: history, never reviewed
+    services("maintainer")
+    await wait_for(lambda: query(settings, "SELECT * FROM auto_improve_state"), what="watermark")
+    await asyncio.sleep(0.05)
+    await run_session(bus, "alpha", "new")
+    runs = await wait_for(lambda: query(settings, "SELECT session_id, status FROM auto_improve_runs "
+                                                  "WHERE status != 'claimed'"), what="review")
+    assert runs == [{"session_id": "new", "status": "done"}]
+    props = query(settings, "SELECT id, path, status FROM auto_improve_proposals ORDER BY id")
+    assert [(p["path"], p["status"]) for p in props] == [("procedures/run-tests.md", "pending"),
+                                                         ("_rules/quote-fts.md", "pending")]
+    assert query(settings, "SELECT path FROM pages WHERE path IN ('procedures/run-tests.md', '_rules/quote-fts.md')") == []
+
+    listed = await maint_rpc.call(bus.nc, "pending_writes", workspace="default", project="alpha", actor="t",
+                                  args={"action": "list"})
+    assert [p["path"] for p in listed["proposals"]] == ["_rules/quote-fts.md", "procedures/run-tests.md"]
+    ok = await maint_rpc.call(bus.nc, "pending_writes", workspace="default", project="alpha", actor="admin",
+                              args={"action": "approve", "ids": [props[0]["id"]]})
+    assert ok["proposals"][0]["status"] == "approved"
+    await maint_rpc.call(bus.nc, "pending_writes", workspace="default", project="alpha", actor="admin",
+                         args={"action": "reject", "ids": [props[1]["id"]], "reason": "too strict"})
+    live = query(settings, "SELECT p.path, e.source_id FROM pages p LEFT JOIN page_evidence e ON e.page_id = p.id "
+                           "WHERE p.is_latest = 1 AND p.path IN ('procedures/run-tests.md', '_rules/quote-fts.md')")
+    assert live == [{"path": "procedures/run-tests.md", "source_id": "new"}]
+    final = {p["id"]: p["status"] for p in query(settings, "SELECT id, status FROM auto_improve_proposals")}
+    assert final == {props[0]["id"]: "approved", props[1]["id"]: "rejected"}
+    assert fake_llm.chat_count == 1  # one review; the old session stays history
+
+    # Manual rerun of the historical session through the same pipeline.
+    out = await maint_rpc.call(bus.nc, "auto_improve", workspace="default", project="alpha", actor="t",
+                               args={"session_id": "old"})
+    assert out["claimed"] and {r["path"] for r in out["rejected"]} == {"concepts/low.md", "sessions/nope.md"}
+    assert all(p["status"] == "pending" for p in out["proposals"])
+
+
+async def test_expired_lease_of_a_crashed_maintainer_is_recovered(settings, services, bus, fake_llm):
+    fake_llm.answers["consolidation"] = consolidation_answer
+    services("writer")
+    await run_session(bus, "alpha", "s1")
+    # A maintainer leased the job and died before finishing (its lease is 1 s).
+    leased = await bus.request(make_envelope("consolidation.lease", {"owner": "dead-replica", "lease_ttl_s": 1}))
+    assert [j["session_id"] for j in leased["jobs"]] == ["s1"]
+    assert (await bus.request(make_envelope("consolidation.lease", {"owner": "other"})))["jobs"] == []
+    write_config(settings, f"""
+[llm]
+provider = "openai-compat"
+model = "m"
+base_url = "{fake_llm.url}"
+
+[maintenance]
+consolidation_poll_s = 0.2
+""")
+    services("maintainer")
+    done = await wait_for(lambda: (j := job(settings, "s1")) and j["status"] == "done" and j, what="recovered")
+    assert done["attempts"] == 2 and done["lease_owner"] is None
+    assert len(query(settings, "SELECT path FROM pages WHERE is_latest = 1 AND path LIKE '%-s1.md'")) == 2
