@@ -62,6 +62,8 @@ def test_make_up_healthy_streams_then_sigint_cleans_up(tmp_path: Path) -> None:
     env.update(AIMEM_DATA_DIR=str(data_dir), AIMEM_BUS__NATS_URL=f"nats://127.0.0.1:{nats_port}")
     venv = Path(sys.executable).parent.parent
     log = open(tmp_path / "make-up.log", "wb")
+    # `make up` installs first when a pyproject changed; do that outside the 15 s budget.
+    subprocess.run(["make", "-s", "install", f"VENV={venv}"], cwd=REPO, env=env, stdout=log, stderr=log, check=True)
     proc = subprocess.Popen(
         ["make", "-s", "up", f"VENV={venv}", f"PORT_BASE={base}"],
         cwd=REPO, env=env, stdout=log, stderr=log, start_new_session=True,
