@@ -102,7 +102,7 @@ def session_observations(
     """
     session = get_session(conn, scope, session_id)
     sid = session["session_id"]
-    offset = max(0, offset)
+    offset = min(max(0, offset), 2**63 - 1)  # SQLite binds a 64-bit OFFSET at most
     limit = max(1, min(limit, MAX_OBSERVATIONS))
     cap = max(1, min(body_max_chars, MAX_BODY_MAX_CHARS))
     total = conn.execute(

@@ -101,6 +101,8 @@ def test_sessions_and_observations(pool, seeder, wiki):
         assert len(page1["observations"][0]["body"]) == 10
         last = sessions.session_observations(conn, app, "s1", offset=4, limit=2)
         assert last["next_offset"] is None and len(last["observations"]) == 1
+        far = sessions.session_observations(conn, app, "s1", offset=2**70)  # past SQLite's INTEGER
+        assert far["observations"] == [] and far["next_offset"] is None and far["total"] == 5
         with pytest.raises(NotFoundError):
             sessions.session_observations(conn, infra, None)  # no ended session there
 
