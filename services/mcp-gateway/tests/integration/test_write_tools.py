@@ -141,6 +141,8 @@ async def test_handoff_flow_and_claim_once_under_concurrency(url, h):
         assert err.code == -32602
         err = await h.rpc_error(c, "memory_handoff_begin", {**APP, "summary": ""})
         assert err.code == -32602
+        err = await h.rpc_error(c, "memory_handoff_begin", {**APP, "summary": " \n\t "})  # blank: no title
+        assert err.code == -32602 and "blank" in err.message
         err = await h.rpc_error(c, "memory_handoff_accept", {"workspace": "demo", "project": "ghost"})
         assert err.data["code"] == "project_not_found"  # accepting never creates a scope
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from aimem_mcp.args import Scoped
 from aimem_mcp.context import ToolCall
@@ -30,6 +30,13 @@ class Args(Scoped):
     shared: bool = Field(
         False, description="Publish to every operator of the project instead of only your own identity."
     )
+
+    @field_validator("summary")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("summary must not be blank")
+        return v
 
 
 def compose_body(summary: str, next_steps: list[str] | None) -> str:
