@@ -54,6 +54,6 @@ WORKDIR /data
 VOLUME ["/data"]
 USER aimem:aimem
 EXPOSE 8701 8702 8703 8704 8705
-HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+HEALTHCHECK --interval=5s --timeout=3s --start-period=30s --retries=3 \
   CMD ["python", "/opt/aimem/healthcheck.py"]
 CMD ["python", "-m", "aimem_ingress"]

@@ -110,9 +110,18 @@ class Docker:
         raise Unavailable(f"dockerd did not answer within {timeout_s:g} s")
 
     def stop(self) -> None:
-        """Stop dockerd if this object started it (it stops its own containerd)."""
+        """Stop dockerd if this object started it (it stops its own containerd).
+
+        Left running while containers of another run use it (several test runs on one
+        machine share the engine; the last one out stops it).
+        """
         if self.proc is None:
             return
+        if self.proc.poll() is None:
+            others = _run(["docker", "ps", "-q"], check=False, timeout=30).stdout.split()
+            if others:
+                self.proc = None
+                return
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
