@@ -90,8 +90,8 @@ ts("MCP tool latency p99", [(q(0.99, "aimem_mcp_tool_duration_seconds", "le, too
 newline()
 row("Maintainer and LLM")
 ts("Job runs by job and outcome (sweep, lint, consolidation, ...)", [
-    ("sum by (exported_job, outcome) (increase(aimem_maint_job_runs_total[1h]))", "{{exported_job}} {{outcome}}"),
-], "short", desc="Runs per hour. The metric's `job` label is stored as `exported_job` (Prometheus keeps the target's job).")
+    ("sum by (task, outcome) (increase(aimem_maint_job_runs_total[1h]))", "{{task}} {{outcome}}"),
+], "short", desc="Runs per hour.")
 ts("Forget sweep: pages by action", [("sum by (action) (increase(aimem_maint_sweep_pages_total[1h]))", "{{action}}")], "short")
 ts("Job duration p95", [(q(0.95, "aimem_maint_job_duration_seconds", "le, job"), "{{job}}")], "s")
 newline()

@@ -25,12 +25,12 @@ class MaintMetrics:
     def create(cls, telemetry: Telemetry) -> "MaintMetrics":
         return cls(
             job_runs=telemetry.counter(
-                "aimem_maint_job_runs_total", "Maintainer job runs by job and outcome", ["job", "outcome"]
+                "aimem_maint_job_runs_total", "Maintainer job runs by task and outcome (`task`, not `job`: Prometheus owns that label)", ["task", "outcome"]
             ),
             job_duration=telemetry.histogram(
                 "aimem_maint_job_duration_seconds",
                 "Maintainer job duration in seconds",
-                ["job"],
+                ["task"],
                 buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900),
             ),
             llm_calls=telemetry.counter(
