@@ -2,9 +2,10 @@
 
 Starts ``nats-server -js`` storing under ``<data_dir>/nats``, then each service as
 ``python -m aimem_<svc>`` with the same config, waits for every ``/healthz``, prints the
-endpoints, restarts a crashed service with exponential backoff (1 s → 30 s, logged), and
-on Ctrl-C/SIGTERM stops them all, children first, then NATS (no orphans: children also get
-SIGTERM via ``PR_SET_PDEATHSIG`` if the supervisor itself is killed).
+endpoints, restarts a crashed service or nats-server (same port and store) with exponential
+backoff (1 s → 30 s, logged), and on Ctrl-C/SIGTERM stops them all, children first, then
+NATS (no orphans: children also get SIGTERM via ``PR_SET_PDEATHSIG`` if the supervisor
+itself is killed).
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class Supervisor:
         self.env = env
         self.log_dir = log_dir
         self.children = [Child(n, m) for n, m in SERVICE_MODULES.items()]
+        self.nats_state = Child("nats-server", "")  # restart bookkeeping (backoff) for NATS
         self.stopping = False
 
     def _spawn(self, child: Child) -> None:
@@ -93,6 +95,7 @@ class Supervisor:
 
     def start(self) -> None:
         self.nats.start()
+        self.nats_state.started_at = time.monotonic()
         log(f"nats-server (JetStream) on {self.nats.url}, store {self.nats.store_dir}")
         for child in self.children:
             self._spawn(child)
@@ -123,8 +126,9 @@ class Supervisor:
         return "127.0.0.1" if host in ("0.0.0.0", "::") else host
 
     def reap(self) -> None:
-        """Restart any child that exited, with exponential backoff."""
+        """Restart any child that exited (nats-server included), with exponential backoff."""
         now = time.monotonic()
+        self._reap_nats(now)
         for child in self.children:
             if child.proc is None:
                 if now >= child.next_start and not self.stopping:
@@ -143,6 +147,35 @@ class Supervisor:
             log(f"{child.name} exited with {rc}; restarting in {child.backoff_s:g} s")
             child.backoff_s = min(child.backoff_s * 2, MAX_BACKOFF_S)
             child.proc = None
+
+    def _reap_nats(self, now: float) -> None:
+        """Restart a dead nats-server on the same port and store (the services reconnect)."""
+        st, proc = self.nats_state, self.nats.proc
+        if self.stopping or proc is None:
+            return
+        if st.next_start == 0.0:
+            rc = proc.poll()
+            if rc is None:
+                if now - st.started_at > 60:
+                    st.backoff_s = 1.0
+                return
+            st.restarts += 1
+            st.next_start = now + st.backoff_s
+            log(f"nats-server exited with {rc}; restarting in {st.backoff_s:g} s")
+            st.backoff_s = min(st.backoff_s * 2, MAX_BACKOFF_S)
+            return
+        if now < st.next_start:
+            return
+        log(f"restarting nats-server (restart #{st.restarts})")
+        try:
+            self.nats.start()
+        except RuntimeError as exc:  # e.g. the port is still held: try again later
+            st.next_start = time.monotonic() + st.backoff_s
+            log(f"nats-server did not come back ({exc}); retrying in {st.backoff_s:g} s")
+            st.backoff_s = min(st.backoff_s * 2, MAX_BACKOFF_S)
+            return
+        st.next_start = 0.0
+        st.started_at = time.monotonic()
 
     def stop(self) -> None:
         """SIGTERM every child, wait up to 10 s, SIGKILL stragglers, then stop NATS."""

@@ -1,0 +1,32 @@
+"""``aimem up``'s supervisor brings a dead nats-server back on the same port and store."""
+
+from __future__ import annotations
+
+import time
+
+from aimem_cli.commands.up import Supervisor
+from aimem_common import config
+from aimem_common.natsserver import free_port, wait_port
+
+
+def test_a_killed_nats_server_is_restarted_with_its_store(data_dir):
+    settings = config.load(data_dir, environ={})
+    sup = Supervisor(settings, free_port(), env={}, log_dir=None)
+    sup.children = []  # NATS only: the services have their own tests
+    sup.start()
+    try:
+        first = sup.nats.proc
+        (sup.nats.store_dir / "marker").write_text("kept")
+        first.kill()
+        first.wait(5)
+        assert not wait_port(sup.nats.host, sup.nats.port, 0.2)
+        deadline = time.monotonic() + 15
+        while sup.nats.proc is first and time.monotonic() < deadline:
+            sup.reap()
+            time.sleep(0.1)
+        assert sup.nats.proc is not first and sup.nats.proc.poll() is None
+        assert wait_port(sup.nats.host, sup.nats.port, 5)
+        assert sup.nats_state.restarts == 1 and (sup.nats.store_dir / "marker").read_text() == "kept"
+    finally:
+        sup.stop()
+    assert sup.nats.proc.poll() is not None
