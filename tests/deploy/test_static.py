@@ -195,7 +195,7 @@ def test_promtool_check_config(promtool):
 
 def test_every_alert_is_documented():
     alerts = [n for n in promql.rule_exprs(REPO / "deploy/prometheus/rules/aimem.rules.yml") if not n.startswith("aimem:")]
-    readme = (REPO / "deploy/README-section.md").read_text()
+    readme = (REPO / "README.md").read_text()
     assert alerts and all(a in readme for a in alerts), [a for a in alerts if a not in readme]
 
 
