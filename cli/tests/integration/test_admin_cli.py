@@ -208,11 +208,19 @@ def test_admin_auth_matrix(stack2) -> None:
     assert r.exit_code == 1 and r.output.startswith("aimem: ") and r.output.count("\n") == 1
 
 
-def test_doctor_and_unreachable_server(stack2) -> None:
+def test_doctor_and_unreachable_server(stack2, settings) -> None:
     url, cli, _ = stack2
     r = cli("doctor", "--json")
     checks = {c["check"]: c["ok"] for c in json.loads(r.output)["checks"]}
     assert checks["writer"] and checks["query"] and checks["nats"] and checks["db"] and checks["git"]
     assert not checks["ingress"] and r.exit_code == 1
+    # A stack on another port base (`make up PORT_BASE=...`) with no AIMEM_PORT_BASE here:
+    # --server names the query service, and its siblings sit beside it.
+    env = {"AIMEM_AUTH__TOKEN": ROOT_TOKEN, "AIMEM_DATA_DIR": str(settings.data_dir), "AIMEM_PORT_BASE": "20000",
+           "AIMEM_BUS__NATS_URL": settings.bus.nats_url, "AIMEM_SERVER_URL": "http://127.0.0.1:9"}
+    r = CliRunner().invoke(build_app(), ["doctor", "--json", "--server", url], env=env)
+    by = {c["check"]: c for c in json.loads(r.output)["checks"]}
+    assert by["writer"]["ok"] and by["query"]["ok"], by
+    assert by["writer"]["detail"].startswith(f"http://127.0.0.1:{settings.port('writer')}/healthz")
     r = cli("status", "--server", "http://127.0.0.1:9")
     assert r.exit_code == 1 and "cannot reach" in r.output

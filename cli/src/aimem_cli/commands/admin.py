@@ -704,17 +704,23 @@ def doctor(
     def add(name: str, ok: bool, detail: str) -> None:
         checks.append({"check": name, "ok": ok, "detail": detail})
 
+    from urllib.parse import urlparse
+
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    port_base, scheme = settings.port_base, "http"
+    given = urlparse(server) if server else None
+    if given and given.hostname and given.port:  # `--server http://h:9702`: its siblings are h:9701...
+        host, scheme = given.hostname, given.scheme or "http"
+        port_base = given.port - config.PORT_OFFSETS["query"]
     for svc in config.SERVICES:
-        url = (server.rstrip("/") if (svc == "query" and server) else f"http://{host}:{settings.port(svc)}") + "/healthz"
+        own = f"{scheme}://{host}:{port_base + config.PORT_OFFSETS[svc]}"
+        url = (server.rstrip("/") if (svc == "query" and server) else own) + "/healthz"
         t0 = time.perf_counter()
         try:
             r = httpx.get(url, timeout=2.0)
             add(svc, r.status_code == 200, f"{url} {r.status_code} in {(time.perf_counter() - t0) * 1000:.0f} ms")
         except httpx.HTTPError as exc:
             add(svc, False, f"{url}: {type(exc).__name__}")
-    from urllib.parse import urlparse
-
     u = urlparse(settings.bus.nats_url)
     with socket.socket() as s:
         s.settimeout(1.0)
