@@ -152,6 +152,23 @@ def test_install_mcp_codex_toml(tmp_path):
     assert cfg.read_text().count("[mcp_servers.aimem]") == 1
 
 
+def test_install_mcp_codex_toml_new_url_and_broken_file(tmp_path):
+    import tomllib
+
+    cfg = tmp_path / ".codex/config.toml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text('[mcp_servers.aimem]\nurl = "http://127.0.0.1:8703/mcp"  # old\n\n[mcp_servers.x]\nurl = "keep"\n')
+    new = "http://127.0.0.1:9703/mcp"
+    assert cli("install-mcp", "--client", "codex", "--home", str(tmp_path), "--url", new)[0] == 0
+    doc = tomllib.loads(cfg.read_text())
+    assert doc["mcp_servers"]["aimem"]["url"] == new and doc["mcp_servers"]["x"]["url"] == "keep"
+    assert "already up to date" in cli("install-mcp", "--client", "codex", "--home", str(tmp_path), "--url", new)[1]
+    broken = '[mcp_servers.x]\ncommand = "y"\n[bad toml\n'
+    cfg.write_text(broken)
+    code, out = cli("install-mcp", "--client", "codex", "--home", str(tmp_path))
+    assert code == 1 and "not valid TOML" in out and cfg.read_text() == broken
+
+
 def test_unknown_client_is_an_error(tmp_path):
     code, out = cli("install-hooks", "--client", "vim", "--home", str(tmp_path))
     assert code == 1 and "unknown client" in out

@@ -138,7 +138,7 @@ def plan_mcp(client: str, target: Target, url: str) -> list[FileChange]:
     path = target.path(MCP_FILES[client], client)
     text = read_text(path)
     if client == "codex":
-        return [FileChange(path, text, _toml_with_mcp(text, url))]
+        return [FileChange(path, text, _toml_with_mcp(text, url, path))]
     doc = load_json(path, text)
     if client == "opencode":
         doc.setdefault("$schema", "https://opencode.ai/config.json")
@@ -223,10 +223,32 @@ def _put(groups: list[Any], entry: dict[str, Any], *, flat: bool) -> None:
     groups[:] = [*rest[0], entry, *rest[1]]
 
 
-def _toml_with_mcp(text: str | None, url: str) -> str:
-    """Append ``[mcp_servers.aimem]`` to a Codex ``config.toml`` unless it is there already."""
+def _toml_with_mcp(text: str | None, url: str, path: Path | None = None) -> str:
+    """Return Codex's ``config.toml`` with ``[mcp_servers.aimem]`` pointing at ``url``.
+
+    Appends the table when absent, rewrites its ``url`` line when it points elsewhere, and
+    refuses a file that is not valid TOML (or holds aimem in a form it cannot edit safely).
+    """
+    import json
+    import re
+    import tomllib
+
     text = text or ""
-    if "[mcp_servers.aimem]" in text:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InstallError(f"{path}: not valid TOML ({exc}); merge the aimem entries by hand") from None
+    value = json.dumps(url)  # a TOML basic string: quotes and backslashes escaped
+    servers = doc.get("mcp_servers")
+    current = servers.get("aimem") if isinstance(servers, dict) else None
+    if current is None:
+        sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        return f"{text}{sep}[mcp_servers.aimem]\nurl = {value}\n"
+    if isinstance(current, dict) and current.get("url") == url:
         return text
-    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-    return f'{text}{sep}[mcp_servers.aimem]\nurl = "{url}"\n'
+    section = re.search(r"(?m)^\[mcp_servers\.aimem\][ \t]*(?:#.*)?$((?:\n(?!\s*\[).*)*)", text)
+    line = re.search(r"(?m)^[ \t]*url[ \t]*=.*$", section.group(1)) if section else None
+    if line is None:
+        raise InstallError(f"{path}: [mcp_servers.aimem] is not in a form aimem can update; set url = {value} by hand")
+    start = section.start(1) + line.start()
+    return text[:start] + f"url = {value}" + text[section.start(1) + line.end():]
