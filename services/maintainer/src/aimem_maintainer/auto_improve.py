@@ -167,20 +167,3 @@ def _newest_unreviewed(conn: sqlite3.Connection, scope: ScopeIds) -> str | None:
     return r[0] if r else None
 
 
-def list_proposals(conn: sqlite3.Connection, scope: ScopeIds | None, status: str | None = "pending",
-                   limit: int = 100) -> list[dict[str, Any]]:
-    """Proposals (newest first) for ``pending-writes list``."""
-    sql = ("SELECT a.id, w.name AS workspace, p.name AS project, a.session_id, a.path, a.title, a.rationale,"
-           " a.confidence, a.status, a.created_at, a.decided_at, a.decided_by, a.applied_page_id,"
-           " length(a.body) AS body_chars FROM auto_improve_proposals a JOIN projects p ON p.id = a.project_id"
-           " JOIN workspaces w ON w.id = a.workspace_id WHERE 1 = 1")
-    args: list[Any] = []
-    if scope is not None:
-        sql += " AND a.project_id = ?"
-        args.append(scope.project_id)
-    if status:
-        sql += " AND a.status = ?"
-        args.append(status)
-    sql += " ORDER BY a.id DESC LIMIT ?"
-    args.append(limit)
-    return [dict(r) for r in conn.execute(sql, args)]

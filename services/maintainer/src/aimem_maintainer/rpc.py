@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aimem_common import maint_rpc
 from aimem_common.errors import AimemError, BadRequestError, NotFoundError
 from aimem_common.models import validate_name
+from aimem_common.read import proposals
 
 from aimem_maintainer import auto_improve, consolidate, embeddings, explore, lint, sweep
 from aimem_maintainer.store import ScopeIds, find_scope, list_scopes, parse_time
@@ -113,8 +114,8 @@ async def h_pending(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
     if action == "list":
         scope = await _scope(ctx, req, required=False)
         status = args.get("status", "pending")
-        rows = await ctx.store.run(lambda conn: auto_improve.list_proposals(conn, scope, status or None,
-                                                                            int(args.get("limit", 100))))
+        rows = await ctx.store.run(lambda conn: proposals.list_proposals(
+            conn, scope.project_id if scope else None, status or None, int(args.get("limit", 100))))
         return {"proposals": rows}
     if action not in ("approve", "reject"):
         raise BadRequestError(f"unknown pending_writes action {action!r}: use list|approve|reject")

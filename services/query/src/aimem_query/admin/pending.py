@@ -21,7 +21,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
-from aimem_common.errors import NotFoundError
+from aimem_common.read import proposals, scopes
 from aimem_common.ops import make_envelope
 from aimem_query.admin.deps import bus_of, read
 
@@ -30,28 +30,8 @@ router = APIRouter()
 
 def _list(conn: sqlite3.Connection, workspace: str | None, project: str | None, status: str | None,
           limit: int) -> list[dict[str, Any]]:
-    sql = ("SELECT a.id, w.name AS workspace, p.name AS project, a.session_id, a.path, a.title, a.rationale,"
-           " a.confidence, a.status, a.created_at, a.decided_at, a.decided_by, a.applied_page_id,"
-           " length(a.body) AS body_chars FROM auto_improve_proposals a JOIN projects p ON p.id = a.project_id"
-           " JOIN workspaces w ON w.id = a.workspace_id WHERE 1 = 1")
-    args: list[Any] = []
-    if project:
-        sql += " AND w.name = ? AND p.name = ?"
-        args += [workspace or "default", project]
-    if status:
-        sql += " AND a.status = ?"
-        args.append(status)
-    sql += " ORDER BY a.id DESC LIMIT ?"
-    args.append(limit)
-    return [dict(r) for r in conn.execute(sql, args)]
-
-
-def _body(conn: sqlite3.Connection, pid: int) -> dict[str, Any]:
-    row = conn.execute("SELECT id, path, title, body, rationale, confidence, status FROM auto_improve_proposals"
-                       " WHERE id = ?", (pid,)).fetchone()
-    if row is None:
-        raise NotFoundError(f"proposal {pid} not found", data={"id": pid})
-    return dict(row)
+    scope = scopes.resolve(conn, workspace or "default", project) if project else None
+    return proposals.list_proposals(conn, scope.project_id if scope else None, status, limit)
 
 
 @router.get("/pending-writes")
@@ -68,7 +48,7 @@ async def list_pending(
 
 @router.get("/pending-writes/{proposal_id}")
 async def get_pending(request: Request, proposal_id: int) -> dict:
-    return await read(request, _body, proposal_id)
+    return await read(request, proposals.get_proposal, proposal_id)
 
 
 class Decision(BaseModel):
