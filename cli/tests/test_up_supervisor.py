@@ -30,3 +30,16 @@ def test_a_killed_nats_server_is_restarted_with_its_store(data_dir):
     finally:
         sup.stop()
     assert sup.nats.proc.poll() is not None
+
+
+def test_a_nats_port_already_in_use_is_refused(tmp_path):
+    """Another stack's nats-server on the port must not be mistaken for ours."""
+    import pytest
+
+    from aimem_common.natsserver import NatsServer
+
+    with NatsServer(tmp_path / "theirs") as theirs:
+        ours = NatsServer(tmp_path / "ours", port=theirs.port)
+        with pytest.raises(RuntimeError, match="already in use"):
+            ours.start()
+        assert ours.proc is None and theirs.proc.poll() is None

@@ -40,6 +40,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def _listening(host: str, port: int) -> bool:
+    """Return True when ``host:port`` accepts a TCP connection right now."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def wait_port(host: str, port: int, timeout_s: float) -> bool:
     """Return True once ``host:port`` accepts a TCP connection, False after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
@@ -81,6 +90,12 @@ class NatsServer:
         Raises:
             RuntimeError: it exited or did not listen within ``timeout_s``.
         """
+        # Something else already answering on the port (another stack's nats-server) would
+        # pass the readiness probe below while ours dies on bind, and every service would then
+        # use the other server's streams (its writer consuming our commands): refuse instead.
+        if _listening(self.host, self.port):
+            raise RuntimeError(f"port {self.port} on {self.host} is already in use (another nats-server or aimem up?); "
+                               "choose another NATS port")
         self.store_dir.mkdir(parents=True, exist_ok=True)
         # The default 1 MiB max_payload would cap a page.write_batch far below its 100 pages.
         conf = self.store_dir.parent / f"{self.store_dir.name}.conf"
