@@ -185,6 +185,11 @@ class EmbeddingSettings(BaseModel):
     api_key: str | None = None
     dim: int | None = None
     batch_size: int = 64
+    # Read side (query, mcp-gateway): embedding the question is bounded; past the timeout or
+    # on an error the search runs without the vector stream, and the embedder is left alone
+    # for the cooldown so a down provider does not add its timeout to every search.
+    query_timeout_ms: int = 2000
+    query_cooldown_s: float = 10.0
 
 
 class AuthSettings(BaseModel):

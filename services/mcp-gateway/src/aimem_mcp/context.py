@@ -1,7 +1,7 @@
 """What a tool call gets: the service context (built once in the lifespan) and the caller.
 
 ``GatewayContext`` holds the dependencies every tool needs (settings, the bus, the read
-pool, the NATS client for maintainer requests); the lifespan builds it and hands it to
+pool, the NATS client for maintainer requests, the query embedder); the lifespan builds it and hands it to
 ``registry.build_server``. ``ToolCall`` is per call: the authenticated principal, the
 context, and the helpers tools share (scope resolution, writer round trips, maintainer
 requests). Nothing here is a module-level global.
@@ -23,6 +23,7 @@ from aimem_common.ops import make_envelope
 from aimem_common.read import scopes
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.pool import ReaderPool
+from aimem_common.read.query_embed import QueryEmbedder
 
 if TYPE_CHECKING:
     from aimem_common.auth import Principal
@@ -37,6 +38,7 @@ class GatewayContext:
     bus: Bus
     pool: ReaderPool
     access: AccessThrottle
+    embedder: QueryEmbedder | None = None  # the question's vector for memory_query (None: FTS only)
 
 
 @dataclass(slots=True)

@@ -1,7 +1,8 @@
 """The query service app: ``/api/v1`` (read-only JSON), ``/admin``, health and metrics.
 
-The lifespan connects the bus and opens the reader pool; both live on ``app.state``
-(``settings``, ``bus``, ``nc``, ``read_pool``, ``access``) for the route dependencies
+The lifespan builds the query embedder (``embedding.provider`` set), connects the bus and
+opens the reader pool; all live on ``app.state`` (``settings``, ``bus``, ``nc``,
+``read_pool``, ``access``, ``query_embedder``) for the route dependencies
 (``aimem_query.deps``, ``aimem_common.auth``). The ``/admin`` router
 (``aimem_query.admin.router``) is included when that package is installed.
 """
@@ -18,6 +19,7 @@ from fastapi import FastAPI
 from aimem_common.config import Settings
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.pool import ReaderPool
+from aimem_common.read.query_embed import QueryEmbedder
 from aimem_common.service import connect_bus
 from aimem_common.telemetry import Telemetry
 from aimem_common.web import install_error_handlers, install_observability
@@ -31,6 +33,9 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         async with AsyncExitStack() as stack:
+            # Before the bus: a ConfigError fails startup; a local model loads once, here.
+            embedder = await QueryEmbedder.open(settings)
+            stack.push_async_callback(embedder.aclose)
             nc, bus = await connect_bus(settings, "query", telemetry)
             stack.push_async_callback(nc.drain)
             pool = ReaderPool(
@@ -41,6 +46,7 @@ def create_app(settings: Settings) -> FastAPI:
             await asyncio.to_thread(pool.open)  # waits for the writer's schema
             app.state.nc, app.state.bus, app.state.read_pool = nc, bus, pool
             app.state.access = AccessThrottle(settings.query.access_bump_interval_s)
+            app.state.query_embedder = embedder
             app.state.ctx = {"settings": settings, "nc": nc, "bus": bus, "read_pool": pool}
             yield
 

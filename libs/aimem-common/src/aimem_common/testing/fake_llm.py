@@ -15,6 +15,9 @@ Behaviour per chat request, from ``script`` (consumed first) else ``mode``:
 * ``"429"`` / ``"500"`` / ``"503"``: an OpenAI-style error body with that status.
 * ``"hang"``: wait ``hang_s`` seconds (or until ``stop()``) before answering ``good``.
 
+Embeddings follow ``script`` when it is not empty, else ``embed_mode``; vectors are
+``hash_embed`` bags of words (``embed_synonyms`` lets unrelated words share a vector).
+
 Usage::
 
     with FakeLLM() as llm:
@@ -47,6 +50,11 @@ class FakeLLM:
         self.script: list[str] = []
         self.answers: dict[str, Answer] = {}
         self.embed_dim = embed_dim
+        # Embeddings have their own knobs so an embedder can be down while chat works:
+        # ``embed_mode`` "good" | "429"/"500"/"503" | "hang"; ``embed_synonyms`` maps a word
+        # to another before hashing, so texts with no word in common can share a vector.
+        self.embed_mode: str = "good"
+        self.embed_synonyms: dict[str, str] = {}
         self.hang_s = 60.0
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -205,17 +213,19 @@ class FakeLLM:
                 )
 
             def _embeddings(self, req: dict[str, Any]) -> None:
-                mode = fake._next_mode() if fake.script else "good"
+                mode = fake._next_mode() if fake.script else fake.embed_mode
                 if mode in {"429", "500", "503"}:
                     self._error(int(mode), f"fake {mode}", "server_error")
                     return
+                if mode == "hang":
+                    fake._stop.wait(fake.hang_s)
                 inputs = req.get("input")
                 if isinstance(inputs, str):
                     inputs = [inputs]
                 dim = int(req.get("dimensions") or fake.embed_dim)
                 data = []
                 for i, text in enumerate(inputs or []):
-                    vec = hash_embed(str(text), dim)
+                    vec = hash_embed(str(text), dim, fake.embed_synonyms)
                     if req.get("encoding_format") == "base64":
                         emb: Any = base64.b64encode(struct.pack(f"<{dim}f", *vec)).decode()
                     else:
@@ -230,10 +240,14 @@ class FakeLLM:
         return Handler
 
 
-def hash_embed(text: str, dim: int) -> list[float]:
-    """A deterministic bag-of-words vector (unit length) so similar texts are similar."""
+def hash_embed(text: str, dim: int, synonyms: dict[str, str] | None = None) -> list[float]:
+    """A deterministic bag-of-words vector (unit length) so similar texts are similar.
+
+    ``synonyms`` maps a lower-case word to the word it is hashed as.
+    """
     vec = [0.0] * dim
     for word in re.findall(r"\w+", text.lower()):
+        word = (synonyms or {}).get(word, word)
         h = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
         vec[h % dim] += 1.0 if (h >> 32) & 1 else -1.0
     norm = sum(v * v for v in vec) ** 0.5 or 1.0

@@ -9,6 +9,7 @@ from pydantic import AliasChoices, Field
 from aimem_common.errors import BadRequestError, ForbiddenError, NotFoundError
 from aimem_common.models import GLOBAL_PROJECT, Scope, validate_name
 from aimem_common.read import access, scopes as scopes_mod
+from aimem_common.read.query_embed import QueryEmbedding, annotate
 from aimem_common.read.search import QueryOptions, memory_query as search, resolve_search_scopes
 
 from aimem_mcp.args import WORKSPACE_DOC, limit_field
@@ -51,7 +52,8 @@ async def memory_query(call: ToolCall, args: Args) -> dict[str, Any]:
 
     Use first when a task may touch something done, decided or learned before: "how do we
     deploy", "why did we pick X", "the flaky test". Ranking fuses full-text (bm25 over an OR
-    of your terms), entity matches and link neighbours, with a bounded boost for rules,
+    of your terms), entity matches, link neighbours and, when the server has an embedder,
+    semantic similarity (so paraphrases match too), with a bounded boost for rules,
     decisions, procedures and gotchas. Snippets are ~24 words: open a hit in full with
     memory_read_page. For "what is going on in this project" use memory_briefing; to pick
     up a previous agent's work use memory_handoff_accept. Default-scoped calls also return
@@ -83,13 +85,18 @@ async def memory_query(call: ToolCall, args: Args) -> dict[str, Any]:
         resolve_search_scopes, workspace=ws, project=args.project, scopes=args.scopes or (), global_=args.global_
     )
     scopes = await _readable(call, scopes)
-    result = await call.read(search, args.query, scopes, options=opts)
+    # One embedding per call, shared by the main and the global-preferences search.
+    qe = await call.gw.embedder.embed(args.query) if call.gw.embedder else QueryEmbedding(None)
+    result = await call.read(search, args.query, scopes, options=opts, vector=qe.vector)
+    annotate(result, qe, explain=args.explain)
     default_scoped = args.project and not args.scopes and not args.global_ and args.project != GLOBAL_PROJECT
     if default_scoped:
         g = await call.read(_global_scope, ws)
         if g is not None and call.principal.can_read(g.workspace, g.project):
             gopts = QueryOptions(limit=GLOBAL_SCOPE_LIMIT, snippet_words=opts.snippet_words, raw_fallback=False)
-            result["global_scope_hits"] = (await call.read(search, args.query, [g], options=gopts))["hits"]
+            result["global_scope_hits"] = (
+                await call.read(search, args.query, [g], options=gopts, vector=qe.vector)
+            )["hits"]
     hits = list(result.get("hits", [])) + list(result.get("global_scope_hits", []))
     await access.publish_access(call.gw.bus, call.gw.access, hits, actor=call.actor)
     return result

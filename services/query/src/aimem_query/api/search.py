@@ -13,6 +13,7 @@ from aimem_common.models import Scope
 from aimem_common.read import scopes as scopes_mod
 from aimem_common.read import search
 from aimem_common.read.access import publish_access
+from aimem_common.read.query_embed import annotate
 from aimem_query.deps import PrincipalDep, read, settings_of
 
 router = APIRouter(tags=["search"])
@@ -53,7 +54,12 @@ async def _scopes_for(request: Request, principal: Principal, req: SearchRequest
 
 
 async def run_search(request: Request, principal: Principal, req: SearchRequest, tasks: BackgroundTasks) -> dict[str, Any]:
-    """Resolve scopes (fail closed, grant-checked), search, schedule the access bump."""
+    """Resolve scopes (fail closed, grant-checked), embed the question, search, schedule the access bump.
+
+    The question's vector (``embedding.provider`` set) feeds the vector stream; an embedder
+    that fails or exceeds ``embedding.query_timeout_ms`` only drops that stream
+    (``streams_skipped`` with ``explain``).
+    """
     settings = settings_of(request)
     scope_list = await _scopes_for(request, principal, req)
     opts = search.QueryOptions(
@@ -65,7 +71,9 @@ async def run_search(request: Request, principal: Principal, req: SearchRequest,
         snippet_words=settings.query.snippet_words,
         raw_limit=settings.retrieval.raw_fallback_limit,
     )
-    result = await read(request, search.memory_query, req.query, scope_list, options=opts)
+    qe = await request.app.state.query_embedder.embed(req.query)
+    result = await read(request, search.memory_query, req.query, scope_list, options=opts, vector=qe.vector)
+    annotate(result, qe, explain=req.explain)
     if result["hits"]:
         tasks.add_task(publish_access, request.app.state.bus, request.app.state.access, result["hits"],
                        actor=principal.name)
