@@ -10,7 +10,10 @@ conversation. A hit counts when its session is one of the evidence sessions.
 
 Metrics per category id: hit@1/5/10 (an evidence session in the top k distinct sessions),
 recall@5/10 (share of the evidence sessions in the top k), MRR (first evidence session,
-top 10). Usage::
+top 10). With ``--embedder local`` the questions wait until the maintainer has embedded
+every live page (read-only DB poll: a current ``local`` vector per page), and a sample of
+questions is asked with ``explain`` to check the query side really fuses the vector stream.
+Usage::
 
     python -m bench.locomo [--data ../shared/data/locomo/locomo-dev.json] [--embedder local]
 """
@@ -216,22 +219,85 @@ async def ask_all(client: httpx.AsyncClient, query: str, data: Loaded, limit: in
     return list(await asyncio.gather(*(one(q) for q in data.questions))), latencies
 
 
-async def run(data_path: Path, ingress: str, query: str, label: str) -> dict[str, Any]:
+def embedding_backlog(db_path: Path, provider: str) -> tuple[int, int]:
+    """``(live pages, live pages without a current vector of provider)`` (read-only DB)."""
+    from aimem_common.db.connect import open_reader
+
+    conn = open_reader(db_path)
+    try:
+        live = conn.execute("SELECT count(*) FROM pages WHERE is_latest = 1").fetchone()[0]
+        missing = conn.execute(
+            "SELECT count(*) FROM pages p WHERE p.is_latest = 1 AND NOT EXISTS (SELECT 1 FROM page_embeddings e"
+            " WHERE e.page_id = p.id AND e.provider = ? AND e.content_hash = p.content_hash)", (provider,),
+        ).fetchone()[0]
+        return int(live), int(missing)
+    finally:
+        conn.close()
+
+
+async def wait_embedded(db_path: Path, provider: str, timeout_s: float) -> int:
+    """Wait until every live page has a current vector; return the number of live pages.
+
+    Raises:
+        RuntimeError: pages still without a vector after ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        live, missing = await asyncio.to_thread(embedding_backlog, db_path, provider)
+        if live and not missing:
+            return live
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{missing} of {live} pages still without a {provider} vector after {timeout_s} s")
+        await asyncio.sleep(1.0)
+
+
+async def check_vector_stream(client: httpx.AsyncClient, query: str, data: Loaded, sample: int = 20) -> float:
+    """Ask ``sample`` questions with ``explain``; return the share that fused the vector stream."""
+    projects = {c.sample_id: c.project for c in data.conversations}
+    used = 0
+    qs = data.questions[:sample]
+    for q in qs:
+        r = await client.post(f"{query}/api/v1/search", json={
+            "query": q.text, "workspace": "default", "project": projects[q.sample_id], "limit": 10, "explain": True})
+        r.raise_for_status()
+        body = r.json()
+        if "vector" in body.get("streams_active", []):
+            used += 1
+        elif body.get("streams_skipped"):
+            print(f"vector stream skipped: {body['streams_skipped']} for {q.text!r}")
+    return used / len(qs) if qs else 0.0
+
+
+async def run(data_path: Path, ingress: str, query: str, label: str, *, db_path: Path | None = None,
+              embedder: str = "none") -> dict[str, Any]:
     data = load(data_path)
+    extra: dict[str, Any] = {}
     async with httpx.AsyncClient(timeout=30) as client:
         t0 = time.perf_counter()
         events = sum(await asyncio.gather(*(ingest_conversation(client, ingress, c) for c in data.conversations)))
         await wait_visible(client, query, data.conversations, timeout_s=300)
         ingest_s = time.perf_counter() - t0
+        if embedder != "none":
+            if db_path is None:
+                raise SystemExit("--embedder with a running stack needs --db (its memory.sqlite, read-only)")
+            t1 = time.perf_counter()
+            extra["embedded_pages"] = await wait_embedded(db_path, embedder, timeout_s=1800)
+            extra["embed_wait_s"] = time.perf_counter() - t1
+            extra["vector_stream_share"] = await check_vector_stream(client, query, data)
+            if extra["vector_stream_share"] == 0:
+                raise RuntimeError("the query side fused no vector stream: is embedding.provider set for query?")
         rankings, lat = await ask_all(client, query, data)
     rows = score(data.questions, rankings)
     print(f"\nLoCoMo retrieval ({label}): {len(data.conversations)} conversations, "
           f"{sum(len(c.sessions) for c in data.conversations)} sessions, {events} hook events "
           f"ingested + visible in {ingest_s:.1f} s; {len(data.questions)} questions; skipped: {dict(data.skipped)}")
+    if extra:
+        print(f"embeddings: {extra['embedded_pages']} pages embedded {extra['embed_wait_s']:.1f} s after visible; "
+              f"vector stream fused in {extra['vector_stream_share']:.0%} of sampled questions")
     print(table(rows, ["category", "n", "hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "mrr"]))
     return {"label": label, "rows": rows, "skipped": dict(data.skipped), "questions": len(data.questions),
             "events": events, "ingest_visible_s": ingest_s,
-            "query_ms_p50": sorted(lat)[len(lat) // 2] if lat else None}
+            "query_ms_p50": sorted(lat)[len(lat) // 2] if lat else None, **extra}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -239,6 +305,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--ingress", help="use a running stack (ingress base URL) instead of starting one")
     ap.add_argument("--query", help="query service base URL of that running stack")
+    ap.add_argument("--db", type=Path, help="that stack's memory.sqlite (read-only; to wait for embeddings)")
     ap.add_argument("--embedder", choices=["none", "local"], default="none",
                     help="also configure the local embedder (vector stream in RRF)")
     args = ap.parse_args(argv)
@@ -246,14 +313,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"LoCoMo data not found at {args.data} (expected ../shared/data/locomo)")
     label = "fts+entities+links" if args.embedder == "none" else "with local embedder"
     if args.ingress and args.query:
-        result = asyncio.run(run(args.data, args.ingress, args.query, label))
+        result = asyncio.run(run(args.data, args.ingress, args.query, label, db_path=args.db, embedder=args.embedder))
     else:
         from aimem_common.testing.stack import LocalStack
 
-        env = {"AIMEM_EMBEDDING__PROVIDER": "local", "HF_HUB_OFFLINE": "1"} if args.embedder == "local" else {}
+        # The maintainer's backfill runs every embed_interval_s (600 s by default): tick often here.
+        env = ({"AIMEM_EMBEDDING__PROVIDER": "local", "HF_HUB_OFFLINE": "1", "AIMEM_MAINTENANCE__EMBED_INTERVAL_S": "5"}
+               if args.embedder == "local" else {})
         with tempfile.TemporaryDirectory(prefix="aimem-locomo-") as tmp:
             with LocalStack(Path(tmp) / "data", Path(tmp) / "logs", extra_env=env) as stack:
-                result = asyncio.run(run(args.data, stack.url("ingress"), stack.url("query"), label))
+                result = asyncio.run(run(args.data, stack.url("ingress"), stack.url("query"), label,
+                                         db_path=Path(tmp) / "data" / "db" / "memory.sqlite", embedder=args.embedder))
     path = write_result(f"locomo-{args.embedder}", result)
     print(f"results: {path}")
     return result
