@@ -47,6 +47,12 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def cpu_seconds(pid: int) -> float:
+    """user+system CPU seconds of process ``pid`` (Linux ``/proc``), load-independent."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], q: float) -> float:
     """Return the ``q``-th percentile (0–100, nearest-rank) of ``values`` (0.0 if empty)."""
     if not values:

@@ -8,7 +8,10 @@ stalled server cannot hide queueing — no coordinated omission). Requests go ov
 ~10× cheaper than httpx per request, so the client is not the bottleneck it measures).
 
 Reported per rate: achieved throughput (202/s), p50/p99 latency of the 202s, 429 share,
-other errors; then "zero loss": every 202 is in SQLite once the writer caught up. Finally
+other errors, and the ingress's CPU per request (µs, from ``/proc``: on a shared machine the
+wall-clock figures measure the neighbours too, the CPU cost measures ingress); then "zero
+loss": every 202 is in SQLite once the writer caught up (a writer that exits fails the
+bench at once, with its log, instead of reporting a shortfall). Finally
 ``aimem hook`` (the real console script, a fresh process each time) against the live
 ingress: p50/p95 wall time. Targets (issue #4): p99 ≤ 10 ms at 500 ev/s, ≥ 2,000 ev/s
 sustained with zero loss, hook client ≤ 100 ms p95.
@@ -35,10 +38,10 @@ from aimem_common import config
 from aimem_common.natsserver import NatsServer, free_port
 
 try:
-    from bench.common import pct, table, write_result
+    from bench.common import cpu_seconds, pct, table, write_result
 except ImportError:  # run as a plain script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from bench.common import pct, table, write_result
+    from bench.common import cpu_seconds, pct, table, write_result
 
 CWD = "/home/dev/projects/acme-api"
 
@@ -80,12 +83,17 @@ async def _conn_worker(host: str, port: int, queue: asyncio.Queue, results: list
         writer.close()
 
 
-async def open_loop(host: str, port: int, rate: int, seconds: float, conns: int, start_i: int) -> dict:
-    """Send ``rate × seconds`` requests on schedule; return throughput/latency/429 figures."""
+async def open_loop(host: str, port: int, rate: int, seconds: float, conns: int, start_i: int,
+                    server_pid: int | None = None) -> dict:
+    """Send ``rate × seconds`` requests on schedule; return throughput/latency/429 figures.
+
+    With ``server_pid``, also the server's CPU µs per request over the run.
+    """
     queue: asyncio.Queue = asyncio.Queue()
     results: list[tuple[int, float]] = []
     workers = [asyncio.create_task(_conn_worker(host, port, queue, results)) for _ in range(conns)]
     n = int(rate * seconds)
+    cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
     t0 = time.perf_counter() + 0.05
     for k in range(n):
         due = t0 + k / rate
@@ -97,12 +105,14 @@ async def open_loop(host: str, port: int, rate: int, seconds: float, conns: int,
         queue.put_nowait(None)
     await asyncio.gather(*workers)
     elapsed = time.perf_counter() - t0
+    cpu_us = (cpu_seconds(server_pid) - cpu0) / max(1, n) * 1e6 if server_pid else 0.0
     ok = [lat for st, lat in results if st == 202]
     return {
         "rate": rate, "sent": n, "accepted": len(ok), "throughput_per_s": len(ok) / elapsed,
         "p50_ms": pct(ok, 50) * 1000, "p99_ms": pct(ok, 99) * 1000,
         "share_429": sum(1 for st, _ in results if st == 429) / max(1, n),
         "errors": sum(1 for st, _ in results if st not in (202, 429)),
+        "ingress_cpu_us_per_req": cpu_us,
     }
 
 
@@ -150,10 +160,10 @@ def run(rates: list[int], seconds: float, conns: int, hook_runs: int) -> dict:
                 procs.append(start("ingress", settings, nats_srv.url, tmp_path / "ingress.log"))
                 port = settings.port("ingress")
                 rows, accepted, next_i = [], 0, 0
-                asyncio.run(open_loop("127.0.0.1", port, 200, 1.0, conns, 10**8))  # warm-up
-                warm = 200
+                warm = asyncio.run(open_loop("127.0.0.1", port, 200, 1.0, conns, 10**8))["accepted"]
+                writer_cpu0 = cpu_seconds(procs[0].pid)
                 for rate in rates:
-                    row = asyncio.run(open_loop("127.0.0.1", port, rate, seconds, conns, next_i))
+                    row = asyncio.run(open_loop("127.0.0.1", port, rate, seconds, conns, next_i, procs[1].pid))
                     next_i += row["sent"]
                     accepted += row["accepted"]
                     rows.append(row)
@@ -164,15 +174,20 @@ def run(rates: list[int], seconds: float, conns: int, hook_runs: int) -> dict:
                     got = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
                     if got >= want:
                         break
+                    if procs[0].poll() is not None:
+                        raise RuntimeError(f"writer exited ({procs[0].returncode}) with {got}/{want} stored:\n"
+                                           + (tmp_path / "writer.log").read_text()[-2000:])
                     time.sleep(0.2)
                 time.sleep(0.5)
                 got = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
+                writer_cpu_us = (cpu_seconds(procs[0].pid) - writer_cpu0) / max(1, got - warm) * 1e6
                 hook = hook_walls(f"http://127.0.0.1:{port}", tmp_path / "client", hook_runs)
             finally:
                 for p in reversed(procs):
                     p.terminate()
                     p.wait(20)
     return {"rates": rows, "accepted_total": want, "stored_total": got, "zero_loss": got == want,
+            "writer_cpu_us_per_obs": writer_cpu_us,
             "hook_client": hook, "seconds_per_rate": seconds, "connections": conns}
 
 
@@ -185,8 +200,9 @@ def main() -> None:
     args = ap.parse_args()
     res = run([int(r) for r in args.rates.split(",")], args.seconds, args.conns, args.hook_runs)
     print(table(res["rates"], ["rate", "sent", "accepted", "throughput_per_s", "p50_ms", "p99_ms",
-                               "share_429", "errors"]))
-    print(f"\nstored {res['stored_total']} / accepted {res['accepted_total']} (zero loss: {res['zero_loss']})")
+                               "share_429", "errors", "ingress_cpu_us_per_req"]))
+    print(f"\nstored {res['stored_total']} / accepted {res['accepted_total']} (zero loss: {res['zero_loss']}); "
+          f"writer CPU {res['writer_cpu_us_per_obs']:.0f} µs per observation")
     h = res["hook_client"]
     print(f"aimem hook wall time over {h['runs']} runs: p50 {h['p50_ms']:.1f} ms, p95 {h['p95_ms']:.1f} ms, "
           f"max {h['max_ms']:.1f} ms")

@@ -35,9 +35,10 @@ from aimem_common.ops import make_envelope
 from aimem_common.sanitize import RawObservation, sanitize
 
 try:
-    from bench.common import RESULTS, machine_info
+    from bench.common import RESULTS, cpu_seconds, machine_info
 except ImportError:  # run as a plain script
-    RESULTS, machine_info = Path(__file__).resolve().parent / "results", lambda: {}
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.common import RESULTS, cpu_seconds, machine_info
 
 KINDS = [ObservationKind.USER_PROMPT, ObservationKind.PRE_TOOL_USE, ObservationKind.POST_TOOL_USE]
 
@@ -128,12 +129,6 @@ def run(n: int, batch: int) -> dict:
                     "drain_s": round(secs, 3), "obs_per_s": round(applied / secs),
                     "batches": int(batches), "mean_batch": round(count / batches, 1) if batches else None,
                     "batch_max_msgs": batch}
-
-
-def cpu_seconds(pid: int) -> float:
-    """user+system CPU seconds of process ``pid`` (Linux ``/proc``), load-independent."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
