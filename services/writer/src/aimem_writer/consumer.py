@@ -121,6 +121,12 @@ class Consumer:
         self.metrics.apply_seconds.observe(time.perf_counter() - t0)
         self.metrics.batch_size.observe(len(items))
         self.batches += 1
+        if any(o.op == "wiki.checkpoint" and o.reply and o.reply.get("ok") for o in result.outcomes):
+            # Requested checkpoint (admin backup): commit before answering, not after the debounce.
+            oid = await self.flush_checkpoint()
+            for o in result.outcomes:
+                if o.op == "wiki.checkpoint" and o.reply and o.reply.get("ok"):
+                    o.reply["result"]["commit"] = oid
         for m, item, outcome in zip(msgs, items, result.outcomes):
             reply_to = item.headers.get(busmod.REPLY_HEADER)
             if reply_to and outcome.reply is not None:
@@ -173,8 +179,8 @@ class Consumer:
         except Exception:  # noqa: BLE001 - retried with the next batch's checkpoint
             log.exception("git checkpoint failed")
 
-    async def flush_checkpoint(self) -> None:
-        """Run any pending checkpoint now (shutdown, tests)."""
+    async def flush_checkpoint(self) -> str | None:
+        """Run any pending checkpoint now (shutdown, admin backup); return the commit id or None."""
         if self._ckpt_task and not self._ckpt_task.done():
             self._ckpt_task.cancel()
             try:
@@ -182,7 +188,7 @@ class Consumer:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
         self._ckpt_pending = False
-        await self.thread.call(self.applier.checkpoint)
+        return await self.thread.call(self.applier.checkpoint)
 
     async def _poll_lag(self) -> None:
         while True:

@@ -219,3 +219,12 @@ class GrantSet(OpPayload):
     @classmethod
     def _scope(cls, v: str) -> str:
         return v if v == "*" else validate_name(v, "scope")
+
+
+@register("wiki.checkpoint")
+class WikiCheckpoint(OpPayload):
+    """Commit the wiki's pending (debounced) git checkpoint now; the reply comes after it.
+
+    Sent by ``/admin/backup`` first, so the archived repository has no uncommitted files
+    and a restore reproduces the git history exactly. Result ``{"commit": oid|null}``.
+    """

@@ -9,6 +9,7 @@ deleted once the response has been sent.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import tempfile
 from datetime import UTC, datetime
@@ -19,7 +20,11 @@ from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
 from aimem_common.archive import create_backup
-from aimem_query.admin.deps import settings_of
+from aimem_common.errors import BusTimeoutError
+from aimem_common.ops import make_envelope
+from aimem_query.admin.deps import bus_of, settings_of
+
+log = logging.getLogger("aimem.admin.backup")
 
 router = APIRouter()
 
@@ -38,6 +43,12 @@ async def backup_post(request: Request) -> FileResponse:
 
 async def _backup(request: Request) -> FileResponse:
     settings = settings_of(request)
+    # Let the writer commit its debounced git checkpoint first: the archived repository
+    # then has no uncommitted files and a restore reproduces the history exactly.
+    try:
+        await bus_of(request).request(make_envelope("wiki.checkpoint", {}, actor="admin"), timeout_s=10)
+    except BusTimeoutError:
+        log.warning("backup: the writer did not confirm a checkpoint; archiving the wiki as it is")
     work = Path(tempfile.mkdtemp(prefix="aimem-backup-"))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = work / f"aimem-backup-{stamp}.tar.gz"

@@ -26,6 +26,7 @@ from aimem_common.errors import (
 from aimem_common.models import Scope, validate_name
 from aimem_common.ops import Envelope
 from aimem_common.ops.admin import (
+    WikiCheckpoint,
     ApiKeyCreate,
     ApiKeyRevoke,
     GrantSet,
@@ -517,3 +518,10 @@ def grant_set(tx: Tx, env: Envelope, cmd: GrantSet) -> dict:
     detail = {"can_read": cmd.can_read, "can_write": cmd.can_write}
     tx.audit("grant.set", f"{cmd.user}@{cmd.workspace}/{cmd.project}", detail)
     return {"user": cmd.user, "workspace": cmd.workspace, "project": cmd.project, **detail}
+
+
+@handler("wiki.checkpoint")
+def wiki_checkpoint(tx: Tx, env: Envelope, cmd: WikiCheckpoint) -> dict:
+    """Ask for an immediate git checkpoint: the consumer flushes it after COMMIT and puts
+    the commit id (or null when nothing was dirty) in ``commit`` before replying."""
+    return {"commit": None}
