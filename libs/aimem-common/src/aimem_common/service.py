@@ -71,6 +71,17 @@ async def connect_bus(
     return nc, busmod.Bus(nc, settings.bus, telemetry.registry)
 
 
+async def close_nats(nc: NATS) -> None:
+    """Drain a connected client; close one that is reconnecting (drain would raise then).
+
+    Use as the lifespan's teardown so a service stops cleanly while NATS is down.
+    """
+    if nc.is_connected:
+        await nc.drain()
+    elif not nc.is_closed:
+        await nc.close()
+
+
 def run_service(service: str, settings: Settings, app_factory: Callable[[Settings], FastAPI]) -> None:
     """Run ``service`` under uvicorn on ``settings.host:port(service)`` (blocking).
 

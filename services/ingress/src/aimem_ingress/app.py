@@ -12,20 +12,12 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 
 from aimem_common.config import Settings
-from aimem_common.service import connect_bus
+from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
 from aimem_common.web import install_error_handlers, install_observability
 from aimem_ingress.context import HookMetrics, IngressContext
 from aimem_ingress.gate import LagGate
 from aimem_ingress.routes import router
-
-
-async def _close_nats(nc) -> None:
-    """Drain a connected client; close one that is reconnecting (drain would raise)."""
-    if nc.is_connected:
-        await nc.drain()
-    elif not nc.is_closed:
-        await nc.close()
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -38,7 +30,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI):
         async with AsyncExitStack() as stack:
             nc, bus = await connect_bus(settings, "ingress", telemetry)
-            stack.push_async_callback(_close_nats, nc)
+            stack.push_async_callback(close_nats, nc)
             cfg = settings.ingress
             gate = LagGate(bus.writer_lag, max_lag=cfg.max_writer_lag, interval_s=cfg.lag_check_interval_s,
                            retry_after_s=cfg.retry_after_s)

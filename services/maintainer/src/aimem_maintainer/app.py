@@ -24,7 +24,7 @@ from fastapi import FastAPI
 
 from aimem_common.config import Settings
 from aimem_common.embed import build_embedder
-from aimem_common.service import connect_bus
+from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
 from aimem_common.web import install_error_handlers, install_observability
 
@@ -97,7 +97,7 @@ def create_app(settings: Settings) -> FastAPI:
             if embedder is not None:
                 stack.push_async_callback(embedder.aclose)
             nc, bus = await connect_bus(settings, "maintainer", telemetry)
-            stack.push_async_callback(nc.drain)
+            stack.push_async_callback(close_nats, nc)
             store = ReadStore(settings.db_path)
             await store.run(lambda conn: conn.execute("SELECT 1").fetchone())  # waits for the writer's schema
             ctx = MaintContext(settings=settings, bus=bus, store=store, metrics=metrics, llm=llm, embedder=embedder)

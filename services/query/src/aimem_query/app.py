@@ -20,7 +20,7 @@ from aimem_common.config import Settings
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder
-from aimem_common.service import connect_bus
+from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
 from aimem_common.web import install_error_handlers, install_observability
 from aimem_query import api
@@ -37,7 +37,7 @@ def create_app(settings: Settings) -> FastAPI:
             embedder = await QueryEmbedder.open(settings)
             stack.push_async_callback(embedder.aclose)
             nc, bus = await connect_bus(settings, "query", telemetry)
-            stack.push_async_callback(nc.drain)
+            stack.push_async_callback(close_nats, nc)
             pool = ReaderPool(
                 settings.db_path, size=settings.query.read_pool_size, budget_ms=settings.query.query_budget_ms,
                 wait_s=60,

@@ -23,7 +23,7 @@ from nats.aio.client import Client as NATS
 from aimem_common import bus as busmod
 from aimem_common.config import Settings
 from aimem_common.db.connect import open_writer
-from aimem_common.service import connect_bus
+from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
 from aimem_common.web import install_error_handlers, install_observability
 
@@ -95,7 +95,7 @@ def create_app(settings: Settings) -> FastAPI:
                 await thread.call(index_hand_edits, applier, offline)
             await thread.call(applier.checkpoint, "startup")
             nc, _bus = await connect_bus(settings, "writer", telemetry)
-            stack.push_async_callback(nc.drain)
+            stack.push_async_callback(close_nats, nc)
             await _ensure_consumer(nc, settings)
             consumer = Consumer(settings, nc, thread, applier, metrics)
             task = asyncio.create_task(consumer.run(), name="writer-consumer")
