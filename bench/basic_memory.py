@@ -191,7 +191,7 @@ def index_bm(bm: Path, tmp: Path, notes: list[tuple[str, str, str]]) -> float:
     for path, title, body in notes:
         p = root / path
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(f"---\ntitle: {title}\n---\n# {title}\n\n{body}\n")
+        p.write_text(f"---\ntitle: {json.dumps(title)}\n---\n# {title}\n\n{body}\n")  # quoted: titles hold ': '
     return run_bm(bm, home, "project", "add", "vault", str(root))
 
 
