@@ -138,10 +138,24 @@ def test_purge_preview_matches_confirmed_and_audits(stack2) -> None:
     assert len(audit) == 1 and audit[0]["actor"] == "root" and audit[0]["detail"]["pages_deleted"] == 3
 
 
+def path_checkpoints(cli, project: str, path: str, n: int, timeout_s: float = 15) -> list[str]:
+    """Short ids of the checkpoints that touched ``project/path`` once there are ≥ ``n``
+    (git checkpoints are debounced, so a write is not in git the moment it is applied)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = cli("checkpoints", "--json", "-p", project, "--path", path)
+        assert r.exit_code == 0, r.output
+        revs = [c["short"] for c in json.loads(r.output)["checkpoints"]]
+        if len(revs) >= n or time.monotonic() > deadline:
+            return revs
+        time.sleep(0.2)
+
+
 def test_rename_move_restore_failure_codes(stack2) -> None:
     url, cli, _ = stack2
     write(cli, "app", "notes/a.md", "# A\none")
     write(cli, "web", "notes/a.md", "# A\nweb")
+    assert len(path_checkpoints(cli, "web", "notes/a.md", 1)) == 1  # v1 is in git before v2 is written
     cases = [
         ("/admin/rename-project", {"from": "nope", "to": "x"}, 404),
         ("/admin/rename-project", {"from": "app", "to": "web"}, 422),
@@ -171,11 +185,8 @@ def test_rename_move_restore_failure_codes(stack2) -> None:
     assert r.exit_code == 0 and "one" in json.loads(r.output)["body"]
     # restore-page from a checkpoint, found through `checkpoints --json`
     write(cli, "web", "notes/a.md", "# A\nweb v2")
-    items = wait_checkpoint(url, 2)
-    r = cli("checkpoints", "--json", "-p", "web", "--path", "notes/a.md")
-    assert r.exit_code == 0, r.output
-    revs = [c["short"] for c in json.loads(r.output)["checkpoints"]]
-    assert revs and items
+    revs = path_checkpoints(cli, "web", "notes/a.md", 2)
+    assert len(revs) == 2  # newest first: v2, then v1
     r = cli("restore-page", "-p", "web", "--path", "notes/a.md", "--from", revs[-1])
     assert r.exit_code == 0, r.output
     r = cli("read-page", "notes/a.md", "-p", "web", "--json")
