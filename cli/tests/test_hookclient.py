@@ -42,31 +42,45 @@ def test_cap_payload_caps_prompts_excerpts_lists_and_depth(hook):
     assert "…" in json.dumps(p["deep"], ensure_ascii=False)
 
 
-def test_server_down_exits_zero_fast_and_spools(tmp_path, hook):
+def baseline_wall(tmp_path, hook, fake_ingress) -> float:
+    """Median wall time of the same hook against a server that answers at once: process
+    start-up on this machine right now, so the bounds below hold on a loaded CI box too."""
+    walls = []
+    for _ in range(3):
+        proc, wall = hook(["--agent", "claude-code", "--event", "UserPromptSubmit"], PROMPT,
+                          data_dir=tmp_path / "baseline", url=fake_ingress.url, extra_env=DEFAULT_BUDGET)
+        assert proc.returncode == 0
+        walls.append(wall)
+    return sorted(walls)[1]
+
+
+def test_server_down_exits_zero_fast_and_spools(tmp_path, hook, fake_ingress):
+    base = baseline_wall(tmp_path, hook, fake_ingress)
     proc, wall = hook(["--agent", "claude-code", "--event", "UserPromptSubmit"], PROMPT,
                           data_dir=tmp_path, url="http://127.0.0.1:9", extra_env=DEFAULT_BUDGET)
     assert proc.returncode == 0 and proc.stdout == b""
-    assert wall < 0.35, wall
+    assert wall < base + 0.2, (wall, base)
     [entry] = spooled(tmp_path)
     assert entry["agent"] == "claude-code" and entry["p"]["prompt"] == "add pagination"
     assert entry["k"].startswith("claude-code:")
 
 
-def test_hanging_server_costs_at_most_200ms(tmp_path, hanging_server, hook):
+def test_hanging_server_costs_at_most_200ms(tmp_path, hanging_server, hook, fake_ingress):
+    base = baseline_wall(tmp_path, hook, fake_ingress)
     walls = []
     for _ in range(3):
         proc, wall = hook(["--agent", "claude-code", "--event", "UserPromptSubmit"], PROMPT,
                               data_dir=tmp_path, url=hanging_server.url, extra_env=DEFAULT_BUDGET)
         assert proc.returncode == 0
         walls.append(wall)
-    # The client's deadline is 150 ms from fork; the margin above 200 ms only absorbs
-    # scheduler contention when the suite shares two cores with other runs.
-    assert sorted(walls)[1] < 0.2 and max(walls) < 0.35, walls
+    # The client's deadline is 150 ms from its start: a hung server may cost at most 200 ms
+    # over the same hook against a server that answers at once (the baseline).
+    assert sorted(walls)[1] < base + 0.2 and max(walls) < base + 0.5, (walls, base)
     assert len(spooled(tmp_path)) == 3
     start = {**PROMPT, "hook_event_name": "SessionStart"}
     proc, wall = hook(["--agent", "claude-code", "--event", "SessionStart"], start,
                           data_dir=tmp_path, url=hanging_server.url, extra_env=DEFAULT_BUDGET)
-    assert proc.returncode == 0 and proc.stdout == b"" and wall < 0.35
+    assert proc.returncode == 0 and proc.stdout == b"" and wall < base + 0.2, (wall, base)
 
 
 def test_garbage_stdin_still_exits_zero(tmp_path, hook):
@@ -141,10 +155,12 @@ def test_format_context_is_valid_json_and_generic_is_text(hook):
 
 
 def test_session_end_hands_off_to_a_detached_drain(tmp_path, fake_ingress, hook):
+    base = baseline_wall(tmp_path, hook, fake_ingress)
+    fake_ingress.requests.clear()
     end = {**PROMPT, "hook_event_name": "SessionEnd", "reason": "exit"}
     proc, wall = hook(["--agent", "claude-code", "--event", "SessionEnd"], end, data_dir=tmp_path,
                           url=fake_ingress.url, extra_env=DEFAULT_BUDGET)
-    assert proc.returncode == 0 and wall < 0.35
+    assert proc.returncode == 0 and wall < base + 0.2, (wall, base)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and not fake_ingress.hook_requests():
         time.sleep(0.05)
