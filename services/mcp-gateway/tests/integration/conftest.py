@@ -13,13 +13,12 @@ from aimem_common.testing.seedstore import Seed
 
 
 def requires_writer_ops(*ops: str) -> None:
-    """Skip (with the reason) until the writer registers a handler for each of ``ops``."""
+    """Fail unless the writer registers a handler for each of ``ops`` (the tools need them)."""
     import aimem_writer.ops  # noqa: F401  (registers every handler)
     from aimem_writer import registry
 
     missing = [op for op in ops if registry.get(op) is None]
-    if missing:
-        pytest.skip(f"writer has no handler yet for {missing} (issue 3)")
+    assert not missing, f"writer has no handler for {missing}"
 
 
 def mcp_url(proc) -> str:
