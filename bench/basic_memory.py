@@ -199,7 +199,7 @@ def index_aimem(tmp: Path, notes: list[tuple[str, str, str]]) -> float:
     """Wall time to apply every note through the real write path (bus → writer → git)."""
     from aimem_common import bus as busmod
     from aimem_common.config import BusSettings
-    from aimem_common.ops import make_envelope
+    from aimem_common.commands import make_envelope
     from aimem_common.testing.stack import LocalStack
 
     async def push(nats_url: str) -> float:

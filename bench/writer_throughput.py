@@ -31,7 +31,7 @@ from aimem_common import bus as busmod
 from aimem_common import config
 from aimem_common.models import ObservationKind
 from aimem_common.natsserver import NatsServer, free_port
-from aimem_common.ops import make_envelope
+from aimem_common.commands import make_envelope
 from aimem_common.sanitize import RawObservation, sanitize
 
 try:

@@ -20,7 +20,7 @@ def test_maint_commands_over_nats(settings, services, monkeypatch, tmp_path):
     import asyncio
 
     from aimem_common import bus as busmod
-    from aimem_common.ops import make_envelope
+    from aimem_common.commands import make_envelope
 
     async def seed() -> None:
         nc = await busmod.connect(settings.bus, name="t", reconnect=False)

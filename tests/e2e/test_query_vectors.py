@@ -24,7 +24,7 @@ import pytest
 from mcp import Client
 
 from aimem_common.db.connect import open_reader
-from aimem_common.ops import make_envelope
+from aimem_common.commands import make_envelope
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.asyncio]
 

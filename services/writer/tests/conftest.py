@@ -10,7 +10,7 @@ import pytest
 
 from aimem_common import config
 from aimem_common.db.connect import open_writer
-from aimem_common.ops import Envelope, ScopeRef
+from aimem_common.commands import Envelope, ScopeRef
 
 import aimem_writer.ops  # noqa: F401  (registers every handler)
 from aimem_writer.batch import Applier, Incoming

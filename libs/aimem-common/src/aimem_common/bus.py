@@ -45,7 +45,7 @@ from aimem_common.errors import (
     UnavailableError,
     from_dict,
 )
-from aimem_common.ops import Envelope
+from aimem_common.commands import Envelope
 
 log = logging.getLogger("aimem.bus")
 

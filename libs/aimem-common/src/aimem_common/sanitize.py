@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from aimem_common.models import ObservationKind
-from aimem_common.ops.observations import ObservationAppend
+from aimem_common.commands.observations import ObservationAppend
 from aimem_common.redact import redact
 
 BODY_BACKSTOP_BYTES = 16 * 1024

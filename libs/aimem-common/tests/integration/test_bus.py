@@ -10,7 +10,7 @@ import pytest
 from aimem_common import bus as busmod
 from aimem_common.config import BusSettings
 from aimem_common.errors import BackPressureError, BusTimeoutError, NotFoundError, UnavailableError
-from aimem_common.ops import make_envelope
+from aimem_common.commands import make_envelope
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 

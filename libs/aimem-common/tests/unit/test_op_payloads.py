@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aimem_common.errors import BadRequestError
-from aimem_common.ops.envelope import parse_payload
+from aimem_common.commands.envelope import parse_payload
 
 
 @pytest.mark.parametrize(("op", "payload"), [

@@ -390,7 +390,7 @@ def test_one_mebibyte_adversarial_line_is_fast(name: str) -> None:
     t0 = time.process_time()
     res = redact(text)
     elapsed = time.process_time() - t0
-    assert elapsed < 1.0, f"{name}: {elapsed:.2f}s CPU for 1 MiB"
+    assert elapsed < 5.0, f"{name}: {elapsed:.2f}s CPU for 1 MiB"  # linear: ~1 s; backtracking: minutes
     assert isinstance(res.text, str)
 
 

@@ -36,9 +36,9 @@ from aimem_common.errors import (
     UnavailableError,
 )
 from aimem_common.models import ObservationKind, validate_name
-from aimem_common.ops import make_envelope
-from aimem_common.ops.handoffs import HandoffAccept
-from aimem_common.ops.observations import SessionEnd
+from aimem_common.commands import make_envelope
+from aimem_common.commands.handoffs import HandoffAccept
+from aimem_common.commands.observations import SessionEnd
 from aimem_common.sanitize import RawObservation, sanitize
 from aimem_ingress.body import decode_json, read_capped
 from aimem_ingress.brief import budget_chars, read_brief, render_context

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aimem_common.errors import AimemError, NotFoundError
-from aimem_common.ops.maintenance import ProposalIn
+from aimem_common.commands.maintenance import ProposalIn
 
 from aimem_maintainer.consolidate import gather
 from aimem_maintainer.llm import fence

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from aimem_common import bus as busmod
 from aimem_common.errors import AimemError, ConflictError, LlmOutputError, LlmUnavailableError, NotFoundError
 from aimem_common.models import validate_page_path
-from aimem_common.ops.maintenance import CONSOLIDATION_DIRS
+from aimem_common.commands.maintenance import CONSOLIDATION_DIRS
 
 from aimem_maintainer.llm import fence
 from aimem_maintainer.store import ScopeIds, find_scope, related_pages

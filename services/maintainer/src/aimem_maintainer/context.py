@@ -14,7 +14,7 @@ from aimem_common.bus import Bus
 from aimem_common.config import Settings
 from aimem_common.embed import Embedder
 from aimem_common.errors import LlmNotConfiguredError
-from aimem_common.ops import make_envelope
+from aimem_common.commands import make_envelope
 
 from aimem_maintainer.llm import LlmClient
 from aimem_maintainer.metrics import MaintMetrics

@@ -19,7 +19,7 @@ from aimem_common.bus import Bus
 from aimem_common.config import Settings
 from aimem_common.errors import BadRequestError, ForbiddenError
 from aimem_common.models import Scope, validate_name
-from aimem_common.ops import make_envelope
+from aimem_common.commands import make_envelope
 from aimem_common.read import scopes
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.pool import ReaderPool

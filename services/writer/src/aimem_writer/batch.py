@@ -26,8 +26,8 @@ from pydantic import ValidationError
 from aimem_common.bus import extract_context
 from aimem_common.config import Settings
 from aimem_common.errors import AimemError, BadRequestError, RetryableError
-from aimem_common.ops import Envelope, parse_payload
-from aimem_common.ops.envelope import first_error
+from aimem_common.commands import Envelope, parse_payload
+from aimem_common.commands.envelope import first_error
 
 from aimem_writer import registry
 from aimem_writer.metrics import WriterMetrics

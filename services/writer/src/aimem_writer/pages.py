@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from aimem_common.errors import BadRequestError, PayloadTooLargeError, PreconditionFailedError
 from aimem_common.models import Scope, kind_for_path, tier_for, validate_page_path
-from aimem_common.ops.pages import PageWrite
+from aimem_common.commands.pages import PageWrite
 from aimem_common import wikifmt
 
 if TYPE_CHECKING:

@@ -1,10 +1,10 @@
-"""The op-handler registry: one sync handler per op of ``aimem_common.ops.OP_MODELS``.
+"""The op-handler registry: one sync handler per op of ``aimem_common.commands.OP_MODELS``.
 
 Shape borrowed from sqlite-utils ``Migrations`` (decorator registry, duplicate names fail at
 import) and datasette's write thread (handlers are *sync* and run on the single writer
 thread, inside the batch transaction)::
 
-    from aimem_common.ops.pages import PageDelete
+    from aimem_common.commands.pages import PageDelete
     from aimem_writer.registry import handler
     from aimem_writer.tx import Tx
 
@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aimem_common.ops import OP_MODELS, OpPayload
+from aimem_common.commands import OP_MODELS, OpPayload
 
 if TYPE_CHECKING:
-    from aimem_common.ops import Envelope
+    from aimem_common.commands import Envelope
 
     from aimem_writer.tx import Tx
 
@@ -55,7 +55,7 @@ _HANDLERS: dict[str, Handler] = {}
 def handler(op: str) -> Callable[[HandlerFn], HandlerFn]:
     """Register ``fn(tx, env, cmd) -> dict`` as the handler of ``op``.
 
-    The payload model comes from ``aimem_common.ops.OP_MODELS[op]``; the writer validates
+    The payload model comes from ``aimem_common.commands.OP_MODELS[op]``; the writer validates
     the payload with it before calling ``fn``.
 
     Raises:
@@ -69,7 +69,7 @@ def handler(op: str) -> Callable[[HandlerFn], HandlerFn]:
                 f"op {op!r} already handled by {_HANDLERS[op].fn.__module__}.{_HANDLERS[op].fn.__qualname__}"
             )
         if op not in OP_MODELS:
-            raise KeyError(f"op {op!r} has no payload model in aimem_common.ops (register it there)")
+            raise KeyError(f"op {op!r} has no payload model in aimem_common.commands (register it there)")
         _HANDLERS[op] = Handler(op, OP_MODELS[op], fn)
         return fn
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from aimem_common.config import Settings
 from aimem_common.db.connect import open_writer
 from aimem_common.errors import AimemError, ConflictError, NotFoundError
-from aimem_common.ops import Envelope, ScopeRef
+from aimem_common.commands import Envelope, ScopeRef
 from aimem_common.wikifmt import META_FILE, is_ledger_name, parse_meta
 
 from aimem_writer.lock import WriterLock

@@ -34,7 +34,7 @@ API (all on the writer thread; never keep a ``Tx`` after the handler returns):
     time (``invalid_path``).
 ``tx.pages`` (``aimem_writer.pages.PageStore``)
     ``write(scope, page, evidence=..., session_id=...) -> dict`` where ``page`` is an
-    ``aimem_common.ops.pages.PageWrite`` or ``aimem_writer.pages.PageInput``: versioning
+    ``aimem_common.commands.pages.PageWrite`` or ``aimem_writer.pages.PageInput``: versioning
     (supersession keeps history), preconditions (``precondition_failed`` with
     ``current_page_id``), frontmatter validation, FTS (triggers), links (deferred
     resolution, cross-project), entities, evidence, the staged file, audit and a
@@ -64,8 +64,8 @@ from typing import Any
 from aimem_common.config import Settings
 from aimem_common.errors import BadRequestError, NotFoundError
 from aimem_common.models import Scope, validate_name
-from aimem_common.ops import Envelope
-from aimem_common.ops.envelope import OP_CREATES_SCOPE
+from aimem_common.commands import Envelope
+from aimem_common.commands.envelope import OP_CREATES_SCOPE
 from aimem_common.wikifmt import META_FILE, render_meta
 
 from aimem_writer.wiki import WikiStage

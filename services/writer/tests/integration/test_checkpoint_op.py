@@ -5,7 +5,7 @@ from __future__ import annotations
 import pygit2
 import pytest
 
-from aimem_common.ops import make_envelope
+from aimem_common.commands import make_envelope
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 

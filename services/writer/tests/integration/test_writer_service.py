@@ -16,7 +16,7 @@ import pytest
 
 from aimem_common import bus as busmod
 from aimem_common.errors import NotFoundError, PreconditionFailedError
-from aimem_common.ops import make_envelope
+from aimem_common.commands import make_envelope
 from aimem_common.sanitize import RawObservation, sanitize
 from aimem_common.models import ObservationKind
 

@@ -15,7 +15,7 @@ import pytest
 from aimem_common import config
 from aimem_common.db.connect import open_writer
 from aimem_common.errors import AimemError
-from aimem_common.ops import make_envelope, parse_payload
+from aimem_common.commands import make_envelope, parse_payload
 import aimem_writer.ops  # noqa: F401  (registers every handler)
 from aimem_writer import registry
 from aimem_writer.pages import PageInput

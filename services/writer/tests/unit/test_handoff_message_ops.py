@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aimem_common.ops.messages import INBOX_DEPTH_CAP
+from aimem_common.commands.messages import INBOX_DEPTH_CAP
 
 from aimem_writer.ops.handoffs import cwd_matches
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aimem_common.ops import OP_MODELS
+from aimem_common.commands import OP_MODELS
 
 import aimem_writer.ops  # noqa: F401
 from aimem_writer import registry

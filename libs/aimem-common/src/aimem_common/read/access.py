@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from aimem_common.errors import AimemError
-from aimem_common.ops import make_envelope
+from aimem_common.commands import make_envelope
 
 log = logging.getLogger("aimem.read.access")
 

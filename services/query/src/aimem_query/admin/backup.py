@@ -21,7 +21,7 @@ from starlette.background import BackgroundTask
 
 from aimem_common.archive import create_backup
 from aimem_common.errors import BusTimeoutError
-from aimem_common.ops import make_envelope
+from aimem_common.commands import make_envelope
 from aimem_query.admin.deps import bus_of, settings_of
 
 log = logging.getLogger("aimem.admin.backup")

@@ -19,7 +19,7 @@ from aimem_common.config import Settings
 from aimem_common.db.connect import open_reader
 from aimem_common import auth
 from aimem_common.errors import NotFoundError, UnavailableError
-from aimem_common.ops import make_envelope
+from aimem_common.commands import make_envelope
 
 T = TypeVar("T")
 

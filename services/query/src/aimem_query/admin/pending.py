@@ -22,7 +22,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from aimem_common.read import proposals, scopes
-from aimem_common.ops import make_envelope
+from aimem_common.commands import make_envelope
 from aimem_query.admin.deps import bus_of, read
 
 router = APIRouter()

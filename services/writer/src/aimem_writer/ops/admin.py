@@ -24,8 +24,8 @@ from aimem_common.errors import (
     UnprocessableError,
 )
 from aimem_common.models import Scope, validate_name
-from aimem_common.ops import Envelope
-from aimem_common.ops.admin import (
+from aimem_common.commands import Envelope
+from aimem_common.commands.admin import (
     WikiCheckpoint,
     ApiKeyCreate,
     ApiKeyRevoke,

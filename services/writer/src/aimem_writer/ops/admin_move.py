@@ -22,8 +22,8 @@ from typing import Any
 
 from aimem_common.errors import ConflictError, NotFoundError, UnprocessableError
 from aimem_common.models import Scope
-from aimem_common.ops import Envelope
-from aimem_common.ops.admin import DEDUP_FROM_TOKEN, ProjectMove, SessionMove
+from aimem_common.commands import Envelope
+from aimem_common.commands.admin import DEDUP_FROM_TOKEN, ProjectMove, SessionMove
 from aimem_common.wikifmt import META_FILE, render_meta
 
 from aimem_writer.ops.admin import (

@@ -13,8 +13,8 @@ from __future__ import annotations
 import posixpath
 
 from aimem_common.errors import ConflictError, NotFoundError
-from aimem_common.ops import Envelope
-from aimem_common.ops.handoffs import HandoffAccept, HandoffBegin, HandoffCancel
+from aimem_common.commands import Envelope
+from aimem_common.commands.handoffs import HandoffAccept, HandoffBegin, HandoffCancel
 
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx

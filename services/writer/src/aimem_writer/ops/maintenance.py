@@ -1,4 +1,4 @@
-"""Handlers of the maintainer's ops (payloads in ``aimem_common.ops.maintenance``).
+"""Handlers of the maintainer's ops (payloads in ``aimem_common.commands.maintenance``).
 
 Writer thread, inside the batch transaction and the command's SAVEPOINT: a raised
 ``AimemError`` rolls the whole command back, so a sweep, a consolidation completion or a
@@ -16,8 +16,8 @@ from typing import Any
 
 from aimem_common.errors import ConflictError, NotFoundError
 from aimem_common.models import Scope
-from aimem_common.ops import Envelope
-from aimem_common.ops.maintenance import (
+from aimem_common.commands import Envelope
+from aimem_common.commands.maintenance import (
     AutoImproveClaim,
     AutoImproveWatermark,
     ConsolidationComplete,

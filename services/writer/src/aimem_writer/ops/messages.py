@@ -8,8 +8,8 @@ coordinate (inbox) or the sender's (outbox). The recipient's pending inbox is ca
 from __future__ import annotations
 
 from aimem_common.errors import ConflictError, NotFoundError
-from aimem_common.ops import Envelope
-from aimem_common.ops.messages import INBOX_DEPTH_CAP, MessageCancel, MessagePop, MessageSend
+from aimem_common.commands import Envelope
+from aimem_common.commands.messages import INBOX_DEPTH_CAP, MessageCancel, MessagePop, MessageSend
 
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx

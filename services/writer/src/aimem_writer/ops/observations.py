@@ -9,8 +9,8 @@ redactor: a command that still carries a secret is refused with ``unsanitized``
 from __future__ import annotations
 
 from aimem_common.errors import BadRequestError
-from aimem_common.ops import Envelope
-from aimem_common.ops.observations import ObservationAppend
+from aimem_common.commands import Envelope
+from aimem_common.commands.observations import ObservationAppend
 from aimem_common.redact import contains_secret
 from aimem_common.wikifmt import normalize_timestamp
 

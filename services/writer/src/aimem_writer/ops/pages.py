@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from aimem_common.errors import AimemError, NotFoundError
-from aimem_common.ops import Envelope
-from aimem_common.ops.pages import PageAccess, PageDelete, PageFeedback, PageWrite, PageWriteBatch
+from aimem_common.commands import Envelope
+from aimem_common.commands.pages import PageAccess, PageDelete, PageFeedback, PageWrite, PageWriteBatch
 from aimem_common.wikifmt import normalize_timestamp
 
 from aimem_writer.registry import handler

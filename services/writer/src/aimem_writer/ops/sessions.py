@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 
 from aimem_common.errors import NotFoundError
-from aimem_common.ops import Envelope
-from aimem_common.ops.observations import SessionEnd
+from aimem_common.commands import Envelope
+from aimem_common.commands.observations import SessionEnd
 from aimem_common.sanitize import cap_utf8
 
 from aimem_writer.ops.observations import ledger_entry, occurred

@@ -8,7 +8,7 @@ at import time. ``OP_MODELS`` is the catalogue the writer dispatches on.
 
 from __future__ import annotations
 
-from aimem_common.ops.envelope import (  # noqa: F401  (public API)
+from aimem_common.commands.envelope import (  # noqa: F401  (public API)
     OP_MODELS,
     Envelope,
     OpPayload,
@@ -17,7 +17,7 @@ from aimem_common.ops.envelope import (  # noqa: F401  (public API)
     parse_payload,
     register,
 )
-from aimem_common.ops import (  # noqa: F401,E402  (each import registers its ops)
+from aimem_common.commands import (  # noqa: F401,E402  (each import registers its ops)
     admin,
     handoffs,
     maintenance,

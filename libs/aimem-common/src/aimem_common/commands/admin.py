@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from aimem_common.models import validate_name, validate_page_path
-from aimem_common.ops.envelope import OpPayload, register
+from aimem_common.commands.envelope import OpPayload, register
 
 OnConflict = Literal["block", "overwrite", "duplicate"]
 DEDUP_FROM_TOKEN = "-from-"  # duplicate policy: <stem>-from-<src_workspace>.md, then -2, -3, ...

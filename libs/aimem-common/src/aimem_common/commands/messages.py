@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from aimem_common.ops.envelope import OpPayload, register
+from aimem_common.commands.envelope import OpPayload, register
 
 INBOX_DEPTH_CAP = 200
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from aimem_common.models import validate_page_path
-from aimem_common.ops.envelope import OpPayload, register
+from aimem_common.commands.envelope import OpPayload, register
 
 MAX_PAGE_BODY_BYTES = 256 * 1024
 

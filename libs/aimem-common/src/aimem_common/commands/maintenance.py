@@ -30,8 +30,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from aimem_common.models import validate_page_path
-from aimem_common.ops.envelope import OpPayload, register
-from aimem_common.ops.pages import PageWrite
+from aimem_common.commands.envelope import OpPayload, register
+from aimem_common.commands.pages import PageWrite
 
 # Directories auto-improve and consolidation may write into (seed 000 steps 4 and 5).
 CONSOLIDATION_DIRS = ("concepts/", "decisions/", "gotchas/")

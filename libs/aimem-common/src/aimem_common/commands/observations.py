@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from aimem_common.models import ObservationKind
-from aimem_common.ops.envelope import OpPayload, register
+from aimem_common.commands.envelope import OpPayload, register
 
 
 @register("observation.append", creates_scope=True)
