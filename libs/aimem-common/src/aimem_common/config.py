@@ -199,6 +199,17 @@ class AuthSettings(BaseModel):
     insecure_bind: bool = False
 
 
+class WebSettings(BaseModel):
+    """The browser interface at query ``/web`` (``[web]``)."""
+
+    enabled: bool = True
+    session_ttl_s: int = Field(12 * 3600, ge=60)  # a login lasts this long, then logs in again
+    login_max_failures: int = Field(5, ge=1)  # per user name (×4 per client address) in the window
+    login_window_s: int = Field(300, ge=1)
+    cookie_secure: bool | None = None  # None: Secure when the request arrived over https
+    sse_max_s: int = Field(300, ge=5)  # one live-update stream lasts this long; the browser reconnects
+
+
 class Settings(BaseSettings):
     """Every setting of every service. Units are in the field names."""
 
@@ -235,6 +246,7 @@ class Settings(BaseSettings):
     llm_fallbacks: list[LlmCandidate] = []
     embedding: EmbeddingSettings = EmbeddingSettings()
     auth: AuthSettings = AuthSettings()
+    web: WebSettings = WebSettings()
 
     # Secrets named by `api_key_env` in [[llm_fallbacks]] are resolved once at load.
     resolved_env: dict[str, str] = Field(default_factory=dict, exclude=True)

@@ -1,4 +1,4 @@
-"""The query service app: ``/api/v1`` (read-only JSON), ``/admin``, health and metrics.
+"""The query service app: ``/api/v1`` (read-only JSON), ``/admin``, ``/web``, health and metrics.
 
 The lifespan builds the query embedder (``embedding.provider`` set), connects the bus and
 opens the reader pool; all live on ``app.state`` (``settings``, ``bus``, ``nc``,
@@ -23,7 +23,8 @@ from aimem_common.read.query_embed import QueryEmbedder
 from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
 from aimem_common.web import install_error_handlers, install_observability
-from aimem_query import api
+from aimem_query import api, web
+from aimem_query.web.events import EventHub
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -48,6 +49,10 @@ def create_app(settings: Settings) -> FastAPI:
             app.state.access = AccessThrottle(settings.query.access_bump_interval_s)
             app.state.query_embedder = embedder
             app.state.ctx = {"settings": settings, "nc": nc, "bus": bus, "read_pool": pool}
+            hub = EventHub()  # /web live updates
+            await hub.start(nc)
+            stack.push_async_callback(hub.stop)
+            app.state.web_events = hub
             yield
 
     async def health() -> dict:
@@ -69,4 +74,6 @@ def create_app(settings: Settings) -> FastAPI:
     # The admin half of issue 5 lives in aimem_query.admin (another owner): include it when present.
     if importlib.util.find_spec("aimem_query.admin") is not None:
         app.include_router(importlib.import_module("aimem_query.admin").router)
+    if settings.web.enabled:
+        web.install(app)
     return app

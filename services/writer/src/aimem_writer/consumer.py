@@ -152,6 +152,8 @@ class Consumer:
         return result
 
     async def _publish_events(self, events: list[Event]) -> None:
+        events = coalesce_events(events)
+
         async def one(ev: Event) -> None:
             try:
                 await self.js.publish(busmod.evt_subject(ev.kind), json.dumps(ev.data, ensure_ascii=False).encode(),
@@ -204,3 +206,30 @@ class Consumer:
     def stop(self) -> None:
         """Ask ``run()`` to return after the current batch."""
         self._stop.set()
+
+
+def coalesce_events(events: list[Event]) -> list[Event]:
+    """Merge a batch's ``observations.appended`` events into one per (workspace, project, session).
+
+    The hook path appends thousands of observations a second; live views only need to know
+    that a session grew (``count`` summed, highest ``last_observation_id``, ``kinds`` in
+    first-seen order). Other events pass through in order.
+    """
+    out: list[Event] = []
+    merged: dict[tuple, Event] = {}
+    for ev in events:
+        if ev.kind != "observations.appended":
+            out.append(ev)
+            continue
+        key = (ev.data.get("workspace"), ev.data.get("project"), ev.data.get("session_id"))
+        first = merged.get(key)
+        if first is None:
+            merged[key] = ev = Event(ev.kind, {**ev.data, "kinds": list(ev.data.get("kinds", []))})
+            out.append(ev)
+            continue
+        first.data["count"] += ev.data.get("count", 1)
+        first.data["last_observation_id"] = max(first.data["last_observation_id"], ev.data["last_observation_id"])
+        for k in ev.data.get("kinds", []):
+            if k not in first.data["kinds"]:
+                first.data["kinds"].append(k)
+    return out

@@ -5,7 +5,7 @@ Shapes (all JSON-ready dicts; times are the stored RFC 3339 strings):
 ``PageRecord`` (``get_page``)::
 
     {"page_id": int, "id": int, "workspace", "project", "path", "title", "body",
-     "frontmatter": dict, "kind", "tier", "tags": list[str], "pinned": bool,
+     "frontmatter": dict, "kind", "tier", "tags": list[str], "pinned": bool, "salience": float|None,
      "session_id": str|None, "expires_at": str|None, "expired": bool,
      "superseded": bool, "is_latest": bool, "supersedes": int|None,
      "access_count": int, "last_accessed_at": str|None, "created_at", "updated_at",
@@ -42,7 +42,7 @@ _TKEY = "strftime('%Y-%m-%dT%H:%M:%f', {col})"
 
 _PAGE_COLS = """
 p.id, p.workspace_id, p.project_id, p.path, p.title, p.frontmatter, p.kind, p.tier, p.tags,
-p.pinned, p.session_id, p.expires_at, p.is_latest, p.supersedes, p.retired_reason,
+p.pinned, p.salience, p.session_id, p.expires_at, p.is_latest, p.supersedes, p.retired_reason,
 p.access_count, p.last_accessed_at, p.created_at, p.updated_at, w.name AS ws_name, pj.name AS pj_name
 """
 _PAGE_FROM = " FROM pages p JOIN projects pj ON pj.id = p.project_id JOIN workspaces w ON w.id = p.workspace_id "
@@ -90,6 +90,7 @@ def summary_from_row(row: sqlite3.Row) -> dict[str, Any]:
         "tier": row["tier"],
         "tags": _json(row["tags"], []),
         "pinned": bool(row["pinned"]),
+        "salience": row["salience"],
         "session_id": row["session_id"],
         "expires_at": row["expires_at"],
         "expired": is_expired(row["expires_at"]),
@@ -321,3 +322,83 @@ def graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = MAX_GRAPH_
                 nodes[r["id"]] = {"id": r["id"], "path": r["path"], "title": r["title"], "kind": r["kind"],
                                   "workspace": r["ws_name"], "project": r["pj_name"], "external": True}
     return {"nodes": list(nodes.values()), "edges": edges, "truncated": truncated}
+
+
+MAX_VERSIONS = 500
+MAX_TREE_PAGES = 500
+
+
+def versions(conn: sqlite3.Connection, scope: Scope, path: str, *, limit: int = 100) -> list[dict[str, Any]]:
+    """Return the retained versions of ``path`` in ``scope``, newest first (no bodies).
+
+    Each: ``{"page_id", "title", "is_latest": bool, "retired_reason", "actor", "updated_at",
+    "superseded_at", "content_hash", "body_chars"}``; len ≤ ``limit`` (≤ 500). Empty when
+    the path never existed.
+    """
+    limit = max(1, min(limit, MAX_VERSIONS))
+    rows = conn.execute(
+        "SELECT id, title, is_latest, retired_reason, actor, updated_at, superseded_at, content_hash,"
+        " length(body) AS body_chars FROM pages WHERE project_id = ? AND path = ? ORDER BY id DESC LIMIT ?",
+        (scope.project_id, path, limit),
+    ).fetchall()
+    return [
+        {"page_id": r["id"], "title": r["title"], "is_latest": bool(r["is_latest"]),
+         "retired_reason": r["retired_reason"], "actor": r["actor"], "updated_at": r["updated_at"],
+         "superseded_at": r["superseded_at"], "content_hash": r["content_hash"], "body_chars": r["body_chars"]}
+        for r in rows
+    ]
+
+
+def version_body(conn: sqlite3.Connection, scope: Scope, page_id: int) -> dict[str, Any]:
+    """Return ``{"page_id", "path", "title", "body", "is_latest", "updated_at"}`` of one version.
+
+    Raises:
+        NotFoundError: ``page_not_found`` (also for a version of another scope).
+    """
+    row = None
+    if 0 < page_id < 2**63:
+        row = conn.execute(
+            "SELECT id, path, title, body, is_latest, updated_at FROM pages WHERE project_id = ? AND id = ?",
+            (scope.project_id, page_id),
+        ).fetchone()
+    if row is None:
+        raise NotFoundError(f"page version #{page_id} not found in {scope.workspace}/{scope.project}",
+                            code="page_not_found", data={"page_id": page_id})
+    return {"page_id": row["id"], "path": row["path"], "title": row["title"], "body": row["body"],
+            "is_latest": bool(row["is_latest"]), "updated_at": row["updated_at"]}
+
+
+def tree(conn: sqlite3.Connection, scope: Scope, folder: str = "", *, limit: int = MAX_TREE_PAGES) -> dict[str, Any]:
+    """Return one folder of the live page tree of ``scope``.
+
+    Args:
+        folder: ``""`` (the project root) or a path prefix ending in ``/``.
+        limit: pages listed directly in the folder (≤ 500), by path.
+
+    Returns ``{"folder", "folders": [{"name", "path", "pages": int}], "pages":
+    [{"page_id", "path", "name", "title", "kind", "updated_at"}], "truncated": bool}``;
+    ``folders`` counts every live page below each subfolder.
+    """
+    limit = max(1, min(limit, MAX_TREE_PAGES))
+    n = len(folder)
+    where, args = "project_id = ? AND is_latest = 1", [scope.project_id]
+    if folder:
+        # A range on the (project_id, path) index: every path starting with folder ('/' + 1 = '0').
+        where += " AND path >= ? AND path < ?"
+        args += [folder, folder[:-1] + "0"]
+    folders = [
+        {"name": r[0], "path": folder + r[0] + "/", "pages": r[1]}
+        for r in conn.execute(
+            f"SELECT substr(path, {n + 1}, instr(substr(path, {n + 1}), '/') - 1) AS sub, count(*)"
+            f" FROM pages WHERE {where} AND instr(substr(path, {n + 1}), '/') > 0 GROUP BY sub ORDER BY sub",
+            args,
+        )
+    ]
+    rows = conn.execute(
+        f"SELECT id, path, title, kind, updated_at FROM pages WHERE {where}"
+        f" AND instr(substr(path, {n + 1}), '/') = 0 ORDER BY path LIMIT ?",
+        (*args, limit + 1),
+    ).fetchall()
+    pages = [{"page_id": r["id"], "path": r["path"], "name": r["path"][n:], "title": r["title"], "kind": r["kind"],
+              "updated_at": r["updated_at"]} for r in rows[:limit]]
+    return {"folder": folder, "folders": folders, "pages": pages, "truncated": len(rows) > limit}

@@ -69,3 +69,28 @@ def status(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, An
     if scope is not None:
         out.update(workspace=scope.workspace, project=scope.project)
     return out
+
+
+def projects_overview(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Return every project with its activity, by workspace then project name.
+
+    Each: ``{"workspace", "project", "project_id", "pages": int (live), "sessions": int,
+    "handoffs_open": int, "last_activity": str|None}`` (the newest page update or session
+    event).
+    """
+    rows = conn.execute(
+        "SELECT w.name AS workspace, p.name AS project, p.id AS project_id,"
+        " (SELECT count(*) FROM pages g WHERE g.project_id = p.id AND g.is_latest = 1) AS pages,"
+        " (SELECT count(*) FROM sessions s WHERE s.project_id = p.id) AS sessions,"
+        " (SELECT count(*) FROM handoffs h WHERE h.project_id = p.id AND h.status = 'open') AS handoffs_open,"
+        " (SELECT max(updated_at) FROM pages g WHERE g.project_id = p.id) AS last_page,"
+        " (SELECT max(last_event_at) FROM sessions s WHERE s.project_id = p.id) AS last_session"
+        " FROM projects p JOIN workspaces w ON w.id = p.workspace_id ORDER BY w.name, p.name"
+    ).fetchall()
+    out = []
+    for r in rows:
+        d = dict(r)
+        last = [t for t in (d.pop("last_page"), d.pop("last_session")) if t]
+        d["last_activity"] = max(last) if last else None
+        out.append(d)
+    return out

@@ -1,0 +1,93 @@
+"""The web interface at ``/web``: see, search, correct and trust the memory in a browser.
+
+Server-rendered (Jinja2, autoescaped) with one small script of our own
+(``static/app.js``: live updates over SSE and confirmation prompts); every screen works
+without it, from the keyboard, and nothing is fetched from another origin. Modules:
+
+* ``session`` — cookies, CSRF, the login rate limit; ``login`` — log in/out;
+* ``projects`` — projects, a project's brief, the page tree;
+* ``pages`` — a page, its history/diff/restore, edit (preview, conflict), delete, feedback;
+* ``search`` — search with explain; ``activity`` — sessions, timelines, handoffs, messages;
+* ``admin`` — pending writes, lint, status, audit; ``events`` — live updates (SSE);
+* ``render`` — templates, inert markdown, security headers; ``diff`` — line diffs.
+
+``install(app)`` adds the routes, static files and the HTML error pages; the query
+lifespan starts ``app.state.web_events`` (an ``events.EventHub``) once the bus is up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import RedirectResponse, Response
+from fastapi.routing import APIRouter
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from aimem_common.errors import AimemError, BackPressureError, UnauthorizedError
+from aimem_query.web import activity, admin, events, login, pages, projects, search, session
+from aimem_query.web.render import Renderer
+
+STATIC = Path(__file__).parent / "static"
+PREFIX = "/web"
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+for _module in (login, projects, pages, search, activity, admin, events):
+    router.include_router(_module.router)
+
+
+def install(app: FastAPI) -> None:
+    """Add ``/web`` to the query app: routes, ``/web/static``, HTML error pages."""
+    settings = app.state.settings
+    app.state.web_renderer = Renderer()
+    app.state.web_limiter = session.LoginLimiter(settings.web.login_window_s)
+    app.include_router(router)
+    app.mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="web-static")
+    _install_error_pages(app)
+
+
+def _is_web(request: Request) -> bool:
+    return request.url.path == PREFIX or request.url.path.startswith(PREFIX + "/")
+
+
+def _install_error_pages(app: FastAPI) -> None:
+    """Errors under ``/web`` become HTML pages (the JSON envelope stays for the API)."""
+    json_handlers = {cls: app.exception_handlers[cls]
+                     for cls in (AimemError, StarletteHTTPException, RequestValidationError)}
+
+    def error_page(request: Request, status: int, code: str, message: str, headers=None) -> Response:
+        return app.state.web_renderer.page(request, "error.html", http_status=status, code=code, message=message,
+                                           headers=headers)
+
+    async def on_aimem(request: Request, exc: AimemError) -> Response:
+        if not _is_web(request):
+            return await json_handlers[AimemError](request, exc)
+        if isinstance(exc, UnauthorizedError):
+            ended = "&ended=1" if isinstance(exc, session.LoginRequired) and (exc.data or {}).get("ended") else ""
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            resp = RedirectResponse(f"{PREFIX}/login?next={quote(target, safe='')}{ended}", status_code=303)
+            session.clear_session_cookie(request, resp)
+            return resp
+        headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, BackPressureError) else None
+        return error_page(request, exc.status, exc.code, exc.message, headers)
+
+    async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
+        if not _is_web(request):
+            return await json_handlers[StarletteHTTPException](request, exc)
+        messages = {404: "There is nothing at this address.", 405: "This address does not take that method."}
+        return error_page(request, exc.status_code, "not_found" if exc.status_code == 404 else "http_error",
+                          messages.get(exc.status_code, str(exc.detail)))
+
+    async def on_validation(request: Request, exc: RequestValidationError) -> Response:
+        if not _is_web(request):
+            return await json_handlers[RequestValidationError](request, exc)
+        first = (exc.errors() or [{}])[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        return error_page(request, 400, "bad_request", f"{where}: {first.get('msg', 'invalid request')}")
+
+    app.add_exception_handler(AimemError, on_aimem)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(RequestValidationError, on_validation)

@@ -1,0 +1,124 @@
+"""HTML out: Jinja2 templates (autoescaped), inert markdown, and the security headers.
+
+Everything shown comes from agents and hooks and is untrusted. Markdown is rendered by
+markdown-it-py with raw HTML **off** (``<script>`` and ``onerror=`` arrive as text) and its
+link validator on (``javascript:``, ``vbscript:``, ``file:`` and most ``data:`` URLs are not
+made into links); ``[[wikilinks]]`` become links to the page screen. Every response carries
+a strict Content-Security-Policy: scripts and styles only from ``/web/static`` (no inline
+script, no ``eval``), images from this origin only, no frames, forms only to this origin.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markdown_it import MarkdownIt
+from markdown_it.rules_inline import StateInline
+
+from aimem_common.wikifmt import WIKILINK_RE, LinkTarget, parse_wikilink
+from aimem_query.web import session
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self';"
+       " form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
+
+def page_url(workspace: str, project: str, path: str = "", screen: str = "page") -> str:
+    """Return ``/web/p/<ws>/<project>/<screen>/<path>`` with every part percent-encoded."""
+    base = f"/web/p/{quote(workspace, safe='')}/{quote(project, safe='')}"
+    if not screen:
+        return base
+    return f"{base}/{screen}" + (f"/{quote(path, safe='/')}" if path else "")
+
+
+def _wikilink_rule(state: StateInline, silent: bool) -> bool:
+    """markdown-it inline rule: ``[[target|label]]`` → a link resolved by ``env["wikilink"]``."""
+    if not state.src.startswith("[[", state.pos):
+        return False
+    m = WIKILINK_RE.match(state.src, state.pos)
+    if m is None:
+        return False
+    link = parse_wikilink(m.group(1), m.group(2))
+    resolve: Callable[[LinkTarget], tuple[str, bool]] | None = state.env.get("wikilink")
+    if link is None or resolve is None:
+        return False
+    if not silent:
+        href, exists = resolve(link)
+        tok = state.push("link_open", "a", 1)
+        tok.attrs = {"href": href, "class": "wikilink" if exists else "wikilink missing"}
+        if not exists:
+            tok.attrs["title"] = "no such page yet"
+        text = state.push("text", "", 0)
+        text.content = link.label or m.group(1).strip()
+        state.push("link_close", "a", -1)
+    state.pos = m.end()
+    return True
+
+
+def _external_links(self, tokens, idx, options, env) -> str:
+    """Mark links that leave aimem (``rel=noopener noreferrer nofollow``)."""
+    href = tokens[idx].attrGet("href") or ""
+    if "://" in href or href.startswith("//"):
+        tokens[idx].attrSet("rel", "noopener noreferrer nofollow")
+    return self.renderToken(tokens, idx, options, env)
+
+
+def make_markdown() -> MarkdownIt:
+    """Return the markdown renderer: CommonMark + tables + strikethrough, raw HTML off."""
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.inline.ruler.before("link", "wikilink", _wikilink_rule)
+    md.add_render_rule("link_open", _external_links)
+    return md
+
+
+class Renderer:
+    """Templates + markdown for one app (built once in ``install``)."""
+
+    def __init__(self) -> None:
+        self.env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
+                               trim_blocks=True, lstrip_blocks=True)
+        self.env.globals.update(page_url=page_url, quote=quote)
+        self.env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
+        self.env.filters["short"] = lambda t: (t or "")[:19].replace("T", " ")
+        self.md = make_markdown()
+
+    def markdown(self, text: str, *, workspace: str, project: str, resolved: dict[tuple, bool]) -> str:
+        """Render untrusted markdown to inert HTML; wikilinks point at their page screen.
+
+        ``resolved`` maps ``(workspace, project, path)`` of the page's indexed links to
+        whether the target exists (unknown targets are shown as missing).
+        """
+        def wikilink(link: LinkTarget) -> tuple[str, bool]:
+            ws, pj = link.workspace or workspace, link.project or project
+            return page_url(ws, pj, link.path), resolved.get((ws, pj, link.path), False)
+
+        return self.md.render(text, {"wikilink": wikilink})
+
+    def page(self, request: Request, template: str, *, http_status: int = 200, user: Any = None,
+             headers: dict[str, str] | None = None, **ctx: Any) -> HTMLResponse:
+        """Render ``template`` with ``ctx`` (+ ``user``, ``csrf``, ``path``) as a secured response."""
+        if user is None:
+            user = getattr(request.state, "web_user", None)
+        csrf = user.csrf if user is not None else session.csrf_for(session.pre_secret(request))
+        html = self.env.get_template(template).render(
+            user=user, csrf=csrf, here=request.url.path, query=request.url.query, **ctx
+        )
+        resp = HTMLResponse(html, status_code=http_status, headers={**SECURITY_HEADERS, **(headers or {})})
+        session.set_pre_cookie(request, resp)
+        return resp
