@@ -1,11 +1,84 @@
-"""Query-service test support: the SQL seeder (shared with the read-side unit tests)."""
+"""Query-service test support: the SQL seeder (shared with the read-side unit tests) and
+``web_stack`` (a real writer + ingress + query for the web interface tests)."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
+import pytest
 
 _SUPPORT = Path(__file__).resolve().parents[3] / "libs" / "aimem-common" / "tests" / "support" / "sqlseed.py"
 _spec = importlib.util.spec_from_file_location("aimem_test_sqlseed", _SUPPORT)
 sqlseed = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sqlseed)
+
+
+# -- the web interface: a real writer + ingress + query with a root token, seeded over HTTP ----
+
+WEB_ROOT_TOKEN = "web-root-token-for-tests"
+
+
+@dataclass
+class WebStack:
+    """URLs of a running stack and helpers that seed it through its public APIs."""
+
+    query: str
+    ingress: str
+    settings: object
+    root_token: str = WEB_ROOT_TOKEN
+
+    def admin(self) -> httpx.Client:
+        return httpx.Client(base_url=self.query, timeout=30,
+                            headers={"Authorization": f"Bearer {WEB_ROOT_TOKEN}"})
+
+    def user(self, name: str, password: str, *grants: tuple[str, str, bool]) -> None:
+        """Create ``name`` with a password and ``(workspace, project, can_write)`` grants."""
+        with self.admin() as a:
+            a.post("/admin/users", json={"name": name}).raise_for_status()
+            a.put(f"/admin/users/{name}/password", json={"password": password}).raise_for_status()
+            for ws, pj, write in grants:
+                a.put("/admin/grants", json={"user": name, "workspace": ws, "project": pj,
+                                             "can_write": write}).raise_for_status()
+
+    def page(self, project: str, path: str, body: str, **extra) -> dict:
+        with self.admin() as a:
+            r = a.post("/admin/pages", json={"project": project, "path": path, "body": body, **extra})
+            r.raise_for_status()
+            return r.json()
+
+    def hook(self, project: str, session_id: str, event: str, **fields) -> None:
+        body = {"session_id": session_id, "cwd": f"/home/dev/{project}", "hook_event_name": event,
+                "workspace": "default", "project": project, **fields}
+        r = httpx.post(f"{self.ingress}/hook?agent=claude-code", json=body, timeout=10,
+                       headers={"Authorization": f"Bearer {WEB_ROOT_TOKEN}"})
+        assert r.status_code == 202, r.text
+
+    def writer_op(self, op: str, payload: dict, *, project: str | None = None) -> dict:
+        """Send one writer op over the bus (for what no HTTP route makes, e.g. proposals)."""
+        from aimem_common import bus as busmod
+        from aimem_common.commands import make_envelope
+
+        async def go() -> dict:
+            nc = await busmod.connect(self.settings.bus, name="web-test", reconnect=False)
+            try:
+                env = make_envelope(op, payload, workspace="default" if project else None, project=project,
+                                    actor="auto_improve")
+                return await busmod.Bus(nc, self.settings.bus).request(env, timeout_s=20)
+            finally:
+                await nc.close()
+
+        # In a thread of its own: the caller may already run a loop (Playwright's sync API).
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, go()).result()
+
+
+@pytest.fixture
+def web_stack(services, settings) -> WebStack:
+    """Writer, ingress and query (auth on) for the web tests; stopped after the test."""
+    procs = services("writer", "ingress", "query", extra_env={"AIMEM_AUTH__TOKEN": WEB_ROOT_TOKEN})
+    return WebStack(procs["query"].url, procs["ingress"].url, settings)

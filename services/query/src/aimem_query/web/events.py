@@ -71,7 +71,7 @@ class EventHub:
             data = json.loads(msg.data)
         except ValueError:
             return
-        item = {"kind": kind, **{k: data[k] for k in FIELDS if k in data}}
+        item = {**{k: data[k] for k in FIELDS if k in data}, "event": kind}  # "kind" is the page's kind
         for q in list(self._queues):
             if not q.full():
                 q.put_nowait(item)
@@ -117,7 +117,7 @@ async def events(request: Request, user: UserDep, workspace: str | None = None,
                 if item is None:
                     return
                 if visible(item, user.principal, workspace, project):
-                    yield f"event: {item['kind']}\ndata: {json.dumps(item, ensure_ascii=False)}\n\n".encode()
+                    yield f"event: {item['event']}\ndata: {json.dumps(item, ensure_ascii=False)}\n\n".encode()
 
     headers = {**SECURITY_HEADERS, "X-Accel-Buffering": "no"}
     return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)

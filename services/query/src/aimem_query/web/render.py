@@ -3,7 +3,8 @@
 Everything shown comes from agents and hooks and is untrusted. Markdown is rendered by
 markdown-it-py with raw HTML **off** (``<script>`` and ``onerror=`` arrive as text) and its
 link validator on (``javascript:``, ``vbscript:``, ``file:`` and most ``data:`` URLs are not
-made into links); ``[[wikilinks]]`` become links to the page screen. Every response carries
+made into links); images from other hosts become links (no request leaves the page);
+``[[wikilinks]]`` become links to the page screen. Every response carries
 a strict Content-Security-Policy: scripts and styles only from ``/web/static`` (no inline
 script, no ``eval``), images from this origin only, no frames, forms only to this origin.
 """
@@ -20,6 +21,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 from markdown_it.rules_inline import StateInline
 
 from aimem_common.wikifmt import WIKILINK_RE, LinkTarget, parse_wikilink
@@ -78,12 +80,36 @@ def _external_links(self, tokens, idx, options, env) -> str:
     return self.renderToken(tokens, idx, options, env)
 
 
+def _images(self, tokens, idx, options, env) -> str:
+    """Show an image from elsewhere as a link: a page must not make the browser fetch from
+    other hosts (tracking pixels, leaks); the CSP would block it too."""
+    tok = tokens[idx]
+    src = tok.attrGet("src") or ""
+    alt = self.renderInlineAsText(tok.children or [], options, env)
+    if src.lower().startswith("data:"):
+        return f"[image: {escapeHtml(alt or 'inline data')}]"
+    if "://" in src or src.startswith("//"):
+        return (f'<a href="{escapeHtml(src)}" rel="noopener noreferrer nofollow" class="image-link">'
+                f"[image: {escapeHtml(alt or src)}]</a>")
+    return self.image(tokens, idx, options, env)
+
+
+def _shift_headings(state) -> None:
+    """Core rule: ``#`` → ``<h2>`` … (the screen's own ``<h1>`` is the page title)."""
+    for tok in state.tokens:
+        if tok.type in ("heading_open", "heading_close"):
+            tok.tag = f"h{min(6, int(tok.tag[1]) + 1)}"
+
+
 def make_markdown() -> MarkdownIt:
-    """Return the markdown renderer: CommonMark + tables + strikethrough, raw HTML off."""
+    """Return the markdown renderer: CommonMark + tables + strikethrough, raw HTML off,
+    headings one level down."""
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.enable(["table", "strikethrough"])
     md.inline.ruler.before("link", "wikilink", _wikilink_rule)
+    md.core.ruler.push("shift_headings", _shift_headings)
     md.add_render_rule("link_open", _external_links)
+    md.add_render_rule("image", _images)
     return md
 
 
