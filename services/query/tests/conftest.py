@@ -29,7 +29,7 @@ class WebStack:
 
     query: str
     ingress: str
-    settings: object
+    nats_url: str
     root_token: str = WEB_ROOT_TOKEN
 
     def admin(self) -> httpx.Client:
@@ -62,13 +62,15 @@ class WebStack:
         """Send one writer op over the bus (for what no HTTP route makes, e.g. proposals)."""
         from aimem_common import bus as busmod
         from aimem_common.commands import make_envelope
+        from aimem_common.config import BusSettings
 
         async def go() -> dict:
-            nc = await busmod.connect(self.settings.bus, name="web-test", reconnect=False)
+            bus_settings = BusSettings(nats_url=self.nats_url)
+            nc = await busmod.connect(bus_settings, name="web-test", reconnect=False)
             try:
                 env = make_envelope(op, payload, workspace="default" if project else None, project=project,
                                     actor="auto_improve")
-                return await busmod.Bus(nc, self.settings.bus).request(env, timeout_s=20)
+                return await busmod.Bus(nc, bus_settings).request(env, timeout_s=20)
             finally:
                 await nc.close()
 
@@ -77,8 +79,18 @@ class WebStack:
             return pool.submit(asyncio.run, go()).result()
 
 
-@pytest.fixture
-def web_stack(services, settings) -> WebStack:
-    """Writer, ingress and query (auth on) for the web tests; stopped after the test."""
-    procs = services("writer", "ingress", "query", extra_env={"AIMEM_AUTH__TOKEN": WEB_ROOT_TOKEN})
-    return WebStack(procs["query"].url, procs["ingress"].url, settings)
+@pytest.fixture(scope="module")
+def web_stack(tmp_path_factory):
+    """The whole local stack (``aimem up``, auth on) shared by one test module's web tests.
+
+    Tests of a module share it, so each uses its own users and paths where it changes them.
+    """
+    from aimem_common.testing.stack import LocalStack
+
+    root = tmp_path_factory.mktemp("web-stack")
+    stack = LocalStack(root / "data", root / "logs", extra_env={"AIMEM_AUTH__TOKEN": WEB_ROOT_TOKEN})
+    stack.start(timeout_s=90)
+    try:
+        yield WebStack(stack.url("query"), stack.url("ingress"), stack.nats_url)
+    finally:
+        stack.stop()

