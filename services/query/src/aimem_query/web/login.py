@@ -25,7 +25,7 @@ router = APIRouter()
 
 def safe_next(value: str | None) -> str:
     """Return ``value`` when it is a local ``/web`` path, else ``/web/`` (no open redirect)."""
-    if value and value.startswith("/web") and not value.startswith("//") and "\\" not in value:
+    if value and (value == "/web" or value.startswith("/web/")) and "\\" not in value:
         return value
     return "/web/"
 
