@@ -256,7 +256,7 @@ def test_live_updates_keyboard_and_accessibility(browser, web, shots):
     assert "feedback was recorded" in page.locator("p.notice").inner_text()
 
     screens = ["/web/projects", "/web/p/default/app", "/web/p/default/app/tree",
-               "/web/p/default/app/page/concepts/retry.md", "/web/p/default/app/history/concepts/retry.md",
+               "/web/p/default/app/page/concepts/retry.md", "/web/p/default/app/history/concepts/retry.md?git=1",
                "/web/p/default/app/edit/concepts/retry.md", "/web/p/default/app/search?q=retry&explain=true",
                "/web/p/default/app/sessions", "/web/p/default/app/sessions/sess-1", "/web/p/default/app/handoffs",
                "/web/p/default/app/lint", "/web/status", "/web/p/default/app/page/concepts/nope.md"]

@@ -378,27 +378,38 @@ def tree(conn: sqlite3.Connection, scope: Scope, folder: str = "", *, limit: int
     Returns ``{"folder", "folders": [{"name", "path", "pages": int}], "pages":
     [{"page_id", "path", "name", "title", "kind", "updated_at"}], "truncated": bool}``;
     ``folders`` counts every live page below each subfolder.
+
+    Cost: a skip scan over the live-path index — each subfolder is one seek plus one
+    range count, so a folder of a few subfolders costs the same at 10 or 100,000 pages.
     """
     limit = max(1, min(limit, MAX_TREE_PAGES))
     n = len(folder)
-    where, args = "project_id = ? AND is_latest = 1", [scope.project_id]
-    if folder:
-        # A range on the (project_id, path) index: every path starting with folder ('/' + 1 = '0').
-        where += " AND path >= ? AND path < ?"
-        args += [folder, folder[:-1] + "0"]
-    folders = [
-        {"name": r[0], "path": folder + r[0] + "/", "pages": r[1]}
-        for r in conn.execute(
-            f"SELECT substr(path, {n + 1}, instr(substr(path, {n + 1}), '/') - 1) AS sub, count(*)"
-            f" FROM pages WHERE {where} AND instr(substr(path, {n + 1}), '/') > 0 GROUP BY sub ORDER BY sub",
-            args,
-        )
-    ]
-    rows = conn.execute(
-        f"SELECT id, path, title, kind, updated_at FROM pages WHERE {where}"
-        f" AND instr(substr(path, {n + 1}), '/') = 0 ORDER BY path LIMIT ?",
-        (*args, limit + 1),
-    ).fetchall()
-    pages = [{"page_id": r["id"], "path": r["path"], "name": r["path"][n:], "title": r["title"], "kind": r["kind"],
-              "updated_at": r["updated_at"]} for r in rows[:limit]]
-    return {"folder": folder, "folders": folders, "pages": pages, "truncated": len(rows) > limit}
+    upper = folder[:-1] + "0" if folder else "\U0010ffff"  # '/' + 1 = '0': just past the folder
+    live = "FROM pages WHERE project_id = ? AND is_latest = 1 AND path >= ? AND path < ?"
+    folders: list[dict[str, Any]] = []
+    pages: list[dict[str, Any]] = []
+    truncated = False
+    cursor = folder
+    while True:
+        rows = conn.execute(f"SELECT id, path, title, kind, updated_at {live} ORDER BY path LIMIT 200",
+                            (scope.project_id, cursor, upper)).fetchall()
+        jumped = False
+        for r in rows:
+            rest = r["path"][n:]
+            slash = rest.find("/")
+            if slash >= 0:  # the first page of a subfolder: count it whole, then seek past it
+                sub = folder + rest[:slash + 1]
+                count = conn.execute(f"SELECT count(*) {live}", (scope.project_id, sub, sub[:-1] + "0")).fetchone()[0]
+                folders.append({"name": rest[:slash], "path": sub, "pages": count})
+                cursor, jumped = sub[:-1] + "0", True
+                break
+            if len(pages) < limit:
+                pages.append({"page_id": r["id"], "path": r["path"], "name": rest, "title": r["title"],
+                              "kind": r["kind"], "updated_at": r["updated_at"]})
+            else:
+                truncated = True
+        if not jumped:
+            if len(rows) < 200:
+                break
+            cursor = rows[-1]["path"] + "\x00"
+    return {"folder": folder, "folders": folders, "pages": pages, "truncated": truncated}

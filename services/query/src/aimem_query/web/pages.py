@@ -91,16 +91,20 @@ async def feedback(request: Request, user: UserDep, workspace: str, project: str
 
 @router.get("/history/{path:path}")
 async def history(request: Request, user: UserDep, workspace: str, project: str, path: str,
-                  a: int | None = None, b: int | None = None) -> Response:
-    """Versions and git checkpoints of ``path``; with ``a`` and ``b`` (version ids) their diff."""
+                  a: int | None = None, b: int | None = None, git: bool = False) -> Response:
+    """Versions of ``path``; with ``a`` and ``b`` (version ids) their diff; with ``git`` also
+    the wiki's git checkpoints that changed the file (a walk of up to 5,000 commits, so only
+    on request)."""
     scope = await scope_for(request, user, workspace, project)
     path = validate_page_path(path)
     versions = await read(request, pages.versions, scope, path)
     if not versions:
         await read(request, pages.get_page, scope, path=path)  # the 404 of a path that never existed
-    prefix = f"{scope.workspace_id}/{scope.project_id}/{path}"
-    checkpoints = await asyncio.to_thread(list_checkpoints, request.app.state.settings.wiki_dir, limit=30,
-                                          prefix=prefix)
+    checkpoints = None
+    if git:
+        prefix = f"{scope.workspace_id}/{scope.project_id}/{path}"
+        checkpoints = await asyncio.to_thread(list_checkpoints, request.app.state.settings.wiki_dir, limit=30,
+                                              prefix=prefix)
     diff = None
     if a is not None and b is not None:
         old, new = await read(request, lambda c: (pages.version_body(c, scope, a), pages.version_body(c, scope, b)))
