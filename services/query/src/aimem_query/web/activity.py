@@ -56,21 +56,20 @@ async def handoff_list(request: Request, user: UserDep, workspace: str, project:
                                   can_write=user.principal.can_write(workspace, project), **data)
 
 
+async def _cancel(request: Request, user, workspace: str, project: str, op: str, payload: dict) -> Response:
+    scope = await scope_for(request, user, workspace, project, write=True)
+    await form(request, user)
+    await send(request, user, op, payload, workspace=scope.workspace, project=scope.project)
+    return RedirectResponse(page_url(workspace, project, screen="handoffs"), status_code=303)
+
+
 @router.post("/handoffs/{handoff_id}/cancel")
 async def handoff_cancel(request: Request, user: UserDep, workspace: str, project: str, handoff_id: int) -> Response:
     """Expire an open handoff created by mistake (``handoff.cancel``)."""
-    scope = await scope_for(request, user, workspace, project, write=True)
-    await form(request, user)
-    await send(request, user, "handoff.cancel", {"handoff_id": handoff_id}, workspace=scope.workspace,
-               project=scope.project)
-    return RedirectResponse(page_url(workspace, project, screen="handoffs"), status_code=303)
+    return await _cancel(request, user, workspace, project, "handoff.cancel", {"handoff_id": handoff_id})
 
 
 @router.post("/messages/{message_id}/cancel")
 async def message_cancel(request: Request, user: UserDep, workspace: str, project: str, message_id: int) -> Response:
     """Retract a pending message this project sent (``message.cancel``)."""
-    scope = await scope_for(request, user, workspace, project, write=True)
-    await form(request, user)
-    await send(request, user, "message.cancel", {"message_id": message_id}, workspace=scope.workspace,
-               project=scope.project)
-    return RedirectResponse(page_url(workspace, project, screen="handoffs"), status_code=303)
+    return await _cancel(request, user, workspace, project, "message.cancel", {"message_id": message_id})
