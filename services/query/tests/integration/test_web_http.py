@@ -170,3 +170,44 @@ def test_edit_conflict_is_409_and_keeps_your_text(web):
         assert r.status_code == 409 and "Conflict" in r.text
         assert "My edit." in r.text and "A concurrent edit." in r.text
         assert "A concurrent edit." in c.get("/web/p/default/app/page/concepts/retry.md").text
+
+
+def test_handoff_cancel_needs_the_write_grant_and_viewing_claims_nothing(web):
+    web.writer_op("handoff.begin", {"body": "pick up the retry work", "title": "cancel me", "shared": True},
+                  project="app")
+    api = f"{web.query}/api/v1/workspaces/default/projects/app/handoffs"
+    auth = {"Authorization": f"Bearer {web.root_token}"}
+    hid = next(h["id"] for h in httpx.get(api, headers=auth).json() if h["title"] == "cancel me")
+    with client(web) as c:
+        login(c, name="ann", password="correct horse battery")
+        page = c.get("/web/p/default/app/handoffs").text
+        assert "cancel me" in page and f"Cancel handoff #{hid}" in page
+        assert [h["status"] for h in httpx.get(api, headers=auth).json() if h["id"] == hid] == ["open"]
+        r = c.post(f"/web/p/default/app/handoffs/{hid}/cancel", data={"csrf": csrf_of(page)})
+        assert r.status_code == 303
+        assert httpx.get(api, params={"status": "any"}, headers=auth).json()[-1]["status"] == "expired"
+    with client(web) as ro:  # bob reads infra only: app is 403 for him, cancel included
+        login(ro, name="bob", password="bob's long password")
+        page = ro.get("/web/projects").text
+        assert ro.post(f"/web/p/default/app/handoffs/{hid}/cancel", data={"csrf": csrf_of(page)}).status_code == 403
+
+
+def test_live_events_reach_only_readers_of_the_project(web):
+    with client(web) as ann, client(web) as bob:
+        login(ann, name="ann", password="correct horse battery")
+        login(bob, name="bob", password="bob's long password")
+        got: dict[str, list[str]] = {"ann": [], "bob": []}
+        with ann.stream("GET", "/web/events") as sa, bob.stream("GET", "/web/events") as sb:
+            assert sa.headers["content-type"].startswith("text/event-stream")
+            web.page("app", "concepts/live-http.md", "# Live\nover SSE")
+            web.page("infra", "runbooks/live-http.md", "# Live infra\nover SSE")
+            for name, stream, want in (("ann", sa, "concepts/live-http.md"), ("bob", sb, "runbooks/live-http.md")):
+                for line in stream.iter_lines():
+                    if line.startswith("data: "):
+                        got[name].append(line)
+                        if want in line:
+                            break
+        assert any("concepts/live-http.md" in x for x in got["ann"])
+        assert all('"project": "app"' not in x for x in got["bob"])  # the app event came first
+        assert all('"project": "infra"' not in x for x in got["ann"])
+        assert any("runbooks/live-http.md" in x for x in got["bob"])
