@@ -211,3 +211,21 @@ def test_live_events_reach_only_readers_of_the_project(web):
         assert all('"project": "app"' not in x for x in got["bob"])  # the app event came first
         assert all('"project": "infra"' not in x for x in got["ann"])
         assert any("runbooks/live-http.md" in x for x in got["bob"])
+
+
+def test_aimem_user_passwd_sets_a_password_that_logs_in(web, tmp_path):
+    import subprocess
+    import sys
+
+    with web.admin() as a:
+        a.post("/admin/users", json={"name": "fay"}).raise_for_status()
+    env = {"PATH": "/usr/bin:/bin", "AIMEM_DATA_DIR": str(tmp_path)}
+    cmd = [sys.executable, "-m", "aimem_cli", "user", "passwd", "fay", "--password-stdin", "--server", web.query,
+           "--token", web.root_token]
+    done = subprocess.run(cmd, input="fay's long password\n", capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "set the password of fay" in done.stdout
+    short = subprocess.run(cmd, input="short\n", capture_output=True, text=True, env=env, timeout=60)
+    assert short.returncode != 0 and short.stderr.strip().count("\n") == 0  # one line, non-zero exit
+    with client(web) as c:
+        assert login(c, name="fay", password="fay's long password").status_code == 303
