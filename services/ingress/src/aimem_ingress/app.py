@@ -2,7 +2,7 @@
 
 Run with ``python -m aimem_ingress`` (``config.load()`` once, then uvicorn). The lifespan
 connects to NATS (ensuring the streams), builds the ``IngressContext`` (bus, lag gate,
-metrics) and starts the first writer-lag read; routes live in ``routes.py``.
+metrics, the lazy read pool) and starts the first writer-lag read; routes live in ``routes.py``.
 """
 
 from __future__ import annotations
@@ -12,12 +12,15 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI
 
 from aimem_common.config import Settings
+from aimem_common.read.pool import ReaderPool
 from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
 from aimem_common.web import install_error_handlers, install_observability
 from aimem_ingress.context import HookMetrics, IngressContext
 from aimem_ingress.gate import LagGate
 from aimem_ingress.routes import router
+
+READ_POOL_SIZE = 2  # session-start briefs read concurrently; hooks themselves never read
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -36,9 +39,11 @@ def create_app(settings: Settings) -> FastAPI:
                            retry_after_s=cfg.retry_after_s)
             stack.push_async_callback(gate.close)
             await gate.refresh()
-            ctx = IngressContext(settings=settings, nc=nc, bus=bus, gate=gate, metrics=metrics,
+            pool = ReaderPool(settings.db_path, size=READ_POOL_SIZE, budget_ms=settings.query.query_budget_ms,
+                              wait_s=0)
+            stack.callback(pool.close)
+            ctx = IngressContext(settings=settings, nc=nc, bus=bus, gate=gate, metrics=metrics, read_pool=pool,
                                  claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
-            stack.callback(ctx.close)
             holder["ctx"] = app.state.ctx = ctx
             yield
 
@@ -46,7 +51,7 @@ def create_app(settings: Settings) -> FastAPI:
         ctx = holder.get("ctx")
         return {
             "nats": bool(ctx and ctx.nc.is_connected),
-            "db": "open" if ctx and ctx.db_open else "lazy",
+            "db": "open" if ctx and ctx.read_pool.opened else "lazy",
             "writer_lag": ctx.gate.lag if ctx else None,
         }
 

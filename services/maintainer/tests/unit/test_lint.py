@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aimem_maintainer.lint import lint_rules, render_report
-from aimem_maintainer.store import list_scopes
+from aimem_common.read.scopes import all_scopes as list_scopes
 
 
 def test_lint_rules_find_each_kind(seed):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aimem_common.config import DecaySettings
-from aimem_maintainer.store import list_scopes
+from aimem_common.read.scopes import all_scopes as list_scopes
 from aimem_maintainer.sweep import plan_sweep
 
 from aimem_common.testing.seedstore import NOW

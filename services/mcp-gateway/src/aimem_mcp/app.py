@@ -53,14 +53,14 @@ def create_app(settings: Settings) -> FastAPI:
             stack.push_async_callback(embedder.aclose)
             nc, bus = await connect_bus(settings, "mcp-gateway", telemetry)
             stack.push_async_callback(close_nats, nc)
-            pool = ReaderPool(settings.db_path, size=8, wait_s=60)
+            pool = ReaderPool(settings.db_path, size=8, budget_ms=settings.query.query_budget_ms, wait_s=60)
             await asyncio.to_thread(pool.open)
             stack.callback(pool.close)
             gw = GatewayContext(
                 settings=settings,
                 nc=nc,
                 bus=bus,
-                pool=pool,
+                read_pool=pool,
                 access=AccessThrottle(settings.query.access_bump_interval_s),
                 embedder=embedder,
             )

@@ -36,7 +36,7 @@ class GatewayContext:
     settings: Settings
     nc: NATS
     bus: Bus
-    pool: ReaderPool
+    read_pool: ReaderPool
     access: AccessThrottle
     embedder: QueryEmbedder | None = None  # the question's vector for memory_query (None: FTS only)
 
@@ -106,7 +106,7 @@ class ToolCall:
     # -- I/O ---------------------------------------------------------------------------
     async def read(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run a sync read function ``fn(conn, ...)`` on the pool (worker thread)."""
-        return await self.gw.pool.run(fn, *args, **kwargs)
+        return await self.gw.read_pool.run(fn, *args, **kwargs)
 
     async def command(
         self, op: str, payload: dict[str, Any], *, workspace: str, project: str, timeout_s: float | None = None

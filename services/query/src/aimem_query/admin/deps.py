@@ -7,7 +7,6 @@ shared rule of ``aimem_common.auth``: root only once users exist).
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -16,10 +15,10 @@ from fastapi import Request
 
 from aimem_common.bus import Bus
 from aimem_common.config import Settings
-from aimem_common.db.connect import open_reader
 from aimem_common import auth
 from aimem_common.errors import NotFoundError, UnavailableError
 from aimem_common.commands import make_envelope
+from aimem_common.read import scopes
 
 T = TypeVar("T")
 
@@ -50,20 +49,13 @@ def bus_of(request: Request) -> Bus:
 
 
 async def read(request: Request, fn: Callable[..., T], *args: Any) -> T:
-    """Run sync ``fn(conn, *args)`` on a read-only connection, off the event loop."""
-    pool = getattr(request.app.state, "read_pool", None)
-    if pool is not None:
-        return await pool.run(fn, *args)
-    db_path = settings_of(request).db_path
+    """Run sync ``fn(conn, *args)`` on the service's ``ReaderPool`` (time budget, off the loop).
 
-    def run() -> T:
-        conn = open_reader(db_path, wait_s=5)
-        try:
-            return fn(conn, *args)
-        finally:
-            conn.close()
-
-    return await asyncio.to_thread(run)
+    Raises:
+        UnavailableError: the pool is not built yet (``not_ready``) or the read ran past
+            its budget (``query_timeout``).
+    """
+    return await _state(request, "read_pool").run(fn, *args)
 
 
 async def require_root(request: Request) -> str:
@@ -105,13 +97,9 @@ def resolve_scope(conn: sqlite3.Connection, workspace: str, project: str) -> tup
     """Return ``(workspace_id, project_id)`` of existing names (never creates).
 
     Raises:
-        NotFoundError: the workspace or project does not exist.
+        NotFoundError: the workspace or project does not exist (code ``not_found``).
     """
-    row = conn.execute(
-        "SELECT w.id AS wid, p.id AS pid FROM projects p JOIN workspaces w ON w.id = p.workspace_id"
-        " WHERE w.name = ? AND p.name = ?",
-        (workspace, project),
-    ).fetchone()
-    if row is None:
+    scope = scopes.find(conn, workspace, project)
+    if scope is None:
         raise NotFoundError(f"project {workspace}/{project} not found", code="not_found")
-    return row["wid"], row["pid"]
+    return scope.workspace_id, scope.project_id
