@@ -18,13 +18,13 @@ def test_lint_rules_find_each_kind(seed):
     seed.page(a, "notes/ttl.md", title="TTL", frontmatter={"expires_at": "next tuesday"})
     c = seed.conn
     c.execute("INSERT INTO links(workspace_id, project_id, from_page_id, to_path, to_page_id) VALUES (?,?,?,?,?)",
-              (a[0], a[1], src, "concepts/linked.md", linked))
+              (a.workspace_id, a.project_id, src, "concepts/linked.md", linked))
     c.execute("INSERT INTO links(workspace_id, project_id, from_page_id, to_path, to_page_id) VALUES (?,?,?,?,NULL)",
-              (a[0], a[1], src, "concepts/missing.md"))
+              (a.workspace_id, a.project_id, src, "concepts/missing.md"))
     c.execute("INSERT INTO links(workspace_id, project_id, from_page_id, to_project, to_path, to_page_id)"
-              " VALUES (?,?,?,?,?,NULL)", (a[0], a[1], src, "other", "x.md"))
+              " VALUES (?,?,?,?,?,NULL)", (a.workspace_id, a.project_id, src, "other", "x.md"))
     c.execute("INSERT INTO page_feedback(workspace_id, project_id, page_id, path, signal, reason, created_at)"
-              " VALUES (?,?,?,?,?,?,?)", (a[0], a[1], linked, "concepts/linked.md", "wrong", "outdated", "2026-01-01"))
+              " VALUES (?,?,?,?,?,?,?)", (a.workspace_id, a.project_id, linked, "concepts/linked.md", "wrong", "outdated", "2026-01-01"))
     findings = lint_rules(c, list_scopes(c)[0])
     got = {(f["rule"], f["path"]) for f in findings}
     assert got == {

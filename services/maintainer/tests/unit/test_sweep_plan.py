@@ -6,7 +6,7 @@ from aimem_common.config import DecaySettings
 from aimem_common.read.scopes import all_scopes as list_scopes
 from aimem_maintainer.sweep import plan_sweep
 
-from aimem_common.testing.seedstore import NOW
+from aimem_testing.seed import NOW
 
 
 def test_plan_selects_exactly_the_expected_pages(seed):

@@ -1,23 +1,17 @@
 """``/api/v1`` over real HTTP against a real query process (and NATS), with auth on.
 
-Until the writer's page ops land, rows are seeded with SQL into a migrated DB before the
-query service starts; the reads under test are the same either way.
+Rows are seeded with SQL (``aimem_testing.seed.Seeder``) into a migrated DB before the query
+service starts, so the reads under test do not depend on the writer.
 """
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import httpx
 import pytest
 
 from aimem_common.auth import hash_key
+from aimem_testing.seed import Seeder
 
-_SUPPORT = Path(__file__).resolve().parents[4] / "libs" / "aimem-common" / "tests" / "support" / "sqlseed.py"
-_spec = importlib.util.spec_from_file_location("aimem_test_sqlseed_api", _SUPPORT)
-sqlseed = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sqlseed)
 
 ROOT = "root-secret-token"
 APP_KEY = "aim_app_reader_key_0123456789"
@@ -26,7 +20,7 @@ OTHER_KEY = "aim_other_project_key_987654"
 
 @pytest.fixture
 def api(services, settings):
-    seed = sqlseed.SqlSeeder(settings.db_path)
+    seed = Seeder(settings.db_path)
     app = seed.scope("default", "app")
     infra = seed.scope("default", "infra")
     seed.page(infra, "runbooks/nats.md", "# NATS runbook\nRestart JetStream with its store dir kept.")

@@ -31,7 +31,7 @@ from aimem_common.commands.maintenance import (
     SweepApply,
 )
 
-from aimem_writer.pages import PageInput
+from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 

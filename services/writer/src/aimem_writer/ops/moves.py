@@ -1,4 +1,4 @@
-"""Move op handlers (seed 003): ``project.move`` and ``session.move``.
+"""Move op handlers: ``project.move`` and ``session.move``.
 
 ``project.move`` into a workspace without a same-named project is a lossless *true move*:
 the project keeps its id, every row is re-stamped with the new ``workspace_id`` and its
@@ -27,14 +27,14 @@ from aimem_common.commands import Envelope
 from aimem_common.commands.admin import DEDUP_FROM_TOKEN, ProjectMove, SessionMove
 from aimem_common.wikifmt import META_FILE, render_meta
 
-from aimem_writer.ops.admin import (
+from aimem_writer.ops.projects import (
     execute_project_purge,
     forget_cached_scopes,
     live_sessions,
     project_plan,
     project_tables,
 )
-from aimem_writer.pages import PageInput
+from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aimem_common.errors import BadRequestError, PayloadTooLargeError, PreconditionFailedError
 from aimem_common.read import scopes
@@ -26,7 +26,9 @@ from aimem_common import wikifmt
 if TYPE_CHECKING:
     import sqlite3
 
-    from aimem_writer.tx import Tx
+    from aimem_common.config import Settings
+
+    from aimem_writer.wiki import WikiStage
 
 WRITER_KEYS = ("created_at", "updated_at")  # owned by the writer, stripped from input
 
@@ -45,6 +47,27 @@ class PageInput:
     evidence: list[dict[str, str]] = field(default_factory=list)
 
 
+class PageTx(Protocol):
+    """What ``PageStore`` needs of the command's transaction (``aimem_writer.tx.Tx`` is one).
+
+    A protocol rather than an import: ``tx.py`` builds the page store, so this module must
+    not import ``tx.py`` back.
+    """
+
+    conn: "sqlite3.Connection"
+    now: str
+    settings: "Settings"
+    wiki: "WikiStage"
+
+    @property
+    def actor(self) -> str: ...
+
+    def audit(self, op: str, target: str | None, detail: dict[str, Any] | None = None,
+              scope: Scope | None = None) -> None: ...
+
+    def emit(self, kind: str, data: dict[str, Any]) -> None: ...
+
+
 def _row_dict(row: "sqlite3.Row | None") -> dict[str, Any] | None:
     return dict(row) if row is not None else None
 
@@ -52,7 +75,7 @@ def _row_dict(row: "sqlite3.Row | None") -> dict[str, Any] | None:
 class PageStore:
     """Page operations bound to one command's ``Tx``."""
 
-    def __init__(self, tx: "Tx"):
+    def __init__(self, tx: PageTx):
         self.tx = tx
         self.conn = tx.conn
 
