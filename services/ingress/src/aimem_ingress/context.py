@@ -10,12 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from nats.aio.client import Client as NATS
-
-from aimem_common.bus import Bus
-from aimem_common.config import Settings
 from aimem_common.db.connect import open_reader
 from aimem_common.errors import UnavailableError
+from aimem_common.service import ServiceContext
 from aimem_common.telemetry import Telemetry
 from aimem_ingress.gate import LagGate
 
@@ -39,17 +36,14 @@ class HookMetrics:
             ["outcome"])  # handoff | brief | empty
 
 
-@dataclass(slots=True)
-class IngressContext:
+@dataclass(slots=True, kw_only=True)
+class IngressContext(ServiceContext):
     """Dependencies of the ingress routes (built in the lifespan, on ``app.state.ctx``).
 
     The read-only DB is opened lazily on the first context request: hooks must be accepted
     (JetStream buffers them) even before a writer has ever created the database.
     """
 
-    settings: Settings
-    nc: NATS
-    bus: Bus
     gate: LagGate
     metrics: HookMetrics
     claim_timeout_s: float = 0.8
@@ -76,6 +70,11 @@ class IngressContext:
     @property
     def db_open(self) -> bool:
         return self._db is not None
+
+    async def health(self) -> dict:
+        """``nats`` connected; ``db`` ``open`` or ``lazy`` (never a failure: hooks are buffered);
+        the last ``writer_lag`` read."""
+        return {"nats": self.nc.is_connected, "db": "open" if self.db_open else "lazy", "writer_lag": self.gate.lag}
 
     def close(self) -> None:
         with self._db_lock:

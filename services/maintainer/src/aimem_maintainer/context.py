@@ -10,23 +10,22 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from aimem_common.bus import Bus
-from aimem_common.config import Settings
+from aimem_common.commands import make_envelope
 from aimem_common.embed import Embedder
 from aimem_common.errors import LlmNotConfiguredError
-from aimem_common.commands import make_envelope
+from aimem_common.service import ServiceContext
 
 from aimem_maintainer.llm import LlmClient
 from aimem_maintainer.metrics import MaintMetrics
 from aimem_maintainer.store import ReadStore, ScopeIds
 
 
-@dataclass(slots=True)
-class MaintContext:
-    """Dependencies of every job (no globals, invariant 12)."""
+@dataclass(slots=True, kw_only=True)
+class MaintContext(ServiceContext):
+    """Dependencies of every job (no module-level state: DESIGN.md invariant 12), on
+    ``app.state.ctx``: the shared parts plus the read store, metrics, the optional LLM
+    client and embedder."""
 
-    settings: Settings
-    bus: Bus
     store: ReadStore
     metrics: MaintMetrics
     llm: LlmClient | None = None
@@ -34,6 +33,11 @@ class MaintContext:
     owner: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
     actor: str = "maintainer"
     last_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    async def health(self) -> dict[str, Any]:
+        """``nats`` connected; ``db`` answers ``SELECT 1`` through the read store."""
+        db_ok = await self.store.run(lambda conn: conn.execute("SELECT 1").fetchone()[0] == 1)
+        return {"nats": self.nc.is_connected, "db": db_ok}
 
     def require_llm(self, job: str) -> LlmClient:
         """Return the LLM client or raise ``llm_not_configured`` (zero-LLM default)."""

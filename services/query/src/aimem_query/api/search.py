@@ -14,7 +14,7 @@ from aimem_common.read import scopes as scopes_mod
 from aimem_common.read import search
 from aimem_common.read.access import publish_access
 from aimem_common.read.query_embed import annotate
-from aimem_query.deps import PrincipalDep, read, settings_of
+from aimem_query.deps import PrincipalDep, ctx_of, read, settings_of
 
 router = APIRouter(tags=["search"])
 
@@ -71,11 +71,11 @@ async def run_search(request: Request, principal: Principal, req: SearchRequest,
         snippet_words=settings.query.snippet_words,
         raw_limit=settings.retrieval.raw_fallback_limit,
     )
-    qe = await request.app.state.query_embedder.embed(req.query)
+    qe = await ctx_of(request).embedder.embed(req.query)
     result = await read(request, search.memory_query, req.query, scope_list, options=opts, vector=qe.vector)
     annotate(result, qe, explain=req.explain)
     if result["hits"]:
-        tasks.add_task(publish_access, request.app.state.bus, request.app.state.access, result["hits"],
+        tasks.add_task(publish_access, ctx_of(request).bus, ctx_of(request).access, result["hits"],
                        actor=principal.name)
     return result
 
