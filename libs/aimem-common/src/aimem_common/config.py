@@ -2,7 +2,7 @@
 
 ``load()`` resolves, in order of precedence: environment ``AIMEM_*`` (nested sections with
 ``__``, e.g. ``AIMEM_DECAY__LAMBDA=0.05``) > ``<data_dir>/config.toml`` > defaults. The
-sections mirror the original system's ``config.toml`` (seed 000, "Configuration"). Call it
+sections are those of ``config.toml`` (README "Configuration"). Call it
 once per process, in ``main()``/``create_app()``, and pass the ``Settings`` object down; no
 other module reads ``os.environ``.
 """
@@ -97,7 +97,7 @@ class QuerySettings(BaseModel):
 
 
 class DecaySettings(BaseModel):
-    """Forget-sweep parameters (DESIGN.md "Decay"; seed 000 ``[decay]``)."""
+    """Forget-sweep parameters, ``[decay]`` in config.toml (DESIGN.md "Decay")."""
 
     model_config = {"populate_by_name": True}
 

@@ -7,12 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from nats.aio.client import Client as NATS
-
-from aimem_common.bus import Bus
-from aimem_common.config import Settings
 from aimem_common.errors import UnavailableError
 from aimem_common.read.pool import ReaderPool
+from aimem_common.service import ServiceContext
 from aimem_common.telemetry import Telemetry
 from aimem_ingress.gate import LagGate
 
@@ -36,20 +33,17 @@ class HookMetrics:
             ["outcome"])  # handoff | brief | empty
 
 
-@dataclass(slots=True)
-class IngressContext:
+@dataclass(slots=True, kw_only=True)
+class IngressContext(ServiceContext):
     """Dependencies of the ingress routes (built in the lifespan, on ``app.state.ctx``).
 
     ``read_pool`` opens its read-only connections lazily (``wait_s=0``): hooks must be
     accepted (JetStream buffers them) even before a writer has ever created the database.
     """
 
-    settings: Settings
-    nc: NATS
-    bus: Bus
     gate: LagGate
     metrics: HookMetrics
-    read_pool: ReaderPool
+    read_pool: ReaderPool  # lazy (``wait_s=0``), never None here
     claim_timeout_s: float = 0.8
 
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T | None:
@@ -63,3 +57,9 @@ class IngressContext:
         except UnavailableError as exc:
             log.info("session-start brief skipped: %s", exc.message)
             return None
+
+    async def health(self) -> dict:
+        """``nats`` connected; ``db`` ``open`` or ``lazy`` (never a failure: hooks are buffered);
+        the last ``writer_lag`` read."""
+        return {"nats": self.nc.is_connected, "db": "open" if self.read_pool.opened else "lazy",
+                "writer_lag": self.gate.lag}

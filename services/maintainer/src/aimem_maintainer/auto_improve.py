@@ -1,4 +1,4 @@
-"""Auto-improve: per-session LLM review → validated proposals (seed 000 step 5).
+"""Auto-improve: per-session LLM review → validated proposals for an operator to approve.
 
 Scheduled ticks review, per project, completed sessions that ended after the project's
 first-run watermark (set on the first tick, so history is not reprocessed on upgrade), are

@@ -10,25 +10,24 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from aimem_common.bus import Bus
-from aimem_common.config import Settings
+from aimem_common.commands import make_envelope
 from aimem_common.embed import Embedder
 from aimem_common.errors import LlmNotConfiguredError
-from aimem_common.commands import make_envelope
 from aimem_common.models import Scope
 from aimem_common.read.pool import ReaderPool
+from aimem_common.service import ServiceContext
 
 from aimem_maintainer.llm import LlmClient
 from aimem_maintainer.metrics import MaintMetrics
 
 
-@dataclass(slots=True)
-class MaintContext:
-    """Dependencies of every job (no globals, invariant 12)."""
+@dataclass(slots=True, kw_only=True)
+class MaintContext(ServiceContext):
+    """Dependencies of every job (no module-level state: DESIGN.md invariant 12), on
+    ``app.state.ctx``: the shared parts plus the read pool, metrics, the optional LLM
+    client and embedder."""
 
-    settings: Settings
-    bus: Bus
-    read_pool: ReaderPool
+    read_pool: ReaderPool  # the jobs' reads (never None in the maintainer)
     metrics: MaintMetrics
     llm: LlmClient | None = None
     embedder: Embedder | None = None

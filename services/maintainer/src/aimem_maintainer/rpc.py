@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aimem_common import maint_rpc
+from aimem_common.bus import make_reply
 from aimem_common.errors import AimemError, BadRequestError, NotFoundError
 from aimem_common.models import Scope, validate_name
 from aimem_common.read import proposals, scopes
@@ -146,12 +147,12 @@ async def serve(ctx: "MaintContext") -> list[Any]:
                 try:
                     req = maint_rpc.parse_request(msg.data)
                     result = await fn(ctx, req)
-                    data = maint_rpc.make_reply(result=result)
+                    data = make_reply(result=result)
                 except AimemError as exc:
-                    data = maint_rpc.make_reply(error=exc)
+                    data = make_reply(error=exc)
                 except Exception as exc:  # noqa: BLE001 - answer instead of leaving the caller hanging
                     log.exception("maint job %s failed", job)
-                    data = maint_rpc.make_reply(error=AimemError(f"{job} failed: {type(exc).__name__}"))
+                    data = make_reply(error=AimemError(f"{job} failed: {type(exc).__name__}"))
                 if msg.reply:
                     await nc.publish(msg.reply, data)
 

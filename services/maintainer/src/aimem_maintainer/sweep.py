@@ -1,7 +1,7 @@
 """The forget sweep: plan (pure, read-only) and apply (one ``sweep.apply`` per scope).
 
 ``plan_sweep`` computes, for one scope at one instant, exactly which page ids each pass
-acts on (seed 000 steady-state step 7):
+acts on:
 
 1. TTL: live pages whose ``expires_at`` ≤ now → hard delete (beats pinning).
 2. Cold: live episodic, unpinned, non-``_slots/`` pages with ``retention < cold_threshold``

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request
 from aimem_common.db.connect import schema_version
 from aimem_common.read import scopes
 from aimem_common.read.status import project_sizes
-from aimem_query.admin.deps import bus_of, read, settings_of
+from aimem_query.deps import bus_of, read, settings_of
 from aimem_query.admin.history import list_checkpoints
 
 router = APIRouter()

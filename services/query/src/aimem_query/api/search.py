@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from aimem_common.auth import Principal
 from aimem_common.errors import BadRequestError
 from aimem_common.read import search_service
-from aimem_query.deps import PrincipalDep, settings_of
+from aimem_query.deps import PrincipalDep, ctx_of
 
 router = APIRouter(tags=["search"])
 
@@ -42,14 +42,14 @@ async def run_search(request: Request, principal: Principal, req: SearchRequest)
     ``explain``); a default-scoped search also returns ``global_scope_hits``; page hits get
     their throttled access bump.
     """
-    state = request.app.state
+    ctx = ctx_of(request)
     return await search_service.search(
-        state.read_pool, state.query_embedder, principal,
+        ctx.read_pool, ctx.embedder, principal,
         search_service.SearchRequest(
             query=req.query, workspace=req.workspace, project=req.project, scopes=req.scopes, global_=req.global_,
             limit=req.limit, explain=req.explain, include_expired=req.include_expired,
             include_superseded=req.include_superseded),
-        settings=settings_of(request), bus=state.bus, throttle=state.access)
+        settings=ctx.settings, bus=ctx.bus, throttle=ctx.access)
 
 
 @router.get("/search", summary="Search the wiki (memory_query)")
