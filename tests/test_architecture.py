@@ -6,6 +6,7 @@ read-write DB; nobody reads os.environ but config."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from aimem_common.config import SERVICE_MODULES
@@ -125,3 +126,50 @@ def test_no_environ_reads_outside_config() -> None:
             if reads_environ(f):
                 bad.append(str(f.relative_to(REPO)))
     assert bad == []
+
+
+# -- the scope lookup is written once -------------------------------------------------------
+# A read of the workspaces/projects tables (by name, by id, a listing or a count), or a join
+# that picks a scope by its name, belongs in ``aimem_common/read/scopes.py`` (the writer calls
+# those functions on its own connection). Writes (INSERT/UPDATE/DELETE) stay with the writer.
+_SCOPE_READ = re.compile(r"(?<!DELETE )\bFROM\s+(?:workspaces|projects)\b", re.I)
+_SCOPE_BY_NAME = re.compile(r"\bJOIN\s+(?:workspaces|projects)\s+(\w+)\s+ON\b.*?\b\1\.name\s*=", re.I | re.S)
+READ_LAYER = COMMON / "read"
+
+
+def sql_strings(path: Path) -> list[str]:
+    """Every string literal of ``path`` (implicit concatenations joined; f-string parts joined)."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.append(node.value)
+        elif isinstance(node, ast.JoinedStr):
+            out.append(" ".join(v.value for v in node.values if isinstance(v, ast.Constant)))
+    return out
+
+
+def scope_sql_copies(root: Path) -> list[str]:
+    bad = []
+    for f in py_files(root):
+        if READ_LAYER in f.parents:
+            continue
+        name = f.relative_to(REPO) if REPO in f.parents else f.name
+        hits = [s for s in sql_strings(f) if _SCOPE_READ.search(s) or _SCOPE_BY_NAME.search(s)]
+        # an f-string's literal part is also a Constant node: keep the longest text of each
+        hits = [s for s in hits if not any(s != t and s in t for t in hits)]
+        bad.extend(f"{name}: {' '.join(s.split())[:100]}" for s in dict.fromkeys(hits))
+    return bad
+
+
+def test_scope_lookup_sql_only_in_the_read_layer() -> None:
+    assert [b for root in [COMMON, CLI, *SERVICES.values()] for b in scope_sql_copies(root)] == []
+
+
+def test_scope_lookup_guard_catches_a_copy(tmp_path: Path) -> None:
+    (tmp_path / "copy.py").write_text(
+        'SQL = ("SELECT p.id FROM projects p JOIN workspaces w ON w.id = p.workspace_id"\n'
+        '       " WHERE w.name = ? AND p.name = ?")\n'
+        'BY_NAME = f"SELECT g.path FROM pages g JOIN projects pr ON pr.id = g.project_id WHERE pr.name = {1}"\n'
+        'OK = "DELETE FROM projects WHERE id = ?"\n')
+    assert [b.split(": ", 1)[1][:40] for b in scope_sql_copies(tmp_path)] == [
+        "SELECT p.id FROM projects p JOIN workspa", "SELECT g.path FROM pages g JOIN projects"]

@@ -2,8 +2,8 @@
 
 Run with ``python -m aimem_ingress`` (``config.load()`` once, then uvicorn). The lifespan
 connects to NATS (ensuring the streams), builds the ``IngressContext`` (bus, lag gate,
-metrics) on ``app.state.ctx`` and starts the first writer-lag read; routes live in
-``routes.py`` and reach the context through ``deps.py``.
+metrics, the lazy read pool) on ``app.state.ctx`` and starts the first writer-lag read; routes
+live in ``routes.py`` and reach the context through ``deps.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from aimem_common.telemetry import Telemetry
 from aimem_ingress.context import HookMetrics, IngressContext
 from aimem_ingress.gate import LagGate
 from aimem_ingress.routes import router
+
+READ_POOL_SIZE = 2  # session-start briefs read concurrently; hooks themselves never read
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -30,10 +32,9 @@ def create_app(settings: Settings) -> FastAPI:
                        retry_after_s=cfg.retry_after_s)
         s.stack.push_async_callback(gate.close)
         await gate.refresh()
-        ctx = IngressContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, gate=gate, metrics=metrics,
-                             claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
-        s.stack.callback(ctx.close)
-        return ctx
+        pool = await s.read_pool(size=READ_POOL_SIZE, budget_ms=settings.query.query_budget_ms, wait_s=0, lazy=True)
+        return IngressContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, gate=gate, metrics=metrics,
+                              read_pool=pool, claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
 
     app = create_service_app("ingress", settings, telemetry, start,
                              not_ready={"nats": False, "db": "lazy", "writer_lag": None})

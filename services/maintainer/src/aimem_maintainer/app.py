@@ -1,6 +1,6 @@
 """The maintainer service app: schedules, the consolidation queue, on-demand jobs over NATS.
 
-The lifespan builds one ``MaintContext`` (bus, read-only store, optional LLM chain and
+The lifespan builds one ``MaintContext`` (bus, read pool, optional LLM chain and
 embedder) and starts, each as a background task stopped and awaited on shutdown:
 
 * ``rpc.serve``: ``aimem.maint.<job>`` request/reply handlers;
@@ -23,6 +23,7 @@ from fastapi import FastAPI
 
 from aimem_common.config import Settings
 from aimem_common.embed import build_embedder
+from aimem_common.read import scopes
 from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
 
@@ -32,17 +33,19 @@ from aimem_maintainer.context import MaintContext
 from aimem_maintainer.llm import LlmClient, build_candidates
 from aimem_maintainer.metrics import MaintMetrics
 from aimem_maintainer.scheduler import Leases, Schedule, run_schedule
-from aimem_maintainer.store import ReadStore, list_scopes
 
 log = logging.getLogger("aimem.maintainer")
+
+READ_POOL_SIZE = 4  # concurrent job reads (each on a worker thread)
+READ_BUDGET_MS = 60_000  # a sweep or lint read of a whole project; past this it is interrupted
 
 
 def _every_scope(ctx: MaintContext, job: str, fn) -> Any:
     async def tick() -> dict[str, Any]:
         async with ctx.job(job) as info:
-            scopes = await ctx.store.run(list_scopes)
+            every = await ctx.read_pool.run(scopes.all_scopes)
             done, failed = 0, 0
-            for scope in scopes:
+            for scope in every:
                 try:
                     await fn(scope)
                     done += 1
@@ -93,9 +96,8 @@ def create_app(settings: Settings) -> FastAPI:
         if embedder is not None:
             stack.push_async_callback(embedder.aclose)
         nc, bus = await s.connect_bus()
-        store = ReadStore(settings.db_path)
-        await store.run(lambda conn: conn.execute("SELECT 1").fetchone())  # waits for the writer's schema
-        ctx = MaintContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, store=store, metrics=metrics,
+        pool = await s.read_pool(size=READ_POOL_SIZE, budget_ms=READ_BUDGET_MS)  # waits for the writer's schema
+        ctx = MaintContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, read_pool=pool, metrics=metrics,
                            llm=llm, embedder=embedder)
         stop = asyncio.Event()
         tasks: list[asyncio.Task] = []

@@ -13,31 +13,27 @@ from typing import Any
 from aimem_common.commands import make_envelope
 from aimem_common.embed import Embedder
 from aimem_common.errors import LlmNotConfiguredError
+from aimem_common.models import Scope
+from aimem_common.read.pool import ReaderPool
 from aimem_common.service import ServiceContext
 
 from aimem_maintainer.llm import LlmClient
 from aimem_maintainer.metrics import MaintMetrics
-from aimem_maintainer.store import ReadStore, ScopeIds
 
 
 @dataclass(slots=True, kw_only=True)
 class MaintContext(ServiceContext):
     """Dependencies of every job (no module-level state: DESIGN.md invariant 12), on
-    ``app.state.ctx``: the shared parts plus the read store, metrics, the optional LLM
-    client and embedder."""
+    ``app.state.ctx``: the shared parts (``read_pool`` required) plus metrics, the optional
+    LLM client and embedder."""
 
-    store: ReadStore
+    read_pool: ReaderPool
     metrics: MaintMetrics
     llm: LlmClient | None = None
     embedder: Embedder | None = None
     owner: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
     actor: str = "maintainer"
     last_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    async def health(self) -> dict[str, Any]:
-        """``nats`` connected; ``db`` answers ``SELECT 1`` through the read store."""
-        db_ok = await self.store.run(lambda conn: conn.execute("SELECT 1").fetchone()[0] == 1)
-        return {"nats": self.nc.is_connected, "db": db_ok}
 
     def require_llm(self, job: str) -> LlmClient:
         """Return the LLM client or raise ``llm_not_configured`` (zero-LLM default)."""
@@ -48,7 +44,7 @@ class MaintContext(ServiceContext):
             )
         return self.llm
 
-    async def send(self, op: str, payload: Any, scope: ScopeIds | None = None, *, actor: str | None = None,
+    async def send(self, op: str, payload: Any, scope: Scope | None = None, *, actor: str | None = None,
                    idempotency_key: str | None = None, timeout_s: float | None = None) -> dict[str, Any]:
         """Send one command to the writer and wait for its result (raises its typed error)."""
         env = make_envelope(

@@ -44,7 +44,7 @@ def create_app(settings: Settings) -> FastAPI:
         embedder = await QueryEmbedder.open(settings)
         stack.push_async_callback(embedder.aclose)
         nc, bus = await s.connect_bus()
-        pool = await s.read_pool(size=8)
+        pool = await s.read_pool(size=8, budget_ms=settings.query.query_budget_ms)
         gw = GatewayContext(
             settings=settings, telemetry=telemetry, nc=nc, bus=bus, read_pool=pool, endpoint=endpoint,
             access=AccessThrottle(settings.query.access_bump_interval_s), embedder=embedder,

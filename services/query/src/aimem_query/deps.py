@@ -69,7 +69,12 @@ RootDep = Annotated[str, Depends(require_root)]
 
 
 async def read(request: Request, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """Run sync ``fn(conn, *args, **kwargs)`` on the reader pool (worker thread)."""
+    """Run sync ``fn(conn, *args, **kwargs)`` on the service's ``ReaderPool`` (time budget, off the loop).
+
+    Raises:
+        UnavailableError: the service is not ready (``not_ready``) or the read ran past its
+            budget (``query_timeout``).
+    """
     return await ctx_of(request).read_pool.run(fn, *args, **kwargs)
 
 
@@ -114,13 +119,9 @@ def resolve_scope(conn: sqlite3.Connection, workspace: str, project: str) -> tup
     """Return ``(workspace_id, project_id)`` of existing names (never creates).
 
     Raises:
-        NotFoundError: the workspace or project does not exist.
+        NotFoundError: the workspace or project does not exist (code ``not_found``).
     """
-    row = conn.execute(
-        "SELECT w.id AS wid, p.id AS pid FROM projects p JOIN workspaces w ON w.id = p.workspace_id"
-        " WHERE w.name = ? AND p.name = ?",
-        (workspace, project),
-    ).fetchone()
-    if row is None:
+    scope = scopes.find(conn, workspace, project)
+    if scope is None:
         raise NotFoundError(f"project {workspace}/{project} not found", code="not_found")
-    return row["wid"], row["pid"]
+    return scope.workspace_id, scope.project_id

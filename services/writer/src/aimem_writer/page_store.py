@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aimem_common.errors import BadRequestError, PayloadTooLargeError, PreconditionFailedError
+from aimem_common.read import scopes
 from aimem_common.models import Scope, kind_for_path, tier_for, validate_page_path
 from aimem_common.commands.pages import PageWrite
 from aimem_common import wikifmt
@@ -276,12 +277,8 @@ class PageStore:
         """Map a link's (workspace, project) names to ids; None when that scope does not exist."""
         if pj is None:
             return scope.workspace_id, scope.project_id
-        row = self.conn.execute(
-            "SELECT p.workspace_id, p.id FROM projects p JOIN workspaces w ON w.id = p.workspace_id"
-            " WHERE w.name = ? AND p.name = ?",
-            (ws or scope.workspace, pj),
-        ).fetchone()
-        return (row[0], row[1]) if row else None
+        target = scopes.find(self.conn, ws or scope.workspace, pj)
+        return (target.workspace_id, target.project_id) if target else None
 
     def _links(self, scope: Scope, page_id: int, path: str, body: str) -> None:
         rows = []

@@ -63,6 +63,7 @@ from typing import Any
 
 from aimem_common.config import Settings
 from aimem_common.errors import BadRequestError, NotFoundError
+from aimem_common.read import scopes
 from aimem_common.models import Scope, validate_name
 from aimem_common.commands import Envelope
 from aimem_common.commands.envelope import OP_CREATES_SCOPE
@@ -165,18 +166,13 @@ class Tx:
         hit = self._batch_scopes.by_name.get(key) or self.new_scopes.by_name.get(key)
         if hit is not None:
             return hit
-        row = self.conn.execute(
-            "SELECT w.id AS wid, p.id AS pid FROM workspaces w JOIN projects p ON p.workspace_id = w.id "
-            "WHERE w.name = ? AND p.name = ?",
-            (workspace, project),
-        ).fetchone()
-        if row is not None:
-            scope = Scope(workspace, project, row["wid"], row["pid"])
-            self._batch_scopes.by_name[key] = scope
-            return scope
+        found = scopes.find(self.conn, workspace, project)
+        if found is not None:
+            self._batch_scopes.by_name[key] = found
+            return found
         validate_name(workspace, "workspace")
         validate_name(project, "project")
-        ws = self.conn.execute("SELECT id FROM workspaces WHERE name = ?", (workspace,)).fetchone()
+        ws = scopes.workspace_id(self.conn, workspace)
         if ws is None and not create:
             raise NotFoundError(f"workspace {workspace!r} not found", data={"workspace": workspace})
         if not create:
@@ -191,7 +187,7 @@ class Tx:
             self.wiki.write_rel(f"{wid}/{META_FILE}", render_meta("workspace", id=wid, name=workspace))
             self.audit("workspace.create", workspace, {"workspace_id": wid})
         else:
-            wid = ws["id"]
+            wid = ws
         pid = uuid.uuid4().hex
         self.conn.execute(
             "INSERT INTO projects(id, workspace_id, name, created_at) VALUES (?, ?, ?, ?)",
@@ -214,14 +210,10 @@ class Tx:
         Raises:
             NotFoundError: no such project in that workspace.
         """
-        row = self.conn.execute(
-            "SELECT w.name AS ws, p.name AS pj FROM projects p JOIN workspaces w ON w.id = p.workspace_id "
-            "WHERE p.id = ? AND w.id = ?",
-            (project_id, workspace_id),
-        ).fetchone()
-        if row is None:
+        scope = scopes.find_by_id(self.conn, project_id, workspace_id)
+        if scope is None:
             raise NotFoundError(f"project id {project_id} not found", data={"project_id": project_id})
-        return Scope(row["ws"], row["pj"], workspace_id, project_id)
+        return scope
 
     # -- side channels ------------------------------------------------------------
     def emit(self, kind: str, data: dict[str, Any]) -> None:

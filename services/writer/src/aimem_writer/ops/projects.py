@@ -25,6 +25,7 @@ from aimem_common.errors import (
     NotFoundError,
     UnprocessableError,
 )
+from aimem_common.read import scopes
 from aimem_common.models import Scope, validate_name
 from aimem_common.commands import Envelope
 from aimem_common.commands.admin import (
@@ -334,9 +335,7 @@ def project_rename(tx: Tx, env: Envelope, cmd: ProjectRename) -> dict:
     to = _check_new_name(cmd.to, "project")
     if to == scope.project:
         raise UnprocessableError(f"project is already named {to!r}", data={"reason": "same_name"})
-    taken = tx.conn.execute(
-        "SELECT 1 FROM projects WHERE workspace_id = ? AND name = ?", (scope.workspace_id, to)).fetchone()
-    if taken:
+    if scopes.find(tx.conn, scope.workspace, to) is not None:
         raise UnprocessableError(f"name taken: {scope.workspace}/{to} exists", data={"reason": "name_taken"})
     tx.conn.execute("UPDATE projects SET name = ? WHERE id = ?", (to, scope.project_id))
     tx.wiki.write_rel(
@@ -355,21 +354,20 @@ def project_rename(tx: Tx, env: Envelope, cmd: ProjectRename) -> dict:
 
 @handler("workspace.rename")
 def workspace_rename(tx: Tx, env: Envelope, cmd: WorkspaceRename) -> dict:
-    row = tx.conn.execute("SELECT id FROM workspaces WHERE name = ?", (cmd.workspace,)).fetchone()
-    if row is None:
+    wid = scopes.workspace_id(tx.conn, cmd.workspace)
+    if wid is None:
         raise NotFoundError(f"workspace {cmd.workspace!r} not found", data={"workspace": cmd.workspace})
     to = _check_new_name(cmd.to, "workspace")
     if to == cmd.workspace:
         raise UnprocessableError(f"workspace is already named {to!r}", data={"reason": "same_name"})
-    if tx.conn.execute("SELECT 1 FROM workspaces WHERE name = ?", (to,)).fetchone():
+    if scopes.workspace_id(tx.conn, to) is not None:
         raise UnprocessableError(f"name taken: workspace {to!r} exists", data={"reason": "name_taken"})
-    wid = row["id"]
     tx.conn.execute("UPDATE workspaces SET name = ? WHERE id = ?", (to, wid))
     tx.wiki.write_rel(f"{wid}/{META_FILE}", render_meta("workspace", id=wid, name=to))
-    projects = tx.conn.execute("SELECT id, name FROM projects WHERE workspace_id = ?", (wid,)).fetchall()
+    projects = scopes.projects_of(tx.conn, wid)
     for p in projects:
-        tx.wiki.write_rel(f"{wid}/{p['id']}/{META_FILE}",
-                          render_meta("project", id=p["id"], name=p["name"], workspace_id=wid, workspace=to))
+        tx.wiki.write_rel(f"{wid}/{p.project_id}/{META_FILE}",
+                          render_meta("project", id=p.project_id, name=p.project, workspace_id=wid, workspace=to))
     forget_cached_scopes(tx)
     tx.audit("workspace.rename", to, {"from": cmd.workspace, "to": to, "workspace_id": wid})
     tx.emit("workspace.renamed", {"from": cmd.workspace, "to": to, "workspace_id": wid})
