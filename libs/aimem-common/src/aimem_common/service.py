@@ -153,17 +153,22 @@ class Startup:
         self.stack.push_async_callback(close_nats, nc)
         return nc, bus
 
-    async def read_pool(self, *, size: int, budget_ms: int | None = None, wait_s: float = 60.0) -> ReaderPool:
-        """Open the service's read-only ``ReaderPool`` (waits up to ``wait_s`` for the writer's
-        schema, off the event loop); closed on shutdown.
+    async def read_pool(self, *, size: int, budget_ms: int | None = None, wait_s: float = 60.0,
+                        lazy: bool = False) -> ReaderPool:
+        """The service's read-only ``ReaderPool``, closed on shutdown.
+
+        Opened now (waiting up to ``wait_s`` for the writer's schema, off the event loop)
+        unless ``lazy``: then its first read opens it (ingress must start, and accept hooks,
+        before any writer has created the database).
 
         Raises:
-            UnavailableError: the database did not appear in ``wait_s``.
+            UnavailableError: not lazy and the database did not appear in ``wait_s``.
         """
         kwargs = {} if budget_ms is None else {"budget_ms": budget_ms}
         pool = ReaderPool(self.settings.db_path, size=size, wait_s=wait_s, **kwargs)
         self.stack.callback(pool.close)
-        await asyncio.to_thread(pool.open)
+        if not lazy:
+            await asyncio.to_thread(pool.open)
         return pool
 
 

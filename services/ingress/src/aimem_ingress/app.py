@@ -11,7 +11,6 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from aimem_common.config import Settings
-from aimem_common.read.pool import ReaderPool
 from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
 from aimem_ingress.context import HookMetrics, IngressContext
@@ -33,9 +32,7 @@ def create_app(settings: Settings) -> FastAPI:
                        retry_after_s=cfg.retry_after_s)
         s.stack.push_async_callback(gate.close)
         await gate.refresh()
-        # Not opened here: hooks are accepted before the writer ever created the database.
-        pool = ReaderPool(settings.db_path, size=READ_POOL_SIZE, budget_ms=settings.query.query_budget_ms, wait_s=0)
-        s.stack.callback(pool.close)
+        pool = await s.read_pool(size=READ_POOL_SIZE, budget_ms=settings.query.query_budget_ms, wait_s=0, lazy=True)
         return IngressContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, gate=gate, metrics=metrics,
                               read_pool=pool, claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
 

@@ -2,9 +2,9 @@
 
 The brief is the project's rules and slots from the shared briefing reader
 (``aimem_common.read.briefing``): ``_slots/`` pages first, then ``_rules/`` pages (newest
-first). Everything is wrapped in one ``<aimem-memory>`` fence
-that labels it untrusted historical data (everything in memory came from agents, so an
-injected handoff or brief gets the same trust boundary as a search result); a closing tag inside
+first). Everything is wrapped in one ``<aimem-memory>`` fence that labels it untrusted
+historical data (everything in memory came from agents, so an injected handoff or brief
+gets the same trust boundary as a search result); a closing tag inside
 the data is defused so the data cannot end the fence early. The text is at most
 ``max_chars`` characters (≈ 4 chars per token) and never above ``HARD_CAP_CHARS``, under
 Claude Code's 10,000-character hook output cap together with the JSON wrapper.

@@ -43,7 +43,7 @@ class IngressContext(ServiceContext):
 
     gate: LagGate
     metrics: HookMetrics
-    read_pool: ReaderPool  # lazy (``wait_s=0``), never None here
+    read_pool: ReaderPool
     claim_timeout_s: float = 0.8
 
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T | None:
@@ -58,7 +58,7 @@ class IngressContext(ServiceContext):
             log.info("session-start brief skipped: %s", exc.message)
             return None
 
-    async def health(self) -> dict:
+    async def health(self) -> dict[str, Any]:
         """``nats`` connected; ``db`` ``open`` or ``lazy`` (never a failure: hooks are buffered);
         the last ``writer_lag`` read."""
         return {"nats": self.nc.is_connected, "db": "open" if self.read_pool.opened else "lazy",

@@ -24,10 +24,10 @@ from aimem_maintainer.metrics import MaintMetrics
 @dataclass(slots=True, kw_only=True)
 class MaintContext(ServiceContext):
     """Dependencies of every job (no module-level state: DESIGN.md invariant 12), on
-    ``app.state.ctx``: the shared parts plus the read pool, metrics, the optional LLM
-    client and embedder."""
+    ``app.state.ctx``: the shared parts (``read_pool`` required) plus metrics, the optional
+    LLM client and embedder."""
 
-    read_pool: ReaderPool  # the jobs' reads (never None in the maintainer)
+    read_pool: ReaderPool
     metrics: MaintMetrics
     llm: LlmClient | None = None
     embedder: Embedder | None = None

@@ -69,7 +69,12 @@ RootDep = Annotated[str, Depends(require_root)]
 
 
 async def read(request: Request, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """Run sync ``fn(conn, *args, **kwargs)`` on the reader pool (worker thread)."""
+    """Run sync ``fn(conn, *args, **kwargs)`` on the service's ``ReaderPool`` (time budget, off the loop).
+
+    Raises:
+        UnavailableError: the service is not ready (``not_ready``) or the read ran past its
+            budget (``query_timeout``).
+    """
     return await ctx_of(request).read_pool.run(fn, *args, **kwargs)
 
 
