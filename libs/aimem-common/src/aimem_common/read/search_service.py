@@ -72,8 +72,8 @@ async def search(
     ``global_scope_hits`` come from the workspace's ``_global`` project (the user's
     preferences) on a default-scoped search when it exists and is readable. One embedding
     serves both searches; an embedder that fails or times out only drops the vector stream.
-    With ``bus`` and ``throttle`` the page hits get their ``page.access`` bump (at most once
-    a minute per page, best effort).
+    With ``bus`` and ``throttle`` the page hits get their ``page.access`` bump before it
+    returns (``record_access``: at most once a minute per page, best effort).
 
     Raises:
         BadRequestError: an invalid workspace/project name, a malformed scope ref, or no
@@ -108,9 +108,19 @@ async def search(
                 await pool.run(memory_query, request.query, [g], options=gopts, vector=qe.vector)
             )["hits"]
     if bus is not None and throttle is not None:
-        hits = list(result.get("hits", [])) + list(result.get("global_scope_hits", []))
-        await publish_access(bus, throttle, hits, actor=principal.name)
+        await record_access(bus, throttle, result, actor=principal.name)
     return result
+
+
+async def record_access(bus: "Bus", throttle: AccessThrottle, result: dict[str, Any], *, actor: str) -> int:
+    """Publish the ``page.access`` bumps of a ``search`` result's page hits (``hits`` and
+    ``global_scope_hits``), throttled to once a minute per page; best effort, never raises.
+
+    ``search`` calls it when given ``bus`` and ``throttle``; an HTTP route may instead run it
+    after its reply is sent. Returns the number of page ids published.
+    """
+    hits = list(result.get("hits", [])) + list(result.get("global_scope_hits", []))
+    return await publish_access(bus, throttle, hits, actor=actor)
 
 
 async def readable_scopes(pool: ReaderPool, principal: "Principal", found: list[Scope] | None) -> list[Scope] | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, BackgroundTasks, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from aimem_common.auth import Principal
@@ -33,29 +33,34 @@ class SearchRequest(BaseModel):
     include_superseded: bool = False
 
 
-async def run_search(request: Request, principal: Principal, req: SearchRequest) -> dict[str, Any]:
+async def run_search(request: Request, principal: Principal, req: SearchRequest, tasks: BackgroundTasks
+                     ) -> dict[str, Any]:
     """Run ``req`` through the shared search service (``aimem_common.read.search_service``).
 
     Scopes fail closed and are grant-checked; the question's vector (``embedding.provider``
     set) feeds the vector stream, and an embedder that fails or exceeds
     ``embedding.query_timeout_ms`` only drops that stream (``streams_skipped`` with
     ``explain``); a default-scoped search also returns ``global_scope_hits``; page hits get
-    their throttled access bump.
+    their throttled access bump once the reply is sent.
     """
     ctx = ctx_of(request)
-    return await search_service.search(
+    result = await search_service.search(
         ctx.read_pool, ctx.embedder, principal,
         search_service.SearchRequest(
             query=req.query, workspace=req.workspace, project=req.project, scopes=req.scopes, global_=req.global_,
             limit=req.limit, explain=req.explain, include_expired=req.include_expired,
             include_superseded=req.include_superseded),
-        settings=ctx.settings, bus=ctx.bus, throttle=ctx.access)
+        settings=ctx.settings)
+    # The access bump runs after the reply is sent: an HTTP search does not wait on the bus.
+    tasks.add_task(search_service.record_access, ctx.bus, ctx.access, result, actor=principal.name)
+    return result
 
 
 @router.get("/search", summary="Search the wiki (memory_query)")
 async def search_get(
     request: Request,
     principal: PrincipalDep,
+    tasks: BackgroundTasks,
     q: str = Query("", max_length=MAX_QUERY_CHARS, description="the question"),
     workspace: str | None = None,
     project: str | None = None,
@@ -71,12 +76,12 @@ async def search_get(
     flat = [s.strip() for item in scopes for s in item.split(",") if s.strip()]
     req = SearchRequest(query=q, workspace=workspace, project=project, scopes=flat, global_=global_, limit=limit,
                         explain=explain, include_expired=include_expired, include_superseded=include_superseded)
-    return await run_search(request, principal, req)
+    return await run_search(request, principal, req, tasks)
 
 
 @router.post("/search", summary="Search the wiki (memory_query), JSON body")
-async def search_post(request: Request, principal: PrincipalDep, body: SearchRequest) -> dict[str, Any]:
+async def search_post(request: Request, principal: PrincipalDep, tasks: BackgroundTasks, body: SearchRequest) -> dict[str, Any]:
     """Same as ``GET /search`` with a JSON body (``query`` or ``q``)."""
     if len(body.query) > MAX_QUERY_CHARS:
         raise BadRequestError("query too long")
-    return await run_search(request, principal, body)
+    return await run_search(request, principal, body, tasks)
