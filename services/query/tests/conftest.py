@@ -1,21 +1,14 @@
-"""Query-service test support: the SQL seeder (shared with the read-side unit tests) and
-``web_stack`` (a real writer + ingress + query for the web interface tests)."""
+"""Query-service test support: ``web_stack`` (the whole local stack, auth on, shared by a
+web test module) and the helpers that seed it through its public APIs."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
-
-_SUPPORT = Path(__file__).resolve().parents[3] / "libs" / "aimem-common" / "tests" / "support" / "sqlseed.py"
-_spec = importlib.util.spec_from_file_location("aimem_test_sqlseed", _SUPPORT)
-sqlseed = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sqlseed)
 
 
 # -- the web interface: a real writer + ingress + query with a root token, seeded over HTTP ----
@@ -85,7 +78,7 @@ def web_stack(tmp_path_factory):
 
     Tests of a module share it, so each uses its own users and paths where it changes them.
     """
-    from aimem_common.testing.stack import LocalStack
+    from aimem_testing.stack import LocalStack
 
     root = tmp_path_factory.mktemp("web-stack")
     stack = LocalStack(root / "data", root / "logs", extra_env={"AIMEM_AUTH__TOKEN": WEB_ROOT_TOKEN})

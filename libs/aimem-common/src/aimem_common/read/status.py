@@ -8,6 +8,7 @@ from typing import Any
 
 from aimem_common.db.connect import schema_version
 from aimem_common.models import Scope
+from aimem_common.read import scopes
 
 
 def package_version(dist: str = "aimem-common") -> str:
@@ -33,8 +34,7 @@ def counts(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, in
 
     out: dict[str, int] = {}
     if scope is None:
-        out["workspaces"] = one("SELECT count(*) FROM workspaces")
-        out["projects"] = one("SELECT count(*) FROM projects")
+        out.update(scopes.counts(conn))
     out["pages"] = one("SELECT count(*) FROM pages" + where + and_ + "is_latest = 1")
     out["page_versions"] = one("SELECT count(*) FROM pages" + where)
     out["sessions"] = one("SELECT count(*) FROM sessions" + where)
@@ -71,26 +71,33 @@ def status(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, An
     return out
 
 
-def projects_overview(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Return every project with its activity, by workspace then project name.
+def project_sizes(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Return ``[{"workspace", "project", "project_id", "pages" (live), "sessions"}]`` for
+    every project, ordered by workspace then project name."""
+    pages = dict(conn.execute(
+        "SELECT project_id, count(*) FROM pages WHERE is_latest = 1 GROUP BY project_id").fetchall())
+    sessions = dict(conn.execute("SELECT project_id, count(*) FROM sessions GROUP BY project_id").fetchall())
+    return [
+        {"workspace": s.workspace, "project": s.project, "project_id": s.project_id,
+         "pages": pages.get(s.project_id, 0), "sessions": sessions.get(s.project_id, 0)}
+        for s in scopes.all_scopes(conn)
+    ]
 
-    Each: ``{"workspace", "project", "project_id", "pages": int (live), "sessions": int,
-    "handoffs_open": int, "last_activity": str|None}`` (the newest page update or session
-    event).
+
+def projects_overview(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Return ``project_sizes`` plus each project's activity (the web's projects screen).
+
+    Each: ``{"workspace", "project", "project_id", "pages", "sessions", "handoffs_open": int,
+    "last_activity": str|None}`` (the newest page update or session event).
     """
-    rows = conn.execute(
-        "SELECT w.name AS workspace, p.name AS project, p.id AS project_id,"
-        " (SELECT count(*) FROM pages g WHERE g.project_id = p.id AND g.is_latest = 1) AS pages,"
-        " (SELECT count(*) FROM sessions s WHERE s.project_id = p.id) AS sessions,"
-        " (SELECT count(*) FROM handoffs h WHERE h.project_id = p.id AND h.status = 'open') AS handoffs_open,"
-        " (SELECT max(updated_at) FROM pages g WHERE g.project_id = p.id) AS last_page,"
-        " (SELECT max(last_event_at) FROM sessions s WHERE s.project_id = p.id) AS last_session"
-        " FROM projects p JOIN workspaces w ON w.id = p.workspace_id ORDER BY w.name, p.name"
-    ).fetchall()
+    handoffs = dict(conn.execute(
+        "SELECT project_id, count(*) FROM handoffs WHERE status = 'open' GROUP BY project_id").fetchall())
+    last_page = dict(conn.execute("SELECT project_id, max(updated_at) FROM pages GROUP BY project_id").fetchall())
+    last_event = dict(conn.execute(
+        "SELECT project_id, max(last_event_at) FROM sessions GROUP BY project_id").fetchall())
     out = []
-    for r in rows:
-        d = dict(r)
-        last = [t for t in (d.pop("last_page"), d.pop("last_session")) if t]
-        d["last_activity"] = max(last) if last else None
-        out.append(d)
+    for d in project_sizes(conn):
+        pid = d["project_id"]
+        last = [t for t in (last_page.get(pid), last_event.get(pid)) if t]
+        out.append({**d, "handoffs_open": handoffs.get(pid, 0), "last_activity": max(last) if last else None})
     return out

@@ -10,7 +10,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from aimem_common.read import handoffs, messages, sessions
-from aimem_query.web.deps import UserDep, form, read, renderer, scope_for, send
+from aimem_query.deps import read
+from aimem_query.web.deps import UserDep, form, renderer, scope_for, send
 from aimem_query.web.render import page_url
 
 router = APIRouter(prefix="/p/{workspace}/{project}")

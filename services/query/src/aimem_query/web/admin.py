@@ -18,7 +18,8 @@ from aimem_common.config import PORT_OFFSETS
 from aimem_common.errors import AimemError, NotFoundError
 from aimem_common.read import audit, pages, proposals, scopes
 from aimem_common.read import status as status_reads
-from aimem_query.web.deps import UserDep, form, read, renderer, require_root, scope_for, send
+from aimem_query.deps import ctx_of, read
+from aimem_query.web.deps import UserDep, form, renderer, require_root, scope_for, send
 from aimem_query.web.diff import unified
 from aimem_query.web.render import page_url
 
@@ -92,13 +93,13 @@ async def lint_run(request: Request, user: UserDep, workspace: str, project: str
     """Ask the maintainer to lint the project now and show the report."""
     scope = await scope_for(request, user, workspace, project, write=True)
     await form(request, user)
-    await maint_rpc.call(request.app.state.nc, "lint", workspace=scope.workspace, project=scope.project,
+    await maint_rpc.call(ctx_of(request).nc, "lint", workspace=scope.workspace, project=scope.project,
                          actor=user.name, args={})
     return RedirectResponse(page_url(workspace, project, screen="lint") + "?ran=1", status_code=303)
 
 
 async def _service_health(request: Request) -> list[dict[str, Any]]:
-    settings = request.app.state.settings
+    settings = ctx_of(request).settings
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
 
     async def one(client: httpx.AsyncClient, name: str) -> dict[str, Any]:
@@ -117,15 +118,15 @@ async def _service_health(request: Request) -> list[dict[str, Any]]:
 @router.get("/status")
 async def status(request: Request, user: UserDep) -> Response:
     """Each service's health, the writer's lag, the bus; store counts for root."""
-    nc = request.app.state.nc
+    nc = ctx_of(request).nc
     try:
-        lag: int | None = await request.app.state.bus.writer_lag()
+        lag: int | None = await ctx_of(request).bus.writer_lag()
     except AimemError:
         lag = None
     services = await _service_health(request)
     store = await read(request, status_reads.status) if user.principal.is_root else None
     return renderer(request).page(request, "status.html", services=services, lag=lag, store=store,
-                                  bus={"connected": nc.is_connected, "url": request.app.state.settings.bus.nats_url})
+                                  bus={"connected": nc.is_connected, "url": ctx_of(request).settings.bus.nats_url})
 
 
 @router.get("/audit")

@@ -1,5 +1,7 @@
 """What every ``/web`` screen needs: the signed-in user, a readable scope, writer commands.
 
+Reads go through ``aimem_query.deps.read`` (the service's reader pool).
+
 Grants are the API's (``aimem_common.auth``): reading a project needs its read grant,
 changing pages, feedback, restores and cancelling handoffs/messages needs its write grant
 (as the MCP write tools), and the store-wide screens (pending writes, audit log, store
@@ -12,9 +14,9 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-from aimem_common.commands import make_envelope
 from aimem_common.errors import ForbiddenError
 from aimem_common.models import Scope
+from aimem_query import deps
 from aimem_query.deps import readable_scope
 from aimem_query.web.render import Renderer
 from aimem_query.web.session import WebUser, current_user, read_form
@@ -60,10 +62,5 @@ async def send(request: Request, user: WebUser, op: str, payload: dict[str, Any]
         AimemError: the writer's typed error (e.g. ``PreconditionFailedError``), or
             ``BusTimeoutError``/``UnavailableError`` from the bus.
     """
-    env = make_envelope(op, payload, workspace=workspace, project=project, actor=user.name)
-    return await request.app.state.bus.request(env, timeout_s=WRITE_TIMEOUT_S)
-
-
-async def read(request: Request, fn, /, *args: Any, **kwargs: Any) -> Any:
-    """Run ``fn(conn, ...)`` on the read pool (off the event loop)."""
-    return await request.app.state.read_pool.run(fn, *args, **kwargs)
+    return await deps.send(request, op, payload, workspace=workspace, project=project, timeout_s=WRITE_TIMEOUT_S,
+                           actor=user.name)

@@ -16,6 +16,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from aimem_common import auth
 from aimem_common.commands import make_envelope
+from aimem_query.deps import ctx_of
 from aimem_query.web import session
 from aimem_query.web.deps import UserDep, form, renderer, send
 from aimem_query.web.passwords import verify_password
@@ -31,7 +32,7 @@ def safe_next(value: str | None) -> str:
 
 
 def _limit_keys(request: Request, name: str) -> list[tuple[str, str, int]]:
-    web = request.app.state.settings.web
+    web = ctx_of(request).settings.web
     client = request.client.host if request.client else "?"
     keys = [("client", client, web.login_max_failures * 4)]
     if name:
@@ -44,7 +45,7 @@ async def login_page(request: Request, next: str | None = None, ended: int = 0, 
     """The login form: user name + password, or an API key / the root token."""
     notice = "You have been logged out." if bye else ("Your session has ended; please log in again." if ended else None)
     return renderer(request).page(request, "login.html", user=None, next=safe_next(next), notice=notice,
-                                  error=None, auth_off=request.app.state.settings.auth.token is None)
+                                  error=None, auth_off=ctx_of(request).settings.auth.token is None)
 
 
 @router.post("/login")
@@ -58,14 +59,14 @@ async def login(request: Request) -> Response:
         ForbiddenError: bad CSRF token (403). BackPressureError: rate-limited (429).
     """
     fields = await session.read_form(request, session.csrf_for(session.pre_secret(request)))
-    settings = request.app.state.settings
+    settings = ctx_of(request).settings
     name = fields.get("name", "").strip()
     password = fields.get("password", "")
     token = fields.get("token", "").strip()
     keys = _limit_keys(request, name if not token else "")
     limiter: session.LoginLimiter = request.app.state.web_limiter
     limiter.check(keys)
-    pool = request.app.state.read_pool
+    pool = ctx_of(request).read_pool
     payload: dict | None = None
     if token:
         if settings.auth.token and hmac.compare_digest(token.encode(), settings.auth.token.encode()):
@@ -97,7 +98,7 @@ async def login(request: Request) -> Response:
 
 
 async def _send_raw(request: Request, op: str, payload: dict, *, actor: str) -> dict:
-    return await request.app.state.bus.request(make_envelope(op, payload, actor=actor), timeout_s=30)
+    return await ctx_of(request).bus.request(make_envelope(op, payload, actor=actor), timeout_s=30)
 
 
 @router.post("/logout")

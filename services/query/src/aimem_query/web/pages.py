@@ -20,8 +20,9 @@ from aimem_common.decay import is_cold, retention
 from aimem_common.errors import AimemError, BadRequestError, PreconditionFailedError
 from aimem_common.models import Scope, validate_page_path
 from aimem_common.read import pages
+from aimem_query.deps import ctx_of, read
 from aimem_query.admin.history import list_checkpoints
-from aimem_query.web.deps import UserDep, form, read, renderer, scope_for, send
+from aimem_query.web.deps import UserDep, form, renderer, scope_for, send
 from aimem_query.web.diff import unified
 from aimem_query.web.render import page_url
 
@@ -74,7 +75,7 @@ async def view(request: Request, user: UserDep, workspace: str, project: str, pa
     r = renderer(request)
     html = r.markdown(page["body"], workspace=scope.workspace, project=scope.project, resolved=_resolved(page, scope))
     return r.page(request, "page.html", scope=scope, page=page, html=html, live=True,
-                  decay=decay_state(page, request.app.state.settings.decay), signals=FEEDBACK_SIGNALS,
+                  decay=decay_state(page, ctx_of(request).settings.decay), signals=FEEDBACK_SIGNALS,
                   can_write=user.principal.can_write(workspace, project), notice=NOTICES.get(notice or ""))
 
 
@@ -103,7 +104,7 @@ async def history(request: Request, user: UserDep, workspace: str, project: str,
     checkpoints = None
     if git:
         prefix = f"{scope.workspace_id}/{scope.project_id}/{path}"
-        checkpoints = await asyncio.to_thread(list_checkpoints, request.app.state.settings.wiki_dir, limit=30,
+        checkpoints = await asyncio.to_thread(list_checkpoints, ctx_of(request).settings.wiki_dir, limit=30,
                                               prefix=prefix)
     diff = None
     if a is not None and b is not None:

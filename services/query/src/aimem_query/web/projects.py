@@ -7,7 +7,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from aimem_common.read import handoffs, pages, sessions
 from aimem_common.read import status as status_reads
-from aimem_query.web.deps import UserDep, read, renderer, scope_for
+from aimem_query.deps import read
+from aimem_query.web.deps import UserDep, renderer, scope_for
 
 router = APIRouter()
 

@@ -37,6 +37,7 @@ from aimem_common.errors import (
     UnauthorizedError,
     BadRequestError,
 )
+from aimem_query.deps import ctx_of
 
 SESSION_COOKIE = "aimem_session"
 PRE_COOKIE = "aimem_pre"
@@ -106,10 +107,10 @@ async def current_user(request: Request) -> WebUser:
     cached = getattr(request.state, "web_user", None)
     if cached is not None:
         return cached
-    settings = request.app.state.settings
+    settings = ctx_of(request).settings
     token = request.cookies.get(SESSION_COOKIE)
     if token:
-        principal = await request.app.state.read_pool.run(
+        principal = await ctx_of(request).read_pool.run(
             auth.web_session, digest(token), root_token=settings.auth.token, now=now_iso()
         )
         if principal is None:
@@ -172,7 +173,7 @@ def set_pre_cookie(request: Request, response) -> None:
 
 
 def _secure(request: Request) -> bool:
-    configured = request.app.state.settings.web.cookie_secure
+    configured = request.app.state.web_settings.cookie_secure
     return request.url.scheme == "https" if configured is None else configured
 
 
