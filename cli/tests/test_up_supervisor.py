@@ -6,12 +6,12 @@ import time
 
 from aimem_cli.commands.up import Supervisor
 from aimem_common import config
-from aimem_common.natsserver import free_port, wait_port
+from aimem_common.natsserver import NatsServer, free_port, wait_port
 
 
 def test_a_killed_nats_server_is_restarted_with_its_store(data_dir):
     settings = config.load(data_dir, environ={})
-    sup = Supervisor(settings, free_port(), env={}, log_dir=None)
+    sup = Supervisor(settings, [NatsServer(settings.data_dir / "nats", port=free_port())], env={}, log_dir=None)
     sup.children = []  # NATS only: the services have their own tests
     sup.start()
     try:
@@ -26,7 +26,7 @@ def test_a_killed_nats_server_is_restarted_with_its_store(data_dir):
             time.sleep(0.1)
         assert sup.nats.proc is not first and sup.nats.proc.poll() is None
         assert wait_port(sup.nats.host, sup.nats.port, 5)
-        assert sup.nats_state.restarts == 1 and (sup.nats.store_dir / "marker").read_text() == "kept"
+        assert sup.nats_states[0].restarts == 1 and (sup.nats.store_dir / "marker").read_text() == "kept"
     finally:
         sup.stop()
     assert sup.nats.proc.poll() is not None

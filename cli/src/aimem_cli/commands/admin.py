@@ -423,16 +423,33 @@ def swap_in(data_dir: Path, staged: Path, stamp: str) -> None:
 
 
 def restore(
-    source: Path = typer.Option(..., "--from", help="A backup tarball from `aimem backup`."),
+    source: Path = typer.Option(None, "--from", help="A backup tarball from `aimem backup`."),
+    from_replica: bool = typer.Option(False, "--from-replica",
+                                      help="Restore from the off-node replicas (git remote + Litestream bucket)."),
     data_dir: Path = typer.Option(None, "--data-dir", help="Data dir to restore into (default: settings)."),
     force: bool = typer.Option(False, "--force", help="Overwrite a data dir that is not empty."),
 ) -> None:
-    """Restore a backup into the data dir (direct-disk; the stack must be stopped)."""
+    """Restore a backup, or the replicas, into the data dir (direct-disk; the stack must be stopped).
+
+    ``--from-replica`` clones the wiki from ``replication.git_remote``, restores the DB from
+    ``replication.s3_bucket`` with Litestream and reconciles the two; the data dir must be
+    empty (no DB, no wiki) and no writer may run on it.
+    """
     from aimem_common.archive import extract_archive
     from aimem_common.errors import AimemError
 
     settings = _settings(data_dir)
     ddir = settings.data_dir
+    if from_replica == (source is not None):
+        fail("pass exactly one of --from TARBALL or --from-replica")
+    if from_replica:
+        from aimem_cli.commands.disk import restore_replica
+
+        why = stack_alive(settings)
+        if why:
+            fail(f"{why}; stop it before restoring")
+        restore_replica(settings)
+        return
     if not source.is_file():
         fail(f"{source} is not a file")
     why = stack_alive(settings)
@@ -721,10 +738,11 @@ def doctor(
             add(svc, r.status_code == 200, f"{url} {r.status_code} in {(time.perf_counter() - t0) * 1000:.0f} ms")
         except httpx.HTTPError as exc:
             add(svc, False, f"{url}: {type(exc).__name__}")
-    u = urlparse(settings.bus.nats_url)
-    with socket.socket() as s:
-        s.settimeout(1.0)
-        add("nats", s.connect_ex((u.hostname or "127.0.0.1", u.port or 4222)) == 0, settings.bus.nats_url)
+    for nats_url in settings.bus.nats_urls:  # every member of a cluster
+        u = urlparse(nats_url)
+        with socket.socket() as s:
+            s.settimeout(1.0)
+            add("nats", s.connect_ex((u.hostname or "127.0.0.1", u.port or 4222)) == 0, nats_url)
     db = settings.db_path
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

@@ -1,4 +1,4 @@
-"""Direct-disk lifecycle commands: ``aimem reindex --data-dir``.
+"""Direct-disk lifecycle commands: ``aimem reindex --data-dir``, the replica restore.
 
 These run against the data directory itself, not through the API, so they refuse while a
 writer is alive on it (DESIGN.md invariant 9: the writer holds ``db/writer.lock``).
@@ -9,6 +9,36 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+
+
+def restore_replica(settings) -> None:
+    """Run ``aimem_writer.restore.restore_from_replica`` for ``aimem restore --from-replica``.
+
+    Prints one summary line (and the reconciled paths' counts); exits 1 with the reason on
+    a refusal (writer alive, data dir not empty, nothing configured) or a failed git/litestream.
+    """
+    from aimem_common.errors import AimemError
+
+    try:
+        from aimem_writer.restore import remove_partial, restore_from_replica
+    except ImportError:
+        typer.echo("aimem restore --from-replica needs the aimem-writer package installed", err=True)
+        raise typer.Exit(1)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        report = restore_from_replica(settings)
+    except AimemError as exc:
+        if exc.code == "restore_failed":
+            remove_partial(settings)
+        typer.echo(f"aimem restore: {exc.message}", err=True)
+        raise typer.Exit(1)
+    typer.echo(
+        f"restored {settings.data_dir} in {report.seconds.get('total', 0):.1f} s: "
+        f"db {'from the bucket' if report.db_restored else 'rebuilt from the wiki' if report.wiki_cloned else 'empty'}, "
+        f"wiki {'cloned' if report.wiki_cloned else 'written from the DB'}; "
+        f"{len(report.reindexed)} pages reindexed from the wiki, {len(report.written_back)} written back from the DB; "
+        f"wiki at {report.final_commit or '-'}"
+    )
 
 
 def register(app: typer.Typer) -> None:

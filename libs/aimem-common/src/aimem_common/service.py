@@ -67,7 +67,7 @@ async def connect_bus(
             log.warning("NATS not reachable at %s; retrying in %.1f s", settings.bus.nats_url, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
-    await busmod.ensure_streams(nc.jetstream(), settings.bus)
+    await busmod.ensure_streams_when_ready(nc.jetstream(), settings.bus, deadline_s=max(1.0, deadline - time.monotonic()))
     return nc, busmod.Bus(nc, settings.bus, telemetry.registry)
 
 
