@@ -2,9 +2,9 @@
 
 ``Replicator.run()`` (an event-loop task of the writer) every ``POLL_S``:
 
-* pushes ``HEAD`` to ``replication.git_remote`` (``git push``, so any remote git speaks:
-  a bare repository path, ssh, https with a credential helper) when the last checkpoint
-  moved it; a failed push is retried with backoff up to ``git_push_retry_max_s`` and the
+* pushes ``HEAD`` to ``replication.git_remote`` (libgit2, so no git binary in the image:
+  a bare repository path, ``file://``, ssh with the agent's key, https with
+  ``user:token@`` in the URL) when the last checkpoint moved it; a failed push is retried with backoff up to ``git_push_retry_max_s`` and the
   wiki's lag keeps growing meanwhile;
 * every ``lag_poll_s`` asks Litestream's control socket when it last synced the DB;
 * exports ``aimem_replication_lag_seconds{target="db"|"wiki"}`` and writes
@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+
+import pygit2
 
 from aimem_common.config import Settings
 from aimem_common.replication import litestream_last_sync, write_status
@@ -85,33 +87,22 @@ class Replicator:
         self.publish(time.time())
 
     async def push(self, head: str) -> bool:
-        """``git push`` HEAD to the remote branch; returns True on success."""
-        cmd = ["git", "-C", str(self.settings.wiki_dir), "push", "--quiet", self.r.git_remote,
-               f"{head}:refs/heads/{self.r.git_branch}"]
+        """Push commit ``head`` to the remote branch (a worker thread); returns True on success."""
         try:
-            proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.DEVNULL,
-                                                        stderr=asyncio.subprocess.PIPE)
-            try:
-                _, err = await asyncio.wait_for(proc.communicate(), PUSH_TIMEOUT_S)
-            except asyncio.TimeoutError:
-                proc.kill()
-                await proc.wait()
-                err, proc.returncode = b"timed out", -1
-        except OSError as exc:
-            err, rc = str(exc).encode(), -1
-        else:
-            rc = proc.returncode
-        if rc == 0:
-            self.pushed, self.push_error, self._backoff = head, None, 1.0
-            self.behind_since = None if self.head() == head else time.time()
-            self.pushes.labels("ok").inc()
-            return True
-        self.push_error = err.decode(errors="replace").strip()[-300:]
-        self._next_push = time.time() + self._backoff
-        self._backoff = min(self._backoff * 2, self.r.git_push_retry_max_s)
-        self.pushes.labels("error").inc()
-        log.warning("wiki push to %s failed (retry in %.0f s): %s", self.r.git_remote, self._backoff, self.push_error)
-        return False
+            await asyncio.wait_for(asyncio.to_thread(push_commit, self.settings.wiki_dir, self.r.git_remote,
+                                                     head, self.r.git_branch), PUSH_TIMEOUT_S)
+        except (pygit2.GitError, ValueError, OSError, asyncio.TimeoutError) as exc:
+            self.push_error = (str(exc) or type(exc).__name__)[-300:]
+            self._next_push = time.time() + self._backoff
+            self._backoff = min(self._backoff * 2, self.r.git_push_retry_max_s)
+            self.pushes.labels("error").inc()
+            log.warning("wiki push to %s failed (retry in %.0f s): %s", _redact_url(self.r.git_remote),
+                        self._backoff, self.push_error)
+            return False
+        self.pushed, self.push_error, self._backoff = head, None, 1.0
+        self.behind_since = None if self.head() == head else time.time()
+        self.pushes.labels("ok").inc()
+        return True
 
     def publish(self, now: float) -> None:
         """Set the lag gauges and write ``db/replication.json``."""
@@ -138,6 +129,47 @@ class Replicator:
                 await asyncio.wait_for(self.push(head), timeout_s)
             except asyncio.TimeoutError:
                 log.warning("final wiki push did not finish in %.0f s", timeout_s)
+
+
+class RemoteCallbacks(pygit2.RemoteCallbacks):
+    """libgit2 callbacks for the wiki remote: credentials and rejected ref updates.
+
+    Credentials: the URL's ``user:password@`` part (https with a token), else the ssh agent.
+    """
+
+    def __init__(self, url: str):
+        super().__init__()
+        from urllib.parse import unquote, urlsplit
+
+        parts = urlsplit(url)
+        self._user = unquote(parts.username or "")
+        self._password = unquote(parts.password) if parts.password else None
+        self.rejected: list[str] = []
+
+    def credentials(self, _url, username_from_url, allowed):
+        if self._password is not None and allowed & pygit2.enums.CredentialType.USERPASS_PLAINTEXT:
+            return pygit2.UserPass(self._user, self._password)
+        return pygit2.KeypairFromAgent(username_from_url or "git")
+
+    def push_update_reference(self, refname, message):
+        if message:
+            self.rejected.append(f"{refname}: {message}")
+
+
+def push_commit(wiki_dir, url: str, commit: str, branch: str) -> None:
+    """Push ``commit`` to ``refs/heads/<branch>`` of ``url`` (libgit2: no git binary needed).
+
+    Opens its own ``Repository`` (never the writer thread's object).
+
+    Raises:
+        pygit2.GitError: unreachable remote, or the update was rejected (the remote moved on
+            without this node: not a fast-forward).
+    """
+    repo = pygit2.Repository(str(wiki_dir))
+    callbacks = RemoteCallbacks(url)
+    repo.remotes.create_anonymous(url).push([f"{commit}:refs/heads/{branch}"], callbacks=callbacks)
+    if callbacks.rejected:
+        raise pygit2.GitError("push rejected: " + "; ".join(callbacks.rejected))
 
 
 def _redact_url(url: str) -> str:

@@ -3,7 +3,7 @@
 Direct-disk (refuses while a writer holds the data dir's lock, and unless the data dir has
 no DB and no wiki yet):
 
-1. ``git clone`` the wiki remote into ``<data_dir>/wiki`` (full history);
+1. clone the wiki remote (libgit2) into ``<data_dir>/wiki`` (full history);
 2. ``litestream restore`` the newest replicated DB into ``<data_dir>/db/memory.sqlite``;
 3. ``reconcile``: the two copies were taken at different moments. The DB names the wiki
    commit it had caught up with (``meta.wiki_commit``); the wiki is the source of truth:
@@ -46,6 +46,7 @@ from aimem_writer.lock import WriterLock
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.pages import WRITER_KEYS
 from aimem_writer.reindex import index_hand_edits, rebuild
+from aimem_writer.replicate import RemoteCallbacks
 from aimem_writer.watcher import candidate_rel
 from aimem_writer.wiki import WikiRepo, atomic_write
 
@@ -88,7 +89,11 @@ def restore_from_replica(settings: Settings) -> RestoreReport:
         report = RestoreReport()
         t0 = time.perf_counter()
         if r.git_remote:
-            _run(["git", "clone", "--quiet", "--branch", r.git_branch, r.git_remote, str(settings.wiki_dir)], "git clone")
+            try:
+                pygit2.clone_repository(r.git_remote, str(settings.wiki_dir), checkout_branch=r.git_branch,
+                                        callbacks=RemoteCallbacks(r.git_remote))
+            except (pygit2.GitError, ValueError, KeyError) as exc:
+                raise UnavailableError(f"git clone of the wiki remote failed: {exc}", code="restore_failed") from exc
             report.wiki_cloned = True
         report.seconds["git_clone"] = round(time.perf_counter() - t0, 3)
         t1 = time.perf_counter()
