@@ -34,6 +34,23 @@ def test_compose_config_quiet(compose_bin, extra):
     assert proc.returncode == 0, proc.stderr
 
 
+def test_compose_replication_and_cluster_profiles(compose_bin):
+    env = {"AIMEM_NATS_URL": "nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222"}
+    proc = compose(compose_bin, "--profile", "replication", "--profile", "cluster", "config", "--format", "json",
+                   env=env)
+    assert proc.returncode == 0, proc.stderr
+    svcs = json.loads(proc.stdout)["services"]
+    assert svcs["litestream"]["command"] == ["aimem", "replicate-db"]
+    assert any(v["target"] == "/data" for v in svcs["litestream"]["volumes"])
+    for i in (1, 2, 3):
+        cmd = svcs[f"nats-{i}"]["command"]
+        assert cmd[cmd.index("--name") + 1] == f"nats-{i}" and "-routes" in cmd
+        assert any(v["source"] == f"nats-{i}-data" for v in svcs[f"nats-{i}"]["volumes"])
+    assert svcs["writer"]["environment"]["AIMEM_BUS__NATS_URL"] == env["AIMEM_NATS_URL"]
+    plain = compose(compose_bin, "config", "--services")
+    assert not {"litestream", "nats-1"} & set(plain.stdout.split())  # off unless asked for
+
+
 def test_compose_test_override_config(compose_bin):
     proc = compose(compose_bin, "config", "--services", files=("compose.yaml", "compose.test.yaml"))
     assert proc.returncode == 0, proc.stderr

@@ -44,6 +44,37 @@ def restore_replica(settings) -> None:
 def register(app: typer.Typer) -> None:
     """Add the direct-disk commands to ``app``."""
 
+    @app.command("replicate-db")
+    def replicate_db(
+        data_dir: Path = typer.Option(None, "--data-dir", help="The aimem data directory (default: settings)."),
+    ) -> None:
+        """Run Litestream on db/memory.sqlite with the [replication] settings (compose sidecar).
+
+        Writes <data_dir>/db/litestream.yml from the settings and replaces this process with
+        ``litestream replicate`` (AWS_CA_BUNDLE dropped: Litestream refuses custom CAs). The
+        bucket credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
+        """
+        import os
+
+        from aimem_common import config
+        from aimem_common.replication import litestream_binary, litestream_env, write_litestream_config
+
+        try:
+            settings = config.load(data_dir)
+        except config.ConfigError as exc:
+            typer.echo(f"aimem replicate-db: {exc.message}", err=True)
+            raise typer.Exit(2)
+        if not settings.replication.s3_bucket:
+            typer.echo("aimem replicate-db: replication.s3_bucket is not set", err=True)
+            raise typer.Exit(2)
+        try:
+            binary = litestream_binary()
+        except FileNotFoundError as exc:
+            typer.echo(f"aimem replicate-db: {exc}", err=True)
+            raise typer.Exit(2)
+        cfg = write_litestream_config(settings)
+        os.execve(binary, [binary, "replicate", "-config", str(cfg)], litestream_env())
+
     @app.command("reindex")
     def reindex(
         data_dir: Path = typer.Option(..., "--data-dir", help="The aimem data directory (holds wiki/ and db/)."),

@@ -96,7 +96,7 @@ def create_app(settings: Settings) -> FastAPI:
                 await thread.call(index_hand_edits, applier, offline)
             await thread.call(applier.checkpoint, "startup")
             if settings.replication.git_remote or settings.replication.s3_bucket:
-                replicator = Replicator(settings, wiki.head, telemetry)
+                replicator = Replicator(settings, wiki.head, metrics)
                 repl_task = asyncio.create_task(replicator.run(), name="writer-replication")
 
                 async def stop_replication() -> None:  # runs after the consumer's final checkpoint

@@ -23,7 +23,8 @@ import pygit2
 
 from aimem_common.config import Settings
 from aimem_common.replication import litestream_last_sync, write_status
-from aimem_common.telemetry import Telemetry
+
+from aimem_writer.metrics import WriterMetrics
 
 log = logging.getLogger("aimem.writer.replicate")
 
@@ -36,20 +37,17 @@ class Replicator:
 
     Args:
         settings: ``replication`` section and the data dir.
-        head: callable returning the wiki's HEAD commit id (``Applier.wiki.head``; reading
-            a ref is safe from the event loop).
-        telemetry: where the lag gauge and push counter register.
+        head: callable returning the wiki's HEAD commit id (``WikiRepo.head``: a cached
+            string, safe to read from the event loop).
+        metrics: the writer's metrics (``replication_lag``, ``wiki_pushes``).
     """
 
-    def __init__(self, settings: Settings, head, telemetry: Telemetry):
+    def __init__(self, settings: Settings, head, metrics: WriterMetrics):
         self.settings = settings
         self.r = settings.replication
         self.head = head
-        self.lag = telemetry.gauge("aimem_replication_lag_seconds",
-                                   "Seconds the off-node copy is behind, by target (db = Litestream, wiki = git push)",
-                                   ["target"])
-        self.pushes = telemetry.counter("aimem_replication_wiki_pushes_total",
-                                        "git pushes of the wiki to its remote, by outcome", ["outcome"])
+        self.lag = metrics.replication_lag
+        self.pushes = metrics.wiki_pushes
         self.pushed: str | None = None
         self.behind_since: float | None = None  # first moment HEAD differed from the remote
         self.push_error: str | None = None
