@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--write-interval-ms", type=float, default=100.0)
     ap.add_argument("--follow-interval-s", type=float, default=1.0)
-    args = ap.parse_args(argv or [])
+    ap.add_argument("--persistent", action="store_true",
+                    help="read through one long-lived connection (as a service's pool does) instead of a fresh one per read")
+    args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="aimem-bench-rr-"))
     port = free_port()
     env = litestream_env() | {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
@@ -87,13 +89,17 @@ def main(argv: list[str] | None = None) -> dict:
         errors: dict[str, int] = {}
         deadline = time.time() + args.seconds
         first_seen = None
+        held: sqlite3.Connection | None = None
         while time.time() < deadline:
             try:
-                r = sqlite3.connect(f"file:{replica}?mode=ro", uri=True, timeout=0.5)
+                if args.persistent and held is None and replica.exists():
+                    held = sqlite3.connect(f"file:{replica}?mode=ro", uri=True, timeout=0.5, check_same_thread=False)
+                r = held or sqlite3.connect(f"file:{replica}?mode=ro", uri=True, timeout=0.5)
                 try:
                     newest = r.execute("SELECT max(at) FROM t").fetchone()[0]
                 finally:
-                    r.close()
+                    if r is not held:
+                        r.close()
                 if newest:
                     first_seen = first_seen or time.time()
                     lags.append(time.time() - newest)
@@ -121,7 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
         "read_errors": errors,
         "logs": str(tmp),
     }
-    print(table([{"mode": "litestream restore -f", **(result["lag_s"] or {}), "samples": len(lags),
+    print(table([{"mode": "litestream restore -f" + (", one long-lived reader" if args.persistent else ""), **(result["lag_s"] or {}), "samples": len(lags),
                   "read errors while following": sum(n for k, n in errors.items() if k.startswith("while"))}]))
     if errors:
         print("read errors:", json.dumps(errors))

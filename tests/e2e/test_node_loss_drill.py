@@ -245,3 +245,63 @@ def test_node_loss_drill_restores_everything_before_the_replication_point(tmp_pa
     assert rpo_s <= RPO_BOUND_S, figures
     # what was restored is a prefix of what was acknowledged (no holes before the loss window)
     assert all(t >= first_lost for t, _ in lost)
+
+
+def test_read_replica_follows_the_primary_within_seconds(tmp_path, s3):
+    """``aimem replica`` on another data dir serves the primary's pages about a second late."""
+    primary, node_r = tmp_path / "primary", tmp_path / "replica"
+    for d in (primary, node_r):
+        d.mkdir()
+        (d / "config.toml").write_text(f'[replication]\ns3_bucket = "{BUCKET}"\ns3_endpoint = "{s3}"\n'
+                                       "sync_interval_s = 1.0\n")
+    with LocalStack(primary, tmp_path / "logs-p", extra_env=ENV) as stack:
+        q = httpx.Client(base_url=stack.url("query"), timeout=30)
+        assert q.post("/admin/pages", json={"project": "drill", "path": "concepts/first.md",
+                                            "body": "# First\n\nreplicated before the replica starts\n"}).status_code == 200
+        base = free_port_block()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")} | ENV | {
+            "AIMEM_BUS__NATS_URL": stack.nats_url}
+        logs = tmp_path / "logs-r"
+        proc = subprocess.Popen([sys.executable, "-m", "aimem_cli", "replica", "--data-dir", str(node_r),
+                                 "--port-base", str(base), "--log-dir", str(logs)],
+                                env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "replica.err", "wb"),
+                                start_new_session=True)
+        try:
+            r_url = f"http://127.0.0.1:{base + 1}"
+
+            def found(text: str):
+                try:
+                    hits = httpx.get(r_url + "/api/v1/search", params={"q": text, "project": "drill"}, timeout=5)
+                except httpx.HTTPError:
+                    return None
+                return hits.status_code == 200 and [h["path"] for h in hits.json()["hits"]]
+
+            assert _wait(lambda: found("replicated before"), 90, "the replica to serve the first page") == [
+                "concepts/first.md"]
+            lags = []
+            for i in range(3):
+                word = f"quokka{i}zebra"
+                assert q.post("/admin/pages", json={"project": "drill", "path": f"concepts/late-{i}.md",
+                                                    "body": f"# Late {i}\n\n{word}\n"}).status_code == 200
+                t = time.monotonic()
+                _wait(lambda: found(word), 30, f"{word} on the replica")
+                lags.append(time.monotonic() - t)
+            # the replica's writes go to the primary's writer over the bus
+            r = httpx.post(r_url + "/admin/pages", json={"project": "drill", "path": "concepts/from-replica.md",
+                                                         "body": "# From the replica\n\nwritten through it\n"},
+                           timeout=30)
+            assert r.status_code == 200, r.text
+            assert _wait(lambda: found("written through it"), 30, "the replica's own write to come back")
+            assert _wait(lambda: q.get("/api/v1/search", params={"q": "written through", "project": "drill"}).json()[
+                "hits"], 10, "the write on the primary")
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(5)
+        q.close()
+    print("\nREPLICA " + json.dumps({"write_to_visible_on_replica_s": [round(x, 2) for x in lags]}))
+    assert max(lags) < 10, lags
+    assert not (node_r / "wiki").exists() or not any((node_r / "wiki").iterdir())  # a replica never writes the wiki

@@ -74,13 +74,13 @@ class Supervisor:
     """Runs NATS and the services; ``run()`` blocks until a stop signal."""
 
     def __init__(self, settings: config.Settings, nats_nodes: list[NatsServer], env: dict[str, str],
-                 log_dir: Path | None, litestream: list[str] | None = None):
+                 log_dir: Path | None, litestream: list[str] | None = None, services: list[str] | None = None):
         self.settings = settings
-        self.nats_nodes = nats_nodes
-        self.nats = nats_nodes[0]
+        self.nats_nodes = nats_nodes  # [] on a read replica: the bus runs elsewhere
+        self.nats = nats_nodes[0] if nats_nodes else None
         self.env = env
         self.log_dir = log_dir
-        self.children = [Child(n, m) for n, m in SERVICE_MODULES.items()]
+        self.children = [Child(n, m) for n, m in SERVICE_MODULES.items() if services is None or n in services]
         if litestream:  # replicates the DB the writer creates; restarted like a service
             self.children.append(Child("litestream", "", argv=litestream))
         # restart bookkeeping (backoff) for each nats-server
@@ -211,14 +211,17 @@ class Supervisor:
     def endpoints(self) -> dict[str, str]:
         h = self._client_host()
         s = self.settings
-        return {
+        out = {
             "ingress": f"http://{h}:{s.port('ingress')}/hook",
             "query": f"http://{h}:{s.port('query')}/api/v1 (admin: /admin, docs: /docs)",
             "mcp": f"http://{h}:{s.port('mcp-gateway')}/mcp",
             "writer": f"http://{h}:{s.port('writer')}/healthz",
             "maintainer": f"http://{h}:{s.port('maintainer')}/healthz",
-            "nats": ",".join(n.url for n in self.nats_nodes),
         }
+        running = {c.name for c in self.children}
+        out = {k: v for k, v in out.items() if ("mcp-gateway" if k == "mcp" else k) in running}
+        out["nats"] = ",".join(n.url for n in self.nats_nodes) or s.bus.nats_url
+        return out
 
 
 def up(

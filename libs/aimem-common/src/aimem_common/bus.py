@@ -152,7 +152,14 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
         try:
             await js.add_stream(cfg)
         except nats.js.errors.BadRequestError:
-            await js.update_stream(cfg)  # exists with other limits: converge
+            # Exists with other limits: converge, but never to fewer replicas (one service
+            # started with a single-server config must not strip a cluster's redundancy).
+            current = (await js.stream_info(cfg.name)).config.num_replicas or 1
+            if current > (cfg.num_replicas or 1):
+                log.warning("stream %s keeps %d replicas (this service asked for %d)", cfg.name, current,
+                            cfg.num_replicas)
+                cfg.num_replicas = current
+            await js.update_stream(cfg)
 
 
 async def ensure_streams_when_ready(js: JetStreamContext, settings: BusSettings, *, deadline_s: float) -> None:

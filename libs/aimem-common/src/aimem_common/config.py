@@ -119,6 +119,7 @@ class QuerySettings(BaseModel):
     access_bump_interval_s: int = 60
     read_pool_size: int = 4  # read-only SQLite connections per process (= concurrent reads)
     query_budget_ms: int = 5000  # a read past this is interrupted (503 query_timeout)
+    read_reopen: bool = False  # one SQLite connection per read (set by `aimem replica`: follow-mode copies)
 
 
 class DecaySettings(BaseModel):

@@ -53,7 +53,7 @@ def create_app(settings: Settings) -> FastAPI:
             stack.push_async_callback(embedder.aclose)
             nc, bus = await connect_bus(settings, "mcp-gateway", telemetry)
             stack.push_async_callback(close_nats, nc)
-            pool = ReaderPool(settings.db_path, size=8, wait_s=60)
+            pool = ReaderPool(settings.db_path, size=8, wait_s=60, reuse=not settings.query.read_reopen)
             await asyncio.to_thread(pool.open)
             stack.callback(pool.close)
             gw = GatewayContext(

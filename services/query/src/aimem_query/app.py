@@ -40,7 +40,7 @@ def create_app(settings: Settings) -> FastAPI:
             stack.push_async_callback(close_nats, nc)
             pool = ReaderPool(
                 settings.db_path, size=settings.query.read_pool_size, budget_ms=settings.query.query_budget_ms,
-                wait_s=60,
+                wait_s=60, reuse=not settings.query.read_reopen,
             )
             stack.callback(pool.close)
             await asyncio.to_thread(pool.open)  # waits for the writer's schema
