@@ -43,3 +43,14 @@ def test_a_nats_port_already_in_use_is_refused(tmp_path):
         with pytest.raises(RuntimeError, match="already in use"):
             ours.start()
         assert ours.proc is None and theirs.proc.poll() is None
+
+
+def test_a_two_server_cluster_is_refused(tmp_path):
+    """Two JetStream servers cannot elect a leader once one is lost: refuse, start nothing."""
+    from typer.testing import CliRunner
+
+    from aimem_cli.main import build_app
+
+    res = CliRunner().invoke(build_app(), ["up", "--data-dir", str(tmp_path / "d"), "--nats-cluster", "2"])
+    assert res.exit_code == 2 and "at least 3" in res.output
+    assert not (tmp_path / "d" / "nats").exists()
