@@ -11,9 +11,6 @@ on the replica about a second after its reply, not at once.
 from __future__ import annotations
 
 import os
-import signal
-import sys
-import time
 from pathlib import Path
 
 import typer
@@ -21,7 +18,7 @@ import typer
 from aimem_common import config
 from aimem_common.replication import litestream_binary, litestream_env, write_litestream_config
 
-from aimem_cli.commands.up import Supervisor, log
+from aimem_cli.commands.up import Supervisor, log, run_foreground
 
 REPLICA_SERVICES = ["query", "mcp-gateway"]
 
@@ -70,27 +67,8 @@ def replica(
                # follow mode rewrites the file under SQLite: a kept connection never sees it
                AIMEM_QUERY__READ_REOPEN="true")
     sup = Supervisor(settings, [], litestream_env(env), log_dir, litestream=follow, services=REPLICA_SERVICES)
-
-    def on_signal(signum, _frame):
-        sup.stopping = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
     log(f"read replica of s3://{settings.replication.s3_bucket}/{settings.replication.s3_path} in {settings.data_dir}")
-    try:
-        sup.start()
-        if sup.wait_healthy(health_timeout_s):
-            log("replica healthy:")
-            for name, url in sup.endpoints().items():
-                log(f"  {name:<11} {url}")
-        while not sup.stopping:
-            sup.reap()
-            time.sleep(0.2)
-    finally:
-        log("stopping")
-        sup.stop()
-        log("stopped")
-    sys.exit(0)
+    run_foreground(sup, health_timeout_s, "replica healthy:")
 
 
 def register(app: typer.Typer) -> None:

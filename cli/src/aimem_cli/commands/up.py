@@ -283,17 +283,26 @@ def up(
     if litestream:
         env.pop("AWS_CA_BUNDLE", None)  # litestream refuses custom root CAs ("unable to add custom RootCAs")
     sup = Supervisor(settings, nats_nodes, env, log_dir, litestream)
+    log(f"data dir: {settings.data_dir}")
+    run_foreground(sup, health_timeout_s, "all services healthy:")
+
+
+def run_foreground(sup: Supervisor, health_timeout_s: float, ready: str) -> None:
+    """Start ``sup``, print the endpoints once healthy, supervise until SIGINT/SIGTERM, stop.
+
+    Raises:
+        typer.Exit: code 1 when a process cannot be started (e.g. a port in use).
+    """
 
     def on_signal(signum, _frame):
         sup.stopping = True
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    log(f"data dir: {settings.data_dir}")
     try:
         sup.start()
         if sup.wait_healthy(health_timeout_s):
-            log("all services healthy:")
+            log(ready)
             for name, url in sup.endpoints().items():
                 log(f"  {name:<11} {url}")
         while not sup.stopping:

