@@ -31,7 +31,8 @@ pytestmark = pytest.mark.timeout(240)
 RATE = 300  # events per second offered
 DURATION_S = 12.0
 KILL_AT_S = 4.0
-MAX_ANSWER_S = 2.0  # ingress answers within ~1 s (publish timeout 0.8 s); slack for a loaded CI box
+MAX_ANSWER_S = 3.0  # no hang: the slowest single answer (publish timeout 0.8 s; slack for a loaded box)
+P99_ANSWER_S = 1.0  # 202/503 within a second while the cluster re-elects
 RECOVERY_BOUND_S = 10.0
 SESSION_EVENTS = 50
 CONNECTIONS = 64  # keep-alive connections to ingress (requests wait for a free one)
@@ -212,4 +213,6 @@ def test_stream_leader_sigkill_under_hook_load_loses_nothing(tmp_path):
     assert set(statuses) <= {202, 429, 503, 0}, f"ingress answered something else than 202/429/503: {statuses}"
     assert statuses[0] == 0, "a request failed at the transport level (ingress down or hung past 10 s)"
     assert slowest < MAX_ANSWER_S, f"an answer took {slowest:.2f} s: ingress must not hang during re-election"
+    p99 = figures["p99_answer_s_5s_after_kill"]
+    assert p99 is not None and p99 < P99_ANSWER_S, f"answers in the 5 s after the kill: p99 {p99} s"
     assert back is not None and back <= RECOVERY_BOUND_S, f"202 rate not back within {RECOVERY_BOUND_S} s: {figures}"
