@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="aimem-bench-rr-"))
     port = free_port()
-    env = litestream_env() | {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
+    env = litestream_env(dict(os.environ)) | {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench"}
     db, replica = tmp / "primary.sqlite", tmp / "replica" / "copy.sqlite"
     replica.parent.mkdir()
     conf = tmp / "litestream.yml"

@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"aimem replicate-db: {exc}", err=True)
             raise typer.Exit(2)
         cfg = write_litestream_config(settings)
-        os.execve(binary, [binary, "replicate", "-config", str(cfg)], litestream_env())
+        os.execve(binary, [binary, "replicate", "-config", str(cfg)], litestream_env(config.child_environ()))
 
     @app.command("reindex")
     def reindex(

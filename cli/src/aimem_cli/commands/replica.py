@@ -10,7 +10,6 @@ on the replica about a second after its reply, not at once.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -61,7 +60,7 @@ def replica(
     cfg = write_litestream_config(settings, settings.db_path.parent / "litestream-follow.yml")
     follow = [litestream_binary(), "restore", "-config", str(cfg), "-f", "-follow-interval",
               f"{follow_interval_s:g}s", "-o", str(settings.db_path), str(settings.db_path)]
-    env = dict(os.environ)
+    env = config.child_environ()
     env.update(AIMEM_DATA_DIR=str(settings.data_dir), AIMEM_PORT_BASE=str(settings.port_base),
                AIMEM_HOST=settings.host, AIMEM_BUS__NATS_URL=settings.bus.nats_url, PYTHONUNBUFFERED="1",
                # follow mode rewrites the file under SQLite: a kept connection never sees it

@@ -375,6 +375,12 @@ def load(
     return settings
 
 
+def child_environ() -> dict[str, str]:
+    """Return a copy of this process's environment, for the child processes it starts
+    (Litestream, git, services): the one other place besides ``load`` that reads it."""
+    return dict(os.environ)
+
+
 def _ensure_writable(path: Path) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)

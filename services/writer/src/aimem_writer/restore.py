@@ -35,7 +35,7 @@ from pathlib import Path
 import pygit2
 
 from aimem_common import wikifmt
-from aimem_common.config import Settings
+from aimem_common.config import Settings, child_environ
 from aimem_common.db.connect import open_writer
 from aimem_common.errors import AimemError, BadRequestError, ConflictError, UnavailableError
 from aimem_common.replication import litestream_binary, litestream_env, write_litestream_config
@@ -101,7 +101,8 @@ def restore_from_replica(settings: Settings) -> RestoreReport:
             with tempfile.TemporaryDirectory() as tmp:
                 cfg = write_litestream_config(settings, Path(tmp) / "litestream.yml")
                 _run([litestream_binary(), "restore", "-config", str(cfg), "-if-replica-exists",
-                      "-o", str(settings.db_path), str(settings.db_path)], "litestream restore", env=litestream_env())
+                      "-o", str(settings.db_path), str(settings.db_path)], "litestream restore",
+                     env=litestream_env(child_environ()))
             report.db_restored = settings.db_path.exists()
         report.seconds["db_restore"] = round(time.perf_counter() - t1, 3)
     finally:
