@@ -93,13 +93,12 @@ async def connect(settings: BusSettings, *, name: str, reconnect: bool = True) -
     try:
         return await asyncio.wait_for(
             nats.connect(
-                reachable + [u for u in urls if u not in reachable],
+                urls,  # nats-py spreads clients over them and fails over between them
                 name=name,
                 connect_timeout=settings.connect_timeout_s,
                 allow_reconnect=reconnect,
                 max_reconnect_attempts=-1 if reconnect else 0,
                 reconnect_time_wait=0.5,
-                dont_randomize=True,
                 error_cb=_quiet,
             ),
             settings.connect_timeout_s * 2 + 1,
