@@ -24,7 +24,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from aimem_common.testing.stack import LocalStack
+from aimem_testing.stack import LocalStack
 
 pytestmark = pytest.mark.timeout(240)
 

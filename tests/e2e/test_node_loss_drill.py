@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from aimem_common.natsserver import free_port, wait_port
-from aimem_common.testing.stack import LocalStack, free_port_block
+from aimem_testing.stack import LocalStack, free_port_block
 
 pytestmark = pytest.mark.timeout(300)
 

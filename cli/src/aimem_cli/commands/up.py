@@ -32,14 +32,6 @@ from aimem_common import config
 from aimem_common.natsserver import NatsServer, cluster_nodes, free_port
 from aimem_common.replication import litestream_binary, write_litestream_config
 
-# Start order: the writer migrates the DB the readers wait for.
-SERVICE_MODULES = {
-    "writer": "aimem_writer",
-    "ingress": "aimem_ingress",
-    "query": "aimem_query",
-    "mcp-gateway": "aimem_mcp",
-    "maintainer": "aimem_maintainer",
-}
 MAX_BACKOFF_S = 30.0
 PR_SET_PDEATHSIG = 1
 
@@ -80,7 +72,7 @@ class Supervisor:
         self.nats = nats_nodes[0] if nats_nodes else None
         self.env = env
         self.log_dir = log_dir
-        self.children = [Child(n, m) for n, m in SERVICE_MODULES.items() if services is None or n in services]
+        self.children = [Child(n, m) for n, m in config.SERVICE_MODULES.items() if services is None or n in services]
         if litestream:  # replicates the DB the writer creates; restarted like a service
             self.children.append(Child("litestream", "", argv=litestream))
         # restart bookkeeping (backoff) for each nats-server
@@ -117,7 +109,7 @@ class Supervisor:
         import httpx
 
         deadline = time.monotonic() + timeout_s
-        pending = {c.name for c in self.children if c.name in SERVICE_MODULES}
+        pending = {c.name for c in self.children if c.name in config.SERVICE_MODULES}
         with httpx.Client(timeout=1.0) as client:
             while pending and time.monotonic() < deadline and not self.stopping:
                 for name in list(pending):

@@ -44,7 +44,7 @@ from aimem_common.telemetry import Telemetry
 from aimem_writer.batch import Applier, read_wiki_commit
 from aimem_writer.lock import WriterLock
 from aimem_writer.metrics import WriterMetrics
-from aimem_writer.pages import WRITER_KEYS
+from aimem_writer.page_store import WRITER_KEYS
 from aimem_writer.reindex import index_hand_edits, rebuild
 from aimem_writer.replicate import RemoteCallbacks
 from aimem_writer.watcher import candidate_rel
@@ -271,8 +271,43 @@ def _write_back(conn, wiki: WikiRepo, *, skip: set[str]) -> list[str]:
     return out
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m aimem_writer.restore --data-dir DIR`` (what ``aimem restore --from-replica`` runs).
+
+    Prints one summary line and returns 0; on a refusal (writer alive, data dir not empty,
+    nothing configured) or a failed clone/restore prints ``aimem restore: <reason>`` on
+    stderr and returns 1 (a failed restore's partial files are removed first).
+    """
+    import argparse
+    import sys
+
+    from aimem_common import config
+
+    parser = argparse.ArgumentParser(prog="aimem restore --from-replica")
+    parser.add_argument("--data-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        settings = config.load(args.data_dir, check_writable=True)
+        report = restore_from_replica(settings)
+    except AimemError as exc:
+        if exc.code == "restore_failed":
+            remove_partial(settings)
+        print(f"aimem restore: {exc.message}", file=sys.stderr)
+        return 1
+    db = "from the bucket" if report.db_restored else "rebuilt from the wiki" if report.wiki_cloned else "empty"
+    wiki = "cloned" if report.wiki_cloned else "written from the DB"
+    print(f"restored {settings.data_dir} in {report.seconds.get('total', 0):.1f} s: db {db}, wiki {wiki}; "
+          f"{len(report.reindexed)} pages reindexed from the wiki, {len(report.written_back)} written back "
+          f"from the DB; wiki at {report.final_commit or '-'}")
+    return 0
+
+
 def remove_partial(settings: Settings) -> None:
     """Delete what a failed restore left (DB files and wiki) so it can be retried."""
     for p in settings.db_path.parent.glob(settings.db_path.name + "*"):
         p.unlink(missing_ok=True)
     shutil.rmtree(settings.wiki_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
