@@ -36,6 +36,7 @@ import pygit2
 
 from aimem_common import wikifmt
 from aimem_common.config import Settings, child_environ
+from aimem_common.read import scopes
 from aimem_common.db.connect import open_writer
 from aimem_common.errors import AimemError, BadRequestError, ConflictError, UnavailableError
 from aimem_common.replication import litestream_binary, litestream_env, write_litestream_config
@@ -214,8 +215,9 @@ def _live_rels(conn) -> set[str]:
 def _sync_scopes(conn, wiki: WikiRepo) -> int:
     """Create DB rows for scopes only the wiki has, and manifests for scopes only the DB has."""
     created = 0
-    ws_names = dict(conn.execute("SELECT id, name FROM workspaces").fetchall())
-    pj_names = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT id, workspace_id, name FROM projects")}
+    listing = scopes.list_workspaces(conn)
+    ws_names = {w["workspace_id"]: w["workspace"] for w in listing}
+    pj_names = {p["project_id"]: (w["workspace_id"], p["project"]) for w in listing for p in w["projects"]}
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for ws_dir in sorted(p for p in wiki.root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         meta = ws_dir / wikifmt.META_FILE
