@@ -223,7 +223,7 @@ def restore(
         why = stack_alive(settings)
         if why:
             fail(f"{why}; stop it before restoring")
-        _run_writer_module(WRITER_RESTORE, "restore --from-replica", ddir)
+        _run_writer_module(WRITER_RESTORE, "restore --from-replica", ddir, "replica restore")
         return
     if not source.is_file():
         fail(f"{source} is not a file")
@@ -262,13 +262,13 @@ def reindex(
     move db/memory.sqlite (and its -wal/-shm) aside first. Sessions, observations,
     handoffs and audit rows live only in SQLite and are not rebuilt.
     """
-    _run_writer_module(WRITER_REINDEX, "reindex", data_dir)
+    _run_writer_module(WRITER_REINDEX, "reindex", data_dir, "rebuild")
 
 
-def _run_writer_module(module: str, what: str, data_dir: Path) -> None:
-    """Run ``python -m <module> --data-dir DIR`` (a writer entry point); exit with its code."""
+def _run_writer_module(module: str, what: str, data_dir: Path, runs: str) -> None:
+    """Run ``python -m <module> --data-dir DIR`` (the writer's ``runs``); exit with its code."""
     if importlib.util.find_spec(module.split(".")[0]) is None:
-        fail(f"{what} needs the aimem-writer package installed (it runs the writer's code)")
+        fail(f"{what} needs the aimem-writer package installed (it runs the writer's {runs})")
     done = subprocess.run([sys.executable, "-m", module, "--data-dir", str(data_dir)])
     if done.returncode:
         raise typer.Exit(done.returncode)
