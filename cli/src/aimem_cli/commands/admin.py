@@ -216,7 +216,7 @@ def recent(
 
 def handoffs(
     workspace: str = WsOpt, project: str = PjOpt,
-    status_: str = typer.Option("open", "--status", help="open|accepted|expired|any"),
+    status_: str = typer.Option("open", "--status", help="open|accepted|expired|superseded|any"),
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """List handoffs of a project (without claiming them)."""

@@ -40,7 +40,8 @@ class Seed:
             self._ws[workspace] = wid
         wid = self._ws[workspace]
         pid = uuid.uuid4().hex
-        self.conn.execute("INSERT INTO projects VALUES (?, ?, ?, ?)", (pid, wid, name, NOW.isoformat()))
+        self.conn.execute("INSERT INTO projects(id, workspace_id, name, created_at) VALUES (?, ?, ?, ?)",
+                          (pid, wid, name, NOW.isoformat()))
         return wid, pid
 
     def page(self, scope: tuple[str, str], path: str, *, age_days: float = 0, body: str = "body", title: str | None = None,
