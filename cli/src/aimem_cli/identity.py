@@ -138,6 +138,29 @@ def should_capture(path: str | None, cwd: str | os.PathLike[str] | None = None) 
     return resolve(base).should_capture(path)
 
 
+def checkout_top(cwd: str | os.PathLike[str]) -> str | None:
+    """The top level of the checkout holding ``cwd`` (a linked worktree's own directory)."""
+    top, _ = _git_top(os.path.abspath(os.fspath(cwd)))
+    return top
+
+
+def render_marker(*, project: str, workspace: str | None = None, capture: bool = True,
+                  exclude: list[str] | tuple[str, ...] = ()) -> str:
+    """Return the text of a ``.aimem.toml`` marker (TOML, with a comment per key)."""
+    def q(v: str) -> str:
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = ["# aimem: where this repository's agent sessions are remembered, and what is never recorded.",
+             "# Agents (and `aimem` commands run here) use these names for memory_* tools.",
+             f"workspace = {q(workspace or 'default')}",
+             f"project = {q(project)}",
+             "# false: nothing from this repository is ever recorded (no spool, transport, log or storage).",
+             f"capture = {'true' if capture else 'false'}",
+             "# File-tool events on paths matching these globs are dropped before they leave this machine.",
+             "exclude = [" + ", ".join(q(g) for g in exclude) + "]", ""]
+    return "\n".join(lines)
+
+
 # -- files ------------------------------------------------------------------------------------
 def _find_marker(start: str) -> tuple[str | None, dict | None]:
     """The nearest readable ``.aimem.toml`` at or above ``start``: ``(path, table)``."""
@@ -315,4 +338,4 @@ def _glob_regex(glob: str) -> re.Pattern[str]:
     return re.compile(f"^{head}{body}(?:/.*)?$")
 
 
-__all__ = ["MARKER", "Identity", "normalize_origin", "resolve", "should_capture"]
+__all__ = ["MARKER", "Identity", "checkout_top", "normalize_origin", "render_marker", "resolve", "should_capture"]

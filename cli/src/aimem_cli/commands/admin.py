@@ -40,7 +40,7 @@ ServerOpt = typer.Option(None, "--server", help="Query service URL (default: set
 TokenOpt = typer.Option(None, "--token", help="Bearer token (default: AIMEM_AUTH__TOKEN / config.toml).")
 JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
 WsOpt = typer.Option(None, "--workspace", "-w", help="Workspace (default: settings.workspace_default).")
-PjOpt = typer.Option(None, "--project", "-p", help="Project (default: the current directory's name).")
+PjOpt = typer.Option(None, "--project", "-p", help="Project (default: this directory's .aimem.toml, else its repository's name).")
 
 
 def fail(message: str) -> None:
@@ -71,8 +71,18 @@ def client(server: str | None, token: str | None) -> Iterator[Client]:
 
 
 def scope(workspace: str | None, project: str | None) -> tuple[str, str]:
+    """The workspace/project a command means: the options, else this directory's identity
+    (``.aimem.toml`` marker, else the repository's name, else the directory's)."""
     s = _settings()
-    return workspace or s.workspace_default, project or Path.cwd().name
+    here = default_identity()
+    return workspace or here.workspace or s.workspace_default, project or here.project or Path.cwd().name
+
+
+def default_identity():
+    """``aimem_cli.identity.resolve`` of the current directory."""
+    from aimem_cli.identity import resolve
+
+    return resolve(Path.cwd())
 
 
 def _proj(workspace: str, project: str) -> str:
