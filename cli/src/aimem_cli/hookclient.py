@@ -322,6 +322,8 @@ def _query(entry: dict[str, Any]) -> dict[str, str]:
     for name, field in (("event", "event"), ("extension", "ext"), ("cwd", "cwd")):
         if entry.get(field):
             q[name] = str(entry[field])
+    if isinstance(entry.get("ts"), (int, float)):
+        q["ts"] = f"{entry['ts']:.3f}"  # when the hook ran: a late re-send keeps its time
     ident = entry.get("id")
     if isinstance(ident, dict):
         payload = entry.get("p") if isinstance(entry.get("p"), dict) else {}

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 MARKER = ".aimem.toml"
@@ -52,9 +51,9 @@ _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _SCP_URL = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")  # git@host:owner/repo.git
 
 
-@dataclass(frozen=True, slots=True)
 class Identity:
-    """Where an agent's working directory belongs.
+    """Where an agent's working directory belongs (a plain class: ``dataclasses`` would add
+    ~10 ms of imports to every hook call).
 
     ``workspace``/``project``: the names to send (``workspace`` None = the server's default).
     ``explicit``: a marker (or the user) named the project; the server then keys the
@@ -65,17 +64,29 @@ class Identity:
     ``capture``/``exclude``: the capture rules. ``cwd``: the resolved working directory.
     """
 
-    project: str | None
-    workspace: str | None = None
-    explicit: bool = False
-    root: str | None = None
-    origin: str | None = None
-    source: str = "cwd"
-    marker: str | None = None
-    capture: bool = True
-    exclude: tuple[str, ...] = ()
-    cwd: str | None = None
-    _patterns: tuple[re.Pattern[str], ...] = field(default=(), repr=False, compare=False)
+    __slots__ = ("project", "workspace", "explicit", "root", "origin", "source", "marker", "capture", "exclude",
+                 "cwd", "_patterns")
+
+    def __init__(self, project: str | None, workspace: str | None = None, explicit: bool = False,
+                 root: str | None = None, origin: str | None = None, source: str = "cwd",
+                 marker: str | None = None, capture: bool = True, exclude: tuple[str, ...] = (),
+                 cwd: str | None = None):
+        self.project, self.workspace, self.explicit = project, workspace, explicit
+        self.root, self.origin, self.source, self.marker = root, origin, source, marker
+        self.capture, self.exclude, self.cwd = capture, tuple(exclude), cwd
+        self._patterns = tuple(_glob_regex(g) for g in self.exclude)
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, k) for k in self.__slots__[:-1])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Identity) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return "Identity(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__[:-1]) + ")"
 
     def should_capture(self, path: str | None = None) -> bool:
         """False when nothing here may be recorded, or ``path`` matches an ``exclude`` glob.
@@ -125,7 +136,6 @@ def resolve(cwd: str | os.PathLike[str]) -> Identity:
     return Identity(
         project=project or None, workspace=workspace, explicit=explicit, root=root, origin=origin,
         source=source, marker=marker_path, capture=capture, exclude=exclude, cwd=start,
-        _patterns=tuple(_glob_regex(g) for g in exclude),
     )
 
 

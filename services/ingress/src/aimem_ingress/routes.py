@@ -1,12 +1,13 @@
 """``POST /hook`` and ``POST /hook/session-start-context``.
 
-``POST /hook?agent=&event=&extension=&workspace=&project=&cwd=`` takes a client's native
+``POST /hook?agent=&event=&extension=&workspace=&project=&cwd=&ts=`` takes a client's native
 payload (``normalize.py``), sanitizes it, publishes ``observation.append`` (and, for a
 session end, ``session.end``) to JetStream with the idempotency key as ``Nats-Msg-Id``, and
 answers ``202 {"accepted": cmd_id}`` after the PubAck. 429 + ``Retry-After`` when the
 stream is full or the writer lags; 503 when NATS is unreachable; 4xx JSON for bad input.
 ``cwd`` in the query is a fallback for payloads that carry none (the hook client sends its
-own working directory). ``root``/``origin`` (the repository top level and its normalised
+own working directory), ``ts`` (epoch seconds, when the hook ran) is the event time for
+payloads that carry none. ``root``/``origin`` (the repository top level and its normalised
 ``origin`` URL) and ``named=1`` (the project name comes from a ``.aimem.toml`` marker) are
 the project identity the hook client resolved where the files are; the writer keys the
 project by them (``ScopeRef``). Without them (clients posting directly) the project is
@@ -31,6 +32,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -158,7 +160,18 @@ async def _read_event(ctx: IngressContext, request: Request) -> tuple[Normalized
         cwd = q["cwd"][:4096]
         project = ev.project or _basename(cwd)
         ev = replace(ev, cwd=cwd, project=project)
+    if ev.occurred_at is None and q.get("ts"):
+        ev = replace(ev, occurred_at=_epoch_iso(q["ts"]))
     return ev, payload
+
+
+def _epoch_iso(value: str) -> str | None:
+    """``ts`` (epoch seconds, when the hook client ran) as ISO-8601 UTC; None when unusable."""
+    try:
+        t = float(value)
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _brief(conn, scope: HookScope) -> list:

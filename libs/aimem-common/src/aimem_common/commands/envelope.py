@@ -11,7 +11,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Callable, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer,
+                      model_validator)
 
 from aimem_common.errors import BadRequestError
 from aimem_common.models import validate_name
@@ -79,6 +80,15 @@ class ScopeRef(BaseModel):
     root: str | None = Field(None, max_length=4096)
     origin: str | None = Field(None, max_length=1024)
     explicit: bool = False
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: Any) -> dict[str, Any]:
+        # Identity fields only when set: plain scopes stay {workspace, project} on the wire.
+        data = handler(self)
+        for name, empty in (("root", None), ("origin", None), ("explicit", False)):
+            if data.get(name, empty) == empty:
+                data.pop(name, None)
+        return data
 
     @property
     def keyed(self) -> bool:
