@@ -134,7 +134,7 @@ def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonO
         last = d.get("last_checkpoint") or {}
         typer.echo(f"last checkpoint {last.get('short', '-')} {last.get('time', '')}")
         typer.echo("  ".join(f"{k}={v}" for k, v in (d.get("counts") or {}).items()))
-        table(d.get("projects") or [], ["workspace", "project", "pages", "sessions"])
+        table(d.get("projects") or [], ["workspace", "project", "pages", "sessions", "origin", "root"])
 
     emit(data, as_json, human)
 

@@ -36,7 +36,7 @@ def _store(conn: sqlite3.Connection) -> dict[str, Any]:
     projects = [
         dict(r)
         for r in conn.execute(
-            "SELECT w.name AS workspace, p.name AS project, p.id AS project_id,"
+            "SELECT w.name AS workspace, p.name AS project, p.id AS project_id, p.root, p.origin,"
             " (SELECT count(*) FROM pages g WHERE g.project_id = p.id AND g.is_latest = 1) AS pages,"
             " (SELECT count(*) FROM sessions s WHERE s.project_id = p.id) AS sessions"
             " FROM projects p JOIN workspaces w ON w.id = p.workspace_id ORDER BY w.name, p.name"
