@@ -33,6 +33,7 @@ from pathlib import Path
 
 from aimem_common import config
 from aimem_common.natsserver import NatsServer
+from aimem_common.testing.gitrepo import git, make_repo
 
 try:
     from bench.common import pct, table, write_result
@@ -42,20 +43,14 @@ except ImportError:  # run as a plain script
     from bench.common import pct, table, write_result
     from bench.hook_ingest import start
 
-GIT = ["git", "-c", "init.defaultBranch=main", "-c", "user.name=b", "-c", "user.email=b@example.com"]
-
-
 def make_tree(root: Path) -> dict[str, Path]:
     """The repository, its worktree, the deep subdirectory and a marker repository."""
-    repo = root / "acme-api"
+    repo = make_repo(root / "acme-api", "git@github.com:acme/acme-api.git")
     deep = repo / "a" / "b" / "c" / "d" / "e" / "f" / "g" / "h"
     deep.mkdir(parents=True)
-    for args in (["init", "-q"], ["remote", "add", "origin", "git@github.com:acme/acme-api.git"],
-                 ["commit", "-q", "--allow-empty", "-m", "init"], ["worktree", "add", "-q", str(root / "feature")]):
-        subprocess.run(GIT + args, cwd=repo, check=True, capture_output=True)
-    marked = root / "marked"
+    git(repo, "worktree", "add", "-q", str(root / "feature"))
+    marked = make_repo(root / "marked")
     (marked / "src" / "lib").mkdir(parents=True)
-    subprocess.run(GIT + ["init", "-q"], cwd=marked, check=True, capture_output=True)
     (marked / ".aimem.toml").write_text('project = "marked"\nexclude = ["secrets/**", "*.pem", ".env*"]\n')
     return {"git subdir": deep, "worktree": root / "feature", "marker": marked / "src" / "lib", "before": deep}
 

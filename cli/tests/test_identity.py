@@ -5,31 +5,12 @@ Real repositories made with the ``git`` binary (the resolver itself never runs i
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from aimem_common.testing.gitrepo import git, make_repo
 from aimem_cli.identity import normalize_origin, render_marker, resolve, should_capture
-
-GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
-
-
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main", *args],
-                   cwd=cwd, env=GIT_ENV, check=True, capture_output=True)
-
-
-def make_repo(path: Path, origin: str | None = None) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q")
-    if origin:
-        git(path, "remote", "add", "origin", origin)
-    git(path, "commit", "-q", "--allow-empty", "-m", "init")
-    return path
-
 
 def test_subdirectory_resolves_to_the_repository(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "acme-api", "git@github.com:Acme/acme-api.git")

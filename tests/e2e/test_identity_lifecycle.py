@@ -23,7 +23,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,27 +30,12 @@ from typing import Any
 import httpx
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+from aimem_common.testing.gitrepo import git, make_repo, wait_for
 
-GIT_ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main", *args],
-                   cwd=cwd, env=GIT_ENV, check=True, capture_output=True)
-
-
-def make_repo(path: Path, origin: str | None = None) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q")
-    if origin:
-        git(path, "remote", "add", "origin", origin)
-    git(path, "commit", "-q", "--allow-empty", "-m", "init")
-    return path
-
-
 class Client:
     """One developer machine: ``aimem hook`` with its own data dir (spool) against ``url``."""
 
@@ -129,16 +113,6 @@ class Store:
     def page_project(self, sid: str) -> list[str]:
         return [r[0] for r in self.rows("SELECT p.name FROM pages g JOIN projects p ON p.id = g.project_id"
                                         " WHERE g.session_id = ? AND g.is_latest = 1", sid)]
-
-
-def wait_for(fn, timeout_s: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def sid(label: str) -> str:
