@@ -18,6 +18,7 @@ calls it (payload on stdin, context on stdout).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -275,6 +276,23 @@ def test_capture_rules_leave_no_trace_anywhere(services, settings, tmp_path: Pat
 
 
 # -- lifecycle -----------------------------------------------------------------------------------
+def write_rule(settings, project: str, text: str) -> None:
+    """Write ``_rules/house.md`` into ``project`` through the bus (as an MCP write would)."""
+    from aimem_common.bus import Bus, connect
+    from aimem_common.commands import make_envelope
+
+    async def go() -> None:
+        nc = await connect(settings.bus, name="test", reconnect=False)
+        try:
+            env = make_envelope("page.write", {"path": "_rules/house.md", "body": f"# House rule\n\n{text}\n"},
+                                project=project, actor="test")
+            await Bus(nc, settings.bus).request(env, timeout_s=30)
+        finally:
+            await nc.close()
+
+    asyncio.run(go())
+
+
 @pytest.mark.timeout(600)
 def test_start_sources_and_empty_sessions_never_consume_the_handoff(services, settings, tmp_path: Path) -> None:
     procs = services("writer", "ingress")
@@ -288,10 +306,14 @@ def test_start_sources_and_empty_sessions_never_consume_the_handoff(services, se
     def status() -> str:
         return store.rows("SELECT status FROM handoffs WHERE id = ?", hid)[0][0]
 
-    # compact / resume continue a session: no claim; clear starts a new task: no claim either.
-    for source in ("compact", "resume", "clear"):
-        assert first not in client.start(sid(source), repo, source=source)
-        assert status() == "open", source
+    write_rule(settings, "billing", "Money is integer cents: never use floats for amounts.")
+    # compact continues a session: no claim, the project brief again; resume: nothing new;
+    # clear starts a new task: the brief, but not the handoff the cleared session just left.
+    contexts = {source: client.start(sid(source), repo, source=source) for source in ("compact", "resume", "clear")}
+    assert status() == "open"
+    assert all(first not in ctx for ctx in contexts.values())
+    assert "integer cents" in contexts["compact"] and "integer cents" in contexts["clear"]
+    assert contexts["resume"] == ""
     # A session that only starts and ends gives the handoff back ...
     empty = sid("empty")
     assert first in client.start(empty, repo)
@@ -302,7 +324,7 @@ def test_start_sources_and_empty_sessions_never_consume_the_handoff(services, se
     # ... so the next real session gets it, exactly once.
     real = sid("real")
     assert first in client.start(real, repo)
-    assert client.start(sid("after"), repo) == ""
+    assert first not in client.start(sid("after"), repo)
     assert store.rows("SELECT accepted_session_id FROM handoffs WHERE id = ?", hid)[0][0] == real
 
 
