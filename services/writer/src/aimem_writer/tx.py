@@ -212,6 +212,10 @@ class Tx:
         if (root and not have["root"]) or (origin and not have["origin"]):
             self.conn.execute("UPDATE projects SET root = coalesce(root, ?), origin = coalesce(origin, ?) WHERE id = ?",
                               (root, origin, scope.project_id))
+            keys = scopes.identity_keys(self.conn, scope.project_id)
+            self.wiki.write_rel(f"{scope.workspace_id}/{scope.project_id}/{META_FILE}", render_meta(
+                "project", id=scope.project_id, name=scope.project, workspace_id=scope.workspace_id,
+                workspace=scope.workspace, **keys))
             self.audit("project.keys", f"{scope.workspace}/{scope.project}", {"root": root, "origin": origin},
                        scope=scope)
 
@@ -234,7 +238,8 @@ class Tx:
         )
         self.wiki.write_rel(
             f"{wid}/{pid}/{META_FILE}",
-            render_meta("project", id=pid, name=project, workspace_id=wid, workspace=workspace),
+            render_meta("project", id=pid, name=project, workspace_id=wid, workspace=workspace, root=root,
+                        origin=origin),
         )
         scope = Scope(workspace, project, wid, pid)
         self.audit("project.create", f"{workspace}/{project}",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from aimem_common.db.connect import open_writer
 from aimem_common.db.schema import MIGRATION_1
+from aimem_common.wikifmt import parse_meta
 
 
 
@@ -28,6 +29,9 @@ def test_two_repositories_with_one_folder_name_get_two_projects(wh) -> None:
         "SELECT p.name, group_concat(o.session_id) FROM observations o JOIN projects p ON p.id = o.project_id"
         " GROUP BY p.name"))
     assert per_project == {"api": "s1,s3", "api-2": "s2"}
+    # The manifest keeps the keys, so `aimem reindex` rebuilds `api-2` as client B's.
+    meta = parse_meta((wh.scope_dir(pj="api-2") / "_meta.md").read_text())
+    assert (meta["name"], meta["root"]) == ("api-2", "/srv/clientB/api")
 
 
 def test_one_origin_is_one_project_wherever_it_is_cloned(wh) -> None:

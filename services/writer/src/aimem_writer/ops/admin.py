@@ -38,6 +38,7 @@ from aimem_common.commands.admin import (
     UserDelete,
     WorkspaceRename,
 )
+from aimem_common.read import scopes
 from aimem_common.wikifmt import META_FILE, render_meta
 
 from aimem_writer.pages import PageInput
@@ -347,7 +348,7 @@ def project_rename(tx: Tx, env: Envelope, cmd: ProjectRename) -> dict:
     tx.wiki.write_rel(
         f"{scope.workspace_id}/{scope.project_id}/{META_FILE}",
         render_meta("project", id=scope.project_id, name=to, workspace_id=scope.workspace_id,
-                    workspace=scope.workspace),
+                    workspace=scope.workspace, **scopes.identity_keys(tx.conn, scope.project_id)),
     )
     forget_cached_scopes(tx)
     pages = tx.conn.execute(
@@ -374,7 +375,8 @@ def workspace_rename(tx: Tx, env: Envelope, cmd: WorkspaceRename) -> dict:
     projects = tx.conn.execute("SELECT id, name FROM projects WHERE workspace_id = ?", (wid,)).fetchall()
     for p in projects:
         tx.wiki.write_rel(f"{wid}/{p['id']}/{META_FILE}",
-                          render_meta("project", id=p["id"], name=p["name"], workspace_id=wid, workspace=to))
+                          render_meta("project", id=p["id"], name=p["name"], workspace_id=wid, workspace=to,
+                                      **scopes.identity_keys(tx.conn, p["id"])))
     forget_cached_scopes(tx)
     tx.audit("workspace.rename", to, {"from": cmd.workspace, "to": to, "workspace_id": wid})
     tx.emit("workspace.renamed", {"from": cmd.workspace, "to": to, "workspace_id": wid})
