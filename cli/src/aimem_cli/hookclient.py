@@ -19,7 +19,8 @@ Agents run this on every lifecycle event, so it must be fast and must never hurt
    ``additional_context``; Copilot CLI ignores sessionStart output, so nothing).
 
 ``AIMEM_HOOK_BUDGET_MS`` raises the 150 ms budget (a server over a slow link);
-``AIMEM_HOOK_DEBUG=1`` writes the timings to stderr. Exit status is always 0 and nothing but the context JSON goes to stdout.
+``AIMEM_HOOK_DEBUG=1`` writes the timings to stderr; ``AIMEM_HOOK_IDENTITY=off`` skips
+identity resolution and capture rules (the server then falls back to the cwd's name). Exit status is always 0 and nothing but the context JSON goes to stdout.
 
 Configuration (the one config read outside ``aimem_common.config.load``, allowed for
 speed: pydantic alone costs ~100 ms to import): ``AIMEM_INGRESS_URL``, else
