@@ -66,6 +66,8 @@ def test_capture_false_and_a_broken_marker_record_nothing(tmp_path: Path) -> Non
     broken.mkdir()
     (broken / ".aimem.toml").write_text("project = [unterminated\n")
     assert resolve(broken).capture is False
+    (broken / ".aimem.toml").write_text('capture = "false"\n')  # a string is not "true": fail safe
+    assert resolve(broken).capture is False
 
 
 def test_no_repository_falls_back_to_the_directory_name(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ Marker format (TOML; every key optional)::
 
     workspace = "acme"           # default: "default"
     project = "billing-api"      # default: the git top level's name, else the cwd's
-    capture = true               # false: nothing from here is ever recorded
+    capture = true               # false (or any non-boolean): nothing from here is recorded
     exclude = ["secrets/**", "*.pem", ".env*"]
 
 Globs follow ``.gitignore`` habits: ``*`` and ``?`` stay inside one path segment, ``**``
@@ -124,7 +124,7 @@ def resolve(cwd: str | os.PathLike[str]) -> Identity:
     if marker is not None:
         workspace = _str(marker.get("workspace"))
         project = _str(marker.get("project"))
-        capture = marker.get("capture", True) is not False
+        capture = marker.get("capture", True) is True  # anything but true/absent fails safe
         raw = marker.get("exclude") or ()
         exclude = tuple(g for g in (raw if isinstance(raw, list) else [raw]) if isinstance(g, str) and g)
     if project:
