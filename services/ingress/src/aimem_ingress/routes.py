@@ -130,10 +130,9 @@ async def session_start_context(request: Request) -> JSONResponse:
     source = str(ev.extra.get("source") or "").casefold()
     claim, brief = START_SOURCES.get(source, DEFAULT_START)
     handoff = await _claim_handoff(ctx, ev, scope) if claim else None
-    pages: list = []
-    if brief:
-        pages = await ctx.read(lambda conn: _brief(conn, scope)) or []
-    text = render_context(handoff, pages, project=scope.project,
+    got = await ctx.read(lambda conn: _brief(conn, scope)) if brief else None
+    pages, name = got or ([], scope.project)  # None: no database yet
+    text = render_context(handoff, pages, project=name,
                           max_chars=budget_chars(ctx.settings.ingress.context_max_tokens))
     ctx.metrics.contexts.labels("handoff" if handoff else ("brief" if text else "empty")).inc()
     return JSONResponse({"context": text, "handoff_id": (handoff or {}).get("id")})
@@ -174,11 +173,14 @@ def _epoch_iso(value: str) -> str | None:
         return None
 
 
-def _brief(conn, scope: HookScope) -> list:
-    """The project brief of the project this event belongs to (its actual name may differ)."""
+def _brief(conn, scope: HookScope) -> tuple[list, str]:
+    """``(brief pages, actual project name)`` of the project this event belongs to (a keyed
+    scope named ``api`` may be ``api-2``); ``([], requested name)`` before it exists."""
     found = scopes.lookup(conn, scope.workspace, scope.project, root=scope.root, origin=scope.origin,
                           explicit=scope.explicit)
-    return read_brief(conn, workspace=found.workspace, project=found.project) if found else []
+    if found is None:
+        return [], scope.project
+    return read_brief(conn, workspace=found.workspace, project=found.project), found.project
 
 
 def _basename(cwd: str) -> str | None:
