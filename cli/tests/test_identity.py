@@ -103,3 +103,23 @@ def test_origin_normalisation_drops_credentials_and_suffix(url: str, want: str |
 def test_globs(tmp_path: Path, glob: str, path: str, excluded: bool) -> None:
     (tmp_path / ".aimem.toml").write_text(render_marker(project="p", exclude=[glob]))
     assert resolve(tmp_path).should_capture(str(tmp_path / path)) is not excluded
+
+
+def test_aimem_init_writes_a_marker_at_the_checkout_top(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    repo = make_repo(tmp_path / "acme-api")
+    (repo / "services" / "web").mkdir(parents=True)
+    aimem = str(Path(sys.executable).with_name("aimem"))
+    run = lambda *a: subprocess.run([aimem, "init", *a], cwd=repo / "services" / "web",  # noqa: E731
+                                    capture_output=True, text=True, timeout=60)
+    out = run("--exclude", "secrets/**")
+    assert out.returncode == 0, out.stderr
+    ident = resolve(repo / "services" / "web")
+    assert (ident.project, ident.workspace, ident.explicit, ident.exclude) == ("acme-api", "default", True,
+                                                                               ("secrets/**",))
+    again = run("--project", "other")
+    assert again.returncode == 1 and "exists" in again.stderr
+    assert run("--project", "bad name!", "--force").returncode == 1
+    assert run("--no-capture", "--force").returncode == 0 and resolve(repo).capture is False
