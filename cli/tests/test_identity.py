@@ -28,6 +28,17 @@ def test_linked_worktree_resolves_to_its_main_repository(tmp_path: Path) -> None
     assert (wt.project, wt.root, wt.origin) == ("acme-api", str(repo), "github.com/acme/acme-api")
 
 
+def test_a_committed_marker_gives_every_worktree_one_root(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "api")
+    (repo / ".aimem.toml").write_text('project = "billing"\n')
+    git(repo, "add", ".aimem.toml")
+    git(repo, "commit", "-q", "-m", "marker")
+    git(repo, "worktree", "add", "-q", str(tmp_path / "api-hotfix"))
+    main, wt = resolve(repo / "x"), resolve(tmp_path / "api-hotfix")
+    assert wt.marker == str(tmp_path / "api-hotfix" / ".aimem.toml")
+    assert (main.project, main.root) == (wt.project, wt.root) == ("billing", str(repo))
+
+
 def test_submodule_is_its_own_project(tmp_path: Path) -> None:
     lib = make_repo(tmp_path / "payments-src")
     repo = make_repo(tmp_path / "acme-api")

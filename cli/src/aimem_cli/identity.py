@@ -57,9 +57,9 @@ class Identity:
 
     ``workspace``/``project``: the names to send (``workspace`` None = the server's default).
     ``explicit``: a marker (or the user) named the project; the server then keys the
-    project by that name alone. ``root``: the project's root directory (marker directory
-    when the marker names the project, else the main repository's top level; None without
-    either). ``origin``: the normalised ``remote "origin"`` URL (``host/owner/repo``) or
+    project by that name alone. ``root``: the project's root directory (the marker's
+    directory when the marker names the project, else the repository's top level; in a
+    linked worktree both are seen from the main repository; None without either). ``origin``: the normalised ``remote "origin"`` URL (``host/owner/repo``) or
     None. ``source``: ``marker``, ``git`` or ``cwd``. ``marker``: the marker file's path.
     ``capture``/``exclude``: the capture rules. ``cwd``: the resolved working directory.
     """
@@ -128,7 +128,7 @@ def resolve(cwd: str | os.PathLike[str]) -> Identity:
         raw = marker.get("exclude") or ()
         exclude = tuple(g for g in (raw if isinstance(raw, list) else [raw]) if isinstance(g, str) and g)
     if project:
-        root, source, explicit = os.path.dirname(marker_path), "marker", True
+        root, source, explicit = _marker_root(os.path.dirname(marker_path), top, repo_root), "marker", True
     elif repo_root:
         project, root, source, explicit = _safe_name(os.path.basename(repo_root)), repo_root, "git", False
     else:
@@ -137,6 +137,16 @@ def resolve(cwd: str | os.PathLike[str]) -> Identity:
         project=project or None, workspace=workspace, explicit=explicit, root=root, origin=origin,
         source=source, marker=marker_path, capture=capture, exclude=exclude, cwd=start,
     )
+
+
+def _marker_root(marker_dir: str, top: str | None, repo_root: str | None) -> str:
+    """The root of a marker-named project: the marker's directory, seen from the main
+    repository when the marker is inside a linked worktree (so every worktree of one
+    repository shares one root, and one handoff chain)."""
+    if top and repo_root and top != repo_root and _under(marker_dir, top):
+        rel = os.path.relpath(marker_dir, top)
+        return repo_root if rel == "." else os.path.join(repo_root, rel)
+    return marker_dir
 
 
 def should_capture(path: str | None, cwd: str | os.PathLike[str] | None = None) -> bool:
