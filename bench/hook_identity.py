@@ -34,7 +34,7 @@ from pathlib import Path
 
 from aimem_common import config
 from aimem_common.natsserver import NatsServer
-from aimem_common.testing.gitrepo import git, make_repo
+from aimem_testing.gitrepo import git, make_repo
 
 try:
     from bench.common import pct, table, write_result

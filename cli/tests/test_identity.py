@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aimem_common.testing.gitrepo import git, make_repo
+from aimem_testing.gitrepo import git, make_repo
 from aimem_cli.identity import normalize_origin, render_marker, resolve, should_capture
 
 def test_subdirectory_resolves_to_the_repository(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 import pytest
 
-from aimem_common.testing.gitrepo import git, make_repo, wait_for
+from aimem_testing.gitrepo import git, make_repo, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from aimem_common.commands.observations import SessionEnd
 from aimem_common.errors import AimemError
+from aimem_common.models import Scope
 from aimem_common.read.sessions import idle_sessions
 
-from aimem_maintainer.store import ScopeIds
 
 if TYPE_CHECKING:
     from aimem_maintainer.context import MaintContext
@@ -48,7 +48,7 @@ async def finalize_idle(ctx: "MaintContext", *, idle_after_s: float | None = Non
     finalized: list[dict[str, str]] = []
     skipped = failed = 0
     for r in rows:
-        scope = ScopeIds(r["workspace"], r["project"], "", "")
+        scope = Scope(r["workspace"], r["project"], "", "")  # names are what the envelope needs
         end = SessionEnd(session_id=r["session_id"], agent=r["agent"] or "generic", cwd=r["cwd"],
                          ended_at=r["last_event_at"], reason="idle", if_last_event_at=r["last_event_at"])
         key = f"idle:{r['workspace']}/{r['project']}:{r['session_id']}:{r['observation_count']}"

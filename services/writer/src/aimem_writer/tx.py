@@ -35,9 +35,9 @@ API (all on the writer thread; never keep a ``Tx`` after the handler returns):
     purges), ``append_ledger(scope, "YYYY-MM", text)``. Keys are
     ``<workspace_id>/<project_id>/<path>``. Symlinks out of the wiki are refused at stage
     time (``invalid_path``).
-``tx.pages`` (``aimem_writer.pages.PageStore``)
+``tx.pages`` (``aimem_writer.page_store.PageStore``)
     ``write(scope, page, evidence=..., session_id=...) -> dict`` where ``page`` is an
-    ``aimem_common.commands.pages.PageWrite`` or ``aimem_writer.pages.PageInput``: versioning
+    ``aimem_common.commands.pages.PageWrite`` or ``aimem_writer.page_store.PageInput``: versioning
     (supersession keeps history), preconditions (``precondition_failed`` with
     ``current_page_id``), frontmatter validation, FTS (triggers), links (deferred
     resolution, cross-project), entities, evidence, the staged file, audit and a
@@ -72,6 +72,7 @@ from aimem_common.commands import Envelope
 from aimem_common.commands.envelope import OP_CREATES_SCOPE
 from aimem_common.wikifmt import META_FILE, render_meta
 
+from aimem_writer.page_store import PageStore
 from aimem_writer.wiki import WikiStage
 
 
@@ -136,11 +137,9 @@ class Tx:
         return self.env.op
 
     @property
-    def pages(self):
-        """The page store bound to this command (``aimem_writer.pages.PageStore``)."""
+    def pages(self) -> PageStore:
+        """The page store bound to this command (``aimem_writer.page_store.PageStore``)."""
         if self._pages is None:
-            from aimem_writer.pages import PageStore
-
             self._pages = PageStore(self)
         return self._pages
 
@@ -254,14 +253,10 @@ class Tx:
         Raises:
             NotFoundError: no such project in that workspace.
         """
-        row = self.conn.execute(
-            "SELECT w.name AS ws, p.name AS pj FROM projects p JOIN workspaces w ON w.id = p.workspace_id "
-            "WHERE p.id = ? AND w.id = ?",
-            (project_id, workspace_id),
-        ).fetchone()
-        if row is None:
+        scope = scopes.find_by_id(self.conn, project_id, workspace_id)
+        if scope is None:
             raise NotFoundError(f"project id {project_id} not found", data={"project_id": project_id})
-        return Scope(row["ws"], row["pj"], workspace_id, project_id)
+        return scope
 
     # -- side channels ------------------------------------------------------------
     def emit(self, kind: str, data: dict[str, Any]) -> None:
