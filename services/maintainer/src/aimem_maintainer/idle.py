@@ -44,7 +44,7 @@ async def finalize_idle(ctx: "MaintContext", *, idle_after_s: float | None = Non
     """
     after = idle_after_s if idle_after_s is not None else ctx.settings.maintenance.session_idle_after_s
     cutoff = quiet_before(datetime.now(UTC), after)
-    rows = await ctx.store.run(lambda conn: idle_sessions(conn, quiet_before=cutoff, limit=BATCH))
+    rows = await ctx.read_pool.run(idle_sessions, quiet_before=cutoff, limit=BATCH)
     finalized: list[dict[str, str]] = []
     skipped = failed = 0
     for r in rows:
