@@ -360,3 +360,15 @@ def test_an_idle_session_is_finalised_and_a_later_event_resumes_it(services, set
     assert "and backfill the old rows" in page["body"] and "Ended: idle" not in page["body"]
     assert json.loads(page["frontmatter"])["end_reason"] == "exit"
     assert len(store.rows("SELECT id FROM handoffs WHERE from_session_id = ?", s)) == 1
+
+    # On demand: `aimem finalize-idle` asks the maintainer (aimem.maint.finalize_idle) now.
+    s2 = sid("manual")
+    client.work(s2, repo, "rename the ledger table")
+    wait_for(lambda: store.rows("SELECT 1 FROM sessions WHERE session_id = ? AND observation_count = 3", s2),
+             30, "the second session's events")
+    out = subprocess.run([str(Path(sys.executable).with_name("aimem")), "finalize-idle", "--idle-after-s", "0.001",
+                          "--nats", settings.bus.nats_url, "--json"], capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")})
+    assert out.returncode == 0, out.stderr
+    assert s2 in [f["session_id"] for f in json.loads(out.stdout)["finalized"]]
+    assert store.rows("SELECT end_reason FROM sessions WHERE session_id = ?", s2)[0][0] == "idle"
