@@ -277,7 +277,7 @@ def _run_writer_module(module: str, what: str, data_dir: Path, runs: str) -> Non
 def replicate_db(
     data_dir: Path = typer.Option(None, "--data-dir", help="The aimem data directory (default: settings)."),
 ) -> None:
-    """Run Litestream on db/memory.sqlite with the [replication] settings (compose sidecar).
+    """Run Litestream on db/memory.sqlite with the replication settings (compose sidecar).
 
     Writes <data_dir>/db/litestream.yml from the settings and replaces this process with
     ``litestream replicate`` (AWS_CA_BUNDLE dropped: Litestream refuses custom CAs). The
