@@ -12,7 +12,7 @@ PATHS = ["a.md", "b/x.md", "b/y.md", "b/c/z.md", "c.md", "d/e.md", "z.md", "b0.m
 def _db(tmp_path):
     c = open_writer(tmp_path / "t.sqlite")
     c.execute("INSERT INTO workspaces VALUES ('w', 'default', 't')")
-    c.execute("INSERT INTO projects VALUES ('p', 'w', 'app', 't')")
+    c.execute("INSERT INTO projects (id, workspace_id, name, created_at) VALUES ('p', 'w', 'app', 't')")
     for path in PATHS + ["old.md"]:
         c.execute("INSERT INTO pages(workspace_id, project_id, path, title, body, kind, tier, content_hash,"
                   " created_at, updated_at, is_latest) VALUES ('w', 'p', ?, ?, 'x', 'note', 'semantic', 'h', 't',"
