@@ -46,8 +46,8 @@ def browser():
     except ImportError:
         sync_api = None
     require(sync_api is not None, "playwright is not installed: pip install -r requirements-dev.txt")
-    require(Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK), f"Debian's chromium is missing at {CHROMIUM}: apt-get install -y chromium "
-                                     "(.ci/run does)")
+    require(Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK),
+            f"Debian's chromium is missing at {CHROMIUM}: apt-get install -y chromium (.ci/run does)")
     require(AXE.exists(), f"axe-core is missing at {AXE}: npm install --prefix .cache/npm axe-core (.ci/run does)")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
