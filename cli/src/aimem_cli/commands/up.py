@@ -207,6 +207,8 @@ def up(
     log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log instead of the terminal."),
     insecure_bind: bool = typer.Option(False, "--insecure-bind", help="Allow a non-loopback bind without an auth token."),
     health_timeout_s: float = typer.Option(30.0, "--health-timeout", help="Seconds to wait for every /healthz."),
+    ingress_workers: int = typer.Option(None, "--ingress-workers", min=1, max=64,
+                                        help="Ingress worker processes sharing its port (default ingress.workers, 1)."),
 ) -> None:
     """Start the local stack in the foreground (NATS + writer, ingress, query, mcp-gateway, maintainer)."""
     overrides = {}
@@ -235,6 +237,8 @@ def up(
     )
     if insecure_bind:
         env["AIMEM_AUTH__INSECURE_BIND"] = "true"
+    if ingress_workers is not None:
+        env["AIMEM_INGRESS__WORKERS"] = str(ingress_workers)
     sup = Supervisor(settings, nats_port, env, log_dir)
 
     def on_signal(signum, _frame):

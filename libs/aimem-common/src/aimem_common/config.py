@@ -83,6 +83,7 @@ class IngressSettings(BaseModel):
     lag_check_interval_s: float = 1.0
     retry_after_s: int = 2
     context_max_tokens: int = 2000  # session-start context budget (~4 chars/token)
+    workers: int = Field(1, ge=1, le=64)  # uvicorn worker processes (ingress is stateless)
 
 
 class QuerySettings(BaseModel):

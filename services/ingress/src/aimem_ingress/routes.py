@@ -24,8 +24,9 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import orjson
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from aimem_common.errors import (
     AimemError,
@@ -58,7 +59,7 @@ _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 @router.post("/hook", status_code=202)
-async def post_hook(request: Request, ctx: CtxDep) -> JSONResponse:
+async def post_hook(request: Request, ctx: CtxDep) -> Response:
     """Accept one hook event; see the module docstring for the contract."""
     t0 = time.perf_counter()
     status = 500
@@ -75,7 +76,7 @@ async def post_hook(request: Request, ctx: CtxDep) -> JSONResponse:
         body: dict[str, Any] = {"accepted": cmd_id}
         if duplicate:
             body["duplicate"] = True
-        return JSONResponse(body, status_code=202)
+        return Response(orjson.dumps(body), status_code=202, media_type="application/json")
     except AimemError as exc:
         status = exc.status
         raise
