@@ -65,7 +65,8 @@ class BusSettings(BaseModel):
 class WriterSettings(BaseModel):
     """Writer consumer and checkpoint tuning."""
 
-    batch_max_msgs: int = 512
+    batch_max_msgs: int = 512  # commands per fetch (= per transaction) when the writer keeps up
+    batch_max_msgs_behind: int = 4096  # ... when the consumer still has commands pending after a fetch
     fetch_timeout_s: float = 0.25
     ack_wait_s: int = 60
     max_deliver: int = 5
