@@ -99,7 +99,8 @@ class ReplicationSettings(BaseModel):
 class WriterSettings(BaseModel):
     """Writer consumer and checkpoint tuning."""
 
-    batch_max_msgs: int = 512
+    batch_max_msgs: int = 512  # commands per fetch (= per transaction) when the writer keeps up
+    batch_max_msgs_behind: int = 4096  # ... when the consumer still has commands pending after a fetch
     fetch_timeout_s: float = 0.25
     ack_wait_s: int = 60
     max_deliver: int = 5
@@ -117,6 +118,7 @@ class IngressSettings(BaseModel):
     lag_check_interval_s: float = 1.0
     retry_after_s: int = 2
     context_max_tokens: int = 2000  # session-start context budget (~4 chars/token)
+    workers: int = Field(1, ge=1, le=64)  # uvicorn worker processes (ingress is stateless)
 
 
 class QuerySettings(BaseModel):
