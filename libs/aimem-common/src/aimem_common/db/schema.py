@@ -364,6 +364,55 @@ CREATE TABLE wiki_outbox (
 );
 """
 
+# Scripts written without spaces between words (CJK ideographs, kana, Hangul, Thai, Lao,
+# Myanmar, Khmer): a page holding any such character is also indexed by ``pages_tri``. A GLOB
+# character class, so the triggers need no application function (any connection can write).
+UNSPACED_GLOB = "*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*"
+
+# Migration 2: ``pages_tri``, a trigram FTS5 index over the live pages whose text holds an
+# unspaced script, so a word inside a Chinese/Japanese/Korean/Thai sentence is findable
+# (unicode61 makes one token of a whole run). Same transaction as the page rows (triggers,
+# invariant 3); the WHEN clauses of insert and delete test the same predicate, so a 'delete'
+# is only ever sent for a row that was indexed. ``pages_tri_vocab`` lists its trigrams: a
+# 1–2 character query word is expanded to the trigrams that start with it.
+_TRI = "(coalesce({r}.title, '') || ' ' || coalesce({r}.body, '')) GLOB '" + UNSPACED_GLOB + "'"
+
+
+def unspaced_sql(row: str) -> str:
+    """SQL predicate: the page row ``row`` (an alias, ``new``, ``old``) belongs in ``pages_tri``."""
+    return _TRI.format(r=row)
+
+
+MIGRATION_2 = f"""
+CREATE VIRTUAL TABLE pages_tri USING fts5(
+  title, body, content='pages', content_rowid='id', tokenize='trigram'
+);
+CREATE VIRTUAL TABLE pages_tri_vocab USING fts5vocab(pages_tri, 'row');
+INSERT INTO pages_tri(rowid, title, body)
+  SELECT p.id, p.title, p.body FROM pages p WHERE p.is_latest = 1 AND {_TRI.format(r='p')};
+CREATE TRIGGER pages_tri_ins AFTER INSERT ON pages WHEN new.is_latest = 1 AND {_TRI.format(r='new')} BEGIN
+  INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, new.title, new.body);
+END;
+CREATE TRIGGER pages_tri_retire AFTER UPDATE OF is_latest ON pages
+  WHEN old.is_latest = 1 AND new.is_latest = 0 AND {_TRI.format(r='old')} BEGIN
+  INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+END;
+CREATE TRIGGER pages_tri_revive AFTER UPDATE OF is_latest ON pages
+  WHEN old.is_latest = 0 AND new.is_latest = 1 AND {_TRI.format(r='new')} BEGIN
+  INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, new.title, new.body);
+END;
+CREATE TRIGGER pages_tri_edit AFTER UPDATE OF title, body ON pages
+  WHEN old.is_latest = 1 AND new.is_latest = 1 BEGIN
+  INSERT INTO pages_tri(pages_tri, rowid, title, body)
+    SELECT 'delete', old.id, old.title, old.body WHERE {_TRI.format(r='old')};
+  INSERT INTO pages_tri(rowid, title, body)
+    SELECT new.id, new.title, new.body WHERE {_TRI.format(r='new')};
+END;
+CREATE TRIGGER pages_tri_del AFTER DELETE ON pages WHEN old.is_latest = 1 AND {_TRI.format(r='old')} BEGIN
+  INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+END;
+"""
+
 # Forward-only: append new migrations; never edit one that has shipped.
-MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1)]
+MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1), (2, MIGRATION_2)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

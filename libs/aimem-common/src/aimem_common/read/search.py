@@ -6,6 +6,10 @@ Pipeline, all inside one read snapshot:
    of ``text.query_terms`` (each term quoted: no FTS5 operator can be injected).
 2. **entity** — frontmatter ``entities`` whose normalised name equals a 1–4-word n-gram of
    the question; a page scores Σ idf, idf = ln(1 + N / df) over live pages in scope.
+   **trigram** — the unspaced-script words of the question (Chinese, Japanese, Korean,
+   Thai, ...) matched as trigrams in ``pages_tri`` (bm25, title ×4): a word inside a
+   sentence is found though unicode61 makes one token of the whole run. Idle for a
+   question without such characters.
 3. **vector** — optional: cosine (numpy) between a caller-supplied query vector and the
    ``page_embeddings`` rows whose ``{provider, model, dim}`` match it; stale rows ignored.
 4. **superseded** — only with ``include_superseded``: older versions matching the terms.
@@ -33,14 +37,14 @@ from aimem_common.errors import BadRequestError
 from aimem_common.models import Scope
 from aimem_common.read import scopes as scopes_mod
 from aimem_common.read.pages import is_expired
-from aimem_common.read.text import fts_query, query_terms, snippet, words
+from aimem_common.read.text import fts_query, query_terms, snippet, trigrams, unspaced_runs, words
 
 # vector 0.3: a page vector covers only the model's first ~256 tokens of a page (a long session
 # page is mostly unseen), so cosine is a tie-breaker beside bm25, not an equal. LoCoMo with the
 # local all-MiniLM-L6-v2 (bench/locomo.py): at 1.0 hit@5 0.930 -> 0.914 and MRR 0.794 -> 0.757;
 # at 0.3 hit@5 0.930, MRR 0.797. When no word or entity matched, the vector is the only
 # evidence and gets VECTOR_ALONE_WEIGHT (else its own hits would trail their link neighbours).
-STREAM_WEIGHTS = {"fts": 1.0, "entity": 0.8, "vector": 0.3, "superseded": 0.6, "links": 0.5}
+STREAM_WEIGHTS = {"fts": 1.0, "trigram": 1.0, "entity": 0.8, "vector": 0.3, "superseded": 0.6, "links": 0.5}
 VECTOR_ALONE_WEIGHT = 1.0
 # RRF alone discards how *much* better the bm25 leader is (k=60 makes ranks 1 and 6 differ by
 # 8%, less than the authority spread), so the fts stream adds a bounded margin bonus:
@@ -52,6 +56,7 @@ MAX_ENTITY_NGRAM = 4
 MAX_ENTITIES = 16  # matched entities used per query (rarest first)
 MAX_PAGES_PER_ENTITY = 500
 MAX_LIMIT = 100
+SHORT_TERM_TRIGRAMS = 64  # indexed trigrams a 1–2 character CJK/Hangul word expands to
 
 # Authority multiplier (bounded to [AUTHORITY_MIN, AUTHORITY_MAX]): maintained rules,
 # decisions, procedures and gotchas win close contests; episodic/lint evidence stays findable.
@@ -145,13 +150,13 @@ def _scope_sql(scopes: list[Scope] | None, col: str) -> tuple[str, list[Any]]:
     return f" AND {col} IN ({','.join('?' * len(scopes))})", [s.project_id for s in scopes]
 
 
-def _fts_stream(conn, q: str, scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+def _fts_stream(conn, q: str, scopes, opts: QueryOptions, table: str = "pages_fts") -> list[tuple[int, float]]:
     expiry = "" if opts.include_expired else " AND (p.expires_at IS NULL OR julianday(p.expires_at) > julianday('now'))"
     if scopes is None:
         # Unscoped: let FTS5 rank inside the index scan (``rank MATCH``), then join the top
         # rows only; about 2x faster than bm25() per joined row when most pages match.
         rows = conn.execute(
-            "SELECT p.id, f.rank FROM (SELECT rowid, rank FROM pages_fts WHERE pages_fts MATCH ?"
+            f"SELECT p.id, f.rank FROM (SELECT rowid, rank FROM {table} WHERE {table} MATCH ?"
             f" AND rank MATCH 'bm25({TITLE_WEIGHT}, 1.0)' ORDER BY rank LIMIT ?) f"
             f" JOIN pages p ON p.id = f.rowid WHERE 1 = 1{expiry} ORDER BY f.rank",
             [q, opts.candidates * 2],
@@ -159,11 +164,28 @@ def _fts_stream(conn, q: str, scopes, opts: QueryOptions) -> list[tuple[int, flo
     else:
         where, args = _scope_sql(scopes, "+p.project_id")  # drive the join from the FTS match
         rows = conn.execute(
-            f"SELECT p.id, bm25(pages_fts, {TITLE_WEIGHT}, 1.0) AS s FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid"
-            f" WHERE pages_fts MATCH ?{where}{expiry} ORDER BY s LIMIT ?",
+            f"SELECT p.id, bm25({table}, {TITLE_WEIGHT}, 1.0) AS s FROM {table} JOIN pages p ON p.id = {table}.rowid"
+            f" WHERE {table} MATCH ?{where}{expiry} ORDER BY s LIMIT ?",
             [q, *args, opts.candidates],
         ).fetchall()
     return [(r[0], -float(r[1])) for r in rows]  # bm25 is "lower is better": report it positive
+
+
+def trigram_query(conn: sqlite3.Connection, query: str) -> str | None:
+    """Return the ``pages_tri`` MATCH expression for the unspaced-script words of ``query``.
+
+    Runs of ≥ 3 characters contribute their trigrams; a 1–2 character run is expanded to
+    at most ``SHORT_TERM_TRIGRAMS`` indexed trigrams that start with it (``pages_tri_vocab``,
+    a range scan), so ``缓存`` finds ``…的缓存策略…``. ``None`` when the query has no such
+    words (an English question never touches the trigram index).
+    """
+    grams, short = trigrams(unspaced_runs(query))
+    for run in short:
+        grams += [r[0] for r in conn.execute(
+            "SELECT term FROM pages_tri_vocab WHERE term >= ? AND term < ? LIMIT ?",
+            (run, run + "\U0010ffff", SHORT_TERM_TRIGRAMS),
+        )]
+    return fts_query(list(dict.fromkeys(grams)))
 
 
 def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
@@ -306,7 +328,7 @@ def _fuse(cands: dict[int, _Cand], name: str, ranked: list[tuple[int, float]], k
     for rank, (pid, score) in enumerate(ranked, start=1):
         c = cands.setdefault(pid, _Cand(pid))
         contrib = w / (k + rank)
-        if name == "fts" and best > 0:
+        if name in ("fts", "trigram") and best > 0:
             contrib += FTS_MARGIN_WEIGHT * w * max(score, 0.0) / best / (k + 1)
         c.streams[name] = {"rank": rank, "score": round(score, 6), "rrf": round(contrib, 8)}
         c.rrf += contrib
@@ -372,6 +394,14 @@ def memory_query(
         if fts:
             active.append("fts")
             _fuse(cands, "fts", fts, k)
+    tq = trigram_query(conn, query)
+    if opts.explain:
+        out["trigram_query"] = tq
+    if tq:
+        tri = _fts_stream(conn, tq, scopes, opts_d, table="pages_tri")
+        if tri:
+            active.append("trigram")
+            _fuse(cands, "trigram", tri, k)
     ent, matched = _entity_stream(conn, query, scopes, opts_d)
     if ent:
         active.append("entity")
