@@ -2,6 +2,9 @@
 
 Pipeline, all inside one read snapshot:
 
+0. **exact** — identifier-like words of the question (``text.identifier_terms``: error
+   codes, function names, versions) held by at most ``EXACT_MAX_DF`` live pages in scope;
+   its share is added after the authority factor, so such a page is never outvoted.
 1. **fts** — FTS5 bm25 over ``pages_fts(title, body)`` (title weighted ×4) with the OR query
    of ``text.query_terms`` (each term quoted: no FTS5 operator can be injected).
 2. **entity** — frontmatter ``entities`` whose normalised name equals a 1–4-word n-gram of
@@ -37,14 +40,14 @@ from aimem_common.errors import BadRequestError
 from aimem_common.models import Scope
 from aimem_common.read import scopes as scopes_mod
 from aimem_common.read.pages import is_expired
-from aimem_common.read.text import fts_query, query_terms, snippet, trigrams, unspaced_runs, words
+from aimem_common.read.text import fts_query, identifier_terms, query_terms, snippet, trigrams, unspaced_runs, words
 
 # vector 0.3: a page vector covers only the model's first ~256 tokens of a page (a long session
 # page is mostly unseen), so cosine is a tie-breaker beside bm25, not an equal. LoCoMo with the
 # local all-MiniLM-L6-v2 (bench/locomo.py): at 1.0 hit@5 0.930 -> 0.914 and MRR 0.794 -> 0.757;
 # at 0.3 hit@5 0.930, MRR 0.797. When no word or entity matched, the vector is the only
 # evidence and gets VECTOR_ALONE_WEIGHT (else its own hits would trail their link neighbours).
-STREAM_WEIGHTS = {"fts": 1.0, "trigram": 1.0, "entity": 0.8, "vector": 0.3, "superseded": 0.6, "links": 0.5}
+STREAM_WEIGHTS = {"exact": 8.0, "fts": 1.0, "trigram": 1.0, "entity": 0.8, "vector": 0.3, "superseded": 0.6, "links": 0.5}
 VECTOR_ALONE_WEIGHT = 1.0
 # RRF alone discards how *much* better the bm25 leader is (k=60 makes ranks 1 and 6 differ by
 # 8%, less than the authority spread), so the fts stream adds a bounded margin bonus:
@@ -56,6 +59,14 @@ MAX_ENTITY_NGRAM = 4
 MAX_ENTITIES = 16  # matched entities used per query (rarest first)
 MAX_PAGES_PER_ENTITY = 500
 MAX_LIMIT = 100
+# exact: an identifier of the question (error code, function name, version; see
+# text.identifier_terms) held by at most EXACT_MAX_DF live pages in scope marks those pages
+# as found with certainty. Its RRF share (weight 8.0) is added *after* the authority factor,
+# and 8/(k+1) is above what every other stream at rank 1 can give a page together even with
+# the largest authority spread, so a page naming the rare identifier is never outvoted by
+# pages that merely share the question's other words. A common "identifier" (more pages)
+# adds nothing: bm25 already weighs it.
+EXACT_MAX_DF = 10
 SHORT_TERM_TRIGRAMS = 64  # indexed trigrams a 1–2 character CJK/Hangul word expands to
 
 # Authority multiplier (bounded to [AUTHORITY_MIN, AUTHORITY_MAX]): maintained rules,
@@ -113,6 +124,7 @@ class _Cand:
     page_id: int
     streams: dict[str, dict[str, Any]] = field(default_factory=dict)
     rrf: float = 0.0
+    certain: float = 0.0  # the exact stream's share, added after the authority factor
 
 
 def resolve_search_scopes(
@@ -186,6 +198,24 @@ def trigram_query(conn: sqlite3.Connection, query: str) -> str | None:
             (run, run + "\U0010ffff", SHORT_TERM_TRIGRAMS),
         )]
     return fts_query(list(dict.fromkeys(grams)))
+
+
+def _exact_stream(conn, idents: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+    """Pages holding a rare identifier of the question: score Σ 1/df over the identifiers held."""
+    expiry = "" if opts.include_expired else " AND (p.expires_at IS NULL OR julianday(p.expires_at) > julianday('now'))"
+    where, args = _scope_sql(scopes, "+p.project_id")
+    score: dict[int, float] = {}
+    for ident in idents:
+        rows = conn.execute(
+            "SELECT p.id FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid"
+            f" WHERE pages_fts MATCH ?{where}{expiry} LIMIT ?",
+            [fts_query([ident]), *args, EXACT_MAX_DF + 1],
+        ).fetchall()
+        if len(rows) > EXACT_MAX_DF:
+            continue
+        for (pid,) in rows:
+            score[pid] = score.get(pid, 0.0) + 1.0 / len(rows)
+    return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
@@ -331,7 +361,10 @@ def _fuse(cands: dict[int, _Cand], name: str, ranked: list[tuple[int, float]], k
         if name in ("fts", "trigram") and best > 0:
             contrib += FTS_MARGIN_WEIGHT * w * max(score, 0.0) / best / (k + 1)
         c.streams[name] = {"rank": rank, "score": round(score, 6), "rrf": round(contrib, 8)}
-        c.rrf += contrib
+        if name == "exact":
+            c.certain += contrib
+        else:
+            c.rrf += contrib
 
 
 _META_SQL = """
@@ -361,7 +394,7 @@ def memory_query(
     Returns ``{"hits": list[Hit], "raw_hits": list[RawHit]}`` plus, with ``explain``,
     ``"streams_active": list[str]`` and ``"fts_query": str|None``.
 
-    ``Hit`` = ``{"path", "title", "snippet" (~24 words), "score" (RRF × authority, desc),
+    ``Hit`` = ``{"path", "title", "snippet" (~24 words), "score" (RRF × authority + the exact stream's share, desc),
     "kind", "tier", "workspace", "project", "page_id", "updated_at", "pinned", "tags",
     "session_id"? (session pages), "superseded"? (true for old versions), "expired"?,
     "score_details"? (explain: per-stream rank/score/rrf, matched_entities, graph via,
@@ -394,6 +427,12 @@ def memory_query(
         if fts:
             active.append("fts")
             _fuse(cands, "fts", fts, k)
+    idents = identifier_terms(query)
+    if idents:
+        exact = _exact_stream(conn, idents, scopes, opts_d)
+        if exact:
+            active.append("exact")
+            _fuse(cands, "exact", exact, k)
     tq = trigram_query(conn, query)
     if opts.explain:
         out["trigram_query"] = tq
@@ -416,7 +455,7 @@ def memory_query(
         if sup:
             active.append("superseded")
             _fuse(cands, "superseded", sup, k)
-    seeds = [c.page_id for c in sorted(cands.values(), key=lambda c: (-c.rrf, c.page_id))[:SEED_COUNT]]
+    seeds = [c.page_id for c in sorted(cands.values(), key=lambda c: (-c.rrf - c.certain, c.page_id))[:SEED_COUNT]]
     nbs, via = _link_stream(conn, seeds, scopes)
     if nbs:
         active.append("links")
@@ -441,7 +480,7 @@ def memory_query(
             tags = _json_list(r["tags"])
             auth = authority(r["kind"], r["tier"], bool(r["pinned"]), tags, superseded)
             hit: dict[str, Any] = {
-                "path": r["path"], "title": r["title"], "snippet": "", "score": c.rrf * auth,
+                "path": r["path"], "title": r["title"], "snippet": "", "score": c.rrf * auth + c.certain,
                 "kind": r["kind"], "tier": r["tier"], "workspace": r["ws"], "project": r["pj"],
                 "page_id": pid, "updated_at": r["updated_at"], "pinned": bool(r["pinned"]), "tags": tags,
             }
@@ -453,6 +492,8 @@ def memory_query(
                 hit["expired"] = True
             if opts.explain:
                 details: dict[str, Any] = {"streams": c.streams, "rrf": round(c.rrf, 8), "authority": round(auth, 4)}
+                if c.certain:
+                    details["certain"] = round(c.certain, 8)
                 if pid in matched:
                     details["matched_entities"] = matched[pid]
                 if "links" in c.streams:

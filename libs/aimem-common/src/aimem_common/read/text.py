@@ -102,6 +102,31 @@ def trigrams(runs: list[str], *, max_trigrams: int = MAX_TRIGRAMS) -> tuple[list
     return list(grams)[:max_trigrams], short
 
 
+_CAMEL_RE = re.compile(r"[a-z][A-Z]")
+
+
+def identifier_terms(text: str, *, max_terms: int = 8) -> list[str]:
+    """Return the identifier-like words of a question, lower-cased, in order.
+
+    An identifier is what a person copies rather than paraphrases: letters mixed with
+    digits (``E1234``, ``ERR_4711``, ``v2.3.1``), snake_case, camelCase, dotted names
+    (``cfg.load_all``), or a number of ≥ 4 digits. Plain words never qualify.
+    """
+    out: dict[str, None] = {}
+    for tok in _WORD_RE.findall(unicodedata.normalize("NFKC", text[:MAX_QUERY_CHARS])):
+        tok = tok.strip("'.-")
+        has_digit = any(ch.isdigit() for ch in tok)
+        has_alpha = any(ch.isalpha() for ch in tok)
+        if (
+            (has_digit and has_alpha) or "_" in tok or _CAMEL_RE.search(tok)
+            or (has_alpha and "." in tok) or (tok.isdigit() and len(tok) >= 4)
+        ):
+            out.setdefault(tok.lower(), None)
+        if len(out) >= max_terms:
+            break
+    return list(out)
+
+
 def fts_query(terms: list[str]) -> str | None:
     """Return the FTS5 MATCH expression ``"t1" OR "t2" ...`` or ``None`` for no terms.
 

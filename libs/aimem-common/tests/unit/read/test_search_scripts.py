@@ -77,3 +77,33 @@ def test_trigram_index_follows_page_versions(pool, seeder, scripts):
     with pool.connection() as conn:  # the index holds exactly the live unspaced-script pages
         n_tri = conn.execute("SELECT count(*) FROM pages_tri_docsize").fetchone()[0]
     assert n_tri == 3  # ja, ko, th
+
+
+def test_unique_identifier_ranks_first_among_1000_pages(pool, seeder):
+    """1,000 pages share the question's other words; five of them also carry its entities,
+    name them in their title, link each other and are canonical decisions, so every other
+    stream prefers them. One session page holds the identifier: it must rank first."""
+    app = seeder.scope("default", "app")
+    for i in range(1000):
+        if i < 5:
+            seeder.page(app, f"decisions/pool-{i}.md",
+                        f"# Connection pool timeout in the payment worker {i}\nThe connection pool timeout hits the "
+                        f"payment worker. See [[decisions/pool-{(i + 1) % 5}.md]] and [[decisions/pool-{(i + 2) % 5}.md]].",
+                        entities=["connection pool", "payment worker"], tags=["canonical"], pinned=True)
+        else:
+            seeder.page(app, f"notes/pool-{i}.md", f"# Note {i}\nA connection pool timeout hit the payment worker.")
+    target = seeder.page(app, "sessions/s-77.md", "# Session s-77\nSaw ERR_4711 from parseLedgerBatch in the "
+                         "payment worker during a connection pool timeout.", session_id="s-77")
+    for q in ["ERR_4711 connection pool timeout payment worker",
+              "connection pool timeout payment worker err_4711",
+              "why does parseLedgerBatch fail with a connection pool timeout in the payment worker?"]:
+        res = _top(pool, q, app)
+        top = res["hits"][0]
+        assert top["page_id"] == target, (q, [h["path"] for h in res["hits"][:3]])
+        streams = top["score_details"]["streams"]
+        assert streams["exact"]["rank"] == 1 and streams["fts"]["rank"] == 1  # explain keeps every stream's rank
+        assert {"entity", "links"} <= set(res["streams_active"])
+        assert set(res["hits"][1]["score_details"]["streams"]) >= {"fts", "entity", "links"}
+    # A word held by more than EXACT_MAX_DF pages is not an identifier signal.
+    res = _top(pool, "pool_timeout connection", app)
+    assert "exact" not in res["streams_active"]
