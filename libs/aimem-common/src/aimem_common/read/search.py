@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -392,7 +393,9 @@ def memory_query(
         vector: optional query embedding for the vector stream.
 
     Returns ``{"hits": list[Hit], "raw_hits": list[RawHit]}`` plus, with ``explain``,
-    ``"streams_active": list[str]`` and ``"fts_query": str|None``.
+    ``"streams_active": list[str]``, ``"fts_query": str|None``, ``"trigram_query": str|None``
+    and ``"stream_ms": {stage: wall ms}`` (fts, exact, trigram, entity, vector, superseded,
+    links, hits = metadata/snippets).
 
     ``Hit`` = ``{"path", "title", "snippet" (~24 words), "score" (RRF × authority + the exact stream's share, desc),
     "kind", "tier", "workspace", "project", "page_id", "updated_at", "pinned", "tags",
@@ -422,17 +425,20 @@ def memory_query(
     k = opts.rrf_k
     depth = max(opts.candidates, limit * 3)
     opts_d = replace(opts, candidates=depth)
+    lap = _Laps()
     if q:
         fts = _fts_stream(conn, q, scopes, opts_d)
         if fts:
             active.append("fts")
             _fuse(cands, "fts", fts, k)
+        lap("fts")
     idents = identifier_terms(query)
     if idents:
         exact = _exact_stream(conn, idents, scopes, opts_d)
         if exact:
             active.append("exact")
             _fuse(cands, "exact", exact, k)
+        lap("exact")
     tq = trigram_query(conn, query)
     if opts.explain:
         out["trigram_query"] = tq
@@ -441,25 +447,30 @@ def memory_query(
         if tri:
             active.append("trigram")
             _fuse(cands, "trigram", tri, k)
+        lap("trigram")
     ent, matched = _entity_stream(conn, query, scopes, opts_d)
     if ent:
         active.append("entity")
         _fuse(cands, "entity", ent, k)
+    lap("entity")
     if vector is not None:
         vec = _vector_stream(conn, vector, scopes, opts_d)
         if vec:
             active.append("vector")
             _fuse(cands, "vector", vec, k, weight=None if cands else VECTOR_ALONE_WEIGHT)
+        lap("vector")
     if opts.include_superseded:
         sup = _superseded_stream(conn, terms, scopes, opts_d)
         if sup:
             active.append("superseded")
             _fuse(cands, "superseded", sup, k)
+        lap("superseded")
     seeds = [c.page_id for c in sorted(cands.values(), key=lambda c: (-c.rrf - c.certain, c.page_id))[:SEED_COUNT]]
     nbs, via = _link_stream(conn, seeds, scopes)
     if nbs:
         active.append("links")
         _fuse(cands, "links", nbs, k)
+    lap("links")
 
     hits: list[dict[str, Any]] = []
     if cands:
@@ -507,6 +518,7 @@ def memory_query(
             h["score"] = round(h["score"], 8)
         if opts.explain and hits:
             _fill_explain_extras(conn, hits)
+    lap("hits")
 
     out["hits"] = hits
     if not hits and scopes is not None and opts.raw_fallback and q:
@@ -515,7 +527,21 @@ def memory_query(
             active.append("raw")
     if opts.explain:
         out["streams_active"] = active
+        out["stream_ms"] = lap.ms
     return out
+
+
+class _Laps:
+    """Wall time (ms) spent in each stage of one query, for ``explain`` (``stream_ms``)."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.ms[name] = round((now - self._t) * 1000, 3)
+        self._t = now
 
 
 def _json_list(text: str | None) -> list[str]:
