@@ -163,21 +163,34 @@ def _scope_sql(scopes: list[Scope] | None, col: str) -> tuple[str, list[Any]]:
     return f" AND {col} IN ({','.join('?' * len(scopes))})", [s.project_id for s in scopes]
 
 
+def _scoped_match(q: str, scopes) -> str:
+    """``pages_fts`` expression for ``q`` restricted to ``scopes`` inside FTS5 (its project_id column)."""
+    if scopes is None:
+        return "{title body} : (" + q + ")"
+    projects = fts_query([s.project_id for s in scopes])
+    return f"project_id : ({projects}) AND {{title body}} : ({q})"
+
+
 def _fts_stream(conn, q: str, scopes, opts: QueryOptions, table: str = "pages_fts") -> list[tuple[int, float]]:
     expiry = "" if opts.include_expired else " AND (p.expires_at IS NULL OR julianday(p.expires_at) > julianday('now'))"
+    weights = f"{TITLE_WEIGHT}, 1.0"
+    if table == "pages_fts":
+        # The project filter runs inside FTS5 (a doclist intersection), so bm25 is computed
+        # for the scope's matches only; its column weighs nothing.
+        q, weights = _scoped_match(q, scopes), f"{TITLE_WEIGHT}, 1.0, 0.0"
     if scopes is None:
         # Unscoped: let FTS5 rank inside the index scan (``rank MATCH``), then join the top
         # rows only; about 2x faster than bm25() per joined row when most pages match.
         rows = conn.execute(
             f"SELECT p.id, f.rank FROM (SELECT rowid, rank FROM {table} WHERE {table} MATCH ?"
-            f" AND rank MATCH 'bm25({TITLE_WEIGHT}, 1.0)' ORDER BY rank LIMIT ?) f"
+            f" AND rank MATCH 'bm25({weights})' ORDER BY rank LIMIT ?) f"
             f" JOIN pages p ON p.id = f.rowid WHERE 1 = 1{expiry} ORDER BY f.rank",
             [q, opts.candidates * 2],
         ).fetchall()[: opts.candidates]
     else:
         where, args = _scope_sql(scopes, "+p.project_id")  # drive the join from the FTS match
         rows = conn.execute(
-            f"SELECT p.id, bm25({table}, {TITLE_WEIGHT}, 1.0) AS s FROM {table} JOIN pages p ON p.id = {table}.rowid"
+            f"SELECT p.id, bm25({table}, {weights}) AS s FROM {table} JOIN pages p ON p.id = {table}.rowid"
             f" WHERE {table} MATCH ?{where}{expiry} ORDER BY s LIMIT ?",
             [q, *args, opts.candidates],
         ).fetchall()
@@ -210,7 +223,7 @@ def _exact_stream(conn, idents: list[str], scopes, opts: QueryOptions) -> list[t
         rows = conn.execute(
             "SELECT p.id FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid"
             f" WHERE pages_fts MATCH ?{where}{expiry} LIMIT ?",
-            [fts_query([ident]), *args, EXACT_MAX_DF + 1],
+            [_scoped_match(fts_query([ident]) or '""', scopes), *args, EXACT_MAX_DF + 1],
         ).fetchall()
         if len(rows) > EXACT_MAX_DF:
             continue

@@ -62,7 +62,8 @@ def compact(tx: Tx) -> dict[str, Any]:
     # The page indexes hold live versions only ('rebuild' would read every version of the
     # content table): empty them and re-insert what their triggers would have indexed.
     tx.conn.execute("INSERT INTO pages_fts(pages_fts) VALUES ('delete-all')")
-    tx.conn.execute("INSERT INTO pages_fts(rowid, title, body) SELECT id, title, body FROM pages WHERE is_latest = 1")
+    tx.conn.execute("INSERT INTO pages_fts(rowid, title, body, project_id)"
+                    " SELECT id, title, body, project_id FROM pages WHERE is_latest = 1")
     tx.conn.execute("INSERT INTO pages_tri(pages_tri) VALUES ('delete-all')")
     tx.conn.execute(
         "INSERT INTO pages_tri(rowid, title, body) SELECT id, title, body FROM pages"
