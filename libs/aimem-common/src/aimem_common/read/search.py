@@ -439,51 +439,33 @@ def memory_query(
     depth = max(opts.candidates, limit * 3)
     opts_d = replace(opts, candidates=depth)
     lap = _Laps()
+
+    def add(name: str, ranked: list[tuple[int, float]], weight: float | None = None) -> None:
+        if ranked:
+            active.append(name)
+            _fuse(cands, name, ranked, k, weight)
+        lap(name)
+
     if q:
-        fts = _fts_stream(conn, q, scopes, opts_d)
-        if fts:
-            active.append("fts")
-            _fuse(cands, "fts", fts, k)
-        lap("fts")
+        add("fts", _fts_stream(conn, q, scopes, opts_d))
     idents = identifier_terms(query)
     if idents:
-        exact = _exact_stream(conn, idents, scopes, opts_d)
-        if exact:
-            active.append("exact")
-            _fuse(cands, "exact", exact, k)
-        lap("exact")
+        add("exact", _exact_stream(conn, idents, scopes, opts_d))
     tq = trigram_query(conn, query)
     if opts.explain:
         out["trigram_query"] = tq
     if tq:
-        tri = _fts_stream(conn, tq, scopes, opts_d, table="pages_tri")
-        if tri:
-            active.append("trigram")
-            _fuse(cands, "trigram", tri, k)
-        lap("trigram")
+        add("trigram", _fts_stream(conn, tq, scopes, opts_d, table="pages_tri"))
     ent, matched = _entity_stream(conn, query, scopes, opts_d)
-    if ent:
-        active.append("entity")
-        _fuse(cands, "entity", ent, k)
-    lap("entity")
+    add("entity", ent)
     if vector is not None:
         vec = _vector_stream(conn, vector, scopes, opts_d)
-        if vec:
-            active.append("vector")
-            _fuse(cands, "vector", vec, k, weight=None if cands else VECTOR_ALONE_WEIGHT)
-        lap("vector")
+        add("vector", vec, None if cands else VECTOR_ALONE_WEIGHT)
     if opts.include_superseded:
-        sup = _superseded_stream(conn, terms, scopes, opts_d)
-        if sup:
-            active.append("superseded")
-            _fuse(cands, "superseded", sup, k)
-        lap("superseded")
+        add("superseded", _superseded_stream(conn, terms, scopes, opts_d))
     seeds = [c.page_id for c in sorted(cands.values(), key=lambda c: (-c.rrf - c.certain, c.page_id))[:SEED_COUNT]]
     nbs, via = _link_stream(conn, seeds, scopes)
-    if nbs:
-        active.append("links")
-        _fuse(cands, "links", nbs, k)
-    lap("links")
+    add("links", nbs)
 
     hits: list[dict[str, Any]] = []
     if cands:
