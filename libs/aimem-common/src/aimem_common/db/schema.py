@@ -378,7 +378,11 @@ UNSPACED_GLOB = "*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u
 # invariant 3); the WHEN clauses of insert and delete test the same predicate, so a 'delete'
 # is only ever sent for a row that was indexed. ``pages_tri_vocab`` lists its trigrams: a
 # 1–2 character query word is expanded to the trigrams that start with it.
-_TRI = "(coalesce({r}.title, '') || ' ' || coalesce({r}.body, '')) GLOB '" + UNSPACED_GLOB + "'"
+# An all-ASCII text (byte length = character length, ~3 µs for 1.5 KB) skips the GLOB
+# (~200 µs for 1.5 KB): CASE evaluates its branches lazily, AND does not.
+_TRI_TEXT = "(coalesce({r}.title, '') || ' ' || coalesce({r}.body, ''))"
+_TRI = ("CASE WHEN length(CAST(" + _TRI_TEXT + " AS BLOB)) = length(" + _TRI_TEXT + ") THEN 0"
+        " ELSE " + _TRI_TEXT + " GLOB '" + UNSPACED_GLOB + "' END")
 
 
 def unspaced_sql(row: str) -> str:
