@@ -364,12 +364,28 @@ CREATE TABLE wiki_outbox (
 );
 """
 
+# Project identity keys, session end reasons, handoff roots and supersession.
+# A project created before keys existed keeps NULL keys and is adopted by the first keyed
+# event asking for its name; a handoff without a root keeps matching by its cwd.
+MIGRATION_2 = r"""
+ALTER TABLE projects ADD COLUMN root TEXT;          -- repository top level (hook client)
+ALTER TABLE projects ADD COLUMN origin TEXT;        -- normalised origin URL: host/owner/repo
+CREATE INDEX projects_origin ON projects(workspace_id, origin) WHERE origin IS NOT NULL;
+CREATE INDEX projects_root ON projects(workspace_id, root) WHERE root IS NOT NULL;
+
+ALTER TABLE sessions ADD COLUMN root TEXT;          -- project root the session ran in
+ALTER TABLE sessions ADD COLUMN end_reason TEXT;    -- exit|clear|logout|idle|finalize-session|...
+CREATE INDEX sessions_open ON sessions(ended_at, last_event_at) WHERE ended_at IS NULL;
+
+ALTER TABLE handoffs ADD COLUMN root TEXT;          -- project root: matched before the cwd
+ALTER TABLE handoffs ADD COLUMN superseded_by INTEGER;  -- the claimed handoff that folded it in
+
 # Scripts written without spaces between words (CJK ideographs, kana, Hangul, Thai, Lao,
 # Myanmar, Khmer): a page holding any such character is also indexed by ``pages_tri``. A GLOB
 # character class, so the triggers need no application function (any connection can write).
 UNSPACED_GLOB = "*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*"
 
-# Migration 2, part 1: ``pages_fts`` also indexes ``project_id``, so a project-scoped search
+# Migration 3, part 1: ``pages_fts`` also indexes ``project_id``, so a project-scoped search
 # intersects the project's doclist inside FTS5 (``project_id : "<id>" AND (...)``) and
 # computes bm25 for that project's matches only, not for every project's (the query's cost
 # grew with the whole vault). Part 2: ``pages_tri``, a trigram FTS5 index over the live pages whose text holds an
@@ -390,7 +406,7 @@ def unspaced_sql(row: str) -> str:
     return _TRI.format(r=row)
 
 
-MIGRATION_2 = f"""
+MIGRATION_3 = f"""
 DROP TRIGGER pages_fts_ins;
 DROP TRIGGER pages_fts_retire;
 DROP TRIGGER pages_fts_revive;
@@ -455,5 +471,5 @@ END;
 """
 
 # Forward-only: append new migrations; never edit one that has shipped.
-MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1), (2, MIGRATION_2)]
+MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
