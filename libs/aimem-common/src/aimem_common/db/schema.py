@@ -379,6 +379,7 @@ CREATE INDEX sessions_open ON sessions(ended_at, last_event_at) WHERE ended_at I
 
 ALTER TABLE handoffs ADD COLUMN root TEXT;          -- project root: matched before the cwd
 ALTER TABLE handoffs ADD COLUMN superseded_by INTEGER;  -- the claimed handoff that folded it in
+"""
 
 # Scripts written without spaces between words (CJK ideographs, kana, Hangul, Thai, Lao,
 # Myanmar, Khmer): a page holding any such character is also indexed by ``pages_tri``. A GLOB
