@@ -386,7 +386,7 @@ ALTER TABLE handoffs ADD COLUMN superseded_by INTEGER;  -- the claimed handoff t
 # character class, so the triggers need no application function (any connection can write).
 UNSPACED_GLOB = "*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*"
 
-# Migration 3, part 1: ``pages_fts`` also indexes ``project_id``, so a project-scoped search
+# Migration 6, part 1: ``pages_fts`` also indexes ``project_id``, so a project-scoped search
 # intersects the project's doclist inside FTS5 (``project_id : "<id>" AND (...)``) and
 # computes bm25 for that project's matches only, not for every project's (the query's cost
 # grew with the whole vault). Part 2: ``pages_tri``, a trigram FTS5 index over the live pages whose text holds an
@@ -407,7 +407,7 @@ def unspaced_sql(row: str) -> str:
     return _TRI.format(r=row)
 
 
-MIGRATION_3 = f"""
+MIGRATION_6 = f"""
 DROP TRIGGER pages_fts_ins;
 DROP TRIGGER pages_fts_retire;
 DROP TRIGGER pages_fts_revive;
@@ -472,5 +472,5 @@ END;
 """
 
 # Forward-only: append new migrations; never edit one that has shipped.
-MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3)]
+MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1), (2, MIGRATION_2), (6, MIGRATION_6)]  # 3-5: import, web, dead letters (landing)
 SCHEMA_VERSION = MIGRATIONS[-1][0]
