@@ -17,6 +17,7 @@ from aimem_common.telemetry import Telemetry
 from aimem_common.web import install_error_handlers, install_observability
 from aimem_ingress.context import HookMetrics, IngressContext
 from aimem_ingress.gate import LagGate
+from aimem_ingress.imports import router as import_router
 from aimem_ingress.routes import router
 
 
@@ -54,4 +55,5 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     install_observability(app, telemetry, health)
     app.include_router(router)
+    app.include_router(import_router)
     return app

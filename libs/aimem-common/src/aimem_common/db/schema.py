@@ -365,6 +365,14 @@ CREATE TABLE wiki_outbox (
 );
 """
 
+# Imported transcripts (``aimem import``): how many of a session's observations came from
+# an import. A session with any live (hook) observation is owned by its hooks: later
+# imported observations for it are skipped, so importing after live capture never
+# duplicates (observation_count - imported_count = live events).
+MIGRATION_2 = """
+ALTER TABLE sessions ADD COLUMN imported_count INTEGER NOT NULL DEFAULT 0;
+"""
+
 # Forward-only: append new migrations; never edit one that has shipped.
-MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1)]
+MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1), (2, MIGRATION_2)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

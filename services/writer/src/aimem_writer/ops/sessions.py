@@ -5,7 +5,8 @@ the observations (no LLM; the user's prompts, commands run, files touched, error
 the final stop message, each bounded, the page ≤ 16 KiB), an automatic handoff for the next
 agent in that cwd, ``ended_at`` + ``ended_observation_count``, a consolidation job for the
 maintainer and a ledger line. A re-end does work only when the observation count advanced;
-a session with nothing but start/end events gets no page and no handoff.
+a session with nothing but start/end events gets no page and no handoff. A ``historical``
+end (``aimem import``) keeps the transcript's own end time and opens no handoff.
 """
 
 from __future__ import annotations
@@ -230,10 +231,13 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
         fm = {"session_id": cmd.session_id, "agent": row["agent"], "cwd": row["cwd"],
               "started_at": row["started_at"], "ended_at": ended_at, "observation_count": count,
               "tags": ["session"]}
+        if cmd.historical:
+            fm["imported"] = True
         res = tx.pages.write(scope, PageInput(path=path, body=body, title=title, frontmatter=fm),
                              evidence=[{"kind": "session", "id": cmd.session_id}], session_id=cmd.session_id)
         page_id = res["page_id"]
-        handoff_id = _automatic_handoff(tx, scope, cmd, row, d, path)
+        if not cmd.historical:  # an imported old session is history, not work to continue
+            handoff_id = _automatic_handoff(tx, scope, cmd, row, d, path)
     tx.conn.execute(
         "UPDATE sessions SET ended_at = ?, ended_observation_count = ?, summary_page_id = coalesce(?, summary_page_id)"
         " WHERE id = ?", (ended_at, count, page_id, row["id"]),
