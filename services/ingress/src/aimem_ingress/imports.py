@@ -28,7 +28,6 @@ caller as malformed), never the batch. 400 for a malformed batch, 401, 413, 429 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -113,7 +112,7 @@ def _envelopes(batch: ImportBatch, agent: str, workspace: str, project: str
     rejected: list[dict[str, Any]] = []
     for index, item in enumerate(batch.events):
         try:
-            ev = replace(normalize("generic", item.payload), agent=agent)
+            ev = normalize("generic", item.payload)
         except HookPayloadError as exc:
             rejected.append({"index": index, "code": exc.code, "message": exc.message})
             continue
