@@ -6,7 +6,7 @@ stack (``aimem up`` on free ports), runs ``aimem import --json`` as a separate p
 reports, per corpus size: transcript lines/s and sessions/s of the import command (read,
 normalise, POST ``/hook/import`` until every batch is answered 202), lines/s until the
 writer has stored the last event (visible to readers), and the import process's peak RSS
-(``ru_maxrss``). Two sizes show that memory is bounded by a line and a batch, not by the
+(``ru_maxrss`` from ``wait4`` on that process alone). Two sizes show that memory is bounded by a line and a batch, not by the
 corpus. Target: ≥ 2,000 lines/s on this machine.
 
 On a shared, oversubscribed box the wall clock measures the neighbours too, so the CPU
@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sqlite3
 import subprocess
 import sys
@@ -106,20 +105,21 @@ def run_size(sessions: int, work: Path, turns: tuple[int, int]) -> dict:
     with LocalStack(work / f"data-{tag}", work / f"logs-{tag}") as stack:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
         env.update(AIMEM_DATA_DIR=str(work / f"client-{tag}"), AIMEM_INGRESS_URL=stack.url("ingress"))
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         procs = descendants(stack.proc.pid)
         cpu0 = _cpu(procs)
         t0 = time.perf_counter()
-        proc = subprocess.run([str(Path(sys.executable).with_name("aimem")), "import", "--json",
-                               "--home", str(corpus.home)], capture_output=True, text=True, env=env)
+        out_path = work / f"import-{tag}.json"
+        with open(out_path, "wb") as out, open(work / f"import-{tag}.err", "wb") as err:
+            proc = subprocess.Popen([str(Path(sys.executable).with_name("aimem")), "import", "--json",
+                                     "--home", str(corpus.home)], stdout=out, stderr=err, env=env)
+            _, status, usage = os.wait4(proc.pid, 0)  # this process's own peak RSS and CPU
+            proc.returncode = os.waitstatus_to_exitcode(status)
         cli_s = time.perf_counter() - t0
-        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        rss_kib = ru1.ru_maxrss
-        cli_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
+        rss_kib = usage.ru_maxrss
+        cli_cpu = usage.ru_utime + usage.ru_stime
         if proc.returncode != 0:
-            raise SystemExit(f"aimem import failed: {proc.stderr[-2000:]}")
-        stats = json.loads(proc.stdout)
+            raise SystemExit(f"aimem import failed: {(work / f'import-{tag}.err').read_text()[-2000:]}")
+        stats = json.loads(out_path.read_text())
         db = stack.data_dir / "db" / "memory.sqlite"
         deadline = time.monotonic() + 600
         while _stored(db) < expected and time.monotonic() < deadline:
@@ -141,7 +141,7 @@ def run_size(sessions: int, work: Path, turns: tuple[int, int]) -> dict:
         "cli_s": round(cli_s, 2), "lines_per_s": round(stats["lines"] / cli_s),
         "sessions_per_s": round(stats["sessions"] / cli_s, 1),
         "stored_lines_per_s": round(stats["lines"] / stored_s),
-        "peak_rss_mib": round(max(rss_kib, before) / 1024, 1),
+        "peak_rss_mib": round(rss_kib / 1024, 1),
         "cpu_s": {k: round(v, 2) for k, v in by_service.items()},
         "cpu_total_s": round(total_cpu, 2),
         "idle_box_lines_per_s": round(stats["lines"] / idle_s),

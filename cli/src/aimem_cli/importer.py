@@ -4,7 +4,7 @@
 ``aimem_cli.transcripts`` starting at the saved ``FileState``, resolves every session's
 project through ``project_identity`` (the same seam as the hook client: ``.aimem.toml``,
 capture rules), drops sessions whose repository says ``capture = false`` (counted, never
-sent), batches the events (≤ ``BATCH_EVENTS`` per request, one project per batch), and
+sent), batches the events (≤ ``BATCH_EVENTS`` events and ``BATCH_BYTES`` per request, one project per batch), and
 after each file adds one historical session end per session that got new events. A
 file's state is saved only after the server accepted everything read from it, so an
 interrupted run resumes where the server stopped acknowledging, and the idempotency keys
@@ -27,9 +27,10 @@ from aimem_cli.transcripts.base import Event, FileState, ReadStats
 from aimem_cli.transcripts.gemini import project_hash
 
 BATCH_EVENTS = 500
+BATCH_BYTES = 2 * 1024 * 1024  # well under ingress's 10 MiB body cap; bounds the client's memory
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
-Sender = Callable[[dict[str, Any]], dict[str, Any]]
+Sender = Callable[[bytes], dict[str, Any]]  # one encoded batch body -> the JSON answer
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +125,8 @@ class Importer:
     on_file: Callable[[], None] | None = None
     stats: ImportStats = field(default_factory=ImportStats)
     _state: dict[str, Any] = field(default_factory=dict)
-    _batch: list[dict[str, Any]] = field(default_factory=list)
+    _batch: list[bytes] = field(default_factory=list)
+    _batch_bytes: int = 0
     _batch_scope: tuple[str, str, str] | None = None
     _pending_state: dict[str, dict[str, Any]] = field(default_factory=dict)
     _identities: dict[str | None, ProjectIdentity | None] = field(default_factory=dict)
@@ -224,27 +226,31 @@ class Importer:
 
     def _add(self, client: str, ident: ProjectIdentity, ev: Event) -> None:
         scope = (client, ident.workspace, ident.project)
-        if self._batch_scope != scope or len(self._batch) >= BATCH_EVENTS:
-            self._flush()
-            self._batch_scope = scope
         item: dict[str, Any] = {"key": ev.key, "payload": ev.payload}
         if ev.end:
             item["end"] = True
         else:
             self.stats.events += 1
-        self._batch.append(item)
+        raw = json.dumps(item, ensure_ascii=False).encode("utf-8")
+        if (self._batch_scope != scope or len(self._batch) >= BATCH_EVENTS
+                or self._batch_bytes + len(raw) > BATCH_BYTES):
+            self._flush()
+            self._batch_scope = scope
+        self._batch.append(raw)
+        self._batch_bytes += len(raw) + 1
 
     def _flush(self) -> None:
         """Send the current batch; then the states of the files it completed are saved."""
         if self._batch and self._batch_scope and self.sender is not None:
             client, workspace, project = self._batch_scope
-            answer = self.sender({"agent": client, "workspace": workspace, "project": project,
-                                  "events": self._batch})
+            head = json.dumps({"agent": client, "workspace": workspace, "project": project})
+            answer = self.sender(head[:-1].encode() + b', "events": [' + b",".join(self._batch) + b"]}")
             self.stats.batches += 1
             self.stats.accepted += int(answer.get("accepted", 0))
             self.stats.duplicates += int(answer.get("duplicates", 0))
             self.stats.rejected_events += len(answer.get("rejected") or [])
         self._batch = []
+        self._batch_bytes = 0
         self._commit_state()
 
     def _commit_state(self) -> None:

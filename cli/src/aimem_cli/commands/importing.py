@@ -35,10 +35,10 @@ def ingress_sender(url: str, token: str | None, *, timeout_s: float = 60.0):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s)
 
-    def send(batch: dict[str, Any]) -> dict[str, Any]:
+    def send(body: bytes) -> dict[str, Any]:
         for attempt in range(RETRIES):
             try:
-                resp = http.post("/hook/import", json=batch)
+                resp = http.post("/hook/import", content=body, headers={"Content-Type": "application/json"})
             except httpx.HTTPError as exc:
                 _fail(f"cannot reach ingress at {url}: {exc}")
             if resp.status_code in (429, 503) and attempt < RETRIES - 1:
