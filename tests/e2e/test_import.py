@@ -70,6 +70,7 @@ def counts(settings) -> dict[str, int]:
         settings, "SELECT session_id, observation_count FROM sessions WHERE session_id NOT LIKE 'sentinel-%'")}
 
 
+@pytest.mark.timeout(600)
 def test_generated_corpus_imports_once_incrementally_and_without_secrets(services, settings, tmp_path):
     url = services("writer", "ingress")["ingress"].url
     corpus = make_corpus(tmp_path / "corpus", claude=110, codex=100)

@@ -92,6 +92,9 @@ def register(app: typer.Typer) -> None:
         home: Path = typer.Option(None, "--home", help="Where the clients keep their files (default: ~)."),
         from_export: Path = typer.Option(None, "--from-export", help="Restore an `aimem export` folder "
                                                                        "or zip instead."),
+        query_server: str = typer.Option(None, "--query-server", help="--from-export: the query service URL "
+                                                                         "for page writes (default: config)."),
+        workspace: str = typer.Option(None, "--workspace", help="--from-export: restore into this workspace."),
     ) -> None:
         """Import the agents' own transcripts: idempotent, incremental, historical (no handoffs)."""
         if client not in CLIENTS:
@@ -102,7 +105,8 @@ def register(app: typer.Typer) -> None:
         if from_export is not None:
             from aimem_cli.commands.exporting import restore_export
 
-            result = restore_export(from_export, server=url, token=tok, dry_run=dry_run)
+            result = restore_export(from_export, server=url, token=tok, query_server=query_server,
+                                    workspace=workspace, project=project, dry_run=dry_run)
             typer.echo(json.dumps(result) if as_json else
                        f"restored {result['pages']} pages, {result['sessions']} sessions "
                        f"({result['observations']} observations) into {result['workspace']}/{result['project']}")
