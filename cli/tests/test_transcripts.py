@@ -164,3 +164,24 @@ def test_capture_rules_filters_and_batches(tmp_path):
     Importer(sender=rec3).run([("claude-code", big)])
     assert len(rec3.batches) > 1 and max(rec3.sizes) <= BATCH_BYTES
     assert sum(len(b["events"]) for b in rec3.batches) == 401
+
+
+@pytest.mark.skipif(FIXTURES is None, reason="shared fixtures absent")
+def test_session_end_transcript_tail_is_opt_in_and_bounded(tmp_path):
+    from aimem_cli.hookclient import transcript_tail, tail_enabled
+
+    assert not tail_enabled({}, tmp_path)
+    assert tail_enabled({"AIMEM_HOOK_TRANSCRIPT_TAIL": "1"}, tmp_path)
+    (tmp_path / "config.toml").write_text("[hooks]\ntranscript_tail = true\n")
+    assert tail_enabled({}, tmp_path) and not tail_enabled({"AIMEM_HOOK_TRANSCRIPT_TAIL": "0"}, tmp_path)
+    tail = transcript_tail("claude-code", str(FIXTURES / "claude-code-session.sample.jsonl"))
+    assert tail.startswith("Final message:\nPagination is in place")
+    assert "Last tool results:\n- Read: 1 export function paginate" in tail and "- Edit: The file" in tail
+    codex_tail = transcript_tail("codex", str(FIXTURES / "codex-rollout.sample.jsonl"))
+    assert "All 14 invoice tests pass" in codex_tail and "- shell: PASS" in codex_tail
+    big = tmp_path / "big.jsonl"  # only the end is read: the session id comes from the first line
+    lines = (FIXTURES / "codex-rollout.sample.jsonl").read_text().splitlines()
+    big.write_text("\n".join([lines[0]] + [lines[1]] * 3000 + lines[2:]) + "\n")
+    assert "All 14 invoice tests pass" in transcript_tail("codex", str(big))
+    assert len(transcript_tail("claude-code", str(FIXTURES / "claude-code-session.sample.jsonl"))) < 6000
+    assert transcript_tail("gemini-cli", str(big)) is None and transcript_tail("codex", "/nope") is None

@@ -183,3 +183,34 @@ def test_import_reports_bad_input_and_a_down_server_in_one_line(tmp_path):
     dry = subprocess.run([aimem, "import", "--dry-run", "--json", "--home", str(corpus.home)],
                          capture_output=True, text=True, env=env)
     assert dry.returncode == 0 and json.loads(dry.stdout)["events"] > 0
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared fixtures absent")
+def test_session_end_adds_the_transcript_tail_when_opted_in(services, settings, tmp_path):
+    url = services("writer", "ingress")["ingress"].url
+    aimem = str(Path(sys.executable).with_name("aimem"))
+    transcript = SHARED / "transcripts" / "claude-code-session.sample.jsonl"
+    pages = {}
+    for opt_in in ("1", "0"):
+        sid = f"tail-{opt_in}-{uuid.uuid4().hex[:8]}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
+        env.update(AIMEM_DATA_DIR=str(tmp_path / f"client-{opt_in}"), AIMEM_INGRESS_URL=url,
+                   AIMEM_HOOK_TRANSCRIPT_TAIL=opt_in)
+        base = {"session_id": sid, "transcript_path": str(transcript), "cwd": "/home/dev/projects/acme-api"}
+        for event, extra in (("UserPromptSubmit", {"prompt": "add pagination"}),
+                             ("SessionEnd", {"reason": "prompt_input_exit"})):
+            subprocess.run([aimem, "hook", "--agent", "claude-code"], env=env, timeout=30, check=True,
+                           input=json.dumps({**base, "hook_event_name": event, **extra}).encode(),
+                           capture_output=True)
+        subprocess.run([sys.executable, "-m", "aimem_cli.hookclient", "--drain"], env=env, timeout=90, check=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sid not in pages:
+            got = settings.db_path.exists() and rows(settings, "SELECT body FROM pages WHERE session_id = ? AND "
+                                                     "is_latest = 1", (sid,))
+            if got:
+                pages[sid] = got[0]["body"]
+            time.sleep(0.1)
+    with_tail, without = (pages[s] for s in sorted(pages, key=lambda s: s.split("-")[1], reverse=True))
+    assert "## From the transcript" in with_tail and "Pagination is in place" in with_tail
+    assert "Last tool results:" in with_tail and "- Read: " in with_tail
+    assert "## From the transcript" not in without

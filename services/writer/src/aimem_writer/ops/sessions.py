@@ -1,8 +1,9 @@
 """``session.end``: rule-based summary page, automatic handoff, the ended watermark.
 
 One transaction (DESIGN.md "Hook ingress"): ``sessions/<session_id>.md`` synthesised from
-the observations (no LLM; the user's prompts, commands run, files touched, errors seen and
-the final stop message, each bounded, the page ≤ 16 KiB), an automatic handoff for the next
+the observations (no LLM; the user's prompts, commands run, files touched, errors seen,
+the final stop message and the transcript tail a client sent with its session end, each
+bounded, the page ≤ 16 KiB), an automatic handoff for the next
 agent in that cwd, ``ended_at`` + ``ended_observation_count``, a consolidation job for the
 maintainer and a ledger line. A re-end does work only when the observation count advanced;
 a session with nothing but start/end events gets no page and no handoff. A ``historical``
@@ -36,6 +37,7 @@ COMMANDS_BUDGET_BYTES = 2560
 FILES_BUDGET_BYTES = 1536
 ERRORS_BUDGET_BYTES = 1536
 STOP_CAP_BYTES = 1536
+TAIL_CAP_BYTES = 2560
 COMPACT_CAP_BYTES = 1536
 HANDOFF_CAP_BYTES = 4 * 1024
 
@@ -89,6 +91,7 @@ class Digest:
     stop: str | None = None
     compaction: str | None = None
     agents: list[str] = field(default_factory=list)
+    tail: str | None = None  # the transcript tail the hook client sent with the session end
 
 
 def digest(rows) -> Digest:
@@ -170,6 +173,8 @@ def render_summary(session_id: str, row, d: Digest, ended_at: str, count: int) -
         out += ["## Compaction summary", "", cap_utf8(d.compaction, COMPACT_CAP_BYTES), ""]
     if d.stop:
         out += ["## Final message", "", cap_utf8(d.stop, STOP_CAP_BYTES), ""]
+    if d.tail:
+        out += ["## From the transcript", "", cap_utf8(d.tail, TAIL_CAP_BYTES), ""]
     return title, cap_utf8("\n".join(out), BODY_CAP_BYTES)
 
 
@@ -223,9 +228,12 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
         " ORDER BY id", (scope.project_id, cmd.session_id),
     ).fetchall()
     substantive = [r for r in rows if r["kind"] not in BOUNDARY_KINDS]
+    tail = next((r["body"] for r in reversed(rows)  # a bare session end's body is its title
+                 if r["kind"] == "session-end" and r["body"] and r["body"] != r["title"]), None)
     page_id = handoff_id = path = None
-    if substantive:
+    if substantive or tail:
         d = digest(substantive)
+        d.tail = tail
         path = f"sessions/{session_slug(cmd.session_id)}.md"
         title, body = render_summary(cmd.session_id, row, d, ended_at, count)
         fm = {"session_id": cmd.session_id, "agent": row["agent"], "cwd": row["cwd"],
@@ -242,7 +250,7 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
         "UPDATE sessions SET ended_at = ?, ended_observation_count = ?, summary_page_id = coalesce(?, summary_page_id)"
         " WHERE id = ?", (ended_at, count, page_id, row["id"]),
     )
-    if substantive:
+    if substantive or tail:
         tx.conn.execute(
             "INSERT OR IGNORE INTO session_consolidation_jobs(workspace_id, project_id, session_id, generation,"
             " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
