@@ -17,7 +17,6 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest

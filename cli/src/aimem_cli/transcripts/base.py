@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 EXCERPT_CHARS = 6 * 1024  # client-side bound; ingress caps excerpts at 2 KiB after redaction
 PROMPT_CHARS = 24 * 1024  # prompts, summaries, assistant messages (16 KiB after redaction)
@@ -173,3 +173,34 @@ def take_call(ctx: dict[str, Any], call_id: Any) -> tuple[str | None, Any]:
     """Return and forget ``(tool name, args)`` of a remembered call; ``(None, None)`` if unknown."""
     got = ctx.get("calls", {}).pop(call_id, None) if isinstance(call_id, str) else None
     return (got[0], got[1]) if got else (None, None)
+
+
+LineReader = Callable[[dict[str, Any], int, dict[str, Any]], Iterator[Event]]
+
+
+def read_jsonl(path: Path, state: FileState, stats: ReadStats, line: LineReader) -> Iterator[Event]:
+    """Run ``line(obj, offset, ctx)`` over the new lines of a JSONL transcript, then flush the
+    turn's pending end-of-turn message (the events of one incremental read)."""
+    for offset, obj in json_lines(path, state, stats):
+        yield from line(obj, offset, state.ctx)
+    yield from flush_stop(state.ctx)
+
+
+def hold_stop(ctx: dict[str, Any], key: str, session_id: str, cwd: str | None, timestamp: Any, text: str,
+              model: str | None = None) -> None:
+    """Remember the turn's latest assistant text; ``flush_stop`` emits it when the turn ends."""
+    ctx["text"] = [key, session_id, cwd, timestamp, bound(text, PROMPT_CHARS), model]
+
+
+def flush_stop(ctx: dict[str, Any]) -> Iterator[Event]:
+    """Emit the held assistant text as a ``stop`` event (once)."""
+    pending = ctx.pop("text", None)
+    if pending:
+        key, sid, cwd, ts, text, model = pending
+        yield event(key, "stop", sid, cwd, ts, message=text, model=model or ctx.get("model"))
+
+
+def glob_under(root: Path, pattern: str, *, recursive: bool = False) -> Iterator[Path]:
+    """Yield the files matching ``pattern`` under ``root`` (sorted; nothing when it is absent)."""
+    if root.is_dir():
+        yield from sorted(root.rglob(pattern) if recursive else root.glob(pattern))

@@ -23,24 +23,20 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from aimem_cli.transcripts.base import (
-    PROMPT_CHARS, Event, FileState, ReadStats, bound, event, json_lines, remember_call, take_call, text_of)
+    PROMPT_CHARS, Event, FileState, ReadStats, bound, event, flush_stop, glob_under, hold_stop, read_jsonl,
+    remember_call, take_call, text_of)
 
 CLIENT = "claude-code"
 
 
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.claude/projects/*/*.jsonl`` (subagent files live deeper and are not sessions)."""
-    root = home / ".claude" / "projects"
-    if root.is_dir():
-        yield from sorted(root.glob("*/*.jsonl"))
+    yield from glob_under(home / ".claude" / "projects", "*/*.jsonl")
 
 
 def read(path: Path, state: FileState, stats: ReadStats) -> Iterator[Event]:
     """Yield the events of the lines after ``state.offset`` (advancing it), then the pending stop."""
-    ctx = state.ctx
-    for offset, obj in json_lines(path, state, stats):
-        yield from _line(obj, offset, ctx)
-    yield from _flush(ctx)
+    return read_jsonl(path, state, stats, _line)
 
 
 def _line(obj: dict[str, Any], offset: int, ctx: dict[str, Any]) -> Iterator[Event]:
@@ -54,7 +50,7 @@ def _line(obj: dict[str, Any], offset: int, ctx: dict[str, Any]) -> Iterator[Eve
     base = f"{CLIENT}:{obj['uuid']}" if isinstance(obj.get("uuid"), str) else f"{CLIENT}:{sid}:{offset}"
     if kind == "system":
         if obj.get("subtype") in ("turn_duration", "compact_boundary"):
-            yield from _flush(ctx)
+            yield from flush_stop(ctx)
         return
     msg = obj.get("message")
     if not isinstance(msg, dict):
@@ -68,9 +64,9 @@ def _line(obj: dict[str, Any], offset: int, ctx: dict[str, Any]) -> Iterator[Eve
             if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
                 remember_call(ctx, block["id"], str(block.get("name") or "tool"), block.get("input"))
             elif block.get("type") == "text" and block.get("text"):
-                ctx["text"] = [f"{base}:stop", sid, cwd, ts, bound(block["text"], PROMPT_CHARS), model]
+                hold_stop(ctx, f"{base}:stop", sid, cwd, ts, block["text"], model)
         if isinstance(content, str) and content:
-            ctx["text"] = [f"{base}:stop", sid, cwd, ts, bound(content, PROMPT_CHARS), model]
+            hold_stop(ctx, f"{base}:stop", sid, cwd, ts, content, model)
         return
     if obj.get("isMeta"):
         return
@@ -89,13 +85,6 @@ def _line(obj: dict[str, Any], offset: int, ctx: dict[str, Any]) -> Iterator[Eve
             n += 1
     prompt = text_of(content) if not (isinstance(content, list) and n) else ""
     if prompt.strip():
-        yield from _flush(ctx)
+        yield from flush_stop(ctx)
         yield event(f"{base}:{n}", "user-prompt", sid, cwd, ts, prompt=bound(prompt, PROMPT_CHARS))
 
-
-def _flush(ctx: dict[str, Any]) -> Iterator[Event]:
-    """Emit the turn's last assistant text as ``stop`` (once)."""
-    pending = ctx.pop("text", None)
-    if pending:
-        key, sid, cwd, ts, text, model = pending
-        yield event(key, "stop", sid, cwd, ts, message=text, model=model)

@@ -25,24 +25,20 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from aimem_cli.transcripts.base import (
-    PROMPT_CHARS, Event, FileState, ReadStats, bound, event, json_lines, remember_call, take_call, text_of)
+    PROMPT_CHARS, Event, FileState, ReadStats, bound, event, flush_stop, glob_under, hold_stop, read_jsonl,
+    remember_call, take_call, text_of)
 
 CLIENT = "codex"
 
 
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.codex/sessions/**/rollout-*.jsonl`` (``$CODEX_HOME`` is the caller's ``home``)."""
-    root = home / ".codex" / "sessions"
-    if root.is_dir():
-        yield from sorted(root.rglob("rollout-*.jsonl"))
+    yield from glob_under(home / ".codex" / "sessions", "rollout-*.jsonl", recursive=True)
 
 
 def read(path: Path, state: FileState, stats: ReadStats) -> Iterator[Event]:
     """Yield the events of the lines after ``state.offset`` (advancing it), then the pending stop."""
-    ctx = state.ctx
-    for offset, obj in json_lines(path, state, stats):
-        yield from _line(obj, offset, ctx)
-    yield from _flush(ctx)
+    return read_jsonl(path, state, stats, _line)
 
 
 def _line(obj: dict[str, Any], offset: int, ctx: dict[str, Any]) -> Iterator[Event]:
@@ -68,22 +64,22 @@ def _line(obj: dict[str, Any], offset: int, ctx: dict[str, Any]) -> Iterator[Eve
     base = f"{CLIENT}:{sid}:{offset}"
     ptype = p.get("type")
     if kind == "compacted":
-        yield from _flush(ctx)
+        yield from flush_stop(ctx)
         yield event(f"{base}:0", "post-compaction", sid, cwd, ts, summary=bound(p.get("message"), PROMPT_CHARS))
     elif kind == "event_msg" and ptype == "user_message":
         text = p.get("message")
         if isinstance(text, str) and text.strip():
-            yield from _flush(ctx)
+            yield from flush_stop(ctx)
             yield event(f"{base}:0", "user-prompt", sid, cwd, ts, prompt=bound(text, PROMPT_CHARS))
     elif kind == "event_msg" and ptype == "task_complete":
         last = p.get("last_agent_message")
         if isinstance(last, str) and last:
-            ctx["text"] = [f"{base}:stop", sid, cwd, ts, bound(last, PROMPT_CHARS)]
-        yield from _flush(ctx)
+            hold_stop(ctx, f"{base}:stop", sid, cwd, ts, last)
+        yield from flush_stop(ctx)
     elif kind == "response_item" and ptype == "message" and p.get("role") == "assistant":
         text = text_of(p.get("content"))
         if text:
-            ctx["text"] = [f"{base}:stop", sid, cwd, ts, bound(text, PROMPT_CHARS)]
+            hold_stop(ctx, f"{base}:stop", sid, cwd, ts, text)
     elif kind == "response_item" and ptype in ("function_call", "custom_tool_call", "local_shell_call"):
         call_id = p.get("call_id") or p.get("id")
         if isinstance(call_id, str):
@@ -125,9 +121,3 @@ def _output(raw: Any) -> str:
             return f"exit code: {code}\n{out}" if isinstance(code, int) and code != 0 else out
     return raw
 
-
-def _flush(ctx: dict[str, Any]) -> Iterator[Event]:
-    pending = ctx.pop("text", None)
-    if pending:
-        key, sid, cwd, ts, text = pending
-        yield event(key, "stop", sid, cwd, ts, message=text, model=ctx.get("model"))

@@ -15,25 +15,21 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from aimem_cli.transcripts.base import (
-    PROMPT_CHARS, Event, FileState, ReadStats, bound, event, json_lines, remember_call, take_call, text_of)
+    PROMPT_CHARS, Event, FileState, ReadStats, bound, event, flush_stop, glob_under, hold_stop, read_jsonl,
+    remember_call, take_call, text_of)
 
 CLIENT = "copilot-cli"
 
 
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.copilot/session-state/*/events.jsonl``."""
-    root = home / ".copilot" / "session-state"
-    if root.is_dir():
-        yield from sorted(root.glob("*/events.jsonl"))
+    yield from glob_under(home / ".copilot" / "session-state", "*/events.jsonl")
 
 
 def read(path: Path, state: FileState, stats: ReadStats) -> Iterator[Event]:
     """Yield the events of the lines after ``state.offset`` (advancing it), then the pending stop."""
-    ctx = state.ctx
-    ctx.setdefault("sid", path.parent.name)
-    for offset, obj in json_lines(path, state, stats):
-        yield from _line(obj, offset, ctx)
-    yield from _flush(ctx)
+    state.ctx.setdefault("sid", path.parent.name)
+    return read_jsonl(path, state, stats, _line)
 
 
 def _line(obj: dict[str, Any], offset: int, ctx: dict[str, Any]) -> Iterator[Event]:
@@ -50,12 +46,12 @@ def _line(obj: dict[str, Any], offset: int, ctx: dict[str, Any]) -> Iterator[Eve
     if kind == "user.message":
         text = text_of(data.get("content"))
         if text.strip():
-            yield from _flush(ctx)
+            yield from flush_stop(ctx)
             yield event(f"{base}:0", "user-prompt", sid, cwd, ts, prompt=bound(text, PROMPT_CHARS))
     elif kind == "assistant.message":
         text = text_of(data.get("content"))
         if text.strip():
-            ctx["text"] = [f"{base}:stop", sid, cwd, ts, bound(text, PROMPT_CHARS)]
+            hold_stop(ctx, f"{base}:stop", sid, cwd, ts, text)
     elif kind == "tool.execution_start" and isinstance(data.get("toolCallId"), str):
         remember_call(ctx, data["toolCallId"], str(data.get("toolName") or "tool"), data.get("arguments"))
     elif kind == "tool.execution_complete":
@@ -69,9 +65,3 @@ def _line(obj: dict[str, Any], offset: int, ctx: dict[str, Any]) -> Iterator[Eve
     elif kind == "session.compaction_complete" and data.get("summary"):
         yield event(f"{base}:0", "post-compaction", sid, cwd, ts, summary=bound(data["summary"], PROMPT_CHARS))
 
-
-def _flush(ctx: dict[str, Any]) -> Iterator[Event]:
-    pending = ctx.pop("text", None)
-    if pending:
-        key, sid, cwd, ts, text = pending
-        yield event(key, "stop", sid, cwd, ts, message=text)

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from aimem_cli.transcripts.base import PROMPT_CHARS, Event, FileState, ReadStats, bound, event, text_of
+from aimem_cli.transcripts.base import PROMPT_CHARS, Event, FileState, ReadStats, bound, event, glob_under, text_of
 
 CLIENT = "gemini-cli"
 MAX_FILE_BYTES = 256 * 1024 * 1024
@@ -25,9 +25,7 @@ MAX_FILE_BYTES = 256 * 1024 * 1024
 
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.gemini/tmp/*/chats/session-*.json``."""
-    root = home / ".gemini" / "tmp"
-    if root.is_dir():
-        yield from sorted(root.glob("*/chats/session-*.json"))
+    yield from glob_under(home / ".gemini" / "tmp", "*/chats/session-*.json")
 
 
 def read(path: Path, state: FileState, stats: ReadStats, hints: dict[str, str] | None = None) -> Iterator[Event]:

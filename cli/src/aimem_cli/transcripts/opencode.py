@@ -15,16 +15,14 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from aimem_cli.transcripts.base import PROMPT_CHARS, Event, FileState, ReadStats, bound, event
+from aimem_cli.transcripts.base import PROMPT_CHARS, Event, FileState, ReadStats, bound, event, glob_under
 
 CLIENT = "opencode"
 
 
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.local/share/opencode/storage/session/*/*.json``."""
-    root = home / ".local" / "share" / "opencode" / "storage" / "session"
-    if root.is_dir():
-        yield from sorted(root.glob("*/*.json"))
+    yield from glob_under(home / ".local" / "share" / "opencode" / "storage" / "session", "*/*.json")
 
 
 def _load(path: Path, stats: ReadStats) -> dict[str, Any] | None:
