@@ -6,7 +6,7 @@ stack (``aimem up`` on free ports), runs ``aimem import --json`` as a separate p
 reports, per corpus size: transcript lines/s and sessions/s of the import command (read,
 normalise, POST ``/hook/import`` until every batch is answered 202), lines/s until the
 writer has stored the last event (visible to readers), and the import process's peak RSS
-(``ru_maxrss`` from ``wait4`` on that process alone). Two sizes show that memory is bounded by a line and a batch, not by the
+(``VmHWM`` of that process alone, sampled every 50 ms). Two sizes show that memory is bounded by a line and a batch, not by the
 corpus. Target: ≥ 2,000 lines/s on this machine.
 
 On a shared, oversubscribed box the wall clock measures the neighbours too, so the CPU
@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -55,6 +56,17 @@ def _stored(db: Path) -> int:
         return 0
     finally:
         conn.close()
+
+
+def _hwm_kib(pid: int) -> int:
+    """Peak resident set (``VmHWM``, KiB) of a running process; 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def descendants(pid: int) -> dict[int, str]:
@@ -107,16 +119,20 @@ def run_size(sessions: int, work: Path, turns: tuple[int, int]) -> dict:
         env.update(AIMEM_DATA_DIR=str(work / f"client-{tag}"), AIMEM_INGRESS_URL=stack.url("ingress"))
         procs = descendants(stack.proc.pid)
         cpu0 = _cpu(procs)
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cli_cpu0 = ru0.ru_utime + ru0.ru_stime
         t0 = time.perf_counter()
         out_path = work / f"import-{tag}.json"
         with open(out_path, "wb") as out, open(work / f"import-{tag}.err", "wb") as err:
             proc = subprocess.Popen([str(Path(sys.executable).with_name("aimem")), "import", "--json",
                                      "--home", str(corpus.home)], stdout=out, stderr=err, env=env)
-            _, status, usage = os.wait4(proc.pid, 0)  # this process's own peak RSS and CPU
-            proc.returncode = os.waitstatus_to_exitcode(status)
+            rss_kib = 0
+            while proc.poll() is None:  # VmHWM of the process's own memory (ru_maxrss would
+                rss_kib = max(rss_kib, _hwm_kib(proc.pid))  # count this big parent's pages at fork)
+                time.sleep(0.05)
+            usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         cli_s = time.perf_counter() - t0
-        rss_kib = usage.ru_maxrss
-        cli_cpu = usage.ru_utime + usage.ru_stime
+        cli_cpu = usage.ru_utime + usage.ru_stime - cli_cpu0
         if proc.returncode != 0:
             raise SystemExit(f"aimem import failed: {(work / f'import-{tag}.err').read_text()[-2000:]}")
         stats = json.loads(out_path.read_text())
