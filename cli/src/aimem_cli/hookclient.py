@@ -229,6 +229,13 @@ def client_data_dir(env: Any) -> Path:
     return Path(base) / "aimem"
 
 
+def client_settings() -> tuple[Path, dict[str, str | None]]:
+    """Return ``(data_dir, {"url", "token"})`` as this machine's hook client sees them
+    (``aimem import`` posts with the same server and token as the hooks)."""
+    data_dir = client_data_dir(os.environ)
+    return data_dir, client_config(os.environ, data_dir)
+
+
 def client_config(env: Any, data_dir: Path) -> dict[str, str | None]:
     """Return ``{"url", "token"}`` from env, else ``<data_dir>/config.toml``, else defaults."""
     url, token = env.get("AIMEM_INGRESS_URL"), env.get("AIMEM_AUTH__TOKEN")

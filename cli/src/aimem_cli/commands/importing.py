@@ -11,7 +11,6 @@ as live hooks, idempotency keys from where each event came from, historical sess
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -21,7 +20,7 @@ from typing import Any
 import httpx
 import typer
 
-from aimem_cli.hookclient import client_config, client_data_dir
+from aimem_cli.hookclient import client_settings
 from aimem_cli.importer import Importer, discover, files_under
 from aimem_cli.transcripts import READERS
 
@@ -99,8 +98,7 @@ def register(app: typer.Typer) -> None:
         """Import the agents' own transcripts: idempotent, incremental, historical (no handoffs)."""
         if client not in CLIENTS:
             _fail(f"--client {client!r}: use one of {', '.join(CLIENTS)}")
-        data_dir = client_data_dir(os.environ)
-        cfg = client_config(os.environ, data_dir)
+        data_dir, cfg = client_settings()
         url, tok = server or str(cfg["url"]), token or cfg["token"]
         if from_export is not None:
             from aimem_cli.commands.exporting import restore_export
