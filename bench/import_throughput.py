@@ -1,6 +1,6 @@
 """Transcript import throughput and memory: ``aimem import`` of a generated corpus.
 
-Generates Claude Code and Codex transcripts (``aimem_common.testing.transcripts``: huge
+Generates Claude Code and Codex transcripts (``aimem_testing.transcripts``: huge
 tool outputs, secrets, invalid lines, truncated files, resumed sessions), starts the local
 stack (``aimem up`` on free ports), runs ``aimem import --json`` as a separate process and
 reports, per corpus size: transcript lines/s and sessions/s of the import command (read,
@@ -40,8 +40,8 @@ except ImportError:  # run as a plain script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from bench.common import cpu_seconds, machine_info, table, write_result
 
-from aimem_common.testing.stack import LocalStack
-from aimem_common.testing.transcripts import make_corpus
+from aimem_testing.stack import LocalStack
+from aimem_testing.transcripts import make_corpus
 
 TARGET_LINES_PER_S = 2000
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aimem_common.testing.stack import LocalStack
-from aimem_common.testing.transcripts import make_corpus
+from aimem_testing.stack import LocalStack
+from aimem_testing.transcripts import make_corpus
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 QUERIES = ["retry policy with backoff", "cache invalidation", "invoice pagination cursor",

@@ -25,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aimem_common.testing.transcripts import SECRETS, _Clock, claude_turn, codex_turn, make_corpus
+from aimem_testing.transcripts import SECRETS, _Clock, claude_turn, codex_turn, make_corpus
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 # ../shared beside the repository (a worktree one level deeper looks one further up).

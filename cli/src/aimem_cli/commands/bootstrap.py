@@ -20,7 +20,7 @@ from aimem_cli.importer import project_identity
 
 def register(app: typer.Typer) -> None:
     """Add ``bootstrap`` to the CLI."""
-    from aimem_cli.commands.admin import JsonOpt, ServerOpt, TokenOpt, client, emit, fail
+    from aimem_cli.commands.base import JsonOpt, ServerOpt, TokenOpt, client, emit, fail
 
     @app.command("bootstrap")
     def bootstrap(

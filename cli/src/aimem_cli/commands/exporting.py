@@ -177,7 +177,7 @@ def restore_export(src: Path, *, server: str, token: str | None, query_server: s
     Raises:
         typer.Exit: not an export, or the server refused (one-line message on stderr).
     """
-    from aimem_cli.commands.admin import client, fail
+    from aimem_cli.commands.base import client, fail
     from aimem_cli.commands.importing import ingress_sender
 
     if not src.exists():
@@ -243,7 +243,7 @@ def _vault_pages(source: _Source) -> list[dict[str, Any]]:
 
 def register(app: typer.Typer) -> None:
     """Add ``export`` to the CLI."""
-    from aimem_cli.commands.admin import ServerOpt, TokenOpt, WsOpt, client, emit, fail
+    from aimem_cli.commands.base import ServerOpt, TokenOpt, WsOpt, client, emit, fail
 
     @app.command("export")
     def export_cmd(

@@ -42,7 +42,8 @@ from aimem_common.models import validate_name
 from aimem_common.sanitize import RawObservation, sanitize
 from aimem_ingress.body import decode_json, read_capped
 from aimem_ingress.normalize import AGENTS, AGENT_ALIASES, HookPayloadError, normalize
-from aimem_ingress.routes import HOOK_ACTOR, MAX_KEY_CHARS, _authorize, _check_ready, _ctx
+from aimem_ingress.deps import CtxDep
+from aimem_ingress.routes import HOOK_ACTOR, MAX_KEY_CHARS, _authorize, _check_ready
 
 router = APIRouter()
 MAX_EVENTS = 1000
@@ -69,9 +70,8 @@ class ImportBatch(BaseModel):
 
 
 @router.post("/hook/import", status_code=202)
-async def post_import(request: Request) -> JSONResponse:
+async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
     """Accept a batch of imported transcript events; see the module docstring."""
-    ctx = _ctx(request)
     _authorize(ctx, request)
     cfg = ctx.settings.ingress
     body = decode_json(await read_capped(request, cfg.max_body_bytes), max_depth=cfg.max_json_depth)
