@@ -272,3 +272,14 @@ def render(s: Survey) -> tuple[str, str]:
         if s.active_paths:
             out += ["Most active paths:", ""] + [f"- `{p}` ({n} file changes)" for p, n in s.active_paths] + [""]
     return title, "\n".join(out).rstrip() + "\n"
+
+
+def with_introduction(body: str, intro: dict[str, Any]) -> str:
+    """Put the LLM's introduction (``maint`` job ``bootstrap``) above the rule-based facts."""
+    head, _, rest = body.partition("\n\n")  # the "# Overview of ..." line stays first
+    lines = [head, "", "## Summary", "", intro["summary"].strip(), "", "## How it is put together", "",
+             intro["architecture"].strip(), ""]
+    points = [p.strip() for p in intro.get("how_to_work") or [] if isinstance(p, str) and p.strip()]
+    if points:
+        lines += ["## How to work here", ""] + [f"- {p}" for p in points[:12]] + [""]
+    return "\n".join(lines) + rest
