@@ -30,7 +30,7 @@ def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonO
         last = d.get("last_checkpoint") or {}
         typer.echo(f"last checkpoint {last.get('short', '-')} {last.get('time', '')}")
         typer.echo("  ".join(f"{k}={v}" for k, v in (d.get("counts") or {}).items()))
-        table(d.get("projects") or [], ["workspace", "project", "pages", "sessions"])
+        table(d.get("projects") or [], ["workspace", "project", "pages", "sessions", "origin", "root"])
 
     emit(data, as_json, human)
 
@@ -122,7 +122,7 @@ def recent(
 
 def handoffs(
     workspace: str = WsOpt, project: str = PjOpt,
-    status_: str = typer.Option("open", "--status", help="open|accepted|expired|any"),
+    status_: str = typer.Option("open", "--status", help="open|accepted|expired|superseded|any"),
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """List handoffs of a project (without claiming them)."""

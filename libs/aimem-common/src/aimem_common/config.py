@@ -120,6 +120,10 @@ class MaintenanceSettings(BaseModel):
     embed_interval_s: int = 600
     consolidation_poll_s: float = 5.0
     lease_ttl_s: int = 300
+    # A session with no event for this long is finalised through the session-end path
+    # (agents killed without a session end: Ctrl-C, a crash, a closed terminal).
+    session_idle_after_s: float = Field(3600.0, gt=0)
+    idle_check_interval_s: float = Field(300.0, gt=0)
 
 
 class SlotSettings(BaseModel):

@@ -35,7 +35,7 @@ from aimem_common.errors import BusTimeoutError, UnavailableError
 SUBJECT_PREFIX = "aimem.maint"
 QUEUE_GROUP = "aimem-maintainer"
 JOBS = ("consolidate", "explore", "auto_improve", "forget_sweep", "lint", "status", "embed", "pending_writes",
-        "bootstrap")
+        "finalize_idle", "bootstrap")
 
 # Default waits in seconds: LLM jobs may take minutes, rule-based ones are quick.
 DEFAULT_TIMEOUT_S = {
@@ -46,8 +46,9 @@ DEFAULT_TIMEOUT_S = {
     "lint": 120.0,
     "status": 5.0,  # LLM candidates + circuits, embedder, last runs (for /admin/status)
     "embed": 300.0,  # embedding backfill now
-    "pending_writes": 30.0,
-    "bootstrap": 120.0,  # args {overview}: the LLM's reading of a rule-based repository overview  # args {action: list|approve|reject, ids?, status?, reason?}
+    "pending_writes": 30.0,  # args {action: list|approve|reject, ids?, status?, reason?}
+    "finalize_idle": 120.0,  # args {idle_after_s?}: end sessions idle that long (default: config)
+    "bootstrap": 120.0,  # args {overview}: the LLM's reading of a rule-based repository overview
 }
 
 

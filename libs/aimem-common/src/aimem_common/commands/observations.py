@@ -39,10 +39,14 @@ class ObservationAppend(OpPayload):
 class SessionEnd(OpPayload):
     """Close a session: summary page, automatic handoff, ended count (DESIGN.md "Hook ingress").
 
-    Sent by ingress after the ``session-end`` observation itself, and by
-    ``aimem finalize-session``. Re-ending only does work when the count advanced.
-    ``historical`` (transcript imports) writes the page with the original times and opens
-    no handoff: an old session is not work in progress.
+    Sent by ingress after the ``session-end`` observation itself (``reason`` from the
+    client: ``exit``, ``clear``, ``logout``, ``finalize-session``, …), by
+    ``aimem finalize-session``, and by the
+    maintainer for a session idle past ``maintenance.session_idle_after_s`` (``reason``
+    ``idle``, with ``if_last_event_at`` = the last event time it saw: a session that got an
+    event since is left alone). Re-ending only does work when the count advanced; the page
+    records the reason. ``historical`` (transcript imports) writes the page with the
+    original times and opens no handoff: an old session is not work in progress.
     """
 
     session_id: str = Field(min_length=1, max_length=256)
@@ -50,3 +54,5 @@ class SessionEnd(OpPayload):
     cwd: str | None = Field(None, max_length=4096)
     ended_at: str | None = None
     historical: bool = False  # an imported session: page and counts, but no handoff
+    reason: str | None = Field(None, max_length=64)
+    if_last_event_at: str | None = Field(None, max_length=64)
