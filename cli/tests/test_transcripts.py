@@ -166,6 +166,40 @@ def test_capture_rules_filters_and_batches(tmp_path):
     assert sum(len(b["events"]) for b in rec3.batches) == 401
 
 
+def test_identity_is_the_hook_clients_root_origin_and_excludes(tmp_path):
+    from aimem_cli.hookclient import event_identity
+    from aimem_testing.gitrepo import make_repo
+
+    repo = make_repo(tmp_path / "api", "git@github.com:acme/api.git")
+    (repo / ".aimem.toml").write_text('exclude = ["secrets/**", "*.pem"]\n')
+    sub = repo / "src" / "deep"
+    sub.mkdir(parents=True)
+    live = event_identity({"cwd": str(sub)}, {})  # what `aimem hook` sends from there
+    assert live.as_query() == {"project": "api", "root": str(repo), "origin": "github.com/acme/api"}
+
+    def call(uid: str, path: str) -> list[str]:
+        use = {"type": "assistant", "uuid": f"{uid}a", "sessionId": "s", "cwd": str(sub), "message": {
+            "role": "assistant", "content": [{"type": "tool_use", "id": uid, "name": "Read",
+                                              "input": {"file_path": path}}]}}
+        res = {"type": "user", "uuid": f"{uid}r", "sessionId": "s", "cwd": str(sub), "message": {
+            "role": "user", "content": [{"type": "tool_result", "tool_use_id": uid, "content": "body of " + path}]}}
+        return [json.dumps(use), json.dumps(res)]
+
+    lines = [json.dumps({"type": "user", "uuid": "p", "sessionId": "s", "cwd": str(sub),
+                         "message": {"role": "user", "content": "look"}})]
+    lines += call("t1", "main.py") + call("t2", str(repo / "secrets" / "db.txt")) + call("t3", "certs/x.pem")
+    f = tmp_path / "s.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    rec = Recorder()
+    stats = Importer(sender=rec).run([("claude-code", f)])
+    assert stats.events == 2 and stats.events_excluded == 2
+    assert [(b["workspace"], b["project"], b["root"], b["origin"], b["named"]) for b in rec.batches] == [
+        ("default", "api", str(repo), "github.com/acme/api", False)]
+    sent = json.dumps(rec.batches)
+    assert "main.py" in sent and "secrets" not in sent and ".pem" not in sent
+    assert Importer(sender=None, project="named").run([("claude-code", f)]).sessions_skipped_filter == 1
+
+
 @pytest.mark.skipif(FIXTURES is None, reason="shared fixtures absent")
 def test_session_end_transcript_tail_is_opt_in_and_bounded(tmp_path):
     from aimem_cli.hookclient import transcript_tail, tail_enabled

@@ -6,7 +6,11 @@
   sessions skipped and counted; no secret in the DB, the wiki (with git history) or the
   NATS store; a second run adds 0 (also without the client's state: the keys dedupe);
   appended lines add exactly their events;
-* the shared fixture session captured live by the hooks, then imported: nothing doubles.
+* the shared fixture session captured live by the hooks, then imported: nothing doubles;
+* identity as the hook client resolves it: a transcript whose cwd is a subdirectory of a
+  git repository lands in the project a live hook there created (same root, origin); a
+  second repository of the same name is ``api-2``; an event naming a file the marker
+  excludes leaves no trace in the DB or the wiki (with its git history), counted.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from aimem_testing.gitrepo import make_repo, wait_for
 from aimem_testing.transcripts import SECRETS, _Clock, claude_turn, codex_turn, make_corpus
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
@@ -214,3 +219,77 @@ def test_session_end_adds_the_transcript_tail_when_opted_in(services, settings, 
     assert "## From the transcript" in with_tail and "Pagination is in place" in with_tail
     assert "Last tool results:" in with_tail and "- Read: " in with_tail
     assert "## From the transcript" not in without
+
+
+def _claude_lines(sid: str, cwd: Path, start: str, calls: list[tuple[str, str]]) -> list[str]:
+    """A Claude Code transcript: one prompt, a ``Read`` per ``(file_path, result)``, a final text."""
+    n = iter(range(1000))
+
+    def line(kind: str, message: dict) -> str:
+        i = next(n)
+        return json.dumps({"type": kind, "uuid": f"{sid}-{i}", "sessionId": sid, "cwd": str(cwd),
+                           "timestamp": f"{start}:{i:02d}Z", "message": message})
+
+    out = [line("user", {"role": "user", "content": "Tidy the loader."})]
+    for k, (path, result) in enumerate(calls):
+        out.append(line("assistant", {"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"t{k}", "name": "Read", "input": {"file_path": path}}]}))
+        out.append(line("user", {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{k}", "content": result}]}))
+    out.append(line("assistant", {"role": "assistant", "content": [{"type": "text", "text": "Tidied."}]}))
+    out.append(json.dumps({"type": "system", "subtype": "turn_duration", "sessionId": sid, "cwd": str(cwd)}))
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_import_resolves_projects_like_the_hook_client_and_honours_excludes(services, settings, tmp_path):
+    url = services("writer", "ingress")["ingress"].url
+    client = tmp_path / "client"
+    repo_a = make_repo(tmp_path / "a" / "api", "git@github.com:acme/api.git")
+    repo_b = make_repo(tmp_path / "b" / "api", "https://github.com/other/api.git")
+    (repo_b / ".aimem.toml").write_text('exclude = ["secrets/**"]\n')  # names nothing: still git's project
+    deep = repo_a / "src" / "loader"
+    deep.mkdir(parents=True)
+    (repo_b / "sub").mkdir()
+    # A live hook in repository A creates its project first, keyed by root and origin.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
+    env.update(AIMEM_DATA_DIR=str(client), AIMEM_INGRESS_URL=url, AIMEM_HOOK_BUDGET_MS="5000")
+    live = {"session_id": "live-a", "cwd": str(deep), "hook_event_name": "UserPromptSubmit", "prompt": "hi"}
+    subprocess.run([str(Path(sys.executable).with_name("aimem")), "hook", "--agent", "claude-code"],
+                   input=json.dumps(live).encode(), env=env, capture_output=True, timeout=60, check=True)
+    subprocess.run([sys.executable, "-m", "aimem_cli.hookclient", "--drain"], env=env, timeout=90, check=True)
+
+    secret_file = "EXCLUDED-4f1c9d"
+    home = tmp_path / "home"
+    folder = home / ".claude" / "projects" / "x"
+    folder.mkdir(parents=True)
+    (folder / "imp-a.jsonl").write_text("\n".join(_claude_lines(
+        "imp-a", deep, "2026-03-01T10:00", [(str(deep / "load.py"), "def load(): ...")])) + "\n")
+    (folder / "imp-b.jsonl").write_text("\n".join(_claude_lines(
+        "imp-b", repo_b / "sub", "2026-03-02T10:00",
+        [(str(repo_b / "sub" / "ok.py"), "fine"),
+         (str(repo_b / "secrets" / "prod.key"), f"{secret_file} key material")])) + "\n")
+    stats = aimem_import(client, url, "--home", str(home), "--client", "claude-code")
+    assert stats["events"] == 6 and stats["events_excluded"] == 1 and stats["sessions"] == 2
+    settle(settings, url)
+
+    got = {r["session_id"]: (r["project"], r["root"], r["origin"]) for r in rows(
+        settings, "SELECT s.session_id, p.name AS project, p.root, p.origin FROM sessions s"
+                  " JOIN projects p ON p.id = s.project_id WHERE s.session_id IN ('live-a', 'imp-a', 'imp-b')")}
+    assert got == {"live-a": ("api", str(repo_a), "github.com/acme/api"),
+                   "imp-a": ("api", str(repo_a), "github.com/acme/api"),  # the live hook's project
+                   "imp-b": ("api-2", str(repo_b), "github.com/other/api")}
+    assert rows(settings, "SELECT count(*) AS n FROM observations WHERE session_id = 'imp-b'")[0]["n"] == 3
+    wiki = settings.wiki_dir
+    page = rows(settings, "SELECT p.path FROM sessions s JOIN pages p ON p.id = s.summary_page_id"
+                          " WHERE s.session_id = 'imp-b'")[0]["path"]
+    wait_for(lambda: page.encode() in subprocess.run(["git", "-C", str(wiki), "log", "--name-only", "--format="],
+                                                     capture_output=True).stdout, what="imp-b's page in git")
+    # The excluded file's event left no trace: not in any DB file, the wiki or its history.
+    for f in settings.db_path.parent.iterdir():
+        data = f.read_bytes()
+        assert secret_file.encode() not in data and b"prod.key" not in data, f
+    history = subprocess.run(["git", "-C", str(wiki), "cat-file", "--batch-all-objects", "--batch"],
+                             capture_output=True, check=True).stdout
+    files = b"".join(f.read_bytes() for f in wiki.rglob("*") if f.is_file() and ".git" not in f.parts)
+    assert secret_file.encode() not in files + history and b"prod.key" not in files + history

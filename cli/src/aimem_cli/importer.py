@@ -2,9 +2,11 @@
 
 ``Importer.run(files)`` reads each ``(client, path)`` with its reader from
 ``aimem_cli.transcripts`` starting at the saved ``FileState``, resolves every session's
-project through ``project_identity`` (the same seam as the hook client: ``.aimem.toml``,
-capture rules), drops sessions whose repository says ``capture = false`` (counted, never
-sent), batches the events (≤ ``BATCH_EVENTS`` events and ``BATCH_BYTES`` per request, one project per batch), and
+project through ``project_identity`` (``aimem_cli.identity``, exactly as the hook client:
+marker, git top level and origin, capture rules), drops sessions whose repository says
+``capture = false`` and events naming a file the marker excludes (both counted, never
+sent), batches the events (≤ ``BATCH_EVENTS`` events and ``BATCH_BYTES`` per request, one
+project identity — names, ``root``, ``origin``, ``named`` — per batch), and
 after each file adds one historical session end per session that got new events. A
 file's state is saved only after the server accepted everything read from it, so an
 interrupted run resumes where the server stopped acknowledging, and the idempotency keys
@@ -15,69 +17,44 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from aimem_cli.hookclient import capture_allowed
+from aimem_cli.identity import Identity, resolve
 from aimem_cli.transcripts import READERS
 from aimem_cli.transcripts.base import Event, FileState, ReadStats
 from aimem_cli.transcripts.gemini import project_hash
 
 BATCH_EVENTS = 500
 BATCH_BYTES = 2 * 1024 * 1024  # well under ingress's 10 MiB body cap; bounds the client's memory
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 Sender = Callable[[bytes], dict[str, Any]]  # one encoded batch body -> the JSON answer
 
 
-@dataclass(frozen=True, slots=True)
-class ProjectIdentity:
-    """Where a session's events go, and whether its repository allows capture at all."""
-
-    workspace: str
-    project: str
-    capture: bool = True
-
-
-def project_identity(cwd: str | None) -> ProjectIdentity | None:
+def project_identity(cwd: str | None) -> Identity | None:
     """Resolve the project of a session's ``cwd`` exactly as the hook client does.
 
-    The one seam to the client's identity rules: the nearest ``.aimem.toml`` above ``cwd``
-    (``workspace``, ``project``, ``capture``), else the cwd's basename made name-safe (what
-    ingress derives for a hook without a marker). ``None`` when there is no cwd. The path
-    need not exist (a transcript copied from another machine): then only the basename
-    counts.
+    ``aimem_cli.identity.resolve``: the nearest ``.aimem.toml`` marker (``workspace``,
+    ``project``, ``capture``, ``exclude``), else the git top level (a linked worktree seen
+    from its main repository, a submodule its own project) with its ``origin``, else the
+    cwd's basename made name-safe. ``None`` when there is no cwd or no usable name. The
+    path need not exist (a transcript copied from another machine): then only the
+    basename counts, as for a live hook in a directory that is not a repository.
     """
     if not cwd:
         return None
-    marker = _marker(Path(cwd))
-    base = _UNSAFE_NAME.sub("-", re.split(r"[\\/]", cwd.rstrip("/\\"))[-1]).strip(".-")[:128]
-    project = marker.get("project") if isinstance(marker.get("project"), str) else base
-    if not project:
-        return None
-    workspace = marker.get("workspace") if isinstance(marker.get("workspace"), str) else "default"
-    return ProjectIdentity(workspace, project, marker.get("capture") is not False)
-
-
-def _marker(start: Path) -> dict[str, Any]:
-    import tomllib
-
-    for d in (start, *start.parents):
-        f = d / ".aimem.toml"
-        try:
-            if f.is_file():
-                return tomllib.loads(f.read_text("utf-8"))
-        except (OSError, ValueError):
-            return {}
-    return {}
+    ident = resolve(cwd)
+    return ident if ident.project else None
 
 
 @dataclass(slots=True)
 class ImportStats:
-    """What one run did; ``sessions_skipped_capture`` sessions were never sent."""
+    """What one run did; ``sessions_skipped_capture`` sessions and ``events_excluded``
+    events (a file the marker's ``exclude`` globs match) were never sent."""
 
     files: int = 0
     files_unchanged: int = 0
@@ -89,6 +66,7 @@ class ImportStats:
     malformed_lines: int = 0
     truncated_files: int = 0
     rejected_events: int = 0
+    events_excluded: int = 0
     sessions_skipped_capture: int = 0
     sessions_skipped_filter: int = 0
     sessions_without_project: int = 0
@@ -101,7 +79,7 @@ class ImportStats:
 
 @dataclass(slots=True)
 class _Session:
-    identity: ProjectIdentity
+    identity: Identity
     cwd: str | None
     last_ts: Any = None
 
@@ -127,9 +105,9 @@ class Importer:
     _state: dict[str, Any] = field(default_factory=dict)
     _batch: list[bytes] = field(default_factory=list)
     _batch_bytes: int = 0
-    _batch_scope: tuple[str, str, str] | None = None
+    _batch_scope: tuple[Any, ...] | None = None
     _pending_state: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _identities: dict[str | None, ProjectIdentity | None] = field(default_factory=dict)
+    _identities: dict[str | None, Identity | None] = field(default_factory=dict)
     _seen_sessions: set[tuple[str, str]] = field(default_factory=set)
     _skipped: set[tuple[str, str, str]] = field(default_factory=set)
     hints: dict[str, str] = field(default_factory=dict)
@@ -180,6 +158,9 @@ class Importer:
             if self.since and not _at_or_after(ev.payload.get("timestamp"), self.since):
                 filtered = True
                 continue
+            if not capture_allowed(sess.identity, ev.payload):
+                self.stats.events_excluded += 1  # a file the marker excludes: never sent
+                continue
             sess.last_ts = ev.payload.get("timestamp") or sess.last_ts
             self._add(client, sess.identity, ev)
             sess_key = (client, ev.session_id)
@@ -206,7 +187,7 @@ class Importer:
             self._identities[ev.cwd] = project_identity(ev.cwd)
         ident = self._identities[ev.cwd]
         if ident is None and self.project:
-            ident = ProjectIdentity("default", self.project)
+            ident = Identity(self.project, explicit=True)  # named on the command line
         mark = (client, ev.session_id)
         if ident is None:
             self._count_skip(mark, "sessions_without_project")
@@ -224,8 +205,8 @@ class Importer:
             self._skipped.add((mark[0], mark[1], counter))
             setattr(self.stats, counter, getattr(self.stats, counter) + 1)
 
-    def _add(self, client: str, ident: ProjectIdentity, ev: Event) -> None:
-        scope = (client, ident.workspace, ident.project)
+    def _add(self, client: str, ident: Identity, ev: Event) -> None:
+        scope = (client, *sorted(ident.as_query().items()))
         item: dict[str, Any] = {"key": ev.key, "payload": ev.payload}
         if ev.end:
             item["end"] = True
@@ -242,8 +223,11 @@ class Importer:
     def _flush(self) -> None:
         """Send the current batch; then the states of the files it completed are saved."""
         if self._batch and self._batch_scope and self.sender is not None:
-            client, workspace, project = self._batch_scope
-            head = json.dumps({"agent": client, "workspace": workspace, "project": project})
+            client, *query = self._batch_scope
+            fields = dict(query)  # the hook client's /hook query: project, workspace?, root?, origin?, named?
+            head = json.dumps({"agent": client, "workspace": fields.get("workspace") or "default",
+                               "project": fields["project"], "root": fields.get("root"),
+                               "origin": fields.get("origin"), "named": fields.get("named") == "1"})
             answer = self.sender(head[:-1].encode() + b', "events": [' + b",".join(self._batch) + b"]}")
             self.stats.batches += 1
             self.stats.accepted += int(answer.get("accepted", 0))

@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
         ident = project_identity(str(path.resolve()))
         if ident is not None and not ident.capture and not project:
             fail(f"{path} says capture = false in .aimem.toml; nothing is written")
-        ws = workspace or (ident.workspace if ident else "default")
+        ws = workspace or (ident.workspace if ident else None) or "default"
         pj = project or (ident.project if ident else None)
         if not pj:
             fail("no project: pass --project")

@@ -123,7 +123,7 @@ def register(app: typer.Typer) -> None:
             f"{stats.sessions} sessions, {stats.lines} lines → {stats.events} events"
             + ("" if dry_run else f" ({stats.accepted} accepted, {stats.duplicates} already there)")
             + f"; skipped: {stats.sessions_skipped_capture} sessions with capture off, "
-              f"{stats.malformed_lines} malformed lines, {stats.truncated_files} truncated files; "
+              f"{stats.events_excluded} events on excluded files, {stats.malformed_lines} malformed lines, {stats.truncated_files} truncated files; "
               f"{stats.seconds:.1f} s")
 
 

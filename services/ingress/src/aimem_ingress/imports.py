@@ -13,11 +13,18 @@ that hooks captured live) and an ``{"end": true}`` item becomes a ``historical``
 Body (JSON, ≤ ``ingress.max_body_bytes``)::
 
     {"agent": "claude-code", "workspace": "default", "project": "acme-api",
+     "root": "/home/me/acme-api", "origin": "github.com/acme/acme-api", "named": false,
      "events": [{"key": "claude-code:<uuid>:0",
                  "payload": {"hook_event_name": "user-prompt", "session_id": "...",
                              "cwd": "...", "timestamp": "...", "prompt": "..."}},
                 {"key": "claude-code:<sid>:end:1234", "end": true,
                  "payload": {"session_id": "...", "cwd": "...", "timestamp": "..."}}]}
+
+``root``/``origin``/``named`` are optional and mean what the hook client's ``/hook`` query
+fields of those names mean (``aimem_cli.identity``): the writer keys the project by them,
+so an imported session lands in the project its live hooks would have (``api-2`` when two
+repositories are both called ``api``). They are checked like the ``/hook`` fields (400
+``invalid_field``) and go into every envelope of the batch.
 
 Answer ``202 {"accepted": int, "duplicates": int, "rejected": [{"index", "code",
 "message"}]}``: a payload that cannot be normalised is rejected alone (counted by the
@@ -43,7 +50,9 @@ from aimem_common.sanitize import RawObservation, sanitize
 from aimem_ingress.body import decode_json, read_capped
 from aimem_ingress.normalize import AGENTS, AGENT_ALIASES, HookPayloadError, normalize
 from aimem_ingress.deps import CtxDep
-from aimem_ingress.routes import HOOK_ACTOR, MAX_KEY_CHARS, _authorize, _check_ready
+from aimem_ingress.routes import (
+    HOOK_ACTOR, MAX_KEY_CHARS, MAX_ORIGIN_CHARS, MAX_ROOT_CHARS, HookScope, _authorize, _check_ready, _key_field,
+)
 
 router = APIRouter()
 MAX_EVENTS = 1000
@@ -66,6 +75,9 @@ class ImportBatch(BaseModel):
     agent: str
     workspace: str = "default"
     project: str
+    root: str | None = None
+    origin: str | None = None
+    named: bool = False
     events: list[ImportItem] = Field(max_length=MAX_EVENTS)
 
 
@@ -82,9 +94,10 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
     agent = AGENT_ALIASES.get(batch.agent, batch.agent)
     if agent not in AGENTS:
         raise BadRequestError(f"unknown agent {batch.agent!r}; expected {AGENTS}", code="unknown_agent")
-    workspace = validate_name(batch.workspace, "workspace")
-    project = validate_name(batch.project, "project")
-    segments, rejected = _envelopes(batch, agent, workspace, project)
+    scope = HookScope(validate_name(batch.workspace, "workspace"), validate_name(batch.project, "project"),
+                      _key_field(batch.root, "root", MAX_ROOT_CHARS),
+                      _key_field(batch.origin, "origin", MAX_ORIGIN_CHARS), batch.named)
+    segments, rejected = _envelopes(batch, agent, scope)
     _check_ready(ctx)
     ctx.gate.check()
     accepted = duplicates = 0
@@ -104,7 +117,7 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
                         status_code=202)
 
 
-def _envelopes(batch: ImportBatch, agent: str, workspace: str, project: str
+def _envelopes(batch: ImportBatch, agent: str, scope: HookScope
                ) -> tuple[list[tuple[list[Envelope], Envelope | None]], list[dict[str, Any]]]:
     """Normalise and sanitise every item; return ``([(observations, end|None)], rejected)``."""
     segments: list[tuple[list[Envelope], Envelope | None]] = []
@@ -119,8 +132,8 @@ def _envelopes(batch: ImportBatch, agent: str, workspace: str, project: str
         if item.end:
             end = SessionEnd(session_id=ev.session_id, agent=agent, cwd=ev.cwd,
                              ended_at=ev.occurred_at, historical=True)
-            segments.append((current, make_envelope("session.end", end, workspace=workspace, project=project,
-                                                    actor=HOOK_ACTOR, idempotency_key=item.key)))
+            segments.append((current, make_envelope("session.end", end, actor=HOOK_ACTOR, idempotency_key=item.key,
+                                                    **scope.envelope_kwargs())))
             current = []
             continue
         raw = RawObservation(
@@ -129,8 +142,8 @@ def _envelopes(batch: ImportBatch, agent: str, workspace: str, project: str
             occurred_at=ev.occurred_at,
         )
         payload = sanitize(raw).to_payload().model_copy(update={"imported": True})
-        current.append(make_envelope("observation.append", payload, workspace=workspace, project=project,
-                                     actor=HOOK_ACTOR, idempotency_key=item.key))
+        current.append(make_envelope("observation.append", payload, actor=HOOK_ACTOR, idempotency_key=item.key,
+                                     **scope.envelope_kwargs()))
     if current:
         segments.append((current, None))
     return segments, rejected

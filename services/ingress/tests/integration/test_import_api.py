@@ -44,7 +44,22 @@ async def test_batch_is_normalised_sanitised_and_ends_historically(ingress):
     assert again.json()["duplicates"] == 3 and len(await stream_msgs(app)) == 3
 
 
+async def test_identity_keys_go_into_every_envelope_like_a_hook(ingress):
+    client, app = ingress
+    batch = {"agent": "codex", "project": "api", "root": "/w/acme/api", "origin": "github.com/acme/api",
+             "events": [item("k1", "user-prompt", prompt="hi"), {**item("k2", "session-end"), "end": True}]}
+    assert (await client.post("/hook/import", json=batch)).status_code == 202
+    scopes = [e["scope"] for e, _ in await stream_msgs(app)]
+    assert scopes == [{"workspace": "default", "project": "api", "root": "/w/acme/api",
+                       "origin": "github.com/acme/api"}] * 2
+    named = {"agent": "codex", "project": "shop", "named": True, "events": [item("k3", "user-prompt", prompt="x")]}
+    assert (await client.post("/hook/import", json=named)).status_code == 202
+    assert (await stream_msgs(app))[-1][0]["scope"] == {"workspace": "default", "project": "shop", "explicit": True}
+
+
 @pytest.mark.parametrize("batch, code", [
+    ({"agent": "codex", "project": "p", "root": "a\nb", "events": []}, "invalid_field"),
+    ({"agent": "codex", "project": "p", "origin": "x" * 1025, "events": []}, "invalid_field"),
     ({"agent": "claude-code", "project": "acme-api"}, "invalid_batch"),
     ({"agent": "nope", "project": "acme-api", "events": []}, "unknown_agent"),
     ({"agent": "codex", "project": "../etc", "events": []}, "invalid_name"),
