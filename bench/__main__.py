@@ -2,9 +2,8 @@
 and writes JSON to ``bench/results/``. ``python -m bench NAME ...`` runs only those.
 
 Benchmarks: footprint, writer_throughput, hook_ingest, hook_identity, visibility, query_latency, import_throughput,
-locomo,
-locomo_local (LoCoMo with the local embedder; skipped when it is not installed),
-basic_memory (side by side; needs Python ≥ 3.12 for the peer).
+locomo, locomo_local (LoCoMo with the local embedder; skipped when it is not installed),
+basic_memory (side by side; needs Python ≥ 3.12 for the peer), read_replica (Litestream follow-mode lag).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import time
 import traceback
 
 ORDER = ["footprint", "writer_throughput", "hook_ingest", "hook_identity", "visibility", "query_latency",
-         "import_throughput", "locomo", "locomo_local", "basic_memory"]
+         "import_throughput", "locomo", "locomo_local", "basic_memory", "read_replica"]
 
 
 def run(name: str) -> bool:
