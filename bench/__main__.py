@@ -2,7 +2,7 @@
 and writes JSON to ``bench/results/``. ``python -m bench NAME ...`` runs only those.
 
 Benchmarks: footprint, writer_throughput, hook_ingest, hook_identity, visibility, query_latency, web_screens,
-locomo,
+import_throughput, locomo,
 locomo_local (LoCoMo with the local embedder; skipped when it is not installed),
 basic_memory (side by side; needs Python ≥ 3.12 for the peer), read_replica (Litestream follow-mode lag).
 """
@@ -16,7 +16,7 @@ import time
 import traceback
 
 ORDER = ["footprint", "writer_throughput", "hook_ingest", "hook_identity", "visibility", "query_latency",
-         "web_screens", "locomo", "locomo_local", "basic_memory", "read_replica"]
+         "web_screens", "import_throughput", "locomo", "locomo_local", "basic_memory", "read_replica"]
 
 
 def run(name: str) -> bool:

@@ -96,13 +96,13 @@ def sanitize(obs: RawObservation) -> SanitizedObservation:
         kinds.extend(res.kinds)
         return res.text
 
-    def clean_capped(text: str, max_bytes: int) -> str:
-        # Redact, cap, then redact again: a cut can strip the context that marked a value as
-        # code (``TOKEN=get_token()`` → ``TOKEN=get_tok…``) and make it look like a secret.
-        # Uncut text is not redacted twice: ``redact`` is idempotent.
+    def clean_capped(text: str | None, max_bytes: int) -> str:
+        # Redact, cap, then redact again: a cut can strip the context that marked a value
+        # as code (``TOKEN=get_token()`` → ``TOKEN=get_tok…``) and make it look like a
+        # secret. Uncut text needs no second pass (redaction is idempotent).
         redacted = clean(text) or ""
         capped = cap_utf8(redacted, max_bytes)
-        return redacted if capped is redacted else (clean(capped) or "")
+        return (clean(capped) or "") if capped is not redacted else capped
 
     title = clean_capped(obs.title, TITLE_CAP_BYTES)
     body = clean_capped(obs.body, BODY_BACKSTOP_BYTES)

@@ -381,6 +381,14 @@ ALTER TABLE handoffs ADD COLUMN root TEXT;          -- project root: matched bef
 ALTER TABLE handoffs ADD COLUMN superseded_by INTEGER;  -- the claimed handoff that folded it in
 """
 
+# Imported transcripts (``aimem import``): how many of a session's observations came from
+# an import. A session with any live (hook) observation is owned by its hooks: later
+# imported observations for it are skipped, so importing after live capture never
+# duplicates (observation_count - imported_count = live events).
+MIGRATION_3 = """
+ALTER TABLE sessions ADD COLUMN imported_count INTEGER NOT NULL DEFAULT 0;
+"""
+
 # The web interface (query ``/web``): people log in with a password (argon2id hash, made by
 # the query service; the plaintext never reaches the bus) or an API key, and hold a
 # server-side session. The cookie carries a random token; only its sha256 is stored, so a
@@ -495,7 +503,9 @@ END;
 """
 
 # Forward-only: append new migrations; never edit one that has shipped. Numbers are
-# reserved per feature, so a list may have a gap until its migration lands (3: import, 5: dead
+# reserved per feature, so a list may have a gap until its migration lands (5: dead
 # letters); a database is only ever moved forward from its ``user_version``.
-MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1), (2, MIGRATION_2), (4, MIGRATION_4), (6, MIGRATION_6)]
+MIGRATIONS: list[tuple[int, str]] = [
+    (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
+]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
