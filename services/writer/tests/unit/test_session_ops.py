@@ -65,9 +65,11 @@ def test_session_end_writes_summary_page_handoff_and_watermark(wh) -> None:
     page = wh.conn.execute("SELECT * FROM pages WHERE id = ?", (res["page_id"],)).fetchone()
     assert page["session_id"] == "s1" and page["kind"] == "session" and page["tier"] == "episodic"
     body = page["body"]
-    for needle in ("zebra queue", "`pytest -x`", "/w/app/src/q.py", "AssertionError: boom",
-                   "Retries now carry an idempotency key."):
+    for needle in ("## Task\n\nmake retries idempotent in the zebra queue", "`pytest -x` — failed",
+                   "## Files changed\n\n- src/q.py", "AssertionError: boom",
+                   "## Final message\n\nRetries now carry an idempotency key."):
         assert needle in body, needle
+    assert "/w/app/src/q.py" not in body  # paths relative to the repository
     text = wh.page_file("sessions/s1.md").read_text()
     assert len(text.encode()) <= 16 * 1024 and "session_id: s1" in text and "ended_at:" in text
     sess = wh.conn.execute("SELECT * FROM sessions WHERE session_id = 's1'").fetchone()

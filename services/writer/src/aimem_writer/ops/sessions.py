@@ -1,50 +1,30 @@
 """``session.end``: rule-based summary page, automatic handoff, the ended watermark.
 
 One transaction (DESIGN.md "Hook ingress"): ``sessions/<session_id>.md`` synthesised from
-the observations (no LLM; the user's prompts, commands run, files touched, errors seen and
-the final stop message, each bounded, the page ≤ 16 KiB), an automatic handoff for the next
-agent in that cwd, ``ended_at`` + ``ended_observation_count``, a consolidation job for the
+the observations (no LLM, ``session_page``: the task, commands and how they ended, files
+changed, errors with their meaningful line, the final message; the page ≤ 16 KiB), an
+automatic handoff for the next agent in that project (what was done, changed, failed, and
+what is next), ``ended_at`` + ``ended_observation_count``, a consolidation job for the
 maintainer and a ledger line. A re-end does work only when the observation count advanced;
-a session with nothing but start/end events gets no page and no handoff.
+a session with nothing but start/end events (and no prompt on its start) gets no page and
+no handoff.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass, field
 
 from aimem_common.errors import NotFoundError
 from aimem_common.commands import Envelope
 from aimem_common.commands.observations import SessionEnd
-from aimem_common.sanitize import cap_utf8
 
 from aimem_writer.ops.observations import ledger_entry, occurred
 from aimem_writer.pages import PageInput
+from aimem_writer.session_page import digest, render_handoff, render_page
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 
-PAGE_CAP_BYTES = 16 * 1024
-BODY_CAP_BYTES = 15 * 1024  # leaves room for the frontmatter inside PAGE_CAP_BYTES
-PROMPT_CAP_BYTES = 1536
-PROMPTS_BUDGET_BYTES = 6 * 1024
-MAX_COMMANDS, COMMAND_CAP_BYTES = 40, 200
-MAX_FILES = 50
-MAX_ERRORS, ERROR_CAP_BYTES = 10, 300
-COMMANDS_BUDGET_BYTES = 2560
-FILES_BUDGET_BYTES = 1536
-ERRORS_BUDGET_BYTES = 1536
-STOP_CAP_BYTES = 1536
-COMPACT_CAP_BYTES = 1536
-HANDOFF_CAP_BYTES = 4 * 1024
-
 BOUNDARY_KINDS = ("session-start", "session-end")
-SHELL_TOOLS = {"bash", "shell", "run_shell_command", "exec_command", "local_shell", "terminal", "execute",
-               "run_terminal_cmd", "command", "exec"}
-FILE_TOOLS = {"edit", "write", "multiedit", "read", "notebookedit", "write_file", "read_file", "replace",
-              "apply_patch", "str_replace_based_edit_tool", "create"}
-FILE_KEYS = ("file_path", "filePath", "path", "notebook_path", "target_file", "absolute_path", "file")
-ERROR_RE = re.compile(r"(?i)\b(error|exception|traceback|failed|fatal|panic)\b|exit (?:code|status):? ?[1-9]")
 
 
 def session_slug(session_id: str) -> str:
@@ -53,153 +33,19 @@ def session_slug(session_id: str) -> str:
     return slug or "session"
 
 
-def _input_of(body: str) -> str | None:
-    m = re.search(r"^input: (.*?)(?=^\w+: |\Z)", body, re.MULTILINE | re.DOTALL)
-    return m.group(1).strip() if m else None
+def _end_reason(rows) -> str | None:
+    """The client's reason on the last session-end event (``Session end (exit)`` -> ``exit``)."""
+    for r in reversed(rows):
+        if r["kind"] == "session-end":
+            m = re.match(r"Session end \((.+)\)$", r["title"] or "")
+            return m.group(1) if m else None
+    return None
 
 
-def _output_of(body: str) -> str | None:
-    m = re.search(r"^output: (.*)\Z", body, re.MULTILINE | re.DOTALL)
-    return m.group(1).strip() if m else None
-
-
-def _json_or_none(text: str | None) -> dict | None:
-    if not text or not text.lstrip().startswith("{"):
-        return None
-    try:
-        v = json.loads(text)
-    except ValueError:
-        return None
-    return v if isinstance(v, dict) else None
-
-
-def _after_colon(title: str) -> str:
-    return title.split(": ", 1)[1] if ": " in title else ""
-
-
-@dataclass(slots=True)
-class Digest:
-    """What a later search needs from one session (each list bounded)."""
-
-    prompts: list[str] = field(default_factory=list)
-    commands: list[str] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    stop: str | None = None
-    compaction: str | None = None
-    agents: list[str] = field(default_factory=list)
-
-
-def digest(rows) -> Digest:
-    """Extract prompts, commands, files, errors, the last stop message from observations."""
-    d = Digest()
-    for r in rows:
-        kind, title, body, tool = r["kind"], r["title"] or "", r["body"] or "", (r["tool_name"] or "")
-        if r["agent"] and r["agent"] not in d.agents:
-            d.agents.append(r["agent"])
-        if kind == "user-prompt":
-            text = body.strip() or _after_colon(title)
-            if text:
-                d.prompts.append(text)
-        elif kind in ("pre-tool-use", "post-tool-use"):
-            raw_in = _input_of(body)
-            args = _json_or_none(raw_in) or {}
-            if tool.casefold() in SHELL_TOOLS:
-                cmd = args.get("command") or args.get("cmd") or _after_colon(title) or raw_in or ""
-                if isinstance(cmd, list):
-                    cmd = " ".join(str(c) for c in cmd)
-                cmd = cap_utf8(" ".join(str(cmd).split()), COMMAND_CAP_BYTES)
-                if cmd and cmd not in d.commands and len(d.commands) < MAX_COMMANDS:
-                    d.commands.append(cmd)
-            else:
-                path = next((args[k] for k in FILE_KEYS if isinstance(args.get(k), str) and args[k]), None)
-                if path is None and tool.casefold() in FILE_TOOLS:
-                    path = _after_colon(title) or None
-                path = cap_utf8(path, 300) if path else None
-                if path and path not in d.files and len(d.files) < MAX_FILES:
-                    d.files.append(path)
-            if kind == "post-tool-use":
-                out = _output_of(body) or ""
-                if out and ERROR_RE.search(out) and len(d.errors) < MAX_ERRORS:
-                    line = next((ln for ln in out.splitlines() if ERROR_RE.search(ln)), out)
-                    d.errors.append(cap_utf8(f"{tool or 'tool'}: {' '.join(line.split())}", ERROR_CAP_BYTES))
-        elif kind == "notification":
-            if ERROR_RE.search(body or title) and len(d.errors) < MAX_ERRORS:
-                d.errors.append(cap_utf8(" ".join((body or title).split()), ERROR_CAP_BYTES))
-        elif kind == "stop":
-            text = body.strip() or _after_colon(title)
-            if text:
-                d.stop = text
-        elif kind in ("pre-compact", "post-compaction"):
-            if body.strip():
-                d.compaction = body.strip()
-    return d
-
-
-def render_summary(session_id: str, row, d: Digest, ended_at: str, count: int) -> tuple[str, str]:
-    """Return ``(title, body)`` of the session page; the body is ≤ ``BODY_CAP_BYTES``."""
-    first = " ".join(d.prompts[0].split()) if d.prompts else ""
-    title = f"Session {session_id[:12]}: {first[:80]}" if first else f"Session {session_id[:12]}"
-    out = [f"# {title}", "",
-           f"Agent {', '.join(d.agents) or row['agent']} in `{row['cwd'] or '?'}`, "
-           f"{row['started_at']} → {ended_at}, {count} events.", ""]
-    if d.prompts:
-        out += ["## Prompts", ""]
-        used, shown = 0, 0
-        for p in d.prompts:
-            chunk = cap_utf8(p.strip(), PROMPT_CAP_BYTES)
-            size = len(chunk.encode())
-            if used + size > PROMPTS_BUDGET_BYTES and shown:
-                break
-            out += [f"- {chunk.replace(chr(10), chr(10) + '  ')}"]
-            used += size
-            shown += 1
-        if shown < len(d.prompts):
-            last = cap_utf8(d.prompts[-1].strip(), 512)
-            out += [f"- … {len(d.prompts) - shown} more prompts; the last: {' '.join(last.split())}"]
-        out.append("")
-    if d.commands:
-        out += ["## Commands", ""] + _bounded(["- `" + c.replace("`", "'") + "`" for c in d.commands],
-                                             COMMANDS_BUDGET_BYTES) + [""]
-    if d.files:
-        out += ["## Files touched", ""] + _bounded([f"- {f}" for f in d.files], FILES_BUDGET_BYTES) + [""]
-    if d.errors:
-        out += ["## Errors", ""] + _bounded([f"- {e}" for e in d.errors], ERRORS_BUDGET_BYTES) + [""]
-    if d.compaction:
-        out += ["## Compaction summary", "", cap_utf8(d.compaction, COMPACT_CAP_BYTES), ""]
-    if d.stop:
-        out += ["## Final message", "", cap_utf8(d.stop, STOP_CAP_BYTES), ""]
-    return title, cap_utf8("\n".join(out), BODY_CAP_BYTES)
-
-
-def _bounded(lines: list[str], budget: int) -> list[str]:
-    """Keep lines in order while they fit ``budget`` bytes; then one "… N more" line."""
-    out, used = [], 0
-    for i, line in enumerate(lines):
-        size = len(line.encode()) + 1
-        if used + size > budget:
-            out.append(f"- … {len(lines) - i} more")
-            break
-        out.append(line)
-        used += size
-    return out
-
-
-def handoff_text(session_id: str, row, d: Digest, page_path: str) -> tuple[str, str]:
-    """Return ``(title, body)`` of the automatic handoff for the next agent in this cwd."""
-    last = " ".join(d.prompts[-1].split()) if d.prompts else ""
-    title = f"Continue: {last[:100]}" if last else f"Continue session {session_id[:12]}"
-    lines = [f"Previous session {session_id} ({row['agent']}) in {row['cwd'] or '?'} ended.",
-             f"Summary page: {page_path}"]
-    if last:
-        lines.append(f"Last request: {cap_utf8(last, 1024)}")
-    if d.files:
-        lines.append("Files touched: " + ", ".join(d.files[:10]))
-    if d.errors:
-        lines.append("Errors seen: " + " | ".join(d.errors[:3]))
-    if d.stop:
-        lines.append(f"Final message: {cap_utf8(' '.join(d.stop.split()), 1536)}")
-    return title[:512], cap_utf8("\n".join(lines), HANDOFF_CAP_BYTES)
+def _substantive(rows) -> list:
+    """Observations worth a page: all but start/end, plus a start that carries a prompt."""
+    return [r for r in rows if r["kind"] not in BOUNDARY_KINDS or (r["kind"] == "session-start"
+                                                                    and (r["body"] or "").strip())]
 
 
 @handler("session.end")
@@ -218,22 +64,25 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
                 "page_id": row["summary_page_id"], "path": None, "handoff_id": None}
     ended_at = occurred(tx, cmd.ended_at)
     rows = tx.conn.execute(
-        "SELECT kind, agent, title, body, tool_name FROM observations WHERE project_id = ? AND session_id = ?"
+        "SELECT kind, agent, title, body, tool_name, cwd FROM observations WHERE project_id = ? AND session_id = ?"
         " ORDER BY id", (scope.project_id, cmd.session_id),
     ).fetchall()
-    substantive = [r for r in rows if r["kind"] not in BOUNDARY_KINDS]
+    substantive = _substantive(rows)
     page_id = handoff_id = path = None
     if substantive:
-        d = digest(substantive)
+        roots = session_roots(tx, scope, row)
+        reason = _end_reason(rows)
+        d = digest(substantive, roots)
         path = f"sessions/{session_slug(cmd.session_id)}.md"
-        title, body = render_summary(cmd.session_id, row, d, ended_at, count)
+        title, body = render_page(cmd.session_id, row, d, ended_at, count, roots, reason)
         fm = {"session_id": cmd.session_id, "agent": row["agent"], "cwd": row["cwd"],
               "started_at": row["started_at"], "ended_at": ended_at, "observation_count": count,
               "tags": ["session"]}
         res = tx.pages.write(scope, PageInput(path=path, body=body, title=title, frontmatter=fm),
                              evidence=[{"kind": "session", "id": cmd.session_id}], session_id=cmd.session_id)
         page_id = res["page_id"]
-        handoff_id = _automatic_handoff(tx, scope, cmd, row, d, path)
+        handoff = render_handoff(cmd.session_id, row, d, path, roots, reason)
+        handoff_id = _automatic_handoff(tx, scope, cmd, row, handoff)
     tx.conn.execute(
         "UPDATE sessions SET ended_at = ?, ended_observation_count = ?, summary_page_id = coalesce(?, summary_page_id)"
         " WHERE id = ?", (ended_at, count, page_id, row["id"]),
@@ -256,11 +105,16 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
             "handoff_id": handoff_id}
 
 
-def _automatic_handoff(tx: Tx, scope, cmd: SessionEnd, row, d: Digest, page_path: str) -> int:
+def session_roots(tx: Tx, scope, row) -> list[str]:
+    """Directories the session page's paths are relative to: the session's cwd."""
+    return [row["cwd"]] if row["cwd"] else []
+
+
+def _automatic_handoff(tx: Tx, scope, cmd: SessionEnd, row, handoff: tuple[str, str]) -> int:
     """Open (or refresh, on a re-end) this session's automatic handoff; returns its id."""
     from aimem_writer.ops.handoffs import norm_cwd
 
-    title, body = handoff_text(cmd.session_id, row, d, page_path)
+    title, body = handoff
     cwd = norm_cwd(cmd.cwd or row["cwd"])
     existing = tx.conn.execute(
         "SELECT id FROM handoffs WHERE project_id = ? AND from_session_id = ? AND automatic = 1 AND status = 'open'",
