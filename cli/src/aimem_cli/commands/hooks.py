@@ -3,7 +3,8 @@
 The installers merge into each client's own settings file (``aimem_cli.installers``):
 existing hooks are kept, running twice changes nothing, ``--dry-run`` prints the unified
 diff instead of writing, and ``uninstall-hooks`` removes only the handlers running
-``aimem hook``.
+``aimem hook``. For Codex the same plan switches hooks on and trusts aimem's hooks in
+``~/.codex/config.toml`` (one marked block, removed again by ``uninstall-hooks``).
 """
 
 from __future__ import annotations
@@ -62,9 +63,6 @@ def register(app: typer.Typer) -> None:
         """Wire `aimem hook` into a client's lifecycle hooks (merges, never clobbers)."""
         target = _target(scope, project_dir, home, ingress_url)
         _run(lambda: plan_hooks(client, target), dry_run)
-        if client == "codex" and not dry_run:
-            typer.echo("codex: hooks need `[features] codex_hooks = true` in ~/.codex/config.toml "
-                       "on versions that still gate them")
 
     @app.command("uninstall-hooks")
     def uninstall_hooks(
