@@ -342,7 +342,8 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
         agent=agent, kind=kind, source_event=native, extension=extension,
         session_id=session_id, cwd=cwd, project=project,
         workspace=_text_field(payload.get("workspace"), "workspace"),
-        title=title, body=cap_utf8(body or title, BODY_CAP_BYTES),
+        # a start's body is its prompt only (Copilot CLI's initialPrompt), never a placeholder
+        title=title, body=cap_utf8(body if kind is K.SESSION_START else (body or title), BODY_CAP_BYTES),
         tool_name=tool_name, tool_input=tool_input, tool_output=tool_output,
         occurred_at=_iso(pick("timestamp")), model=_model(pick("model")), extra=extra)
 
