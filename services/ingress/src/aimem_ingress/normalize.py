@@ -157,6 +157,7 @@ _COMMON_PATHS: dict[str, tuple[str, ...]] = {
     "tool_output": ("tool_response", "tool_output", "tool_result", "toolResult"),
     "error": ("error", "error_message", "error.message", "tool_response.error.message",
               "tool_response.error", "error_details"),
+    "details": ("error_details", "errorDetails"),
     "text": ("last_assistant_message", "prompt_response", "message", "error.message"),
     "summary": ("summary", "compact_summary", "custom_instructions", "customInstructions"),
     "model": ("model",), "timestamp": ("timestamp",),
@@ -174,8 +175,9 @@ _CLIENT_PATHS: dict[str, dict[str, tuple[str, ...]]] = {
         "session_id": ("sessionID", "input.sessionID", "output.message.sessionID",
                        "bus.properties.sessionID", "bus.properties.info.id"),
         "cwd": ("directory", "cwd", "bus.properties.info.directory"),
-        "prompt": ("output.parts",), "tool_name": ("input.tool",),
-        "tool_input": ("output.args", "input.args", "bus.properties.file"),
+        "prompt": ("output.parts",), "tool_name": ("input.tool", "input.type", "bus.properties.type"),
+        "tool_input": ("output.args", "input.args", "bus.properties.file", "input.metadata",
+                       "bus.properties.metadata"),
         "tool_output": ("output.output",), "text": ("bus.properties.error.data.message",),
         "summary": (), "error": ("bus.properties.error.data.message", "bus.properties.error.name"),
         "model": ("input.model", "output.message.model"),
@@ -334,7 +336,7 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
                  ("error", error), ("reason", cap_utf8(reason, EXCERPT_CAP_BYTES) if reason else None))
         body = "\n".join(f"{label}: {value}" for label, value in parts if value is not None)
     else:
-        texts = {name: _as_text(pick(name)) or "" for name in ("prompt", "text", "summary", "error")}
+        texts = {name: _as_text(pick(name)) or "" for name in ("prompt", "text", "summary", "error", "details")}
         title, body = _describe(kind, native, extension, {**extra, **texts})
         if kind is K.OTHER:
             title, body = _other(native, extension, view, body)
@@ -379,7 +381,7 @@ _BASE_KEYS = frozenset(
     " user_email model turn_id agent directory project workspace idempotency_key".split())
 # First of these (a short scalar) names what an `other` event was about, in its title.
 _OTHER_SUMMARY_KEYS = (
-    "task_subject subject command_name name file_path new_cwd directory worktree_path to_model"
+    "task_subject subject command_name command name file_path new_cwd directory worktree_path to_model"
     " teammate_name mcp_server_name trigger source text delta").split()
 
 
@@ -389,7 +391,15 @@ def _other(native: str | None, extension: str | None, view: dict[str, Any], text
     The body is the compact JSON of every field but identity/plumbing ones, capped at
     ``EXCERPT_CAP_BYTES``; it is sanitised (secrets redacted) downstream like any body.
     """
-    raw = {k: v for k, v in view.items() if k not in _BASE_KEYS and k != "bus" and v not in (None, "", [], {})}
+    cwd = view.get("cwd") or view.get("directory")
+    raw = {k: v for k, v in view.items()
+           if k not in _BASE_KEYS and k != "bus" and v not in (None, "", [], {})}
+    if isinstance(view.get("directory"), str) and view["directory"] != cwd:
+        raw["directory"] = view["directory"]
+    if isinstance(raw.get("input"), dict):  # OpenCode envelope: the hook's first argument
+        inner = raw.pop("input")
+        raw = {**{k: v for k, v in inner.items() if k not in _BASE_KEYS}, **raw}
+        raw.pop("event", None)
     bus = view.get("bus")
     if isinstance(bus, dict) and isinstance(bus.get("properties"), dict):
         raw.update({k: v for k, v in bus["properties"].items() if k not in _BASE_KEYS})
@@ -418,7 +428,7 @@ def _describe(kind: ObservationKind, native: str | None, extension: str | None,
     def paren(key: str) -> str:
         return f" ({v[key]})" if isinstance(v.get(key), str) and v[key] else ""
 
-    prompt, text, summary, error = v["prompt"], v["text"], v["summary"], v["error"]
+    prompt, text, summary, error, details = v["prompt"], v["text"], v["summary"], v["error"], v["details"]
     who = next((v[k] for k in ("agent_type", "subagent_type", "agent_name") if isinstance(v.get(k), str)
                 and v[k]), "")
     if kind is K.SESSION_START:  # Copilot CLI carries the first prompt on the start event
@@ -430,7 +440,7 @@ def _describe(kind: ObservationKind, native: str | None, extension: str | None,
         return label + paren("trigger"), cap_utf8(summary, PROMPT_CAP_BYTES)
     if kind is K.NOTIFICATION:
         label = _NOTICE_LABELS.get((native or "").casefold(), "Notification")
-        lines = [x for x in (error, text if text != error else "") if x]
+        lines = [x for x in (error, details if details != error else "", text if text != error else "") if x]
         return _label(label, error or text or v.get("title")), cap_utf8("\n".join(lines), EXCERPT_CAP_BYTES)
     if kind is K.SUBAGENT_START:
         return _label("Subagent start", " ".join(x for x in (who, text) if x)), cap_utf8(text, EXCERPT_CAP_BYTES)
@@ -512,6 +522,11 @@ def _input_summary(raw: Any, cwd: str | None, tool_name: str | None = None) -> s
     files it changes, not by its first line (``*** Begin Patch``).
     """
     value = raw
+    if isinstance(raw, str) and raw.lstrip().startswith("{"):  # Cursor MCP: arguments as a JSON string
+        try:
+            value = raw = json.loads(raw)
+        except ValueError:
+            pass
     if isinstance(raw, dict):
         value = next((raw[k] for k in _SUMMARY_KEYS if isinstance(raw.get(k), str) and raw[k]), "")
     if not isinstance(value, str):

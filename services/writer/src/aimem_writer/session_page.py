@@ -73,7 +73,8 @@ class Digest:
     read: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     subagents: list[str] = field(default_factory=list)
-    compaction: str | None = None
+    compaction: str | None = None  # the client's summary after compacting
+    compact_instructions: str | None = None  # what the user asked compaction to keep
     stop: str | None = None
     agents: list[str] = field(default_factory=list)
     pending_permission: str | None = None
@@ -204,8 +205,10 @@ def digest(rows: list[Any], roots: list[str]) -> Digest:
             if text:
                 d.stop = text
             open_turn = False
-        elif kind in ("pre-compact", "post-compaction") and body.strip():
+        elif kind == "post-compaction" and body.strip():
             d.compaction = body.strip()
+        elif kind == "pre-compact" and body.strip():
+            d.compact_instructions = body.strip()
     d.ended_mid_turn = open_turn
     return d
 
@@ -330,8 +333,12 @@ def render_page(session_id: str, row: Any, d: Digest, ended_at: str, count: int,
         out += ["## Errors", ""] + _bounded([f"- {e}" for e in d.errors], ERRORS_BUDGET_BYTES) + [""]
     if d.subagents:
         out += ["## Subagents", ""] + [f"- {s}" for s in d.subagents] + [""]
-    if d.compaction:
-        out += ["## Compaction summary", "", cap_utf8(d.compaction, COMPACT_CAP_BYTES), ""]
+    if d.compaction or d.compact_instructions:
+        out += ["## Compaction summary", ""]
+        if d.compaction:
+            out += [cap_utf8(d.compaction, COMPACT_CAP_BYTES), ""]
+        if d.compact_instructions:
+            out += [f"Asked to keep: {_one_line(d.compact_instructions, 512)}", ""]
     if d.stop:
         out += ["## Final message", "", cap_utf8(d.stop, STOP_CAP_BYTES), ""]
     if d.pending_permission:
