@@ -9,7 +9,7 @@ PACKAGES := libs/aimem-common services/writer services/ingress services/query \
             services/maintainer services/mcp-gateway cli
 PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
 
-.PHONY: install up test deploy-test bench clean
+.PHONY: install agents up test deploy-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,11 @@ $(VENV)/.installed: $(BIN)/python $(PYPROJECTS) requirements-dev.txt
 	touch $@
 
 install: $(VENV)/.installed
+
+# The real agent CLIs the e2e tests drive (pinned; npm installs them once into
+# ~/.cache/aimem-agents, outside this tree; tests call the same installer on first use).
+agents: install
+	$(BIN)/python -m aimem_common.testing.agents
 
 up: install
 	exec $(BIN)/aimem up --data-dir "$(DATA_DIR)" --port-base $(PORT_BASE)
