@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from aimem_common.testing.agents import AgentsUnavailable, ensure_agents
 from aimem_common.testing.fake_vendors import FakeVendor, Step
+from aimem_common.testing.probe import db_rows, wait_for
 from aimem_common.testing.stack import LocalStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -128,36 +127,16 @@ def repository(root: Path, name: str) -> Path:
     return repo
 
 
-def rows(stack: LocalStack, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
-    db = stack.data_dir / "db" / "memory.sqlite"
-    if not db.exists():
-        return []
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        return conn.execute(sql, args).fetchall()
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        conn.close()
+def rows(stack: LocalStack, sql: str, args: tuple = ()) -> list:
+    return db_rows(stack.data_dir / "db" / "memory.sqlite", sql, args)
 
 
-def wait_for(fn, timeout_s: float = 90.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def ended_session(stack: LocalStack, agent: str, project: str) -> sqlite3.Row:
+def ended_session(stack: LocalStack, agent: str, project: str):
     """The agent's session in ``project`` once its page is written."""
     return wait_for(lambda: next(iter(rows(
         stack, "SELECT s.*, pg.body AS page, pg.path AS page_path FROM sessions s JOIN projects p ON p.id = s.project_id"
                " JOIN pages pg ON pg.id = s.summary_page_id WHERE s.agent = ? AND p.name = ?", (agent, project))), None),
-        what=f"the {agent} session page in {project}")
+        timeout_s=90, what=f"the {agent} session page in {project}")
 
 
 def kinds(stack: LocalStack, session_id: str) -> list[str]:

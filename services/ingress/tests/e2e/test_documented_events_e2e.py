@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from aimem_common.testing.probe import db_rows, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -26,25 +26,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hooks"
 AIMEM = str(Path(sys.executable).with_name("aimem"))
 
 
-def rows(settings, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
-    if not settings.db_path.exists():
-        return []
-    conn = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
-
-
-def wait_for(fn, timeout_s: float = 90.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+def rows(settings, sql: str, args: tuple = ()):
+    return db_rows(settings.db_path, sql, args)
 
 
 def ordered(files: list[Path]) -> list[Path]:

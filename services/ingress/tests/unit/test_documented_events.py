@@ -66,3 +66,22 @@ def test_documented_event_maps_to_its_kind_and_keeps_what_matters(path: Path):
         assert ev.tool_name == expect["tool_name"]
     for text in expect.get("body", []):
         assert text in ev.body, (text, ev.body)
+
+
+def test_unknown_event_keeps_raw_fields_bounded_and_redacted():
+    """An event no table knows (a newer client) is `other` with its name and raw fields,
+    cut to the excerpt cap and with secrets redacted before it leaves ingress."""
+    from aimem_common.sanitize import RawObservation, sanitize
+    from aimem_ingress.normalize import EXCERPT_CAP_BYTES
+
+    payload = {"session_id": "s-new", "cwd": "/home/dev/projects/acme-api", "hook_event_name": "HologramOpened",
+               "transcript_path": "/home/dev/.claude/projects/x/s-new.jsonl", "subject": "deploy preview",
+               "token": "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "blob": "x" * 10_000}
+    ev = normalize("claude-code", payload)
+    assert ev.kind is ObservationKind.OTHER and ev.source_event == "HologramOpened"
+    assert ev.title == "HologramOpened: deploy preview"
+    assert len(ev.body.encode()) <= EXCERPT_CAP_BYTES and '"subject": "deploy preview"' in ev.body
+    for body in (ev.body, normalize("claude-code", {**payload, "blob": "short"}).body):  # cut, and whole
+        clean = sanitize(RawObservation(session_id=ev.session_id, kind=ev.kind, title=ev.title, body=body)).raw
+        assert "ghp_a1B2" not in clean.body and "[REDACTED:github_token]" in clean.body
+        assert "transcript_path" not in clean.body
