@@ -344,8 +344,8 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
         agent=agent, kind=kind, source_event=native, extension=extension,
         session_id=session_id, cwd=cwd, project=project,
         workspace=_text_field(payload.get("workspace"), "workspace"),
-        # a start's body is its prompt only (Copilot CLI's initialPrompt), never a placeholder
-        title=title, body=cap_utf8(body if kind is K.SESSION_START else (body or title), BODY_CAP_BYTES),
+        # these bodies are content (a start's prompt, a compaction summary), never the title again
+        title=title, body=cap_utf8(body if kind in _CONTENT_ONLY else (body or title), BODY_CAP_BYTES),
         tool_name=tool_name, tool_input=tool_input, tool_output=tool_output,
         occurred_at=_iso(pick("timestamp")), model=_model(pick("model")), extra=extra)
 
@@ -418,6 +418,7 @@ def _agent_name(agent: Any) -> str:
     return name
 
 
+_CONTENT_ONLY = frozenset({K.SESSION_START, K.PRE_COMPACT, K.POST_COMPACTION, K.SESSION_END, K.SUBAGENT_START})
 _NOTICE_LABELS = {"stopfailure": "Turn failed", "interrupt": "Turn interrupted", "elicitation": "Question",
                   "erroroccurred": "Error", "session.error": "Error"}
 

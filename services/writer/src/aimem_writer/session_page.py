@@ -49,7 +49,9 @@ ERROR_RE = re.compile(
     r"(?i)\b(error|exception|traceback|failed|failure|fatal|panic|denied|refused|cannot|can't|"
     r"not found|no such file|undefined|invalid|assert\w*)\b")
 EXIT_RE = re.compile(r"(?i)^\s*(?:exit (?:code|status):? ?(-?\d+)|command exited with (?:code )?(-?\d+))\s*$")
-_LABELS = ("tool", "input", "output", "error", "reason")
+_TAG_LINE = re.compile(r"^</?[a-z_]+>$")  # Gemini wraps tool output in <untrusted_context> tags
+# Labels clients put before a tool's output lines (Gemini: "Output: ...", "Exit Code: 2").
+_LINE_LABEL = re.compile(r"(?i)^(?:output|stdout|stderr|error|command output):\s*")
 _NEXT_RE = re.compile(r"(?i)\b(next|todo|remaining|still need|left to|not yet|follow[- ]up)\b")
 
 
@@ -117,7 +119,7 @@ def meaningful_line(text: str) -> tuple[str, str | None]:
     matching an error word, else the last non-empty line, else ``""``.
     """
     code = None
-    lines = []
+    lines: list[tuple[str, str]] = []  # (line as written, line without its output label)
     for raw in text.splitlines():
         line = " ".join(raw.split())
         if not line:
@@ -126,8 +128,9 @@ def meaningful_line(text: str) -> tuple[str, str | None]:
         if m:
             code = code or m.group(1) or m.group(2)
             continue
-        lines.append(line)
-    hit = next((ln for ln in lines if ERROR_RE.search(ln)), lines[-1] if lines else "")
+        if not _TAG_LINE.match(line):
+            lines.append((line, _LINE_LABEL.sub("", line)))
+    hit = next((clean for line, clean in lines if ERROR_RE.search(line)), lines[-1][1] if lines else "")
     return hit, code
 
 
@@ -257,8 +260,8 @@ def _command_result(d: Digest, cmd: str, s: dict[str, str], failed: bool) -> Non
     """Record how ``cmd`` ended: failed (error section, or an output that reads as an error)."""
     text = s.get("error", "") if failed else s.get("output", "")
     line, code = meaningful_line(text)
-    bad = failed or bool(code and code != "0") or (bool(line) and bool(ERROR_RE.search(line)) and not s.get(
-        "output", "").lstrip().startswith(("PASS", "ok")))
+    reads_bad = bool(ERROR_RE.search(text)) and not text.lstrip().startswith(("PASS", "ok"))
+    bad = failed or bool(code and code != "0") or reads_bad
     existing = next((c for c in d.commands if c.text == cmd), None)
     if existing is None and len(d.commands) < MAX_COMMANDS:
         existing = Command(cmd)
