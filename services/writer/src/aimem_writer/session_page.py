@@ -52,6 +52,12 @@ EXIT_RE = re.compile(r"(?i)^\s*(?:exit (?:code|status):? ?(-?\d+)|command exited
 _TAG_LINE = re.compile(r"^</?[a-z_]+>$")  # Gemini wraps tool output in <untrusted_context> tags
 # Labels clients put before a tool's output lines (Gemini: "Output: ...", "Exit Code: 2").
 _LINE_LABEL = re.compile(r"(?i)^(?:output|stdout|stderr|error|command output):\s*")
+END_REASONS = {
+    "idle": "idle: no events for the configured quiet period, finalised by aimem",
+    "finalize-session": "finalised by hand (aimem finalize-session)",
+    "clear": "the user cleared the conversation",
+    "logout": "the user logged out",
+}
 _NEXT_RE = re.compile(r"(?i)\b(next|todo|remaining|still need|left to|not yet|follow[- ]up)\b")
 
 
@@ -295,6 +301,13 @@ def _one_line(text: str, limit: int) -> str:
     return cap_utf8(" ".join(text.split()), limit)
 
 
+def how_it_ended(reason: str | None) -> str:
+    """One line saying how a session ended (``None``: the client's own session end event)."""
+    if not reason:
+        return "the client's session end"
+    return END_REASONS.get(reason, f"the client's session end ({reason})")
+
+
 def render_page(session_id: str, row: Any, d: Digest, ended_at: str, count: int, roots: list[str],
                 reason: str | None = None) -> tuple[str, str]:
     """Return ``(title, body)`` of the session page; the body is ≤ ``BODY_CAP_BYTES``.
@@ -306,12 +319,11 @@ def render_page(session_id: str, row: Any, d: Digest, ended_at: str, count: int,
     title = f"Session {session_id[:12]}: {first[:80]}" if first else f"Session {session_id[:12]}"
     where = relative(row["cwd"], roots, None) if row["cwd"] else "?"
     where = "the repository root" if where == "." else f"`{where}`"
-    ended = f", ended ({reason})" if reason else ""
     out = [f"# {title}", ""]
     if d.task:
         out += ["## Task", "", cap_utf8(d.task.strip(), TASK_CAP_BYTES), ""]
     out += [f"{', '.join(d.agents) or row['agent']} in {where}, {row['started_at']} → {ended_at}, "
-            f"{count} events{ended}.", ""]
+            f"{count} events. Ended: {how_it_ended(reason)}.", ""]
     later = d.prompts[1:]
     if later:
         out += ["## Later prompts", ""]
@@ -371,7 +383,7 @@ def render_handoff(session_id: str, row: Any, d: Digest, page_path: str, roots: 
     title = f"Continue: {last}" if last else f"Continue session {session_id[:12]}"
     where = relative(row["cwd"], roots, None) if row["cwd"] else "?"
     lines = [f"Previous session {session_id} ({row['agent']}) in {'the repository root' if where == '.' else where}"
-             f" ended{f' ({reason})' if reason else ''}."]
+             f" ended: {how_it_ended(reason)}."]
     if d.task:
         lines.append(f"Task: {_one_line(d.task, 1024)}")
     if len(d.prompts) > 1:
@@ -391,5 +403,5 @@ def render_handoff(session_id: str, row: Any, d: Digest, page_path: str, roots: 
     return title[:512], cap_utf8("\n".join(lines), HANDOFF_CAP_BYTES)
 
 
-__all__ = ["Digest", "digest", "meaningful_line", "next_step", "relative", "render_handoff", "render_page",
-           "sections"]
+__all__ = ["END_REASONS", "Digest", "digest", "how_it_ended", "meaningful_line", "next_step", "relative",
+           "render_handoff", "render_page", "sections"]
