@@ -9,6 +9,7 @@ diff instead of writing, and ``uninstall-hooks`` removes only the handlers runni
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -24,8 +25,9 @@ FINALIZE_NOTE = "Codex before 0.145, Antigravity and any client without a reliab
 def _target(scope: str, project_dir: Path | None, home: Path | None, ingress_url: str) -> Target:
     if scope not in ("user", "project"):
         raise typer.BadParameter("--scope must be user or project")
+    codex_home = os.environ.get("CODEX_HOME") if home is None else None  # --home: a test's whole HOME
     return Target(scope=scope, home=(home or Path.home()), project_dir=(project_dir or Path.cwd()).resolve(),
-                  ingress_url=ingress_url)
+                  ingress_url=ingress_url, codex_home=Path(codex_home).expanduser() if codex_home else None)
 
 
 def _run(plan, dry_run: bool) -> None:

@@ -78,12 +78,20 @@ class Target:
     project_dir: Path
     binary: str | None = None
     ingress_url: str = "http://127.0.0.1:8701"
+    codex_home: Path | None = None  # $CODEX_HOME: Codex's user files live there instead of ~/.codex
 
     def path(self, pair: tuple[str | None, str | None], client: str) -> Path:
         rel = pair[0] if self.scope == "user" else pair[1]
         if rel is None:
             raise InstallError(f"{client} has no {self.scope}-scope file; use --scope user")
+        if client == "codex" and self.scope == "user":
+            return self.codex_dir / Path(rel).relative_to(".codex")
         return (self.home if self.scope == "user" else self.project_dir) / rel
+
+    @property
+    def codex_dir(self) -> Path:
+        """Codex's user directory: ``$CODEX_HOME`` when set, else ``~/.codex``."""
+        return self.codex_home or self.home / ".codex"
 
 
 def _check(client: str) -> None:
@@ -150,9 +158,9 @@ def _codex_config(target: Target, changed: Path, doc: dict[str, Any]) -> FileCha
     ``changed``/``doc`` is the ``hooks.json`` being written (its new content); the other
     scope's file is read as it is, so removing one scope keeps the other's trust.
     """
-    config = target.home / ".codex" / "config.toml"
+    config = target.codex_dir / "config.toml"
     docs: dict[Path, dict[str, Any]] = {}
-    for scope_path in (target.home / HOOK_FILES["codex"][0], target.project_dir / HOOK_FILES["codex"][1]):
+    for scope_path in (target.codex_dir / "hooks.json", target.project_dir / HOOK_FILES["codex"][1]):
         try:
             docs[scope_path] = load_json(scope_path, read_text(scope_path))
         except InstallError:
