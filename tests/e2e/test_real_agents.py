@@ -27,6 +27,7 @@ import pytest
 from aimem_common.testing.agents import AgentsUnavailable, ensure_agents
 from aimem_common.testing.fake_vendors import FakeVendor, Step
 from aimem_common.testing.probe import db_rows, wait_for
+from aimem_common.natsserver import free_port
 from aimem_common.testing.stack import LocalStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
@@ -61,14 +62,19 @@ class Agent:
     def __init__(self, root: Path, bin_dir: Path, stack: LocalStack, client: str):
         self.home = root / f"home-{client}"
         self.bin_dir, self.stack, self.client = bin_dir, stack, client
+        self.dead_port = free_port()
         data = self.home / ".local" / "share" / "aimem"  # the hook client's default data dir
         data.mkdir(parents=True)
         (data / "config.toml").write_text(f'ingress_url = "{stack.url("ingress")}"\n')
 
     def env(self, **extra: str) -> dict[str, str]:
+        """Only loopback is reachable: anything else goes to a proxy port nothing listens on."""
         path = f"{self.bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin"
+        dead = f"http://127.0.0.1:{self.dead_port}"
         return {"PATH": path, "HOME": str(self.home), "LANG": "C.UTF-8", "TERM": "dumb", "NO_COLOR": "1",
-                "AIMEM_HOOK_BUDGET_MS": "3000", **extra}
+                "AIMEM_HOOK_BUDGET_MS": "3000", "HTTPS_PROXY": dead, "HTTP_PROXY": dead, "https_proxy": dead,
+                "http_proxy": dead, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+                "NODE_USE_ENV_PROXY": "1", **extra}
 
     def aimem(self, *args: str) -> str:
         proc = subprocess.run([AIMEM, *args, "--home", str(self.home)], capture_output=True, text=True, timeout=60,
@@ -94,9 +100,9 @@ def codex_config(agent: Agent, vendor: FakeVendor) -> None:
     """A custom model provider at the fake (Responses API); curated-plugin sync off (network)."""
     conf = agent.home / ".codex" / "config.toml"
     conf.parent.mkdir(parents=True, exist_ok=True)
-    conf.write_text(f'model = "gpt-5-codex"\nmodel_provider = "fake"\n\n[model_providers.fake]\nname = "fake"\n'
-                    f'base_url = "{vendor.url}/v1"\nwire_api = "responses"\nenv_key = "FAKE_OPENAI_KEY"\n\n'
-                    "[features]\nplugins = false\n")
+    conf.write_text(f'model = "gpt-5-codex"\nmodel_provider = "fake"\ncheck_for_update_on_startup = false\n\n'
+                    f'[model_providers.fake]\nname = "fake"\nbase_url = "{vendor.url}/v1"\nwire_api = "responses"\n'
+                    'env_key = "FAKE_OPENAI_KEY"\n\n[analytics]\nenabled = false\n\n[features]\nplugins = false\n')
 
 
 def codex(agent: Agent, cwd: Path, prompt: str) -> subprocess.CompletedProcess:
@@ -111,6 +117,9 @@ def gemini_settings(agent: Agent) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = json.loads(path.read_text()) if path.exists() else {}
     doc["security"] = {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}}
+    doc["privacy"] = {"usageStatisticsEnabled": False}
+    doc["general"] = {"disableAutoUpdate": True, "disableUpdateNag": True}
+    doc["telemetry"] = {"enabled": False}
     path.write_text(json.dumps(doc, indent=2))
 
 
