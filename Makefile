@@ -7,7 +7,9 @@ DATA_DIR ?= $(if $(AIMEM_DATA_DIR),$(AIMEM_DATA_DIR),./data)
 BIN := $(VENV)/bin
 PACKAGES := libs/aimem-common services/writer services/ingress services/query \
             services/maintainer services/mcp-gateway cli
-PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
+# Test support (seeder, stack launcher, fake LLM): installed for tests, never in the image.
+TEST_PACKAGES := libs/aimem-testing
+PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES) $(TEST_PACKAGES))
 
 .PHONY: install agents up test deploy-test bench clean
 
@@ -16,7 +18,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python $(PYPROJECTS) requirements-dev.txt
-	$(BIN)/python -m pip install -q $(addprefix -e ,$(PACKAGES)) -r requirements-dev.txt
+	$(BIN)/python -m pip install -q $(addprefix -e ,$(PACKAGES) $(TEST_PACKAGES)) -r requirements-dev.txt
 	touch $@
 
 install: $(VENV)/.installed
@@ -24,7 +26,7 @@ install: $(VENV)/.installed
 # The real agent CLIs the e2e tests drive (pinned; npm installs them once into
 # ~/.cache/aimem-agents, outside this tree; tests call the same installer on first use).
 agents: install
-	$(BIN)/python -m aimem_common.testing.agents
+	$(BIN)/python -m aimem_testing.agents
 
 up: install
 	exec $(BIN)/aimem up --data-dir "$(DATA_DIR)" --port-base $(PORT_BASE)

@@ -237,15 +237,10 @@ def test_codex_follows_codex_home(tmp_path, monkeypatch):
     """With $CODEX_HOME set, Codex reads hooks.json and config.toml there: so does the installer."""
     import tomllib
 
-    from aimem_cli.commands.hooks import _target
-
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    from aimem_cli.installers import apply, plan_hooks, plan_mcp
-
-    target = _target("user", None, None, "http://127.0.0.1:8701")
-    apply(plan_hooks("codex", target))
-    apply(plan_mcp("codex", target, "http://127.0.0.1:8703/mcp"))
+    home = str(tmp_path / "home")
+    assert cli("install-hooks", "--client", "codex", "--home", home)[0] == 0
+    assert cli("install-mcp", "--client", "codex", "--home", home)[0] == 0
     conf = tomllib.loads((tmp_path / "codex-home/config.toml").read_text())
     assert conf["mcp_servers"]["aimem"]["url"] == "http://127.0.0.1:8703/mcp"
     hooks = str(tmp_path / "codex-home/hooks.json")

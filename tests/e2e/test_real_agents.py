@@ -1,6 +1,6 @@
 """The real agent CLIs from npm, wired by ``aimem install-hooks``, against the real stack.
 
-Claude Code, Codex CLI and Gemini CLI (pinned in ``aimem_common.testing.agents``, cached
+Claude Code, Codex CLI and Gemini CLI (pinned in ``aimem_testing.agents``, cached
 outside the repository) each run in a throwaway HOME with one fake: the model endpoint,
 which speaks that vendor's wire protocol on loopback (``testing.fake_vendors``: streamed
 Anthropic Messages API, OpenAI Responses API, Gemini API) and asks for one shell command
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
-from aimem_common.testing.agents import AgentsUnavailable, ensure_agents
-from aimem_common.testing.fake_vendors import FakeVendor, Step
-from aimem_common.testing.probe import db_rows, wait_for
+from aimem_testing.agents import AgentsUnavailable, ensure_agents
+from aimem_testing.fake_vendors import FakeVendor, Step
+from aimem_testing.probe import db_rows, wait_for
 from aimem_common.natsserver import free_port
-from aimem_common.testing.stack import LocalStack
+from aimem_testing.stack import LocalStack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -78,7 +78,8 @@ class Agent:
 
     def aimem(self, *args: str) -> str:
         proc = subprocess.run([AIMEM, *args, "--home", str(self.home)], capture_output=True, text=True, timeout=60,
-                              env={**os.environ, "HOME": str(self.home)})
+                              env={**{k: v for k, v in os.environ.items() if k != "CODEX_HOME"},
+                                   "HOME": str(self.home)})
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc.stdout
 

@@ -45,7 +45,7 @@ class ObservationKind(StrEnum):
 
 
 class Tier(StrEnum):
-    """Memory tiers (seed 000 "Memory tiers"): only episodic pages decay."""
+    """Memory tiers (by directory, or frontmatter ``tier``): only episodic pages decay."""
 
     WORKING = "working"
     EPISODIC = "episodic"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from aimem_common.testing.probe import db_rows, wait_for
+from aimem_testing.probe import db_rows, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 

@@ -25,10 +25,6 @@ import pytest
 from aimem_ingress.normalize import normalize
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
-# Issue 3 (the writer's op handlers and consumer) lands in parallel: until its consumer
-# module exists these tests cannot pass, so they skip with that reason instead of failing.
-pytest.importorskip("aimem_writer.consumer", reason="writer consumer (issue 3) not landed yet")
-
 FIXTURES = Path(__file__).resolve().parents[4].parent / "shared" / "fixtures" / "hooks"
 
 

@@ -142,7 +142,8 @@ def test_fixture_normalises(rel: str):
     assert ev.source_event == (payload_for(rel).get("hook_event_name") or ev.source_event)
     assert ev.extension is None
     assert ev.title and "\n" not in ev.title
-    assert (ev.body or kind is K.SESSION_START) and len(ev.body.encode("utf-8")) <= BODY_CAP_BYTES
+    content_only = (K.SESSION_START, K.PRE_COMPACT, K.POST_COMPACTION, K.SESSION_END, K.SUBAGENT_START)
+    assert (ev.body or kind in content_only) and len(ev.body.encode("utf-8")) <= BODY_CAP_BYTES
     assert ev.tool_name == tool_name
     if kind in (PRE, POST):
         assert ev.body.startswith(f"tool: {tool_name}\n")

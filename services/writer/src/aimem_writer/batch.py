@@ -23,7 +23,7 @@ from typing import Any
 from opentelemetry import trace
 from pydantic import ValidationError
 
-from aimem_common.bus import extract_context
+from aimem_common.bus import extract_context, reply_body
 from aimem_common.config import Settings
 from aimem_common.errors import AimemError, BadRequestError, RetryableError
 from aimem_common.commands import Envelope, parse_payload
@@ -76,14 +76,6 @@ class _Abort(Exception):
         self.error = error
 
 
-def reply_dict(cmd_id: str, *, result: dict[str, Any] | None = None, error: AimemError | None = None) -> dict:
-    """Build ``{cmd_id, ok, result | error}``."""
-    if error is not None:
-        # ``status`` rides along so a custom code (e.g. ``handoff_not_open``) keeps its HTTP status.
-        return {"cmd_id": cmd_id, "ok": False, "error": {**error.to_dict(), "status": error.status}}
-    return {"cmd_id": cmd_id, "ok": True, "result": result or {}}
-
-
 class Applier:
     """Owns the write connection and the wiki; every method runs on the writer thread.
 
@@ -123,7 +115,7 @@ class Applier:
                 msg = first_error(exc) if isinstance(exc, ValidationError) else str(exc)
                 err = BadRequestError(f"invalid command envelope: {msg}", code="invalid_envelope")
                 cmd_id = raw.get("cmd_id", "") if isinstance(raw, dict) else ""
-                outcomes[i] = Outcome("ack", reply_dict(str(cmd_id), error=err), "unknown", err.code)
+                outcomes[i] = Outcome("ack", reply_body(str(cmd_id), error=err), "unknown", err.code)
         pending = [i for i in range(len(items)) if outcomes[i] is None]
         while True:
             try:
@@ -133,7 +125,7 @@ class Applier:
                 i = abort.index
                 env = envs[i]
                 if items[i].num_delivered >= self.max_deliver:
-                    outcomes[i] = Outcome("term", reply_dict(env.cmd_id, error=abort.error), env.op, abort.error.code)
+                    outcomes[i] = Outcome("term", reply_body(env.cmd_id, error=abort.error), env.op, abort.error.code)
                     log.error("terminating %s %s after %d deliveries: %s", env.op, env.cmd_id,
                               items[i].num_delivered, abort.error.message)
                 else:
@@ -213,7 +205,7 @@ class Applier:
             except AimemError as err:
                 self.metrics.errors.labels(env.op, err.code).inc()
                 span.set_attribute("aimem.error_code", err.code)
-                return reply_dict(env.cmd_id, error=err), err.code
+                return reply_body(env.cmd_id, error=err), err.code
             cmd_stage = WikiStage(self.wiki.root)
             tx = Tx(conn, env, now=now, settings=self.settings, wiki=cmd_stage, scopes=scopes)
             conn.execute("SAVEPOINT cmd")
@@ -229,7 +221,7 @@ class Applier:
                 conn.execute("RELEASE cmd")
                 self.metrics.errors.labels(env.op, err.code).inc()
                 span.set_attribute("aimem.error_code", err.code)
-                return reply_dict(env.cmd_id, error=err), err.code
+                return reply_body(env.cmd_id, error=err), err.code
             except Exception as exc:  # a bug in a handler: answer, never redeliver forever
                 conn.execute("ROLLBACK TO cmd")
                 conn.execute("RELEASE cmd")
@@ -237,13 +229,13 @@ class Applier:
                 span.record_exception(exc)
                 err = AimemError(f"internal error applying {env.op}: {type(exc).__name__}")
                 self.metrics.errors.labels(env.op, err.code).inc()
-                return reply_dict(env.cmd_id, error=err), err.code
+                return reply_body(env.cmd_id, error=err), err.code
             stage.merge(cmd_stage)
             stage.op_names[env.op] += 1
             scopes.merge(tx.new_scopes)
             events.extend(tx.events)
             self.metrics.commands.labels(env.op).inc()
-            return reply_dict(env.cmd_id, result=result), None
+            return reply_body(env.cmd_id, result=result), None
 
     def _stored_replies(self, keys: set[str]) -> dict[str, dict]:
         """Return stored replies of already-applied keys (crash replays, late retries)."""

@@ -33,7 +33,8 @@ from aimem_common.models import validate_page_path
 from aimem_common.commands.envelope import OpPayload, register
 from aimem_common.commands.pages import PageWrite
 
-# Directories auto-improve and consolidation may write into (seed 000 steps 4 and 5).
+# Directories consolidation and auto-improve may write into: knowledge pages (and, for
+# approved proposals, procedures and rules), never sessions/, _slots/ or a ledger.
 CONSOLIDATION_DIRS = ("concepts/", "decisions/", "gotchas/")
 PROPOSAL_DIRS = ("concepts/", "decisions/", "gotchas/", "procedures/", "_rules/")
 

@@ -7,7 +7,7 @@ call (another test, another run) finds the ``.complete`` marker and returns at o
 cache is ``$AIMEM_AGENTS_CACHE``, else ``$XDG_CACHE_HOME/aimem-agents``, else
 ``~/.cache/aimem-agents``. Concurrent callers serialise on a lock file.
 
-``python -m aimem_common.testing.agents`` does the same from the Makefile (``make agents``)
+``python -m aimem_testing.agents`` does the same from the Makefile (``make agents``)
 and CI, and prints the folder.
 """
 
@@ -98,7 +98,7 @@ def _version(binary: Path, env: dict[str, str]) -> str | None:
 
 
 def main() -> int:
-    """``python -m aimem_common.testing.agents``: install (or find) the pinned CLIs."""
+    """``python -m aimem_testing.agents``: install (or find) the pinned CLIs."""
     try:
         print(ensure_agents())
     except AgentsUnavailable as exc:
