@@ -244,6 +244,7 @@ def test_journey_with_real_binaries(agents_bin, live, tmp_path):
         codex(cx, repo, "Continue where the last session stopped")
         first = json.dumps([b for p, b in vendor.requests if p.endswith("/responses")][0])
         assert s["session_id"] in first and "Document the retry policy for the API" in first
+        assert "Changed: api/retry.md" in first and "Next: " in first  # the rule-based handoff
         vendor.requests.clear()
         codex(cx, repo, "Anything else?")
         again = json.dumps([b for p, b in vendor.requests if p.endswith("/responses")])
