@@ -6,6 +6,12 @@ endpoints, restarts a crashed service or nats-server (same port and store) with 
 backoff (1 s → 30 s, logged), and on Ctrl-C/SIGTERM stops them all, children first, then
 NATS (no orphans: children also get SIGTERM via ``PR_SET_PDEATHSIG`` if the supervisor
 itself is killed).
+
+``--nats-cluster N`` runs N nats-server processes joined by routes into one JetStream
+cluster (client ports NATS_PORT.., route ports ``--nats-route-port``..); the services get
+every member's URL and create the streams with 3 replicas, so the bus survives the loss of
+one server. With ``replication.s3_bucket`` configured it also runs ``litestream replicate``
+on ``db/memory.sqlite`` (see ``aimem_common.replication``).
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from urllib.parse import urlparse
 import typer
 
 from aimem_common import config
-from aimem_common.natsserver import NatsServer, free_port
+from aimem_common.natsserver import NatsServer, cluster_nodes, free_port
+from aimem_common.replication import litestream_binary, write_litestream_config
 
 MAX_BACKOFF_S = 30.0
 PR_SET_PDEATHSIG = 1
@@ -48,6 +55,7 @@ class Child:
     started_at: float = 0.0
     backoff_s: float = 1.0
     log: list[str] = field(default_factory=list)
+    argv: list[str] | None = None  # a non-Python child (litestream); default python -m module
 
 
 def log(msg: str) -> None:
@@ -57,15 +65,18 @@ def log(msg: str) -> None:
 class Supervisor:
     """Runs NATS and the services; ``run()`` blocks until a stop signal."""
 
-    def __init__(self, settings: config.Settings, nats_port: int, env: dict[str, str], log_dir: Path | None):
+    def __init__(self, settings: config.Settings, nats_nodes: list[NatsServer], env: dict[str, str],
+                 log_dir: Path | None, litestream: list[str] | None = None, services: list[str] | None = None):
         self.settings = settings
-        self.nats = NatsServer(
-            settings.data_dir / "nats", port=nats_port, log_file=(log_dir / "nats.log") if log_dir else None
-        )
+        self.nats_nodes = nats_nodes  # [] on a read replica: the bus runs elsewhere
+        self.nats = nats_nodes[0] if nats_nodes else None
         self.env = env
         self.log_dir = log_dir
-        self.children = [Child(n, m) for n, m in config.SERVICE_MODULES.items()]
-        self.nats_state = Child("nats-server", "")  # restart bookkeeping (backoff) for NATS
+        self.children = [Child(n, m) for n, m in config.SERVICE_MODULES.items() if services is None or n in services]
+        if litestream:  # replicates the DB the writer creates; restarted like a service
+            self.children.append(Child("litestream", "", argv=litestream))
+        # restart bookkeeping (backoff) for each nats-server
+        self.nats_states = [Child(f"nats-server {n.url}", "") for n in nats_nodes]
         self.stopping = False
 
     def _spawn(self, child: Child) -> None:
@@ -73,7 +84,7 @@ class Supervisor:
         if self.log_dir:
             out = open(self.log_dir / f"{child.name}.log", "ab")
         child.proc = subprocess.Popen(
-            [sys.executable, "-m", child.module],
+            child.argv or [sys.executable, "-m", child.module],
             env=self.env,
             stdout=out,
             stderr=out,
@@ -86,9 +97,10 @@ class Supervisor:
         child.started_at = time.monotonic()
 
     def start(self) -> None:
-        self.nats.start()
-        self.nats_state.started_at = time.monotonic()
-        log(f"nats-server (JetStream) on {self.nats.url}, store {self.nats.store_dir}")
+        for node, state in zip(self.nats_nodes, self.nats_states):
+            node.start()
+            state.started_at = time.monotonic()
+            log(f"nats-server (JetStream) on {node.url}, store {node.store_dir}")
         for child in self.children:
             self._spawn(child)
 
@@ -97,7 +109,7 @@ class Supervisor:
         import httpx
 
         deadline = time.monotonic() + timeout_s
-        pending = {c.name for c in self.children}
+        pending = {c.name for c in self.children if c.name in config.SERVICE_MODULES}
         with httpx.Client(timeout=1.0) as client:
             while pending and time.monotonic() < deadline and not self.stopping:
                 for name in list(pending):
@@ -120,7 +132,8 @@ class Supervisor:
     def reap(self) -> None:
         """Restart any child that exited (nats-server included), with exponential backoff."""
         now = time.monotonic()
-        self._reap_nats(now)
+        for node, state in zip(self.nats_nodes, self.nats_states):
+            self._reap_nats(now, node, state)
         for child in self.children:
             if child.proc is None:
                 if now >= child.next_start and not self.stopping:
@@ -140,9 +153,9 @@ class Supervisor:
             child.backoff_s = min(child.backoff_s * 2, MAX_BACKOFF_S)
             child.proc = None
 
-    def _reap_nats(self, now: float) -> None:
+    def _reap_nats(self, now: float, node: NatsServer, st: Child) -> None:
         """Restart a dead nats-server on the same port and store (the services reconnect)."""
-        st, proc = self.nats_state, self.nats.proc
+        proc = node.proc
         if self.stopping or proc is None:
             return
         if st.next_start == 0.0:
@@ -153,14 +166,14 @@ class Supervisor:
                 return
             st.restarts += 1
             st.next_start = now + st.backoff_s
-            log(f"nats-server exited with {rc}; restarting in {st.backoff_s:g} s")
+            log(f"{st.name} exited with {rc}; restarting in {st.backoff_s:g} s")
             st.backoff_s = min(st.backoff_s * 2, MAX_BACKOFF_S)
             return
         if now < st.next_start:
             return
-        log(f"restarting nats-server (restart #{st.restarts})")
+        log(f"restarting {st.name} (restart #{st.restarts})")
         try:
-            self.nats.start()
+            node.start()
         except RuntimeError as exc:  # e.g. the port is still held: try again later
             st.next_start = time.monotonic() + st.backoff_s
             log(f"nats-server did not come back ({exc}); retrying in {st.backoff_s:g} s")
@@ -184,19 +197,23 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 child.proc.kill()
                 child.proc.wait(5)
-        self.nats.stop()
+        for node in self.nats_nodes:
+            node.stop()
 
     def endpoints(self) -> dict[str, str]:
         h = self._client_host()
         s = self.settings
-        return {
+        out = {
             "ingress": f"http://{h}:{s.port('ingress')}/hook",
             "query": f"http://{h}:{s.port('query')}/api/v1 (admin: /admin, docs: /docs)",
             "mcp": f"http://{h}:{s.port('mcp-gateway')}/mcp",
             "writer": f"http://{h}:{s.port('writer')}/healthz",
             "maintainer": f"http://{h}:{s.port('maintainer')}/healthz",
-            "nats": self.nats.url,
         }
+        running = {c.name for c in self.children}
+        out = {k: v for k, v in out.items() if ("mcp-gateway" if k == "mcp" else k) in running}
+        out["nats"] = ",".join(n.url for n in self.nats_nodes) or s.bus.nats_url
+        return out
 
 
 def up(
@@ -207,6 +224,12 @@ def up(
     log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log instead of the terminal."),
     insecure_bind: bool = typer.Option(False, "--insecure-bind", help="Allow a non-loopback bind without an auth token."),
     health_timeout_s: float = typer.Option(30.0, "--health-timeout", help="Seconds to wait for every /healthz."),
+    ingress_workers: int = typer.Option(None, "--ingress-workers", min=1, max=64,
+                                        help="Ingress worker processes sharing its port (default ingress.workers, 1)."),
+    nats_cluster: int = typer.Option(1, "--nats-cluster", min=1, max=5,
+                                     help="Run N nats-servers as one JetStream cluster (3 = streams with 3 replicas)."),
+    nats_route_port: int = typer.Option(6222, "--nats-route-port",
+                                        help="First cluster route port with --nats-cluster (0 = any free)."),
 ) -> None:
     """Start the local stack in the foreground (NATS + writer, ingress, query, mcp-gateway, maintainer)."""
     overrides = {}
@@ -219,34 +242,63 @@ def up(
     except config.ConfigError as exc:
         typer.echo(f"aimem up: {exc.message}", err=True)
         raise typer.Exit(2)
+    if nats_cluster == 2:
+        typer.echo("aimem up: --nats-cluster needs 1 or at least 3 servers (2 cannot elect a leader after a loss)", err=True)
+        raise typer.Exit(2)
     if nats_port is None:
-        nats_port = urlparse(settings.bus.nats_url).port or 4222
-    elif nats_port == 0:
-        nats_port = free_port()
+        nats_port = urlparse(settings.bus.nats_urls[0]).port or 4222
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
+    if nats_cluster == 1:
+        nats_nodes = [NatsServer(settings.data_dir / "nats", port=nats_port or free_port(),
+                                 log_file=(log_dir / "nats.log") if log_dir else None)]
+    else:
+        client_ports = [nats_port + i if nats_port else free_port() for i in range(nats_cluster)]
+        route_ports = [nats_route_port + i if nats_route_port else free_port() for i in range(nats_cluster)]
+        nats_nodes = cluster_nodes(settings.data_dir / "nats", client_ports, route_ports, log_dir=log_dir)
+    litestream = None
+    if settings.replication.s3_bucket:
+        try:
+            litestream = [litestream_binary(), "replicate", "-config", str(write_litestream_config(settings))]
+        except FileNotFoundError as exc:
+            typer.echo(f"aimem up: {exc}", err=True)
+            raise typer.Exit(2)
     env = dict(os.environ)
     env.update(
         AIMEM_DATA_DIR=str(settings.data_dir),
         AIMEM_PORT_BASE=str(settings.port_base),
         AIMEM_HOST=settings.host,
-        AIMEM_BUS__NATS_URL=f"nats://127.0.0.1:{nats_port}",
+        AIMEM_BUS__NATS_URL=",".join(n.url for n in nats_nodes),
+        AIMEM_BUS__STREAM_REPLICAS=str(min(3, nats_cluster)),
         PYTHONUNBUFFERED="1",
     )
     if insecure_bind:
         env["AIMEM_AUTH__INSECURE_BIND"] = "true"
-    sup = Supervisor(settings, nats_port, env, log_dir)
+    if ingress_workers is not None:
+        env["AIMEM_INGRESS__WORKERS"] = str(ingress_workers)
+    if litestream:
+        env.pop("AWS_CA_BUNDLE", None)  # litestream refuses custom root CAs ("unable to add custom RootCAs")
+    sup = Supervisor(settings, nats_nodes, env, log_dir, litestream)
+    log(f"data dir: {settings.data_dir}")
+    run_foreground(sup, health_timeout_s, "all services healthy:")
+
+
+def run_foreground(sup: Supervisor, health_timeout_s: float, ready: str) -> None:
+    """Start ``sup``, print the endpoints once healthy, supervise until SIGINT/SIGTERM, stop.
+
+    Raises:
+        typer.Exit: code 1 when a process cannot be started (e.g. a port in use).
+    """
 
     def on_signal(signum, _frame):
         sup.stopping = True
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    log(f"data dir: {settings.data_dir}")
     try:
         sup.start()
         if sup.wait_healthy(health_timeout_s):
-            log("all services healthy:")
+            log(ready)
             for name, url in sup.endpoints().items():
                 log(f"  {name:<11} {url}")
         while not sup.stopping:

@@ -77,7 +77,7 @@ async def connect_bus(
             log.warning("NATS not reachable at %s; retrying in %.1f s", settings.bus.nats_url, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
-    await busmod.ensure_streams(nc.jetstream(), settings.bus)
+    await busmod.ensure_streams_when_ready(nc.jetstream(), settings.bus, deadline_s=max(1.0, deadline - time.monotonic()))
     return nc, busmod.Bus(nc, settings.bus, telemetry.registry)
 
 
@@ -165,7 +165,8 @@ class Startup:
             UnavailableError: not lazy and the database did not appear in ``wait_s``.
         """
         kwargs = {} if budget_ms is None else {"budget_ms": budget_ms}
-        pool = ReaderPool(self.settings.db_path, size=size, wait_s=wait_s, **kwargs)
+        pool = ReaderPool(self.settings.db_path, size=size, wait_s=wait_s,
+                          reuse=not self.settings.query.read_reopen, **kwargs)  # a read replica reopens per read
         self.stack.callback(pool.close)
         if not lazy:
             await asyncio.to_thread(pool.open)
@@ -211,19 +212,30 @@ def create_service_app(
     return app
 
 
-def run_service(service: str, settings: Settings, app_factory: Callable[[Settings], FastAPI]) -> None:
+def run_service(service: str, settings: Settings, app_factory: Callable[[Settings], FastAPI], *,
+                workers: int = 1, worker_factory: str | None = None) -> None:
     """Run ``service`` under uvicorn on ``settings.host:port(service)`` (blocking).
 
-    Sets up JSON logs and tracing first; logs the absolute data dir loudly.
+    Sets up JSON logs and tracing first; logs the absolute data dir loudly. uvicorn runs on
+    uvloop with the httptools parser (both from ``uvicorn[standard]``). With ``workers`` > 1
+    (a stateless service only) uvicorn forks that many processes sharing the one listening
+    socket, each building its app from ``worker_factory`` (``"module:function"``, no
+    arguments, see ``worker_app``).
     """
     setup_logging(service, settings.log_level)
     setup_tracing(service, settings.otlp_endpoint)
     check_bind(settings, settings.host)
-    log.info("starting aimem-%s on %s:%d, data dir %s", service, settings.host, settings.port(service), settings.data_dir)
+    log.info("starting aimem-%s on %s:%d (%d worker%s), data dir %s", service, settings.host, settings.port(service),
+             workers, "" if workers == 1 else "s", settings.data_dir)
+    multi = workers > 1 and worker_factory is not None
     uvicorn.run(
-        app_factory(settings),
+        worker_factory if multi else app_factory(settings),
+        factory=multi,
+        workers=workers if multi else None,
         host=settings.host,
         port=settings.port(service),
+        loop="uvloop",
+        http="httptools",
         log_config=None,
         access_log=False,
         lifespan="on",
@@ -231,15 +243,30 @@ def run_service(service: str, settings: Settings, app_factory: Callable[[Setting
     )
 
 
-def main_entry(service: str, app_factory: Callable[[Settings], FastAPI]) -> None:
-    """``python -m aimem_<service>``: load config once and run; config errors exit 2."""
+def worker_app(service: str, app_factory: Callable[[Settings], FastAPI]) -> FastAPI:
+    """The app of one uvicorn worker process: config loaded, logs and tracing set up, built."""
+    from aimem_common import config
+
+    settings = config.load()
+    setup_logging(service, settings.log_level)
+    setup_tracing(service, settings.otlp_endpoint)
+    return app_factory(settings)
+
+
+def main_entry(service: str, app_factory: Callable[[Settings], FastAPI], *,
+               workers: Callable[[Settings], int] | None = None, worker_factory: str | None = None) -> None:
+    """``python -m aimem_<service>``: load config once and run; config errors exit 2.
+
+    ``workers(settings)`` and ``worker_factory``: see ``run_service`` (stateless services).
+    """
     import sys
 
     from aimem_common import config
 
     try:
         settings = config.load()
-        run_service(service, settings, app_factory)
+        run_service(service, settings, app_factory, workers=workers(settings) if workers else 1,
+                    worker_factory=worker_factory)
     except ConfigError as exc:
         print(f"aimem-{service}: {exc.message}", file=sys.stderr)
         sys.exit(2)

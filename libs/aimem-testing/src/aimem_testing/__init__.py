@@ -8,4 +8,6 @@
   and Gemini APIs on loopback for the real agent CLIs, driven by a ``Step`` plan.
 * ``aimem_testing.agents``: ``ensure_agents()``, the pinned agent CLIs from npm (cached).
 * ``aimem_testing.probe``: ``wait_for`` and read-only ``db_rows`` for e2e assertions.
+* ``aimem_testing.gitrepo``: ``git``, ``make_repo`` (real repositories, worktrees,
+  submodules) and ``wait_for`` (poll until truthy).
 """

@@ -12,11 +12,15 @@ Order of checks, each a typed 4xx in the JSON error envelope:
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 
 from aimem_common.errors import BadRequestError, PayloadTooLargeError
+
+_LONG_DIGITS = re.compile(rb"\d{20}")  # 2**64 has 20 digits
 
 
 async def read_capped(request: Request, max_bytes: int) -> bytes:
@@ -58,6 +62,21 @@ def decode_json(raw: bytes, *, max_depth: int) -> Any:
     """
     if not raw.strip():
         raise BadRequestError("empty request body; expected a JSON object", code="empty_body")
+    if _LONG_DIGITS.search(raw):  # maybe an integer beyond 64 bits: orjson would make it a float
+        value = _decode_slow(raw, max_depth)
+    else:
+        try:  # fast path: orjson (strict UTF-8 and JSON); what it refuses gets the exact verdict below
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            value = _decode_slow(raw, max_depth)
+    if json_depth(value) > max_depth:
+        raise _too_deep(max_depth)
+    return value
+
+
+def _decode_slow(raw: bytes, max_depth: int) -> Any:
+    """The standard library's decoder: precise error messages, and what orjson refuses or
+    changes but JSON allows (integers beyond 64 bits, lone surrogate escapes, NaN)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -70,8 +89,6 @@ def decode_json(raw: bytes, *, max_depth: int) -> Any:
         raise BadRequestError(f"body is not JSON: {exc.msg} at line {exc.lineno}", code="invalid_json") from None
     except ValueError as exc:  # e.g. an integer literal over Python's 4,300-digit limit
         raise BadRequestError(f"body is not JSON: {exc}", code="invalid_json") from None
-    if json_depth(value) > max_depth:
-        raise _too_deep(max_depth)
     return value
 
 

@@ -27,6 +27,8 @@ class WriterMetrics:
     pending: Gauge
     acks: Counter
     watcher_reindexed: Counter
+    replication_lag: Gauge
+    wiki_pushes: Counter
 
     @classmethod
     def create(cls, telemetry: Telemetry) -> "WriterMetrics":
@@ -52,4 +54,10 @@ class WriterMetrics:
             acks=t.counter("aimem_writer_messages_total", "Messages settled, by action (ack|nak|term)", ["action"]),
             watcher_reindexed=t.counter("aimem_writer_watcher_reindexed_total",
                                         "Hand-edited wiki files reindexed, by outcome", ["outcome"]),
+            # Registered even when replication is off, so dashboards and rules always resolve.
+            replication_lag=t.gauge("aimem_replication_lag_seconds",
+                                    "Seconds the off-node copy is behind, by target (db = Litestream, wiki = git push)",
+                                    ["target"]),
+            wiki_pushes=t.counter("aimem_replication_wiki_pushes_total",
+                                  "Pushes of the wiki to its git remote, by outcome (ok|error)", ["outcome"]),
         )
