@@ -8,11 +8,10 @@ that fails and one file edit, then a final message. Everything else is real: the
 its hook runner and settings loader, ``aimem hook``, ingress, NATS, the writer, SQLite, git,
 the MCP gateway. No vendor endpoint is reachable: the CLIs only know the fake's address.
 
-``test_journey_with_real_binaries`` is the whole story: Claude Code in a repository → a
-session page in that repository's project → Codex in the same repository gets the handoff
-injected once → Gemini CLI finds the page through MCP. (Claude Code runs at the repository
-root: a subdirectory shares the root's project and handoff once projects are keyed by their
-repository root; set ``CLAUDE_SUBDIR = "api"`` then.)
+``test_journey_with_real_binaries`` is the whole story: Claude Code in a subdirectory of a
+repository → a session page in that repository's project, paths relative to the repository
+root → Codex at the repository root gets the handoff injected once → Gemini CLI finds the
+page through MCP.
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
 AIMEM = str(Path(sys.executable).with_name("aimem"))
 FINAL = "All done: notes.txt records the retry policy."
-CLAUDE_SUBDIR = ""  # the journey's Claude Code cwd under the repository root
+CLAUDE_SUBDIR = "api"  # the journey's Claude Code cwd under the repository root
 
 
 @pytest.fixture(scope="module")
@@ -214,7 +213,7 @@ def test_gemini_cli_hooks_fire_into_a_session_page(agents_bin, live, tmp_path):
 
 
 def test_journey_with_real_binaries(agents_bin, live, tmp_path):
-    """Claude Code in the repository → page in its project (the command, the edited file
+    """Claude Code in ``api/`` → page in the repository's project (the command, the edited file
     relative to the root, the final message) → Codex at the root gets the handoff once →
     Gemini CLI finds the page through MCP."""
     repo = repository(tmp_path, "journey-repo")
