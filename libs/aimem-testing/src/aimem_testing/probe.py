@@ -1,23 +1,14 @@
-"""Test helpers that look at a running stack from outside: poll, read SQLite read-only."""
+"""Test helpers that look at a running stack from outside: poll (``wait_for``, shared with
+``gitrepo``), read SQLite read-only."""
 
 from __future__ import annotations
 
 import sqlite3
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from aimem_testing.gitrepo import wait_for
 
-def wait_for(fn: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition", poll_s: float = 0.1) -> Any:
-    """Call ``fn`` until it returns something truthy (returned); AssertionError after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out waiting for {what}")
+__all__ = ["db_rows", "wait_for"]
 
 
 def db_rows(db_path: Path, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
