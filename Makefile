@@ -11,7 +11,7 @@ PACKAGES := libs/aimem-common services/writer services/ingress services/query \
 TEST_PACKAGES := libs/aimem-testing
 PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES) $(TEST_PACKAGES))
 
-.PHONY: install up test deploy-test bench clean
+.PHONY: install agents up test deploy-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ $(VENV)/.installed: $(BIN)/python $(PYPROJECTS) requirements-dev.txt
 	touch $@
 
 install: $(VENV)/.installed
+
+# The real agent CLIs the e2e tests drive (pinned; npm installs them once into
+# ~/.cache/aimem-agents, outside this tree; tests call the same installer on first use).
+agents: install
+	$(BIN)/python -m aimem_testing.agents
 
 up: install
 	exec $(BIN)/aimem up --data-dir "$(DATA_DIR)" --port-base $(PORT_BASE)

@@ -93,7 +93,10 @@ def test_fresh_files_and_project_scope(tmp_path):
     assert (proj / ".claude/settings.json").is_file() and (proj / ".github/hooks/aimem.json").is_file()
     assert (proj / ".cursor/hooks.json").is_file() and (proj / ".opencode/plugins/aimem.ts").is_file()
     assert json.loads((proj / ".github/hooks/aimem.json").read_text())["version"] == 1
-    assert not (tmp_path / "home").exists()
+    # only Codex touches the home: its hook trust lives in the user's config.toml
+    assert [p.relative_to(tmp_path / "home").as_posix() for p in (tmp_path / "home").rglob("*") if p.is_file()] \
+        == [".codex/config.toml"]
+    assert f'[projects."{proj.resolve()}"]' in (tmp_path / "home/.codex/config.toml").read_text()
     code, _ = cli("uninstall-hooks", "--client", "copilot-cli", "--scope", "project", "--project-dir", str(proj))
     assert code == 0 and not (proj / ".github/hooks/aimem.json").exists()  # our own file: deleted
 
@@ -172,3 +175,74 @@ def test_install_mcp_codex_toml_new_url_and_broken_file(tmp_path):
 def test_unknown_client_is_an_error(tmp_path):
     code, out = cli("install-hooks", "--client", "vim", "--home", str(tmp_path))
     assert code == 1 and "unknown client" in out
+
+
+def test_codex_install_trusts_its_hooks_and_uninstall_takes_the_trust_back(tmp_path):
+    """Codex runs a hook only when config.toml trusts its exact definition: the installer
+    writes the feature switch and one trusted_hash per handler, shown in the dry run."""
+    import tomllib
+
+    from aimem_cli.installers.codex import BEGIN, hook_hash
+
+    codex_dir = tmp_path / ".codex"
+    codex_dir.mkdir()
+    (codex_dir / "hooks.json").write_text(json.dumps(FOREIGN["codex"]))
+    user_config = 'model = "o4"\n\n[features]\nweb_search = true\n\n[mcp_servers.other]\nurl = "http://x"\n'
+    (codex_dir / "config.toml").write_text(user_config)
+    code, out = cli("install-hooks", "--client", "codex", "--home", str(tmp_path), "--dry-run")
+    assert code == 0 and "config.toml" in out and "+hooks = true  # added by aimem install-hooks" in out
+    assert "trusted_hash" in out and (codex_dir / "config.toml").read_text() == user_config
+
+    assert cli("install-hooks", "--client", "codex", "--home", str(tmp_path))[0] == 0
+    text = (codex_dir / "config.toml").read_text()
+    conf = tomllib.loads(text)
+    assert conf["features"] == {"web_search": True, "hooks": True} and conf["model"] == "o4"
+    hooks = json.loads((codex_dir / "hooks.json").read_text())["hooks"]
+    state = conf["hooks"]["state"]
+    assert len(state) == len(EVENTS["codex"]) and BEGIN in text
+    # the user's Stop hook stays first, ours is group 1 of Stop; every key names its position
+    source = str(codex_dir / "hooks.json")
+    stop = hooks["Stop"][1]
+    assert state[f"{source}:stop:1:0"]["trusted_hash"] == hook_hash("Stop", stop, stop["hooks"][0])
+    end = hooks["SessionEnd"][0]
+    assert end["hooks"][0]["timeout"] == 3  # Codex clamps SessionEnd hooks to 1-3 s
+    assert cli("install-hooks", "--client", "codex", "--home", str(tmp_path))[1].strip() == "already up to date"
+
+    assert cli("uninstall-hooks", "--client", "codex", "--home", str(tmp_path))[0] == 0
+    assert (codex_dir / "config.toml").read_text() == user_config  # byte for byte what the user had
+    assert json.loads((codex_dir / "hooks.json").read_text()) == FOREIGN["codex"]
+
+
+def test_codex_hash_matches_codex_normalisation():
+    """Known values: timeout defaulted/clamped, matcher dropped for Stop (Codex rules)."""
+    from aimem_cli.installers.codex import hook_hash
+
+    h = {"type": "command", "command": "echo hi"}
+    assert hook_hash("Stop", {"matcher": "x", "hooks": [h]}, h) == hook_hash("Stop", {"hooks": [h]}, h)
+    assert hook_hash("SessionEnd", {"hooks": [h]}, {**h, "timeout": 30}) == hook_hash(
+        "SessionEnd", {"hooks": [h]}, {**h, "timeout": 3})
+    assert hook_hash("PreToolUse", {"hooks": [h]}, h) == hook_hash("PreToolUse", {"hooks": [h]}, {**h, "timeout": 600})
+    assert hook_hash("PreToolUse", {"matcher": "*", "hooks": [h]}, h) != hook_hash("PreToolUse", {"hooks": [h]}, h)
+
+
+def test_codex_refuses_hooks_switched_off(tmp_path):
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex/config.toml").write_text("[features]\nhooks = false\n")
+    code, out = cli("install-hooks", "--client", "codex", "--home", str(tmp_path))
+    assert code == 1 and "turns Codex hooks off" in out
+    assert not (tmp_path / ".codex/hooks.json").exists()
+
+
+def test_codex_follows_codex_home(tmp_path, monkeypatch):
+    """With $CODEX_HOME set, Codex reads hooks.json and config.toml there: so does the installer."""
+    import tomllib
+
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    home = str(tmp_path / "home")
+    assert cli("install-hooks", "--client", "codex", "--home", home)[0] == 0
+    assert cli("install-mcp", "--client", "codex", "--home", home)[0] == 0
+    conf = tomllib.loads((tmp_path / "codex-home/config.toml").read_text())
+    assert conf["mcp_servers"]["aimem"]["url"] == "http://127.0.0.1:8703/mcp"
+    hooks = str(tmp_path / "codex-home/hooks.json")
+    assert f"{hooks}:session_start:0:0" in conf["hooks"]["state"]
+    assert not (tmp_path / "home/.codex").exists()

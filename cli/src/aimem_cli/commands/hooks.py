@@ -3,7 +3,8 @@
 The installers merge into each client's own settings file (``aimem_cli.installers``):
 existing hooks are kept, running twice changes nothing, ``--dry-run`` prints the unified
 diff instead of writing, and ``uninstall-hooks`` removes only the handlers running
-``aimem hook``.
+``aimem hook``. For Codex the same plan switches hooks on and trusts aimem's hooks in
+``~/.codex/config.toml`` (one marked block, removed again by ``uninstall-hooks``).
 """
 
 from __future__ import annotations
@@ -20,11 +21,16 @@ DEFAULT_INGRESS_URL = "http://127.0.0.1:8701"
 FINALIZE_NOTE = "Codex before 0.145, Antigravity and any client without a reliable session end"
 
 
-def _target(scope: str, project_dir: Path | None, home: Path | None, ingress_url: str) -> Target:
+def _target(scope: str, project_dir: Path | None, home: Path | None, ingress_url: str,
+            codex_home: Path | None = None) -> Target:
     if scope not in ("user", "project"):
         raise typer.BadParameter("--scope must be user or project")
     return Target(scope=scope, home=(home or Path.home()), project_dir=(project_dir or Path.cwd()).resolve(),
-                  ingress_url=ingress_url)
+                  ingress_url=ingress_url, codex_home=codex_home.expanduser() if codex_home else None)
+
+
+# Codex keeps its user files in $CODEX_HOME when set: the installers follow it.
+CODEX_HOME_HELP = "Codex's user directory (default: $CODEX_HOME, else ~/.codex)"
 
 
 def _run(plan, dry_run: bool) -> None:
@@ -58,13 +64,11 @@ def register(app: typer.Typer) -> None:
         home: Path = typer.Option(None, "--home", hidden=True),
         ingress_url: str = typer.Option(DEFAULT_INGRESS_URL, "--ingress-url",
                                         help="default ingress for the OpenCode plugin"),
+        codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
     ) -> None:
         """Wire `aimem hook` into a client's lifecycle hooks (merges, never clobbers)."""
-        target = _target(scope, project_dir, home, ingress_url)
+        target = _target(scope, project_dir, home, ingress_url, codex_home)
         _run(lambda: plan_hooks(client, target), dry_run)
-        if client == "codex" and not dry_run:
-            typer.echo("codex: hooks need `[features] codex_hooks = true` in ~/.codex/config.toml "
-                       "on versions that still gate them")
 
     @app.command("uninstall-hooks")
     def uninstall_hooks(
@@ -73,9 +77,10 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run"),
         project_dir: Path = typer.Option(None, "--project-dir"),
         home: Path = typer.Option(None, "--home", hidden=True),
+        codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
     ) -> None:
         """Remove only aimem's hook handlers from a client's settings."""
-        target = _target(scope, project_dir, home, DEFAULT_INGRESS_URL)
+        target = _target(scope, project_dir, home, DEFAULT_INGRESS_URL, codex_home)
         _run(lambda: plan_unhooks(client, target), dry_run)
 
     @app.command("install-mcp")
@@ -86,9 +91,10 @@ def register(app: typer.Typer) -> None:
         url: str = typer.Option(DEFAULT_MCP_URL, "--url", help="the aimem MCP endpoint"),
         project_dir: Path = typer.Option(None, "--project-dir"),
         home: Path = typer.Option(None, "--home", hidden=True),
+        codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
     ) -> None:
         """Register the aimem MCP server (Streamable HTTP) with a client."""
-        target = _target(scope, project_dir, home, DEFAULT_INGRESS_URL)
+        target = _target(scope, project_dir, home, DEFAULT_INGRESS_URL, codex_home)
         _run(lambda: plan_mcp(client, target, url), dry_run)
 
     @app.command("finalize-session")

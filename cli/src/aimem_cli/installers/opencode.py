@@ -22,7 +22,8 @@ const INGRESS = (process.env.AIMEM_INGRESS_URL ?? "__INGRESS_URL__").replace(/\\
 const TOKEN = process.env.AIMEM_AUTH__TOKEN ?? ""
 const EVENT_TIMEOUT_MS = 200
 const CONTEXT_TIMEOUT_MS = 1000
-const BUS_EVENTS = new Set(["session.created", "session.idle", "session.deleted", "session.compacted", "file.edited"])
+const BUS_EVENTS = new Set(["session.created", "session.idle", "session.deleted", "session.compacted", "file.edited",
+                            "session.error", "permission.updated", "todo.updated"])
 
 export const AimemPlugin: Plugin = async ({ directory }) => {
   let lastSession: string | undefined
@@ -70,6 +71,9 @@ export const AimemPlugin: Plugin = async ({ directory }) => {
     "chat.message": async (input, output) => send("chat.message", input, output, input.sessionID),
     "tool.execute.before": async (input, output) => send("tool.execute.before", input, output, input.sessionID),
     "tool.execute.after": async (input, output) => send("tool.execute.after", input, output, input.sessionID),
+    "permission.ask": async (input: any, output: any) => send("permission.ask", input, output, input?.sessionID),
+    "command.execute.before": async (input, output) =>
+      send("command.execute.before", input, output, input.sessionID),
     "experimental.session.compacting": async (input: any, output: any) =>
       send("experimental.session.compacting", input, output, input?.sessionID),
     "experimental.chat.system.transform": async (input: any, output: any) => {

@@ -10,6 +10,8 @@ Formats (checked against each vendor's docs):
   [{"type": "command", "bash", "timeoutSec"}]}}`` in a file of its own under
   ``.github/hooks/`` (project) or ``~/.copilot/hooks/`` (user).
 * OpenCode: a plugin file under ``.opencode/plugins/`` or ``~/.config/opencode/plugins/``.
+* Codex additionally needs its hooks switched on and each hook trusted by hash in the
+  user's ``~/.codex/config.toml`` (``installers.codex``): the same plan writes that block.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aimem_cli.installers import opencode
+from aimem_cli.installers import codex, opencode
 from aimem_cli.installers.base import (
     CLIENTS,
     FileChange,
@@ -30,20 +32,24 @@ from aimem_cli.installers.base import (
     read_text,
 )
 
-TOOL_EVENTS = {"PreToolUse", "PostToolUse", "BeforeTool", "AfterTool"}
+TOOL_EVENTS = {"PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest", "PermissionDenied",
+               "BeforeTool", "AfterTool"}
 START_EVENTS = {"SessionStart", "sessionStart"}
 EVENTS: dict[str, tuple[str, ...]] = {
-    "claude-code": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreCompact",
-                    "Notification", "Stop", "SubagentStop", "SessionEnd"),
-    "codex": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreCompact", "PostCompact",
-              "Stop", "SessionEnd"),
+    "claude-code": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
+                    "PermissionRequest", "PermissionDenied", "PreCompact", "PostCompact", "Notification",
+                    "SubagentStart", "SubagentStop", "Stop", "StopFailure", "SessionEnd"),
+    "codex": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse",
+              "PreCompact", "PostCompact", "SubagentStart", "SubagentStop", "Stop", "StopFailure", "Interrupt",
+              "SessionEnd"),
     "gemini-cli": ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "PreCompress", "Notification",
                    "AfterAgent", "SessionEnd"),
     # afterAgentResponse carries the assistant's text; `stop` would duplicate it as a second stop.
-    "cursor": ("sessionStart", "beforeSubmitPrompt", "preToolUse", "postToolUse", "preCompact",
-               "afterAgentResponse", "sessionEnd"),
-    "copilot-cli": ("sessionStart", "userPromptSubmitted", "preToolUse", "postToolUse", "postToolUseFailure",
-                    "preCompact", "agentStop", "errorOccurred", "sessionEnd"),
+    "cursor": ("sessionStart", "beforeSubmitPrompt", "preToolUse", "postToolUse", "postToolUseFailure",
+               "subagentStart", "subagentStop", "preCompact", "afterAgentResponse", "sessionEnd"),
+    "copilot-cli": ("sessionStart", "userPromptSubmitted", "preToolUse", "permissionRequest", "postToolUse",
+                    "postToolUseFailure", "preCompact", "subagentStart", "subagentStop", "notification",
+                    "agentStop", "errorOccurred", "sessionEnd"),
 }
 HOOK_FILES = {  # client -> (user path under HOME, project path under the project dir)
     "claude-code": (".claude/settings.json", ".claude/settings.json"),
@@ -72,12 +78,20 @@ class Target:
     project_dir: Path
     binary: str | None = None
     ingress_url: str = "http://127.0.0.1:8701"
+    codex_home: Path | None = None  # $CODEX_HOME: Codex's user files live there instead of ~/.codex
 
     def path(self, pair: tuple[str | None, str | None], client: str) -> Path:
         rel = pair[0] if self.scope == "user" else pair[1]
         if rel is None:
             raise InstallError(f"{client} has no {self.scope}-scope file; use --scope user")
+        if client == "codex" and self.scope == "user":
+            return self.codex_dir / Path(rel).relative_to(".codex")
         return (self.home if self.scope == "user" else self.project_dir) / rel
+
+    @property
+    def codex_dir(self) -> Path:
+        """Codex's user directory: ``$CODEX_HOME`` when set, else ``~/.codex``."""
+        return self.codex_home or self.home / ".codex"
 
 
 def _check(client: str) -> None:
@@ -102,7 +116,10 @@ def plan_hooks(client: str, target: Target) -> list[FileChange]:
         if not isinstance(groups, list):
             raise InstallError(f"{path}: hooks.{event} is not a list")
         _put(groups, entry, flat=client in ("cursor", "copilot-cli"))
-    return [json_change(path, text, doc)]
+    changes = [json_change(path, text, doc)]
+    if client == "codex":
+        changes.append(_codex_config(target, path, doc))
+    return changes
 
 
 def plan_unhooks(client: str, target: Target) -> list[FileChange]:
@@ -117,7 +134,7 @@ def plan_unhooks(client: str, target: Target) -> list[FileChange]:
     doc = load_json(path, text)
     hooks = _hooks_table(path, doc, create=False)
     if hooks is None:
-        return [FileChange(path, text, text)]
+        return [FileChange(path, text, text)] + ([_codex_config(target, path, doc)] if client == "codex" else [])
     for event in list(hooks):
         groups = hooks[event]
         if isinstance(groups, list):
@@ -129,7 +146,36 @@ def plan_unhooks(client: str, target: Target) -> list[FileChange]:
     if not hooks:
         del doc["hooks"]
     own_file = client == "copilot-cli" and set(doc) <= {"version"}
-    return [json_change(path, text, {} if own_file else doc, delete_if_empty=own_file)]
+    changes = [json_change(path, text, {} if own_file else doc, delete_if_empty=own_file)]
+    if client == "codex":
+        changes.append(_codex_config(target, path, doc))
+    return changes
+
+
+def _codex_config(target: Target, changed: Path, doc: dict[str, Any]) -> FileChange:
+    """The user's ``~/.codex/config.toml`` trusting every aimem hook in both scopes' files.
+
+    ``changed``/``doc`` is the ``hooks.json`` being written (its new content); the other
+    scope's file is read as it is, so removing one scope keeps the other's trust.
+    """
+    config = target.codex_dir / "config.toml"
+    docs: dict[Path, dict[str, Any]] = {}
+    for scope_path in (target.codex_dir / "hooks.json", target.project_dir / HOOK_FILES["codex"][1]):
+        try:
+            docs[scope_path] = load_json(scope_path, read_text(scope_path))
+        except InstallError:
+            docs[scope_path] = {}
+    docs[changed] = doc
+    entries: dict[str, str] = {}
+    for hooks_path, hooks_doc in docs.items():
+        entries.update(codex.trust_entries(hooks_path, hooks_doc))
+    project_hooks = target.project_dir / HOOK_FILES["codex"][1]
+    project = target.project_dir if codex.trust_entries(project_hooks, docs.get(project_hooks, {})) else None
+    text = read_text(config)
+    new = codex.config_with_trust(text, config, entries, project)
+    if text is None and not new:
+        return FileChange(config, None, None)
+    return FileChange(config, text, new)
 
 
 def plan_mcp(client: str, target: Target, url: str) -> list[FileChange]:
@@ -180,6 +226,8 @@ def _entry(client: str, event: str, command: str) -> dict[str, Any]:
     handler: dict[str, Any] = {"type": "command", "command": command}
     if client == "gemini-cli":
         handler = {"name": f"aimem-{event}", **handler, "timeout": 10_000 if slow else 5_000}
+    elif client == "codex" and event in ("SessionEnd", "Interrupt"):
+        handler["timeout"] = 3  # Codex clamps these to 1-3 s (and warns on more)
     else:
         handler["timeout"] = 10 if slow else 5
     group: dict[str, Any] = {"hooks": [handler]}

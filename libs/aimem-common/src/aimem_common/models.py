@@ -22,15 +22,23 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 
 
 class ObservationKind(StrEnum):
-    """The closed hook vocabulary: every client's lifecycle events normalise to these kinds."""
+    """The closed hook vocabulary every client's events map to (DESIGN.md "Hook ingress").
+
+    ``post-tool-use`` covers failed tool calls too (their body carries an ``error:`` line);
+    ``permission-request`` covers asks and denials; ``other`` keeps a documented event's
+    raw fields when no kind fits.
+    """
 
     SESSION_START = "session-start"
     USER_PROMPT = "user-prompt"
     PRE_TOOL_USE = "pre-tool-use"
     POST_TOOL_USE = "post-tool-use"
+    PERMISSION_REQUEST = "permission-request"
     PRE_COMPACT = "pre-compact"
     POST_COMPACTION = "post-compaction"
     NOTIFICATION = "notification"
+    SUBAGENT_START = "subagent-start"
+    SUBAGENT_STOP = "subagent-stop"
     STOP = "stop"
     SESSION_END = "session-end"
     OTHER = "other"

@@ -29,6 +29,7 @@ from typing import Any
 
 from aimem_common.errors import BadRequestError
 from aimem_common.models import ObservationKind
+from aimem_common.patches import is_patch_tool, looks_like_patch, patch_files
 from aimem_common.redact import redact
 
 K = ObservationKind
@@ -90,17 +91,26 @@ def _table(by_kind: dict[ObservationKind, str]) -> dict[str, ObservationKind]:
     return {name.casefold(): kind for kind, names in by_kind.items() for name in names.split()}
 
 
-# One table per client: which native event names land on which kind; the rest -> `other`.
-CLAUDE_EVENTS = _table({
+# One table per client: every event its current hook reference documents -> one kind. The
+# `K.OTHER` entries are documented events no kind fits: they keep their raw fields. Names
+# not in a table (newer client versions) also land on `other`, raw fields kept.
+CLAUDE_EVENTS = _table({  # Claude Agent SDK 0.3.332 `HookInput` (= Claude Code 2.1.332)
     K.SESSION_START: "SessionStart", K.USER_PROMPT: "UserPromptSubmit",
-    K.PRE_TOOL_USE: "PreToolUse", K.POST_TOOL_USE: "PostToolUse PostToolUseFailure",
-    K.PRE_COMPACT: "PreCompact", K.NOTIFICATION: "Notification", K.STOP: "Stop SubagentStop",
-    K.SESSION_END: "SessionEnd", K.OTHER: "SubagentStart PermissionRequest"})
-CODEX_EVENTS = _table({  # agent-turn-complete: the `notify` program's payload type
+    K.PRE_TOOL_USE: "PreToolUse PreSkillShellCommand", K.POST_TOOL_USE: "PostToolUse PostToolUseFailure",
+    K.PERMISSION_REQUEST: "PermissionRequest PermissionDenied", K.PRE_COMPACT: "PreCompact",
+    K.POST_COMPACTION: "PostCompact", K.NOTIFICATION: "Notification StopFailure Elicitation",
+    K.SUBAGENT_START: "SubagentStart", K.SUBAGENT_STOP: "SubagentStop", K.STOP: "Stop",
+    K.SESSION_END: "SessionEnd",
+    K.OTHER: "PostToolBatch UserPromptExpansion Setup TeammateIdle TaskCreated TaskCompleted"
+             " ElicitationResult ConfigChange InstructionsLoaded WorktreeCreate WorktreeRemove"
+             " CwdChanged FileChanged DirectoryAdded PreModelSwitch PostModelSwitch MessageDisplay"})
+CODEX_EVENTS = _table({  # codex-rs/hooks schemas; agent-turn-complete: the `notify` payload
     K.SESSION_START: "SessionStart", K.USER_PROMPT: "UserPromptSubmit",
-    K.PRE_TOOL_USE: "PreToolUse", K.POST_TOOL_USE: "PostToolUse", K.PRE_COMPACT: "PreCompact",
-    K.POST_COMPACTION: "PostCompact", K.STOP: "Stop SubagentStop StopFailure agent-turn-complete",
-    K.SESSION_END: "SessionEnd"})
+    K.PRE_TOOL_USE: "PreToolUse", K.POST_TOOL_USE: "PostToolUse",
+    K.PERMISSION_REQUEST: "PermissionRequest", K.PRE_COMPACT: "PreCompact",
+    K.POST_COMPACTION: "PostCompact", K.NOTIFICATION: "StopFailure Interrupt",
+    K.SUBAGENT_START: "SubagentStart", K.SUBAGENT_STOP: "SubagentStop",
+    K.STOP: "Stop agent-turn-complete", K.SESSION_END: "SessionEnd"})
 GEMINI_EVENTS = _table({  # BeforeAgent carries the user's prompt
     K.SESSION_START: "SessionStart", K.USER_PROMPT: "BeforeAgent", K.PRE_TOOL_USE: "BeforeTool",
     K.POST_TOOL_USE: "AfterTool", K.PRE_COMPACT: "PreCompress", K.NOTIFICATION: "Notification",
@@ -110,27 +120,34 @@ CURSOR_EVENTS = _table({
     K.SESSION_START: "sessionStart", K.USER_PROMPT: "beforeSubmitPrompt",
     K.PRE_TOOL_USE: "preToolUse beforeShellExecution beforeMCPExecution beforeReadFile",
     K.POST_TOOL_USE: "postToolUse postToolUseFailure afterShellExecution afterMCPExecution"
-                     " afterFileEdit",
-    K.PRE_COMPACT: "preCompact", K.STOP: "afterAgentResponse stop subagentStop",
-    K.SESSION_END: "sessionEnd", K.OTHER: "afterAgentThought"})
+                     " afterFileEdit afterTabFileEdit",
+    K.PRE_COMPACT: "preCompact", K.SUBAGENT_START: "subagentStart", K.SUBAGENT_STOP: "subagentStop",
+    K.STOP: "afterAgentResponse stop", K.SESSION_END: "sessionEnd",
+    K.OTHER: "afterAgentThought beforeTabFileRead"})
 COPILOT_EVENTS = _table({  # camelCase names + the PascalCase ones that differ beyond case
     K.SESSION_START: "sessionStart", K.USER_PROMPT: "userPromptSubmitted UserPromptSubmit",
     K.PRE_TOOL_USE: "preToolUse", K.POST_TOOL_USE: "postToolUse postToolUseFailure",
-    K.PRE_COMPACT: "preCompact", K.NOTIFICATION: "notification errorOccurred",
-    K.STOP: "agentStop Stop subagentStop", K.SESSION_END: "sessionEnd",
-    K.OTHER: "subagentStart permissionRequest"})
+    K.PERMISSION_REQUEST: "permissionRequest", K.PRE_COMPACT: "preCompact",
+    K.NOTIFICATION: "notification errorOccurred", K.SUBAGENT_START: "subagentStart",
+    K.SUBAGENT_STOP: "subagentStop", K.STOP: "agentStop Stop", K.SESSION_END: "sessionEnd"})
 OPENCODE_EVENTS = _table({  # plugin hook names and bus event types
     K.SESSION_START: "session.created", K.USER_PROMPT: "chat.message",
     K.PRE_TOOL_USE: "tool.execute.before", K.POST_TOOL_USE: "tool.execute.after file.edited",
+    K.PERMISSION_REQUEST: "permission.ask permission.updated permission.asked",
     K.PRE_COMPACT: "experimental.session.compacting", K.POST_COMPACTION: "session.compacted",
-    K.STOP: "session.idle", K.SESSION_END: "session.deleted"})
+    K.NOTIFICATION: "session.error", K.STOP: "session.idle", K.SESSION_END: "session.deleted",
+    K.OTHER: "command.execute.before todo.updated"})
 GENERIC_EVENTS = {**CLAUDE_EVENTS, **{k.value: k for k in ObservationKind}}
 _EVENTS = {"claude-code": CLAUDE_EVENTS, "codex": CODEX_EVENTS, "gemini-cli": GEMINI_EVENTS,
            "cursor": CURSOR_EVENTS, "copilot-cli": COPILOT_EVENTS, "opencode": OPENCODE_EVENTS,
            "generic": GENERIC_EVENTS}
 # Tool names for events that imply the tool instead of naming it.
 _IMPLIED_TOOL = {"beforeshellexecution": "Shell", "aftershellexecution": "Shell",
-                 "afterfileedit": "Edit", "beforereadfile": "Read", "file.edited": "edit"}
+                 "afterfileedit": "Edit", "aftertabfileedit": "TabEdit", "beforereadfile": "Read",
+                 "file.edited": "edit", "beforemcpexecution": "MCP", "aftermcpexecution": "MCP"}
+# Tool events whose tool failed (the payload carries the error instead of a result).
+_FAILURE_EVENTS = frozenset({"posttoolusefailure"})
+_DENIED_EVENTS = frozenset({"permissiondenied"})
 
 # Canonical field -> dotted payload paths tried in order (digits index lists). Claude,
 # Gemini, Codex hooks and both Copilot shapes share these; client entries replace a field.
@@ -138,7 +155,10 @@ _COMMON_PATHS: dict[str, tuple[str, ...]] = {
     "event": ("hook_event_name",), "session_id": ("session_id", "sessionId"), "cwd": ("cwd",),
     "prompt": ("prompt", "initial_prompt", "initialPrompt"),
     "tool_name": ("tool_name", "toolName"), "tool_input": ("tool_input", "toolArgs"),
-    "tool_output": ("tool_response", "tool_output", "tool_result", "toolResult", "error"),
+    "tool_output": ("tool_response", "tool_output", "tool_result", "toolResult"),
+    "error": ("error", "error_message", "error.message", "tool_response.error.message",
+              "tool_response.error", "error_details"),
+    "details": ("error_details", "errorDetails"),
     "text": ("last_assistant_message", "prompt_response", "message", "error.message"),
     "summary": ("summary", "compact_summary", "custom_instructions", "customInstructions"),
     "model": ("model",), "timestamp": ("timestamp",),
@@ -151,15 +171,17 @@ _CLIENT_PATHS: dict[str, dict[str, tuple[str, ...]]] = {
         "session_id": ("conversation_id", "session_id"), "cwd": ("cwd", "workspace_roots.0"),
         "tool_input": ("tool_input", "command", "file_path"),
         "tool_output": ("tool_output", "output", "result_json", "edits"),
-        "text": ("text", "message")},
+        "text": ("text", "message", "summary", "task")},
     "opencode": {  # `_opencode_view` lifts the bus event to `bus`
         "event": ("event", "bus.type"),
         "session_id": ("sessionID", "input.sessionID", "output.message.sessionID",
                        "bus.properties.sessionID", "bus.properties.info.id"),
         "cwd": ("directory", "cwd", "bus.properties.info.directory"),
-        "prompt": ("output.parts",), "tool_name": ("input.tool",),
-        "tool_input": ("output.args", "input.args", "bus.properties.file"),
-        "tool_output": ("output.output",), "text": (), "summary": (),
+        "prompt": ("output.parts",), "tool_name": ("input.tool", "input.type", "bus.properties.type"),
+        "tool_input": ("output.args", "input.args", "bus.properties.file", "input.metadata",
+                       "bus.properties.metadata"),
+        "tool_output": ("output.output",), "text": ("bus.properties.error.data.message",),
+        "summary": (), "error": ("bus.properties.error.data.message", "bus.properties.error.name"),
         "model": ("input.model", "output.message.model"),
         "timestamp": ("timestamp", "output.message.time.created",
                       "bus.properties.info.time.updated")},
@@ -170,10 +192,12 @@ _CLIENT_PATHS: dict[str, dict[str, tuple[str, ...]]] = {
 _EXTRA_KEYS = frozenset(
     "source reason trigger status notification_type transcript_path tool_use_id agent_id"
     " agent_type agent_name permission_mode turn_id generation_id stop_reason error_context"
-    " recoverable client duration_ms composer_mode".split())
+    " recoverable client duration_ms composer_mode failure_type subagent_type subagent_id"
+    " title".split())
 _EXTRA_RENAME = {"transcriptPath": "transcript_path", "callID": "tool_use_id",
                  "agentName": "agent_name", "turn-id": "turn_id", "stopReason": "stop_reason",
-                 "errorContext": "error_context"}
+                 "errorContext": "error_context", "agentDisplayName": "agent_name",
+                 "agent_display_name": "agent_name"}
 _GEMINI_ONLY = frozenset(n for n, k in GEMINI_EVENTS.items() if n not in CLAUDE_EVENTS)
 _TRANSCRIPT_HINTS = (("/.codex/", "codex"), ("/.gemini/", "gemini-cli"),
                      ("/.claude/", "claude-code"), ("/.cursor/", "cursor"))
@@ -291,26 +315,100 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
     project = _text_field(payload.get("project"), "project") or _basename(cwd)
     extra = _extra(payload)
 
+    folded = (native or "").casefold()
     tool_name = tool_input = tool_output = None
-    if kind in (K.PRE_TOOL_USE, K.POST_TOOL_USE):
+    if kind in (K.PRE_TOOL_USE, K.POST_TOOL_USE, K.PERMISSION_REQUEST):
         tool_name = (_text_field(pick("tool_name"), "tool_name")
-                     or _IMPLIED_TOOL.get((native or "").casefold()))
-        tool_input = _excerpt(pick("tool_input"), as_output=False)
+                     or _IMPLIED_TOOL.get(folded))
+        raw_input = pick("tool_input")
+        tool_input = _excerpt(raw_input, as_output=False)
+        error = _failure(kind, folded, view, pick) if kind is K.POST_TOOL_USE else None
         if kind is K.POST_TOOL_USE:
             tool_output = _excerpt(pick("tool_output"), as_output=True)
-        title = _label(tool_name or "tool", _input_summary(pick("tool_input"), cwd))
-        parts = (("tool", tool_name or "?"), ("input", tool_input), ("output", tool_output))
+        if error:
+            extra["status"] = "failed"
+        summary = _input_summary(raw_input, cwd, tool_name)
+        if kind is K.PERMISSION_REQUEST:
+            label = "Permission denied" if folded in _DENIED_EVENTS else "Permission"
+            title = _label(f"{label}: {tool_name or 'tool'}", summary)
+        else:
+            title = _label(f"{tool_name or 'tool'}{' failed' if error else ''}", summary)
+        reason = _as_text(payload.get("reason")) if kind is K.PERMISSION_REQUEST else None
+        parts = (("tool", tool_name or "?"), ("input", tool_input), ("output", tool_output),
+                 ("error", error), ("reason", cap_utf8(reason, EXCERPT_CAP_BYTES) if reason else None))
         body = "\n".join(f"{label}: {value}" for label, value in parts if value is not None)
     else:
-        texts = {name: _as_text(pick(name)) or "" for name in ("prompt", "text", "summary", "tail")}
+        texts = {name: _as_text(pick(name)) or "" for name in ("prompt", "text", "summary", "tail", "error", "details")}
         title, body = _describe(kind, native, extension, {**extra, **texts})
+        if kind is K.OTHER:
+            title, body = _other(native, extension, view, body)
     return NormalizedEvent(
-        agent=agent, kind=kind, source_event=native if extension else None, extension=extension,
+        agent=agent, kind=kind, source_event=native, extension=extension,
         session_id=session_id, cwd=cwd, project=project,
         workspace=_text_field(payload.get("workspace"), "workspace"),
-        title=title, body=cap_utf8(body or title, BODY_CAP_BYTES),
+        # these bodies are content (a start's prompt, a compaction summary), never the title again
+        title=title, body=cap_utf8(body if kind in _CONTENT_ONLY else (body or title), BODY_CAP_BYTES),
         tool_name=tool_name, tool_input=tool_input, tool_output=tool_output,
         occurred_at=_iso(pick("timestamp")), model=_model(pick("model")), extra=extra)
+
+
+def _failure(kind: ObservationKind, folded: str, view: dict[str, Any], pick: Any) -> str | None:
+    """Return the error excerpt of a failed tool call, None for a success.
+
+    Failures: a ``*Failure`` event (its ``error``/``error_message``), a Gemini ``AfterTool``
+    whose ``tool_response.error`` is set, a Copilot result whose type is not ``success``.
+    """
+    text: Any = None
+    if folded in _FAILURE_EVENTS:
+        text = pick("error")
+    else:
+        response = view.get("tool_response")
+        if isinstance(response, dict) and response.get("error"):
+            text = response["error"]
+        result = view.get("tool_result") or view.get("toolResult")
+        kind_of = (result.get("result_type") or result.get("resultType")) if isinstance(result, dict) else None
+        if isinstance(kind_of, str) and kind_of not in ("success", ""):
+            text = text or result.get("text_result_for_llm") or result.get("textResultForLlm") or kind_of
+    if isinstance(text, dict):
+        text = text.get("message") or text.get("name") or json.dumps(text, ensure_ascii=False)
+    if text is None or text == "":
+        return None
+    return cap_utf8(str(text), EXCERPT_CAP_BYTES)
+
+
+# Payload keys that say nothing about an `other` event (identity and plumbing).
+_BASE_KEYS = frozenset(
+    "session_id sessionId sessionID conversation_id generation_id transcript_path transcriptPath cwd"
+    " hook_event_name timestamp permission_mode prompt_id effort workspace_roots cursor_version"
+    " user_email model turn_id agent directory project workspace idempotency_key".split())
+# First of these (a short scalar) names what an `other` event was about, in its title.
+_OTHER_SUMMARY_KEYS = (
+    "task_subject subject command_name command name file_path new_cwd directory worktree_path to_model"
+    " teammate_name mcp_server_name trigger source text delta").split()
+
+
+def _other(native: str | None, extension: str | None, view: dict[str, Any], text: str) -> tuple[str, str]:
+    """Title and body of an ``other`` event: its native name plus its raw fields (bounded).
+
+    The body is the compact JSON of every field but identity/plumbing ones, capped at
+    ``EXCERPT_CAP_BYTES``; it is sanitised (secrets redacted) downstream like any body.
+    """
+    cwd = view.get("cwd") or view.get("directory")
+    raw = {k: v for k, v in view.items()
+           if k not in _BASE_KEYS and k != "bus" and v not in (None, "", [], {})}
+    if isinstance(view.get("directory"), str) and view["directory"] != cwd:
+        raw["directory"] = view["directory"]
+    if isinstance(raw.get("input"), dict):  # OpenCode envelope: the hook's first argument
+        inner = raw.pop("input")
+        raw = {**{k: v for k, v in inner.items() if k not in _BASE_KEYS}, **raw}
+        raw.pop("event", None)
+    bus = view.get("bus")
+    if isinstance(bus, dict) and isinstance(bus.get("properties"), dict):
+        raw.update({k: v for k, v in bus["properties"].items() if k not in _BASE_KEYS})
+    topic = next((raw[k] for k in _OTHER_SUMMARY_KEYS if isinstance(raw.get(k), str) and raw[k]), "")
+    name = f"{extension}: {native}" if extension and native else (native or "Event")
+    body = json.dumps(raw, ensure_ascii=False, default=str, separators=(", ", ": ")) if raw else text
+    return _label(name, topic), cap_utf8(body, EXCERPT_CAP_BYTES)
 
 
 def _agent_name(agent: Any) -> str:
@@ -322,30 +420,41 @@ def _agent_name(agent: Any) -> str:
     return name
 
 
+_CONTENT_ONLY = frozenset({K.SESSION_START, K.PRE_COMPACT, K.POST_COMPACTION, K.SESSION_END, K.SUBAGENT_START})
+_NOTICE_LABELS = {"stopfailure": "Turn failed", "interrupt": "Turn interrupted", "elicitation": "Question",
+                  "erroroccurred": "Error", "session.error": "Error"}
+
+
 def _describe(kind: ObservationKind, native: str | None, extension: str | None,
               v: dict[str, Any]) -> tuple[str, str]:
     """Return ``(title, body)`` for a non-tool event; body caps follow DESIGN per kind."""
     def paren(key: str) -> str:
         return f" ({v[key]})" if isinstance(v.get(key), str) and v[key] else ""
 
-    prompt, text, summary = v["prompt"], v["text"], v["summary"]
-    if kind is K.SESSION_START:
-        return "Session start" + paren("source"), cap_utf8(prompt, PROMPT_CAP_BYTES)
+    prompt, text, summary, error, details = v["prompt"], v["text"], v["summary"], v["error"], v["details"]
+    who = next((v[k] for k in ("agent_type", "subagent_type", "agent_name") if isinstance(v.get(k), str)
+                and v[k]), "")
+    if kind is K.SESSION_START:  # Copilot CLI carries the first prompt on the start event
+        return _label("Session start" + paren("source"), prompt), cap_utf8(prompt, PROMPT_CAP_BYTES)
     if kind is K.USER_PROMPT:
         return _label("Prompt", prompt), cap_utf8(prompt, PROMPT_CAP_BYTES)
     if kind in (K.PRE_COMPACT, K.POST_COMPACTION):
         label = "Pre-compact" if kind is K.PRE_COMPACT else "Compacted"
         return label + paren("trigger"), cap_utf8(summary, PROMPT_CAP_BYTES)
     if kind is K.NOTIFICATION:
-        return _label("Notification", text), cap_utf8(text, EXCERPT_CAP_BYTES)
+        label = _NOTICE_LABELS.get((native or "").casefold(), "Notification")
+        lines = [x for x in (error, details if details != error else "", text if text != error else "") if x]
+        return _label(label, error or text or v.get("title")), cap_utf8("\n".join(lines), EXCERPT_CAP_BYTES)
+    if kind is K.SUBAGENT_START:
+        return _label("Subagent start", " ".join(x for x in (who, text) if x)), cap_utf8(text, EXCERPT_CAP_BYTES)
+    if kind is K.SUBAGENT_STOP:
+        label = f"Subagent stop ({who})" if who else "Subagent stop"
+        return _label(label, text), cap_utf8(text, PROMPT_CAP_BYTES)
     if kind is K.STOP:
-        label = "Subagent stop" if native and "subagent" in native.casefold() else "Stop"
-        return _label(label, text), text
+        return _label("Stop", text), text
     if kind is K.SESSION_END:  # body: the transcript's tail when the client sent one
         return "Session end" + paren("reason"), cap_utf8(v["tail"], TAIL_CAP_BYTES)
-    # `other`: the native name is metadata, shown only under an extension namespace.
-    title = f"{extension}: {native}" if extension and native else "Other event"
-    return title, cap_utf8(text or prompt, EXCERPT_CAP_BYTES)
+    return "", cap_utf8(text or prompt or error, EXCERPT_CAP_BYTES)  # `other`: see `_other`
 
 
 def _opencode_view(payload: dict[str, Any]) -> dict[str, Any]:
@@ -391,6 +500,8 @@ def _as_text(value: Any) -> str | None:
     if isinstance(value, list):
         texts = [p.get("text") if isinstance(p, dict) else p for p in value]
         return "\n".join(t for t in texts if isinstance(t, str) and t) or None
+    if isinstance(value, dict) and isinstance(value.get("message"), str):  # error objects
+        return value["message"]
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
@@ -407,14 +518,27 @@ def _excerpt(value: Any, *, as_output: bool) -> str | None:
     return cap_utf8(text, EXCERPT_CAP_BYTES) if text else None
 
 
-def _input_summary(raw: Any, cwd: str | None) -> str:
-    """Pick the one field that says what a tool call did (command, path, pattern, ...)."""
+def _input_summary(raw: Any, cwd: str | None, tool_name: str | None = None) -> str:
+    """Pick the one field that says what a tool call did (command, path, pattern, ...).
+
+    A patch (Codex ``apply_patch``, or a shell command feeding one) is summarised by the
+    files it changes, not by its first line (``*** Begin Patch``).
+    """
     value = raw
+    if isinstance(raw, str) and raw.lstrip().startswith("{"):  # Cursor MCP: arguments as a JSON string
+        try:
+            value = raw = json.loads(raw)
+        except ValueError:
+            pass
     if isinstance(raw, dict):
         value = next((raw[k] for k in _SUMMARY_KEYS if isinstance(raw.get(k), str) and raw[k]), "")
-    root = (cwd or "").rstrip("/") + "/"
     if not isinstance(value, str):
         return ""
+    root = (cwd or "").rstrip("/") + "/"
+    files = patch_files(value) if (is_patch_tool(tool_name) or looks_like_patch(value)) else []
+    if files:
+        rel = [f[len(root):] if cwd and f.startswith(root) else f for f in files]
+        return "apply_patch " + ", ".join(rel)
     return value[len(root):] if cwd and value.startswith(root) else value
 
 

@@ -51,8 +51,8 @@ EXPECTED: dict[str, tuple[K, str | None, bool]] = {
     "claude-code/SessionStart.json": (K.SESSION_START, None, False),
     "claude-code/SessionStart.resume.json": (K.SESSION_START, None, False),
     "claude-code/Stop.json": (K.STOP, None, False),
-    "claude-code/SubagentStart.json": (K.OTHER, None, False),
-    "claude-code/SubagentStop.json": (K.STOP, None, False),
+    "claude-code/SubagentStart.json": (K.SUBAGENT_START, None, False),
+    "claude-code/SubagentStop.json": (K.SUBAGENT_STOP, None, False),
     "claude-code/UserPromptSubmit.json": (K.USER_PROMPT, None, False),
     "codex/PostCompact.json": (K.POST_COMPACTION, None, False),
     "codex/PostToolUse.json": (POST, "Bash", True),
@@ -61,7 +61,7 @@ EXPECTED: dict[str, tuple[K, str | None, bool]] = {
     "codex/SessionEnd.json": (K.SESSION_END, None, False),
     "codex/SessionStart.json": (K.SESSION_START, None, False),
     "codex/Stop.json": (K.STOP, None, False),
-    "codex/SubagentStop.json": (K.STOP, None, False),
+    "codex/SubagentStop.json": (K.SUBAGENT_STOP, None, False),
     "codex/UserPromptSubmit.json": (K.USER_PROMPT, None, False),
     "codex/notify.agent-turn-complete.json": (K.STOP, None, False),
     "cursor/afterAgentResponse.json": (K.STOP, None, False),
@@ -139,9 +139,11 @@ def test_fixture_normalises(rel: str):
     assert ev.cwd == CWD
     assert ev.project == "acme-api"
     assert ev.workspace is None
-    assert ev.source_event is None and ev.extension is None
+    assert ev.source_event == (payload_for(rel).get("hook_event_name") or ev.source_event)
+    assert ev.extension is None
     assert ev.title and "\n" not in ev.title
-    assert ev.body and len(ev.body.encode("utf-8")) <= BODY_CAP_BYTES
+    content_only = (K.SESSION_START, K.PRE_COMPACT, K.POST_COMPACTION, K.SESSION_END, K.SUBAGENT_START)
+    assert (ev.body or kind in content_only) and len(ev.body.encode("utf-8")) <= BODY_CAP_BYTES
     assert ev.tool_name == tool_name
     if kind in (PRE, POST):
         assert ev.body.startswith(f"tool: {tool_name}\n")
@@ -201,7 +203,7 @@ def test_fixture_details():
 
     ev = normalize(None, load("claude-code/Stop.json"))
     assert ev.body.startswith("Pagination is in place")
-    assert normalize(None, load("claude-code/SubagentStop.json")).title.startswith("Subagent stop: ")
+    assert normalize(None, load("claude-code/SubagentStop.json")).title.startswith("Subagent stop (Explore): ")
 
     ev = normalize(None, load("claude-code/Notification.json"))
     assert ev.body == "Claude needs your permission to use Bash"
@@ -254,11 +256,12 @@ COPILOT_CAMEL = {  # event name -> (payload, kind, tool_name, tool output)
                      "toolResult": {"resultType": "success", "textResultForLlm": "14 passed"}},
                     POST, "bash", "14 passed"),
     "postToolUseFailure": ({**_CP, "toolName": "edit", "toolArgs": {"path": "a.ts"},
-                            "error": "old_str not found"}, POST, "edit", "old_str not found"),
+                            "error": "old_str not found"}, POST, "edit", None),
     "agentStop": ({**_CP, "transcriptPath": TRANSCRIPT, "stopReason": "end_turn"}, K.STOP, None, None),
-    "subagentStart": ({**_CP, "transcriptPath": TRANSCRIPT, "agentName": "explore"}, K.OTHER, None, None),
+    "subagentStart": ({**_CP, "transcriptPath": TRANSCRIPT, "agentName": "explore"}, K.SUBAGENT_START,
+                      None, None),
     "subagentStop": ({**_CP, "transcriptPath": TRANSCRIPT, "agentName": "explore",
-                      "stopReason": "end_turn"}, K.STOP, None, None),
+                      "stopReason": "end_turn"}, K.SUBAGENT_STOP, None, None),
     "errorOccurred": ({**_CP, "error": {"message": "rate limited", "name": "ApiError"},
                        "errorContext": "model_call", "recoverable": True}, K.NOTIFICATION, None, None),
     "preCompact": ({**_CP, "transcriptPath": TRANSCRIPT, "trigger": "auto", "customInstructions": ""},
@@ -273,10 +276,10 @@ COPILOT_VSCODE = {  # hook_event_name -> (payload, kind, tool_name, tool output)
                      "tool_result": {"result_type": "success", "text_result_for_llm": "14 passed"}},
                     POST, "bash", "14 passed"),
     "PostToolUseFailure": ({**_VS, "tool_name": "edit", "tool_input": {"path": "a.ts"},
-                            "error": "old_str not found"}, POST, "edit", "old_str not found"),
+                            "error": "old_str not found"}, POST, "edit", None),
     "Stop": ({**_VS, "transcript_path": TRANSCRIPT, "stop_reason": "end_turn"}, K.STOP, None, None),
     "SubagentStop": ({**_VS, "transcript_path": TRANSCRIPT, "agent_name": "explore",
-                      "stop_reason": "end_turn"}, K.STOP, None, None),
+                      "stop_reason": "end_turn"}, K.SUBAGENT_STOP, None, None),
     "ErrorOccurred": ({**_VS, "error": {"message": "rate limited", "name": "ApiError"},
                        "error_context": "model_call", "recoverable": True}, K.NOTIFICATION, None, None),
     "PreCompact": ({**_VS, "transcript_path": TRANSCRIPT, "trigger": "manual",
@@ -293,7 +296,9 @@ def _check_copilot(ev, kind, tool_name, output, iso):
     assert ev.tool_output == output
     if kind in (PRE, POST):
         assert json.loads(ev.tool_input)
-        assert ev.title.startswith(f"{tool_name}: ")
+        assert ev.title.startswith(f"{tool_name}: ") or ev.title.startswith(f"{tool_name} failed: ")
+    if ev.extra.get("status") == "failed":  # the error text is kept on its own line
+        assert "\nerror: old_str not found" in ev.body and ev.title == "edit failed: a.ts"
 
 
 @pytest.mark.parametrize("name", sorted(COPILOT_CAMEL))
@@ -319,7 +324,7 @@ def test_copilot_details():
     ev = normalize(None, {"hook_event_name": "PreCompact", **COPILOT_VSCODE["PreCompact"][0]})
     assert ev.body == "keep the API decisions"
     ev = normalize(None, COPILOT_CAMEL["sessionStart"][0])
-    assert ev.title == "Session start (new)" and ev.body == "Fix the flaky test"
+    assert ev.title == "Session start (new): Fix the flaky test" and ev.body == "Fix the flaky test"
     notification = {**_CP, "hook_event_name": "Notification", "message": "Shell completed",
                     "notification_type": "shell_completed"}
     ev = normalize(None, notification)
@@ -327,11 +332,12 @@ def test_copilot_details():
 
 
 # --- unknown events, extensions, overrides ---------------------------------------------------
-def test_unknown_event_collapses_to_other_without_source():
-    payload = {**load("claude-code/Stop.json"), "hook_event_name": "TeleportStart"}
+def test_unknown_event_is_other_with_its_name_and_raw_fields():
+    payload = {**load("claude-code/Stop.json"), "hook_event_name": "TeleportStart", "destination": "mars"}
     ev = normalize("claude-code", payload)
-    assert ev.kind is K.OTHER and ev.source_event is None and ev.extension is None
-    assert "TeleportStart" not in ev.title
+    assert ev.kind is K.OTHER and ev.source_event == "TeleportStart" and ev.extension is None
+    assert ev.title.startswith("TeleportStart")
+    assert '"destination": "mars"' in ev.body and "transcript_path" not in ev.body
 
 
 def test_unknown_event_with_extension_keeps_source():
@@ -339,7 +345,7 @@ def test_unknown_event_with_extension_keeps_source():
     ev = normalize("claude-code", payload, extension="acme.review")
     assert ev.kind is K.OTHER
     assert (ev.source_event, ev.extension) == ("TeleportStart", "acme.review")
-    assert ev.title == "acme.review: TeleportStart"
+    assert ev.title.startswith("acme.review: TeleportStart")
 
 
 def test_event_override_and_case_tolerance():

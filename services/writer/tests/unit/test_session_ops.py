@@ -65,9 +65,11 @@ def test_session_end_writes_summary_page_handoff_and_watermark(wh) -> None:
     page = wh.conn.execute("SELECT * FROM pages WHERE id = ?", (res["page_id"],)).fetchone()
     assert page["session_id"] == "s1" and page["kind"] == "session" and page["tier"] == "episodic"
     body = page["body"]
-    for needle in ("zebra queue", "`pytest -x`", "/w/app/src/q.py", "AssertionError: boom",
-                   "Retries now carry an idempotency key."):
+    for needle in ("## Task\n\nmake retries idempotent in the zebra queue", "`pytest -x` — failed",
+                   "## Files changed\n\n- src/q.py", "AssertionError: boom",
+                   "## Final message\n\nRetries now carry an idempotency key."):
         assert needle in body, needle
+    assert "/w/app/src/q.py" not in body  # paths relative to the repository
     text = wh.page_file("sessions/s1.md").read_text()
     assert len(text.encode()) <= 16 * 1024 and "session_id: s1" in text and "ended_at:" in text
     sess = wh.conn.execute("SELECT * FROM sessions WHERE session_id = 's1'").fetchone()
@@ -101,6 +103,27 @@ def test_start_end_only_session_creates_no_page_and_no_handoff(wh) -> None:
     assert res["page_id"] is None and res["handoff_id"] is None and res["changed"]
     assert wh.count("SELECT count(*) FROM pages") == 0 and wh.count("SELECT count(*) FROM handoffs") == 0
     assert wh.count("SELECT ended_observation_count FROM sessions WHERE session_id='s2'") == 2
+
+
+def test_page_paths_are_relative_to_the_repository_root(wh) -> None:
+    """A session in a subdirectory: files relative to the repository root, not to its cwd."""
+    cwd, root = "/w/app/api", "/w/app"
+    wh.obs("s3", "user-prompt", "Prompt: document retries", "document retries", cwd=cwd, root=root)
+    wh.obs("s3", "post-tool-use", "Write: retry.md", tool_body("Write", {"file_path": "/w/app/api/retry.md"}, "ok"),
+           tool_name="Write", cwd=cwd, root=root)
+    res = wh.ok("session.end", {"session_id": "s3", "cwd": cwd}, root=root)
+    body = wh.conn.execute("SELECT body FROM pages WHERE id = ?", (res["page_id"],)).fetchone()["body"]
+    assert "## Files changed\n\n- api/retry.md" in body and "`api`" in body
+    h = wh.conn.execute("SELECT root, body FROM handoffs WHERE id = ?", (res["handoff_id"],)).fetchone()
+    assert h["root"] == root and "api/retry.md" in h["body"]
+
+
+def test_a_start_carrying_the_initial_prompt_is_real_work(wh) -> None:
+    """Copilot CLI sends its first prompt on the session start: a page and a handoff."""
+    wh.obs("s4", "session-start", "Session start", "fix the flaky zebra test", cwd="/w/app")
+    wh.obs("s4", "session-end", "Session end")
+    res = wh.ok("session.end", {"session_id": "s4"})
+    assert res["page_id"] is not None and res["handoff_id"] is not None
 
 
 def test_session_end_bad_inputs(wh) -> None:

@@ -1,0 +1,111 @@
+"""The real agent CLIs from npm, pinned, installed once into a cache outside the repository.
+
+``ensure_agents()`` installs Node 22 (the ``node`` package: the agent CLIs need Node ≥ 22)
+and pinned Claude Code, Codex CLI and Gemini CLI with the machine's ``npm`` into
+``<cache>/aimem-agents/<pins>/`` and returns that folder's ``node_modules/.bin``; a later
+call (another test, another run) finds the ``.complete`` marker and returns at once. The
+cache is ``$AIMEM_AGENTS_CACHE``, else ``$XDG_CACHE_HOME/aimem-agents``, else
+``~/.cache/aimem-agents``. Concurrent callers serialise on a lock file.
+
+``python -m aimem_testing.agents`` does the same from the Makefile (``make agents``)
+and CI, and prints the folder.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+PINS = {"node": "22.23.3", "@anthropic-ai/claude-code": "2.1.332", "@openai/codex": "0.171.0",
+        "@google/gemini-cli": "0.61.0"}
+INSTALL_TIMEOUT_S = 1200
+BINARIES = ("node", "claude", "codex", "gemini")
+
+
+class AgentsUnavailable(RuntimeError):
+    """The CLIs could not be installed (no npm, registry unreachable, broken package)."""
+
+
+def cache_root() -> Path:
+    """Where the pinned installs live (outside any git tree)."""
+    if os.environ.get("AIMEM_AGENTS_CACHE"):
+        return Path(os.environ["AIMEM_AGENTS_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "aimem-agents"
+
+
+def install_dir() -> Path:
+    """The folder for exactly these pins (a pin change installs next to the old one)."""
+    key = "-".join(f"{name.rsplit('/', 1)[-1]}{version}" for name, version in PINS.items())
+    return cache_root() / key
+
+
+def ensure_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
+    """Install the pinned CLIs if needed; return their ``node_modules/.bin``.
+
+    Raises:
+        AgentsUnavailable: ``npm`` is missing or the install failed (its output attached).
+    """
+    folder = install_dir()
+    bin_dir = folder / "node_modules" / ".bin"
+    if (folder / ".complete").is_file():
+        return bin_dir
+    npm = shutil.which("npm")
+    if npm is None:
+        raise AgentsUnavailable("npm is not on PATH: install Node.js/npm (apt-get install nodejs npm)")
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (folder / ".complete").is_file():
+            return bin_dir
+        (folder / "package.json").write_text('{"private": true}\n')
+        specs = [f"{name}@{version}" for name, version in PINS.items()]
+        _run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error", *specs], folder, timeout_s)
+        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+        # Claude Code fetches its native binary in a postinstall that npm may run under another
+        # node (or skip); running it again is idempotent.
+        claude_pkg = folder / "node_modules" / "@anthropic-ai" / "claude-code"
+        if _version(bin_dir / "claude", env) is None and (claude_pkg / "install.cjs").is_file():
+            _run([str(bin_dir / "node"), "install.cjs"], claude_pkg, timeout_s, env)
+        missing = [b for b in BINARIES if _version(bin_dir / b, env) is None]
+        if missing:
+            raise AgentsUnavailable(f"installed into {folder}, but {', '.join(missing)} does not run")
+        (folder / ".complete").write_text("\n".join(f"{k}@{v}" for k, v in PINS.items()) + "\n")
+    return bin_dir
+
+
+def _run(cmd: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> None:
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        raise AgentsUnavailable(f"{' '.join(cmd[:3])} timed out after {timeout_s:.0f} s") from exc
+    if proc.returncode != 0:
+        raise AgentsUnavailable(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {proc.stderr[-2000:]}")
+
+
+def _version(binary: Path, env: dict[str, str]) -> str | None:
+    if not binary.exists():
+        return None
+    try:
+        proc = subprocess.run([str(binary), "--version"], env=env, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+def main() -> int:
+    """``python -m aimem_testing.agents``: install (or find) the pinned CLIs."""
+    try:
+        print(ensure_agents())
+    except AgentsUnavailable as exc:
+        print(f"aimem agents: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
