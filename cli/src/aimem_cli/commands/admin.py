@@ -120,7 +120,8 @@ def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonO
 
     def human(d: dict) -> None:
         typer.echo(f"aimem {d.get('version')}  schema v{d.get('schema_version')}  data dir {d.get('data_dir')}")
-        typer.echo(f"db {d.get('db_bytes', 0) / 1e6:.1f} MB  writer lag {d.get('writer_lag')}")
+        typer.echo(f"db {d.get('db_bytes', 0) / 1e6:.1f} MB  writer lag {d.get('writer_lag')}"
+                   f"  dead letters {d.get('dead_letters_open', 0)}")
         last = d.get("last_checkpoint") or {}
         typer.echo(f"last checkpoint {last.get('short', '-')} {last.get('time', '')}")
         typer.echo("  ".join(f"{k}={v}" for k, v in (d.get("counts") or {}).items()))
@@ -691,6 +692,16 @@ def key_revoke(key_id: int, server: str = ServerOpt, token: str = TokenOpt, as_j
 
 
 # -- doctor ----------------------------------------------------------------------------------
+def _failing_checks(r: Any) -> dict[str, Any]:
+    """Return the failed checks of a ``/healthz`` answer (``{name: detail}``), {} when unreadable."""
+    try:
+        checks = r.json().get("checks") or {}
+    except ValueError:
+        return {}
+    return {k: v for k, v in checks.items()
+            if v is False or (isinstance(v, dict) and v.get("ok") is False)}
+
+
 def doctor(
     data_dir: Path = typer.Option(None, "--data-dir"), server: str = ServerOpt, token: str = TokenOpt,
     as_json: bool = JsonOpt,
@@ -718,7 +729,10 @@ def doctor(
         t0 = time.perf_counter()
         try:
             r = httpx.get(url, timeout=2.0)
-            add(svc, r.status_code == 200, f"{url} {r.status_code} in {(time.perf_counter() - t0) * 1000:.0f} ms")
+            detail = f"{url} {r.status_code} in {(time.perf_counter() - t0) * 1000:.0f} ms"
+            if r.status_code != 200:
+                detail += "".join(f"; {k}: {v}" for k, v in _failing_checks(r).items())
+            add(svc, r.status_code == 200, detail)
         except httpx.HTTPError as exc:
             add(svc, False, f"{url}: {type(exc).__name__}")
     u = urlparse(settings.bus.nats_url)
@@ -734,6 +748,14 @@ def doctor(
         finally:
             conn.close()
         add("db", quick == "ok", f"{db} schema v{version}, quick_check {quick}")
+        from aimem_common.read.dead_letters import count_open
+
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            n_dead = count_open(conn)
+        finally:
+            conn.close()
+        add("dead-letters", n_dead == 0, f"{n_dead} open" + (" (aimem dead-letters list)" if n_dead else ""))
     except sqlite3.Error as exc:
         add("db", False, f"{db}: {exc}")
     try:

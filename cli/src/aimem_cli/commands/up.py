@@ -1,11 +1,18 @@
 """``aimem up``: the local stack as plain processes (nats-server + five services).
 
-Starts ``nats-server -js`` storing under ``<data_dir>/nats``, then each service as
+Starts ``nats-server -js`` storing under ``<data_dir>/nats`` (its log in
+``<data_dir>/logs/nats.log`` unless ``--log-dir`` says otherwise), then each service as
 ``python -m aimem_<svc>`` with the same config, waits for every ``/healthz``, prints the
 endpoints, restarts a crashed service or nats-server (same port and store) with exponential
 backoff (1 s → 30 s, logged), and on Ctrl-C/SIGTERM stops them all, children first, then
 NATS (no orphans: children also get SIGTERM via ``PR_SET_PDEATHSIG`` if the supervisor
 itself is killed).
+
+A service that exits with 2 (a configuration error: fixing it needs the operator) is not
+restarted; the supervisor says so once. NATS is probed every ``NATS_PROBE_S`` on its
+monitoring ``/healthz``: a JetStream store error (its disk filled: the server keeps
+refusing writes even after space returns) seen on ``NATS_PROBE_FAILS`` probes in a row is
+logged and nats-server is restarted, which clears it once the disk has room again.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import typer
 
 from aimem_common import config
 from aimem_common.natsserver import NatsServer, free_port
+from aimem_common.service import CONFIG_ERROR_EXIT
 
 # Start order: the writer migrates the DB the readers wait for.
 SERVICE_MODULES = {
@@ -35,6 +43,8 @@ SERVICE_MODULES = {
 }
 MAX_BACKOFF_S = 30.0
 PR_SET_PDEATHSIG = 1
+NATS_PROBE_S = 2.0
+NATS_PROBE_FAILS = 2
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -56,6 +66,7 @@ class Child:
     started_at: float = 0.0
     backoff_s: float = 1.0
     log: list[str] = field(default_factory=list)
+    given_up: bool = False  # exited with a configuration error: not restarted
 
 
 def log(msg: str) -> None:
@@ -67,14 +78,17 @@ class Supervisor:
 
     def __init__(self, settings: config.Settings, nats_port: int, env: dict[str, str], log_dir: Path | None):
         self.settings = settings
-        self.nats = NatsServer(
-            settings.data_dir / "nats", port=nats_port, log_file=(log_dir / "nats.log") if log_dir else None
-        )
+        nats_logs = log_dir or settings.data_dir / "logs"
+        nats_logs.mkdir(parents=True, exist_ok=True)
+        self.nats = NatsServer(settings.data_dir / "nats", port=nats_port, log_file=nats_logs / "nats.log",
+                               monitor_port=free_port())
         self.env = env
         self.log_dir = log_dir
         self.children = [Child(n, m) for n, m in SERVICE_MODULES.items()]
         self.nats_state = Child("nats-server", "")  # restart bookkeeping (backoff) for NATS
         self.stopping = False
+        self._probe_at = 0.0
+        self._probe_fails = 0
 
     def _spawn(self, child: Child) -> None:
         out = None
@@ -140,7 +154,13 @@ class Supervisor:
                 if now - child.started_at > 60:
                     child.backoff_s = 1.0  # ran long enough: reset the backoff
                 continue
-            if self.stopping:
+            if self.stopping or child.given_up:
+                continue
+            if rc == CONFIG_ERROR_EXIT:
+                child.given_up = True
+                where = f" (see {self.log_dir / (child.name + '.log')})" if self.log_dir else ""
+                log(f"{child.name} exited with a configuration error ({rc}){where}; not restarting it: "
+                    "fix the configuration and run aimem up again")
                 continue
             child.restarts += 1
             child.next_start = now + child.backoff_s
@@ -148,8 +168,37 @@ class Supervisor:
             child.backoff_s = min(child.backoff_s * 2, MAX_BACKOFF_S)
             child.proc = None
 
+    def probe_nats(self) -> str | None:
+        """Return the JetStream store error nats-server reports on ``/healthz``, or None when fine.
+
+        An unreachable monitoring port is None here: a dead server is ``_reap_nats``'s case.
+        """
+        import httpx
+
+        try:
+            r = httpx.get(f"http://{self.nats.host}:{self.nats.monitor_port}/healthz", timeout=1.0)
+        except httpx.HTTPError:
+            return None
+        if r.status_code == 200:
+            return None
+        try:
+            return str(r.json().get("error") or r.text)[:300]
+        except ValueError:
+            return r.text[:300]
+
+    def _probe(self, now: float) -> None:
+        if now - self._probe_at < NATS_PROBE_S or now - self.nats_state.started_at < NATS_PROBE_S:
+            return
+        self._probe_at = now
+        error = self.probe_nats()
+        self._probe_fails = self._probe_fails + 1 if error else 0
+        if error and self._probe_fails >= NATS_PROBE_FAILS:
+            log(f"nats-server reports a JetStream store error ({error}); restarting it")
+            self._probe_fails = 0
+            self.nats.stop()  # _reap_nats sees the exit and restarts it with the backoff
+
     def _reap_nats(self, now: float) -> None:
-        """Restart a dead nats-server on the same port and store (the services reconnect)."""
+        """Restart a dead (or store-wedged) nats-server on the same port and store."""
         st, proc = self.nats_state, self.nats.proc
         if self.stopping or proc is None:
             return
@@ -158,6 +207,7 @@ class Supervisor:
             if rc is None:
                 if now - st.started_at > 60:
                     st.backoff_s = 1.0
+                self._probe(now)
                 return
             st.restarts += 1
             st.next_start = now + st.backoff_s

@@ -58,8 +58,14 @@ class WriterSettings(BaseModel):
 
     batch_max_msgs: int = 512
     fetch_timeout_s: float = 0.25
-    ack_wait_s: int = 60
+    # A message unacked this long is redelivered (a killed writer's batch comes back this
+    # fast); a long apply sends in-progress acks every ack_wait_s/3 so it is not.
+    ack_wait_s: float = 5.0
+    # Deliveries of a command failing with a transient, non-store error before it becomes a
+    # dead letter. Store faults (disk full, I/O) never count: the batch is held and retried.
     max_deliver: int = 5
+    store_retry_max_s: float = 5.0  # backoff ceiling between retries of a batch on a store fault
+    status_interval_s: float = 1.0  # how often the writer announces its store state to ingress
     git_debounce_ms: int = 500  # a checkpoint waits this long to absorb more batches
     watch_wiki: bool = True  # reindex pages edited by hand (watchdog)
     max_page_bytes: int = 256 * 1024
@@ -71,7 +77,11 @@ class IngressSettings(BaseModel):
     max_body_bytes: int = 10 * 1024 * 1024
     max_json_depth: int = 64
     max_writer_lag: int = 100_000  # pending commands before ingress answers 429
-    lag_check_interval_s: float = 1.0
+    # Time bound: 429 once the writer is this many seconds behind (pending commands / its
+    # measured apply rate, or how long it has made no progress with work pending).
+    max_writer_delay_s: float = 15.0
+    lag_check_interval_s: float = 1.0  # ingress reads the writer's progress on its own clock
+    writer_status_stale_s: float = 5.0  # a store-fault announcement older than this is ignored
     retry_after_s: int = 2
     context_max_tokens: int = 2000  # session-start context budget (~4 chars/token)
 

@@ -10,6 +10,7 @@ import asyncio
 import ipaddress
 import logging
 import time
+from contextlib import asynccontextmanager
 from typing import Callable
 
 import uvicorn
@@ -91,19 +92,39 @@ def run_service(service: str, settings: Settings, app_factory: Callable[[Setting
     setup_tracing(service, settings.otlp_endpoint)
     check_bind(settings, settings.host)
     log.info("starting aimem-%s on %s:%d, data dir %s", service, settings.host, settings.port(service), settings.data_dir)
-    uvicorn.run(
-        app_factory(settings),
-        host=settings.host,
-        port=settings.port(service),
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=5,
-    )
+    app = app_factory(settings)
+    failed: list[ConfigError] = []
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: FastAPI):
+        # A configuration error found at start-up (streams that cannot fit the disk, ...)
+        # must exit 2 like one found while loading: the supervisor does not restart those.
+        try:
+            async with inner(a) as state:
+                yield state
+        except ConfigError as exc:
+            failed.append(exc)
+            raise
+
+    app.router.lifespan_context = lifespan
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port(service), log_config=None, access_log=False,
+                    lifespan="on", timeout_graceful_shutdown=5)
+    except SystemExit:
+        if failed:
+            raise failed[0] from None
+        raise
+    if failed:
+        raise failed[0]
+
+
+CONFIG_ERROR_EXIT = 2  # `aimem up` does not restart a service that exits with this
 
 
 def main_entry(service: str, app_factory: Callable[[Settings], FastAPI]) -> None:
-    """``python -m aimem_<service>``: load config once and run; config errors exit 2."""
+    """``python -m aimem_<service>``: load config once and run; config errors exit 2
+    (``CONFIG_ERROR_EXIT``), whether found while loading or during start-up."""
     import sys
 
     from aimem_common import config
@@ -113,4 +134,4 @@ def main_entry(service: str, app_factory: Callable[[Settings], FastAPI]) -> None
         run_service(service, settings, app_factory)
     except ConfigError as exc:
         print(f"aimem-{service}: {exc.message}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(CONFIG_ERROR_EXIT)

@@ -20,7 +20,7 @@ from opentelemetry.propagate import extract
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aimem_common.errors import AimemError, BackPressureError
+from aimem_common.errors import AimemError
 from aimem_common.telemetry import Telemetry
 
 log = logging.getLogger("aimem.web")
@@ -29,9 +29,9 @@ HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
 
 
 def error_response(exc: AimemError) -> JSONResponse:
-    """Render a typed error as its JSON envelope (adds ``Retry-After`` on 429)."""
+    """Render a typed error as its JSON envelope (``Retry-After`` when the error carries one)."""
     headers = {}
-    if isinstance(exc, BackPressureError):
+    if exc.retry_after_s is not None:
         headers["Retry-After"] = str(exc.retry_after_s)
     return JSONResponse(exc.envelope(), status_code=exc.status, headers=headers)
 

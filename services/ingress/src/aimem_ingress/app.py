@@ -11,6 +11,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI
 
+from aimem_common.bus import WRITER_STATUS_SUBJECT
 from aimem_common.config import Settings
 from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
@@ -32,10 +33,13 @@ def create_app(settings: Settings) -> FastAPI:
             nc, bus = await connect_bus(settings, "ingress", telemetry)
             stack.push_async_callback(close_nats, nc)
             cfg = settings.ingress
-            gate = LagGate(bus.writer_lag, max_lag=cfg.max_writer_lag, interval_s=cfg.lag_check_interval_s,
-                           retry_after_s=cfg.retry_after_s)
-            stack.push_async_callback(gate.close)
+            gate = LagGate(bus.writer_progress, max_lag=cfg.max_writer_lag, max_delay_s=cfg.max_writer_delay_s,
+                           interval_s=cfg.lag_check_interval_s, retry_after_s=cfg.retry_after_s,
+                           status_stale_s=cfg.writer_status_stale_s)
+            await nc.subscribe(WRITER_STATUS_SUBJECT, cb=gate.on_writer_status)
             await gate.refresh()
+            gate.start()
+            stack.push_async_callback(gate.close)
             ctx = IngressContext(settings=settings, nc=nc, bus=bus, gate=gate, metrics=metrics,
                                  claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
             stack.callback(ctx.close)
@@ -46,8 +50,13 @@ def create_app(settings: Settings) -> FastAPI:
         ctx = holder.get("ctx")
         return {
             "nats": bool(ctx and ctx.nc.is_connected),
+            # False while JetStream leaves publishes unacknowledged (its store failed).
+            "jetstream": bool(ctx and ctx.bus.jetstream_storing()),
             "db": "open" if ctx and ctx.db_open else "lazy",
             "writer_lag": ctx.gate.lag if ctx else None,
+            "writer_delay_s": round(ctx.gate.delay_s, 1) if ctx else None,
+            # Red while the writer reports it cannot store: hooks get 503/507, not a 202.
+            "writer_store": {"ok": False, **fault} if ctx and (fault := ctx.gate.store_fault()) else True,
         }
 
     app = FastAPI(title="aimem-ingress", lifespan=lifespan)

@@ -16,7 +16,6 @@ import logging
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
-import nats.js.errors
 from fastapi import FastAPI
 from nats.aio.client import Client as NATS
 
@@ -55,21 +54,6 @@ class WriterContext:
     task: asyncio.Task
 
 
-async def _ensure_consumer(nc: NATS, settings: Settings) -> None:
-    js = nc.jetstream()
-    try:
-        await busmod.ensure_writer_consumer(
-            js, ack_wait_s=settings.writer.ack_wait_s, max_deliver=settings.writer.max_deliver
-        )
-    except nats.js.errors.BadRequestError:
-        # The durable exists with other settings (ack_wait changed): converge to ours.
-        info = await js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE)
-        cfg = info.config
-        cfg.ack_wait = float(settings.writer.ack_wait_s)
-        cfg.max_deliver = settings.writer.max_deliver
-        await js.update_consumer(busmod.MUT_STREAM, cfg)
-
-
 def create_app(settings: Settings) -> FastAPI:
     """Build the writer app for ``settings`` (nothing starts until the lifespan runs)."""
     telemetry = Telemetry("writer")
@@ -96,7 +80,7 @@ def create_app(settings: Settings) -> FastAPI:
             await thread.call(applier.checkpoint, "startup")
             nc, _bus = await connect_bus(settings, "writer", telemetry)
             stack.push_async_callback(close_nats, nc)
-            await _ensure_consumer(nc, settings)
+            await busmod.ensure_writer_consumer(nc.jetstream(), ack_wait_s=settings.writer.ack_wait_s)
             consumer = Consumer(settings, nc, thread, applier, metrics)
             task = asyncio.create_task(consumer.run(), name="writer-consumer")
 
@@ -134,8 +118,11 @@ def create_app(settings: Settings) -> FastAPI:
         except Exception:  # noqa: BLE001 - reported as a failed check
             db_ok = False
         wiki_ok = await asyncio.to_thread(ctx.applier.wiki.healthy)
+        # Red while a store fault holds a batch: the DB may still answer reads (SELECT 1).
+        status = ctx.consumer.status()
+        store = True if status["state"] == "ok" else {"ok": False, **status}
         return {"nats": bool(ctx.nc.is_connected), "db": db_ok, "wiki": wiki_ok,
-                "consumer": not ctx.task.done()}
+                "consumer": not ctx.task.done(), "store": store}
 
     app = FastAPI(title="aimem-writer", lifespan=lifespan)
     install_error_handlers(app)

@@ -27,6 +27,10 @@ class WriterMetrics:
     pending: Gauge
     acks: Counter
     watcher_reindexed: Counter
+    dead_letters: Counter
+    dead_letters_open: Gauge
+    store_fault: Gauge
+    store_faults: Counter
 
     @classmethod
     def create(cls, telemetry: Telemetry) -> "WriterMetrics":
@@ -52,4 +56,12 @@ class WriterMetrics:
             acks=t.counter("aimem_writer_messages_total", "Messages settled, by action (ack|nak|term)", ["action"]),
             watcher_reindexed=t.counter("aimem_writer_watcher_reindexed_total",
                                         "Hand-edited wiki files reindexed, by outcome", ["outcome"]),
+            dead_letters=t.counter("aimem_writer_dead_letters_total",
+                                   "Commands given up and kept as dead letters, by op", ["op"]),
+            dead_letters_open=t.gauge("aimem_writer_dead_letters_open",
+                                      "Dead letters not yet replayed (aimem dead-letters list)"),
+            store_fault=t.gauge("aimem_writer_store_fault",
+                                "1 while the writer cannot store (disk full, I/O error), by reason", ["reason"]),
+            store_faults=t.counter("aimem_writer_store_faults_total",
+                                   "Batches held because the store refused a write, by reason", ["reason"]),
         )

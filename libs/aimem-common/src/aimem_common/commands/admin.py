@@ -228,3 +228,14 @@ class WikiCheckpoint(OpPayload):
     Sent by ``/admin/backup`` first, so the archived repository has no uncommitted files
     and a restore reproduces the git history exactly. Result ``{"commit": oid|null}``.
     """
+
+
+@register("dead_letter.resolve")
+class DeadLetterResolve(OpPayload):
+    """Mark dead letters as replayed (``/admin/dead-letters/replay`` sends them again first).
+
+    Result ``{"resolved": [ids]}``: the ids that were open; unknown or already replayed ids
+    are left out.
+    """
+
+    ids: list[int] = Field(min_length=1, max_length=10_000)

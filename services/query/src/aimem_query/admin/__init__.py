@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from aimem_query.admin import backup, history, lifecycle, pages, pending, status, users
+from aimem_query.admin import backup, dead_letters, history, lifecycle, pages, pending, status, users
 from aimem_query.admin.deps import require_root
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_root)])
 # pending.py (pending-writes) belongs to the maintainer issue (#7).
-for _module in (status, history, backup, lifecycle, pages, users, pending):
+for _module in (status, history, backup, lifecycle, pages, users, pending, dead_letters):
     router.include_router(_module.router)

@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 
 from aimem_common.db.connect import schema_version
+from aimem_common.read import dead_letters
 from aimem_query.admin.deps import bus_of, read, settings_of
 from aimem_query.admin.history import list_checkpoints
 
@@ -42,7 +43,8 @@ def _store(conn: sqlite3.Connection) -> dict[str, Any]:
             " FROM projects p JOIN workspaces w ON w.id = p.workspace_id ORDER BY w.name, p.name"
         ).fetchall()
     ]
-    return {"schema_version": schema_version(conn), "counts": counts, "projects": projects}
+    return {"schema_version": schema_version(conn), "counts": counts, "projects": projects,
+            "dead_letters_open": dead_letters.count_open(conn)}
 
 
 def _version() -> str:
@@ -58,7 +60,8 @@ def _size(path: Path) -> int:
 
 @router.get("/status")
 async def status(request: Request) -> dict:
-    """Counts, schema version, data dir, DB size (bytes, with WAL), last checkpoint, lag."""
+    """Counts, schema version, data dir, DB size (bytes, with WAL), last checkpoint, lag,
+    and ``dead_letters_open`` (commands given up, see ``/admin/dead-letters``)."""
     settings = settings_of(request)
     store = await read(request, _store)
     try:

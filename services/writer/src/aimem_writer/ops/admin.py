@@ -26,6 +26,7 @@ from aimem_common.errors import (
 from aimem_common.models import Scope, validate_name
 from aimem_common.commands import Envelope
 from aimem_common.commands.admin import (
+    DeadLetterResolve,
     WikiCheckpoint,
     ApiKeyCreate,
     ApiKeyRevoke,
@@ -525,3 +526,17 @@ def wiki_checkpoint(tx: Tx, env: Envelope, cmd: WikiCheckpoint) -> dict:
     """Ask for an immediate git checkpoint: the consumer flushes it after COMMIT and puts
     the commit id (or null when nothing was dirty) in ``commit`` before replying."""
     return {"commit": None}
+
+
+@handler("dead_letter.resolve")
+def dead_letter_resolve(tx: Tx, env: Envelope, cmd: DeadLetterResolve) -> dict:
+    """Stamp ``replayed_at`` on the open dead letters among ``cmd.ids`` (audited)."""
+    resolved = []
+    for dl_id in sorted(set(cmd.ids)):
+        cur = tx.conn.execute("UPDATE dead_letters SET replayed_at = ? WHERE id = ? AND replayed_at IS NULL",
+                              (tx.now, dl_id))
+        if cur.rowcount:
+            resolved.append(dl_id)
+    if resolved:
+        tx.audit("dead_letter.resolve", None, {"ids": resolved})
+    return {"resolved": resolved}
