@@ -114,6 +114,7 @@ async def connect(settings: BusSettings, *, name: str, reconnect: bool = True) -
 
 # err_code when a stream's limits do not fit the JetStream store (its disk).
 _INSUFFICIENT_RESOURCES = 10047
+_STREAM_NAME_IN_USE = 10058  # "stream name already in use with a different configuration"
 MIN_STREAM_BYTES = 4 * 1024 * 1024  # below this a stream is useless: a clear error instead
 
 
@@ -121,8 +122,10 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
     """Create or update ``AIMEM_MUT`` and ``AIMEM_EVT`` with the DESIGN.md settings.
 
     Stream limits fit the store they live on: when JetStream refuses a ``max_bytes`` as more
-    than its store can hold (a small disk), the limit is halved until it fits, with one
-    warning naming the configured and the clamped size.
+    than its store can hold (a small disk), the limit is halved until it fits and halved once
+    more (room for the other stream and the KV buckets), with one warning naming the
+    configured and the clamped size. An existing stream whose configured limit no longer
+    fits keeps its current one (warning).
 
     Raises:
         ConfigError: even ``MIN_STREAM_BYTES`` does not fit (the supervisor does not restart).
@@ -152,16 +155,27 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
 
 
 async def _ensure_stream_fitting(js: JetStreamContext, cfg: StreamConfig) -> None:
+    try:
+        await js.stream_info(cfg.name)
+    except nats.js.errors.NotFoundError:
+        pass
+    else:
+        try:
+            await js.update_stream(cfg)  # exists with other limits: converge
+        except nats.js.errors.APIError as exc:
+            if exc.err_code != _INSUFFICIENT_RESOURCES:
+                raise
+            # Sized to the store when it was created (maybe by a sibling service just now).
+            log.warning("stream %s keeps its current limits: max_bytes %d does not fit the JetStream store",
+                        cfg.name, cfg.max_bytes)
+        return
     wanted = cfg.max_bytes
     while True:
         try:
-            try:
-                await js.add_stream(cfg)
-            except nats.js.errors.BadRequestError as exc:
-                if exc.err_code == _INSUFFICIENT_RESOURCES:
-                    raise
-                await js.update_stream(cfg)  # exists with other limits: converge
+            await js.add_stream(cfg)
         except nats.js.errors.APIError as exc:
+            if exc.err_code == _STREAM_NAME_IN_USE:
+                return  # a sibling service created it meanwhile (sized to the store)
             if exc.err_code != _INSUFFICIENT_RESOURCES:
                 raise
             if cfg.max_bytes is None or cfg.max_bytes <= MIN_STREAM_BYTES:
@@ -170,9 +184,13 @@ async def _ensure_stream_fitting(js: JetStreamContext, cfg: StreamConfig) -> Non
                     f"free space on the NATS store's disk or lower bus limits ({exc.description})"
                 ) from exc
             cfg.max_bytes = max(MIN_STREAM_BYTES, cfg.max_bytes // 2)
-            cfg.max_msg_size = min(cfg.max_msg_size or cfg.max_bytes, cfg.max_bytes) if cfg.max_msg_size else None
+            if cfg.max_msg_size and cfg.max_msg_size > cfg.max_bytes:
+                cfg.max_msg_size = cfg.max_bytes
             continue
         if cfg.max_bytes != wanted:
+            # Half of what fits: the store needs room for the other stream and the KV buckets.
+            cfg.max_bytes = max(MIN_STREAM_BYTES, cfg.max_bytes // 2)
+            await js.update_stream(cfg)
             log.warning("stream %s: max_bytes clamped from %d to %d bytes to fit the JetStream store's disk",
                         cfg.name, wanted, cfg.max_bytes)
         return
