@@ -143,16 +143,48 @@ async def test_unknown_agent_and_bad_idempotency_key(ingress):
 
 
 async def test_writer_lag_over_bound_is_429_with_retry_after(settings):
+    """The gate reads the real consumer lag: 5 commands waiting for a writer that is not running."""
     from aimem_ingress.app import create_app
     import httpx
 
-    settings.ingress.max_writer_lag = -1  # any lag (even 0) is over the bound
+    nc = await busmod.connect(settings.bus, name="t", reconnect=False)
+    try:
+        js = nc.jetstream()
+        await busmod.ensure_streams(js, settings.bus)
+        await busmod.ensure_writer_consumer(js, ack_wait_s=5)
+        for i in range(5):
+            await js.publish("aimem.mut.observation.append", b"{}", headers={busmod.MSG_ID_HEADER: f"lag-{i}"})
+    finally:
+        await nc.close()
+    for bound, expected in ((10, 202), (3, 429)):
+        settings.ingress.max_writer_lag = bound
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://i") as client:
+                r = await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT)
+        assert r.status_code == expected, (bound, r.text)
+    assert r.headers["retry-after"] == str(settings.ingress.retry_after_s)
+    assert r.json()["error"]["code"] == "back_pressure" and r.json()["error"]["data"]["writer_lag"] >= 5
+
+
+async def test_hook_requires_the_token_when_one_is_configured(settings):
+    from aimem_ingress.app import create_app
+    import httpx
+
+    settings.auth.token = "t0k3n-for-hooks"
     app = create_app(settings)
     async with app.router.lifespan_context(app):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://i") as client:
-            r = await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT)
-    assert r.status_code == 429 and r.headers["retry-after"] == str(settings.ingress.retry_after_s)
-    assert r.json()["error"]["code"] == "back_pressure"
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "t0k3n-for-hooks"}):
+                r = await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT, headers=headers)
+                assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized", headers
+                r = await client.post("/hook/session-start-context?agent=claude-code", json=CLAUDE_PROMPT,
+                                      headers=headers)
+                assert r.status_code == 401, headers
+            assert await stream_msgs(app) == []
+            ok = await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT,
+                                   headers={"Authorization": "Bearer t0k3n-for-hooks"})
+            assert ok.status_code == 202 and len(await stream_msgs(app)) == 1
 
 
 async def test_full_stream_is_429(settings):

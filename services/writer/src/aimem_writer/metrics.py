@@ -36,7 +36,7 @@ class WriterMetrics:
     def create(cls, telemetry: Telemetry) -> "WriterMetrics":
         """Register every family on ``telemetry.registry``."""
         t = telemetry
-        return cls(
+        m = cls(
             batch_size=t.histogram("aimem_writer_batch_size", "Commands per applied batch", buckets=_SIZE_BUCKETS),
             apply_seconds=t.histogram(
                 "aimem_writer_apply_seconds", "Batch apply latency (transaction + file flush) in seconds",
@@ -65,3 +65,6 @@ class WriterMetrics:
             store_faults=t.counter("aimem_writer_store_faults_total",
                                    "Batches held because the store refused a write, by reason", ["reason"]),
         )
+        for reason in ("disk_full", "io_error"):  # exported at 0 from the start (alerts, dashboards)
+            m.store_fault.labels(reason).set(0)
+        return m
