@@ -31,6 +31,7 @@ from pydantic import Field, field_validator
 
 from aimem_common.models import validate_page_path
 from aimem_common.commands.envelope import OpPayload, register
+from aimem_common.commands.freetext import FreeText
 from aimem_common.commands.pages import PageWrite
 
 # Directories auto-improve and consolidation may write into (seed 000 steps 4 and 5).
@@ -145,8 +146,8 @@ class ProposalIn(OpPayload):
     """One validated auto-improve proposal."""
 
     path: str
-    title: str | None = Field(None, max_length=512)
-    body: str = Field(min_length=1, max_length=64 * 1024)
+    title: FreeText | None = Field(None, max_length=512)
+    body: FreeText = Field(min_length=1, max_length=64 * 1024)
     rationale: str | None = Field(None, max_length=4000)
     confidence: float = Field(ge=0.0, le=1.0)
     target_page_id: int | None = None  # snapshot of the live page it would replace
@@ -186,7 +187,7 @@ class ProposalReject(OpPayload):
     """Reject pending proposals (nothing is written)."""
 
     ids: list[int] = Field(min_length=1, max_length=100)
-    reason: str | None = Field(None, max_length=2000)
+    reason: FreeText | None = Field(None, max_length=2000)
 
 
 class EmbeddingItem(OpPayload):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from aimem_common.commands.envelope import OpPayload, register
+from aimem_common.commands.freetext import FreeText
 
 INBOX_DEPTH_CAP = 200
 
@@ -15,8 +16,8 @@ class MessageSend(OpPayload):
 
     to_workspace: str = "default"
     to_project: str
-    body: str = Field(min_length=1, max_length=16 * 1024)
-    subject: str | None = Field(None, max_length=512)
+    body: FreeText = Field(min_length=1, max_length=16 * 1024)
+    subject: FreeText | None = Field(None, max_length=512)
 
 
 @register("message.pop")
