@@ -134,6 +134,16 @@ async def test_eleven_mib_body_is_413_while_reading(ingress):
     assert (await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT)).status_code == 202
 
 
+async def test_lone_surrogates_become_replacement_chars(ingress):
+    client, app = ingress
+    raw = json.dumps(CLAUDE_PROMPT)[:-1] + ', "prompt": "x\\ud800y", "extra\\udc00": "z\\udfff"}'
+    for path in ("/hook?agent=claude-code", "/hook/session-start-context?agent=claude-code"):
+        r = await client.post(path, content=raw.encode(), headers={"Content-Type": "application/json"})
+        assert r.status_code in (200, 202), (path, r.text)
+    [env] = [e for e, _ in await stream_msgs(app) if e["op"] == "observation.append"]
+    assert env["payload"]["body"] == "x\ufffdy"
+
+
 async def test_unknown_agent_and_bad_idempotency_key(ingress):
     client, _ = ingress
     r = await client.post("/hook?agent=vim", json=CLAUDE_PROMPT)
