@@ -227,6 +227,12 @@ class Settings(BaseSettings):
     server_url: str = "http://127.0.0.1:8702"  # where the CLI finds the query/admin API
     ingress_url: str = "http://127.0.0.1:8701"  # where `aimem hook` posts
     mcp_allowed_hosts: list[str] = ["mcp-gateway", "aimem-mcp-gateway", "localhost", "127.0.0.1"]
+    # Host names every service answers (any port): loopback and the compose/Helm service
+    # names; add the name a reverse proxy forwards. A request with another Host header (a DNS
+    # rebinding page) or a foreign Origin is refused (aimem_common.web.DriveByGuard).
+    allowed_hosts: list[str] = ["localhost", "127.0.0.1", "::1", "ingress", "query", "mcp-gateway", "writer",
+                                "maintainer", "aimem-ingress", "aimem-query", "aimem-mcp-gateway", "aimem-writer",
+                                "aimem-maintainer"]
     otlp_endpoint: str | None = Field(
         None, validation_alias=AliasChoices("AIMEM_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
     )

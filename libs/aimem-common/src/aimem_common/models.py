@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Annotated
 from enum import StrEnum
 from pathlib import PurePosixPath
 
+import annotated_types
+
 from aimem_common.errors import BadRequestError
+
+#: The largest integer SQLite stores (a signed 64-bit INTEGER PRIMARY KEY).
+DB_INT_MAX = 2**63 - 1
+#: A row id as accepted from outside (path parameters, request bodies, tool arguments,
+#: command payloads): 1 ≤ id ≤ 2^63−1, so an out-of-range id is a 400, never a 500.
+DbId = Annotated[int, annotated_types.Interval(ge=1, le=DB_INT_MAX)]
+#: A row id where 0 means "none" (``expected_page_id=0``: the page must not exist yet).
+DbIdOrZero = Annotated[int, annotated_types.Interval(ge=0, le=DB_INT_MAX)]
 
 GLOBAL_PROJECT = "_global"  # reserved preferences scope for memory_write_page(scope="global")
 MAX_NAME_LEN = 128

@@ -15,7 +15,7 @@ from aimem_common.bus import WRITER_STATUS_SUBJECT
 from aimem_common.config import Settings
 from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
-from aimem_common.web import install_error_handlers, install_observability
+from aimem_common.web import install_error_handlers, install_guard, install_observability
 from aimem_ingress.context import HookMetrics, IngressContext
 from aimem_ingress.gate import LagGate
 from aimem_ingress.routes import router
@@ -61,6 +61,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="aimem-ingress", lifespan=lifespan)
     install_error_handlers(app)
+    install_guard(app, settings.allowed_hosts, settings.host)
     install_observability(app, telemetry, health)
     app.include_router(router)
     return app

@@ -170,7 +170,7 @@ async def test_writer_lag_over_bound_is_429_with_retry_after(settings):
         settings.ingress.max_writer_lag = bound
         app = create_app(settings)
         async with app.router.lifespan_context(app):
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://i") as client:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ingress") as client:
                 r = await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT)
         assert r.status_code == expected, (bound, r.text)
     assert r.headers["retry-after"] == str(settings.ingress.retry_after_s)
@@ -184,7 +184,7 @@ async def test_hook_requires_the_token_when_one_is_configured(settings):
     settings.auth.token = "t0k3n-for-hooks"
     app = create_app(settings)
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://i") as client:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ingress") as client:
             for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "t0k3n-for-hooks"}):
                 r = await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT, headers=headers)
                 assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized", headers
@@ -205,7 +205,7 @@ async def test_full_stream_is_429(settings):
     app = create_app(settings)
     statuses = []
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://i") as client:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ingress") as client:
             for i in range(20):
                 r = await client.post("/hook?agent=claude-code", json={**CLAUDE_PROMPT, "prompt": "x" * 500 + str(i)})
                 statuses.append(r.status_code)

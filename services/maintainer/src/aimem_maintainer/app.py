@@ -26,7 +26,7 @@ from aimem_common.config import Settings
 from aimem_common.embed import build_embedder
 from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
-from aimem_common.web import install_error_handlers, install_observability
+from aimem_common.web import install_error_handlers, install_guard, install_observability
 
 from aimem_maintainer import auto_improve, embeddings, lint, rpc, sweep
 from aimem_maintainer.consolidate import EventFeed, Worker
@@ -138,5 +138,6 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="aimem-maintainer", lifespan=lifespan)
     install_error_handlers(app)
+    install_guard(app, settings.allowed_hosts, settings.host)
     install_observability(app, telemetry, health)
     return app

@@ -27,7 +27,7 @@ from aimem_common.read.query_embed import QueryEmbedder
 from aimem_common.read.status import package_version
 from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
-from aimem_common.web import install_error_handlers, install_observability
+from aimem_common.web import install_error_handlers, install_guard, install_observability
 
 from aimem_mcp.authn import principal_from_headers
 from aimem_mcp.context import GatewayContext
@@ -98,6 +98,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="aimem-mcp-gateway", lifespan=lifespan)
     install_error_handlers(app)
+    install_guard(app, [*settings.allowed_hosts, *settings.mcp_allowed_hosts], settings.host)
     install_observability(app, telemetry, health)
     app.router.routes.append(Route("/mcp", endpoint=endpoint, methods=MCP_METHODS))
     return app

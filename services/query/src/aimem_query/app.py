@@ -22,7 +22,7 @@ from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder
 from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
-from aimem_common.web import install_error_handlers, install_observability
+from aimem_common.web import install_error_handlers, install_guard, install_observability
 from aimem_query import api
 
 
@@ -64,6 +64,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     app.state.telemetry = telemetry
     install_error_handlers(app)
+    install_guard(app, settings.allowed_hosts, settings.host)
     install_observability(app, telemetry, health)
     app.include_router(api.router)
     # The admin half of issue 5 lives in aimem_query.admin (another owner): include it when present.

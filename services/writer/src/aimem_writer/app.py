@@ -24,7 +24,7 @@ from aimem_common.config import Settings
 from aimem_common.db.connect import open_writer
 from aimem_common.service import close_nats, connect_bus
 from aimem_common.telemetry import Telemetry
-from aimem_common.web import install_error_handlers, install_observability
+from aimem_common.web import install_error_handlers, install_guard, install_observability
 
 from aimem_writer import ops as _ops  # noqa: F401  (registers every handler)
 from aimem_writer.batch import Applier
@@ -126,5 +126,6 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(title="aimem-writer", lifespan=lifespan)
     install_error_handlers(app)
+    install_guard(app, settings.allowed_hosts, settings.host)
     install_observability(app, telemetry, health)
     return app

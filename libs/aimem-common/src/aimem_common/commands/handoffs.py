@@ -6,6 +6,7 @@ from pydantic import Field
 
 from aimem_common.commands.envelope import OpPayload, register
 from aimem_common.commands.freetext import FreeText
+from aimem_common.models import DbId
 
 
 @register("handoff.begin", creates_scope=True)
@@ -30,7 +31,7 @@ class HandoffAccept(OpPayload):
     expires the older eligible automatic ones. Result ``{"handoff": {...}|null}``.
     """
 
-    handoff_id: int | None = None
+    handoff_id: DbId | None = None
     cwd: str | None = Field(None, max_length=4096)
     agent: str | None = Field(None, max_length=64)
     session_id: str | None = Field(None, max_length=256)
@@ -40,4 +41,4 @@ class HandoffAccept(OpPayload):
 class HandoffCancel(OpPayload):
     """Expire an exact open handoff id."""
 
-    handoff_id: int
+    handoff_id: DbId

@@ -6,6 +6,7 @@ from pydantic import Field
 
 from aimem_common.commands.envelope import OpPayload, register
 from aimem_common.commands.freetext import FreeText
+from aimem_common.models import DbId
 
 INBOX_DEPTH_CAP = 200
 
@@ -24,11 +25,11 @@ class MessageSend(OpPayload):
 class MessagePop(OpPayload):
     """Claim one pending inbox message of the envelope's scope (oldest or ``message_id``)."""
 
-    message_id: int | None = None
+    message_id: DbId | None = None
 
 
 @register("message.cancel")
 class MessageCancel(OpPayload):
     """Cancel one pending outbox message, or all of them when ``message_id`` is omitted."""
 
-    message_id: int | None = None
+    message_id: DbId | None = None

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 from aimem_common.models import validate_page_path
 from aimem_common.commands.envelope import OpPayload, register
 from aimem_common.commands.freetext import FreeData, FreeText
+from aimem_common.models import DbId, DbIdOrZero
 
 MAX_PAGE_BODY_BYTES = 256 * 1024
 
@@ -27,7 +28,7 @@ class PageWrite(OpPayload):
     body: FreeText
     frontmatter: Annotated[dict[str, Any], FreeData] = {}
     create_only: bool = False
-    expected_page_id: int | None = None
+    expected_page_id: DbIdOrZero | None = None
     expires_at: str | None = None
     evidence: Annotated[list[dict[str, str]], FreeData] = []
 
@@ -72,7 +73,7 @@ class PageDelete(OpPayload):
 class PageAccess(OpPayload):
     """Bump ``access_count``/``last_accessed_at`` of pages (throttled once a minute per page)."""
 
-    page_ids: list[int] = Field(min_length=1, max_length=200)
+    page_ids: list[DbId] = Field(min_length=1, max_length=200)
     at: str | None = None
 
 

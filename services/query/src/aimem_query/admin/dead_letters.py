@@ -22,6 +22,7 @@ from aimem_common.commands.admin import DeadLetterResolve
 from aimem_common.errors import BadRequestError
 from aimem_common.read import dead_letters
 from aimem_query.admin.deps import bus_of, read
+from aimem_common.models import DbId
 
 router = APIRouter()
 
@@ -35,7 +36,7 @@ async def list_dead_letters(request: Request, all: bool = False, limit: int = Qu
 
 
 class ReplayRequest(BaseModel):
-    ids: list[int] | None = Field(None, min_length=1, max_length=10_000)
+    ids: list[DbId] | None = Field(None, min_length=1, max_length=10_000)
     all: bool = False
 
 
