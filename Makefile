@@ -7,7 +7,9 @@ DATA_DIR ?= $(if $(AIMEM_DATA_DIR),$(AIMEM_DATA_DIR),./data)
 BIN := $(VENV)/bin
 PACKAGES := libs/aimem-common services/writer services/ingress services/query \
             services/maintainer services/mcp-gateway cli
-PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES))
+# Test support (seeder, stack launcher, fake LLM): installed for tests, never in the image.
+TEST_PACKAGES := libs/aimem-testing
+PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES) $(TEST_PACKAGES))
 
 .PHONY: install up test deploy-test bench clean
 
@@ -16,7 +18,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python $(PYPROJECTS) requirements-dev.txt
-	$(BIN)/python -m pip install -q $(addprefix -e ,$(PACKAGES)) -r requirements-dev.txt
+	$(BIN)/python -m pip install -q $(addprefix -e ,$(PACKAGES) $(TEST_PACKAGES)) -r requirements-dev.txt
 	touch $@
 
 install: $(VENV)/.installed

@@ -6,21 +6,15 @@ suite can run twice at once on one machine.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 import pytest_asyncio
 
 from aimem_common import config
-from aimem_common.natsserver import NatsServer, free_port
-from aimem_common.testing.stack import LocalStack as Stack
-from aimem_common.testing.stack import free_port_block as _free_port_block
+from aimem_common.natsserver import NatsServer
+from aimem_testing.stack import LocalStack as Stack
+from aimem_testing.stack import ServiceProc, free_port_block
 
 REPO = Path(__file__).resolve().parent
 SHARED = REPO.parent / "shared"
@@ -51,7 +45,7 @@ def nats_server(tmp_path: Path):
 @pytest.fixture
 def settings(data_dir: Path, nats_server: NatsServer) -> config.Settings:
     """Settings for one test: temp data dir, the test's NATS, free service ports."""
-    return config.load(data_dir, environ={}, bus={"nats_url": nats_server.url}, port_base=_free_port_block())
+    return config.load(data_dir, environ={}, bus={"nats_url": nats_server.url}, port_base=free_port_block())
 
 
 @pytest.fixture
@@ -64,80 +58,6 @@ def stack(tmp_path: Path):
         yield s
     finally:
         s.stop()
-
-
-MODULES = {
-    "writer": "aimem_writer",
-    "ingress": "aimem_ingress",
-    "query": "aimem_query",
-    "mcp-gateway": "aimem_mcp",
-    "maintainer": "aimem_maintainer",
-}
-
-
-def settings_env(settings: config.Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment that makes a child service load exactly ``settings``' key values."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
-    env.update(
-        AIMEM_DATA_DIR=str(settings.data_dir),
-        AIMEM_PORT_BASE=str(settings.port_base),
-        AIMEM_BUS__NATS_URL=settings.bus.nats_url,
-        PYTHONUNBUFFERED="1",
-    )
-    if settings.auth.token:
-        env["AIMEM_AUTH__TOKEN"] = settings.auth.token
-    env.update(extra or {})
-    return env
-
-
-class ServiceProc:
-    """One real service process (``python -m aimem_<svc>``) for integration tests."""
-
-    def __init__(self, settings: config.Settings, service: str, log_dir: Path, extra_env: dict[str, str] | None = None):
-        self.settings = settings
-        self.service = service
-        self.log_path = log_dir / f"{service}.log"
-        self.env = settings_env(settings, extra_env)
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.settings.port(self.service)}"
-
-    def start(self, timeout_s: float = 20.0) -> "ServiceProc":
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", MODULES[self.service]], env=self.env, stdout=log, stderr=log,
-            start_new_session=True,
-        )
-        log.close()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.service} exited {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=0.5).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"{self.service} not healthy in {timeout_s} s:\n{self.log_path.read_text()[-3000:]}")
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-    def kill(self) -> None:
-        """SIGKILL (crash tests)."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
 
 
 @pytest.fixture
@@ -180,11 +100,11 @@ async def bus(settings: config.Settings):
 
 @pytest.fixture
 def fake_llm():
-    """An OpenAI-compatible test LLM server over real HTTP (``aimem_common.testing.fake_llm``).
+    """An OpenAI-compatible test LLM server over real HTTP (``aimem_testing.fake_llm``).
 
     Point a service at ``fake_llm.url``; steer it with ``.mode`` / ``.script`` / ``.answers``.
     """
-    from aimem_common.testing.fake_llm import FakeLLM
+    from aimem_testing.fake_llm import FakeLLM
 
     with FakeLLM() as server:
         yield server

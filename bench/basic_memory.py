@@ -200,7 +200,7 @@ def index_aimem(tmp: Path, notes: list[tuple[str, str, str]]) -> float:
     from aimem_common import bus as busmod
     from aimem_common.config import BusSettings
     from aimem_common.commands import make_envelope
-    from aimem_common.testing.stack import LocalStack
+    from aimem_testing.stack import LocalStack
 
     async def push(nats_url: str) -> float:
         nc = await busmod.connect(BusSettings(nats_url=nats_url, request_timeout_s=120), name="bench", reconnect=False)

@@ -17,10 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aimem_common.config import SERVICE_MODULES
 from bench.common import table, write_result
-
-SERVICE_MODULES = {"aimem_writer": "writer", "aimem_ingress": "ingress", "aimem_query": "query",
-                   "aimem_mcp": "mcp-gateway", "aimem_maintainer": "maintainer"}
 
 
 def rss_kib(pid: int) -> int:
@@ -50,7 +48,7 @@ def stack_processes(data_dir: Path) -> dict[str, int]:
         elif " up " in f" {text} " and "aimem_cli" in text:
             out["aimem up (supervisor)"] = int(entry.name)
         else:
-            for mod, label in SERVICE_MODULES.items():
+            for label, mod in SERVICE_MODULES.items():
                 if mod in text:
                     out[label] = int(entry.name)
     return out
@@ -61,7 +59,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--settle", type=float, default=5.0)
     args = ap.parse_args(argv)
-    from aimem_common.testing.stack import LocalStack
+    from aimem_testing.stack import LocalStack
 
     starts, rss_rows = [], []
     for i in range(args.runs):

@@ -13,7 +13,7 @@ wall-clock figures measure the neighbours too, the CPU cost measures ingress); t
 loss": every 202 is in SQLite once the writer caught up (a writer that exits fails the
 bench at once, with its log, instead of reporting a shortfall). Finally
 ``aimem hook`` (the real console script, a fresh process each time) against the live
-ingress: p50/p95 wall time. Targets (issue #4): p99 ≤ 10 ms at 500 ev/s, ≥ 2,000 ev/s
+ingress: p50/p95 wall time. Targets: p99 ≤ 10 ms at 500 ev/s, ≥ 2,000 ev/s
 sustained with zero loss, hook client ≤ 100 ms p95.
 
     .venv/bin/python -m bench.hook_ingest [--rates 500,1000,2000,3000] [--seconds 5]

@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.ingress and args.query:
         result = asyncio.run(run(args.data, args.ingress, args.query, label, db_path=args.db, embedder=args.embedder))
     else:
-        from aimem_common.testing.stack import LocalStack
+        from aimem_testing.stack import LocalStack
 
         # The maintainer's backfill runs every embed_interval_s (600 s by default): tick often here.
         env = ({"AIMEM_EMBEDDING__PROVIDER": "local", "HF_HUB_OFFLINE": "1", "AIMEM_MAINTENANCE__EMBED_INTERVAL_S": "5"}

@@ -1,6 +1,6 @@
 """p50/p95 latency of ``memory_query`` at 10k and 100k generated pages.
 
-Targets (issue 5): p95 ≤ 25 ms at 10k pages and ≤ 100 ms at 100k pages.
+Targets: p95 ≤ 25 ms at 10k pages and ≤ 100 ms at 100k pages.
 
 The pages are inserted with a direct migrated connection (``open_writer``), not through the
 writer service: the rows, FTS triggers, links and entity index are the same, and 100k

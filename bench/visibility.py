@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--rates", default="500,1000")
     ap.add_argument("--seconds", type=float, default=5.0)
     args = ap.parse_args(argv)
-    from aimem_common.testing.stack import LocalStack
+    from aimem_testing.stack import LocalStack
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="aimem-vis-") as tmp:

@@ -5,7 +5,7 @@ Starts a tmp ``nats-server -js``, publishes N sanitized ``observation.append`` c
 ``python -m aimem_writer`` and measures how fast it drains the backlog: fetch, one SQLite
 transaction per batch (sessions upsert, observation + FTS, ingest key, ledger outbox),
 commit, ledger append, ack. The rate is rows applied / seconds from the first applied row
-to the last. Target (issue #3): ≥ 5,000/s on the 2-core box. The writer's own CPU time is
+to the last. Target: ≥ 5,000/s on the 2-core box. The writer's own CPU time is
 printed too (observations per CPU-second): on a shared, oversubscribed machine the
 wall-clock rate measures the neighbours, the CPU-normalised one measures the writer.
 

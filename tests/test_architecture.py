@@ -1,21 +1,22 @@
 """Import boundaries (STYLE.md "Tests"): services import only aimem_common, never each other;
-only the writer opens the read-write DB or imports pygit2; nobody reads os.environ but config."""
+the CLI talks to services over HTTP/NATS or through aimem_common and never imports one; test
+support (aimem_testing) is imported by no shipped package; only the writer opens the
+read-write DB; nobody reads os.environ but config."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
+from aimem_common.config import SERVICE_MODULES
+
 REPO = Path(__file__).resolve().parents[1]
-SERVICES = {
-    "aimem_writer": REPO / "services/writer/src/aimem_writer",
-    "aimem_ingress": REPO / "services/ingress/src/aimem_ingress",
-    "aimem_query": REPO / "services/query/src/aimem_query",
-    "aimem_mcp": REPO / "services/mcp-gateway/src/aimem_mcp",
-    "aimem_maintainer": REPO / "services/maintainer/src/aimem_maintainer",
-}
+# Package name -> its source directory (services/<service>/src/<package>).
+SERVICES = {module: REPO / "services" / name / "src" / module for name, module in SERVICE_MODULES.items()}
 COMMON = REPO / "libs/aimem-common/src/aimem_common"
 CLI = REPO / "cli/src/aimem_cli"
+TESTING = "aimem_testing"
 
 
 def imports_of(path: Path) -> set[str]:
@@ -27,6 +28,11 @@ def imports_of(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
             out.update(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            # importlib.import_module("pkg") / __import__("pkg") with a literal name
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in {"import_module", "__import__"} and isinstance(node.args[0].value, str):
+                out.add(node.args[0].value)
     return out
 
 
@@ -57,6 +63,32 @@ def test_services_never_import_each_other() -> None:
     assert bad == []
 
 
+def test_every_service_package_is_checked() -> None:
+    assert all(root.is_dir() for root in SERVICES.values()), SERVICES
+
+
+def test_cli_imports_no_service() -> None:
+    """The CLI reaches a service over HTTP/NATS, or runs it as a child process by module name."""
+    bad = [
+        f"{f.relative_to(REPO)} imports {imp}"
+        for f in py_files(CLI)
+        for imp in imports_of(f)
+        if imp.split(".")[0] in SERVICES
+    ]
+    assert bad == []
+
+
+def test_shipped_code_never_imports_test_support() -> None:
+    bad = [
+        f"{f.relative_to(REPO)} imports {imp}"
+        for root in [COMMON, CLI, *SERVICES.values()]
+        for f in py_files(root)
+        for imp in imports_of(f)
+        if imp.split(".")[0] == TESTING
+    ]
+    assert bad == []
+
+
 def test_common_imports_no_service() -> None:
     bad = [
         f"{f.relative_to(REPO)} imports {imp}"
@@ -74,8 +106,9 @@ def test_only_writer_opens_db_read_write() -> None:
             text = f.read_text()
             if "open_writer" in text:
                 bad.append(str(f.relative_to(REPO)))
-    # The CLI's `reindex`/`restore` are direct-disk ops that refuse while a writer runs.
-    allowed = {"cli/src/aimem_cli/commands/disk.py", "cli/src/aimem_cli/commands/admin.py"}
+    # The CLI's `restore` verifies (and migrates) the staged copy, never the live DB, and
+    # refuses while a writer runs.
+    allowed = {"cli/src/aimem_cli/commands/disk.py"}
     assert [b for b in bad if b not in allowed] == []
 
 
@@ -88,8 +121,55 @@ def test_no_environ_reads_outside_config() -> None:
     bad = []
     for root in [COMMON, CLI, *SERVICES.values()]:
         for f in py_files(root):
-            if f in allowed or "testing" in f.parts:
+            if f in allowed:
                 continue
             if reads_environ(f):
                 bad.append(str(f.relative_to(REPO)))
     assert bad == []
+
+
+# -- the scope lookup is written once -------------------------------------------------------
+# A read of the workspaces/projects tables (by name, by id, a listing or a count), or a join
+# that picks a scope by its name, belongs in ``aimem_common/read/scopes.py`` (the writer calls
+# those functions on its own connection). Writes (INSERT/UPDATE/DELETE) stay with the writer.
+_SCOPE_READ = re.compile(r"(?<!DELETE )\bFROM\s+(?:workspaces|projects)\b", re.I)
+_SCOPE_BY_NAME = re.compile(r"\bJOIN\s+(?:workspaces|projects)\s+(\w+)\s+ON\b.*?\b\1\.name\s*=", re.I | re.S)
+READ_LAYER = COMMON / "read"
+
+
+def sql_strings(path: Path) -> list[str]:
+    """Every string literal of ``path`` (implicit concatenations joined; f-string parts joined)."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.append(node.value)
+        elif isinstance(node, ast.JoinedStr):
+            out.append(" ".join(v.value for v in node.values if isinstance(v, ast.Constant)))
+    return out
+
+
+def scope_sql_copies(root: Path) -> list[str]:
+    bad = []
+    for f in py_files(root):
+        if READ_LAYER in f.parents:
+            continue
+        name = f.relative_to(REPO) if REPO in f.parents else f.name
+        hits = [s for s in sql_strings(f) if _SCOPE_READ.search(s) or _SCOPE_BY_NAME.search(s)]
+        # an f-string's literal part is also a Constant node: keep the longest text of each
+        hits = [s for s in hits if not any(s != t and s in t for t in hits)]
+        bad.extend(f"{name}: {' '.join(s.split())[:100]}" for s in dict.fromkeys(hits))
+    return bad
+
+
+def test_scope_lookup_sql_only_in_the_read_layer() -> None:
+    assert [b for root in [COMMON, CLI, *SERVICES.values()] for b in scope_sql_copies(root)] == []
+
+
+def test_scope_lookup_guard_catches_a_copy(tmp_path: Path) -> None:
+    (tmp_path / "copy.py").write_text(
+        'SQL = ("SELECT p.id FROM projects p JOIN workspaces w ON w.id = p.workspace_id"\n'
+        '       " WHERE w.name = ? AND p.name = ?")\n'
+        'BY_NAME = f"SELECT g.path FROM pages g JOIN projects pr ON pr.id = g.project_id WHERE pr.name = {1}"\n'
+        'OK = "DELETE FROM projects WHERE id = ?"\n')
+    assert [b.split(": ", 1)[1][:40] for b in scope_sql_copies(tmp_path)] == [
+        "SELECT p.id FROM projects p JOIN workspa", "SELECT g.path FROM pages g JOIN projects"]

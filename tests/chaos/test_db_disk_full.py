@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from aimem_common.testing.stack import LocalStack
+from aimem_testing.stack import LocalStack
 from tests.chaos.conftest import PostLog, health, post_paced, wait_stored
 
 pytestmark = [pytest.mark.chaos]

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from aimem_common.natsserver import free_port
-from aimem_common.testing.stack import LocalStack, free_port_block
+from aimem_testing.stack import LocalStack, free_port_block
 from tests.chaos.conftest import PROMPT, PostLog, health, post_paced, wait_stored
 
 pytestmark = [pytest.mark.chaos]

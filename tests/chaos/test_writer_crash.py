@@ -20,7 +20,7 @@ from aimem_common import bus as busmod
 from aimem_common.commands import make_envelope
 from aimem_common.sanitize import RawObservation, sanitize
 from aimem_common.models import ObservationKind
-from aimem_common.testing.stack import LocalStack
+from aimem_testing.stack import LocalStack
 from tests.chaos.conftest import PostLog, child_pid, post_paced, stored_cmd_ids, wait_stored
 
 pytestmark = [pytest.mark.chaos, pytest.mark.integration]

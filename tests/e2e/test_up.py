@@ -52,7 +52,7 @@ def environ_mentioning(needle: str) -> list[int]:
 
 
 def test_make_up_healthy_streams_then_sigint_cleans_up(tmp_path: Path) -> None:
-    from aimem_common.testing.stack import free_port_block as _free_port_block
+    from aimem_testing.stack import free_port_block as _free_port_block
 
     data_dir = tmp_path / "stack-data"
     base = _free_port_block()

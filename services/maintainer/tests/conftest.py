@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from aimem_common.testing.seedstore import Seed
+from aimem_testing.seed import NOW, Seeder
 
 
 @pytest.fixture
-def seed(tmp_path: Path) -> Seed:
-    s = Seed(tmp_path / "memory.sqlite")
+def seed(tmp_path: Path) -> Seeder:
+    s = Seeder(tmp_path / "memory.sqlite", clock_start=NOW)
     try:
         yield s
     finally:
-        s.conn.close()
+        s.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import typer
 
-from aimem_cli.commands.admin import JsonOpt, ServerOpt, TokenOpt, client, emit, fail, table
+from aimem_cli.commands.base import JsonOpt, ServerOpt, TokenOpt, client, emit, fail, table
 
 app = typer.Typer(help="List and replay commands the writer gave up on.", no_args_is_help=True)
 

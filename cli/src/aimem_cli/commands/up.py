@@ -33,14 +33,6 @@ from aimem_common import config
 from aimem_common.natsserver import NatsServer, free_port
 from aimem_common.service import CONFIG_ERROR_EXIT
 
-# Start order: the writer migrates the DB the readers wait for.
-SERVICE_MODULES = {
-    "writer": "aimem_writer",
-    "ingress": "aimem_ingress",
-    "query": "aimem_query",
-    "mcp-gateway": "aimem_mcp",
-    "maintainer": "aimem_maintainer",
-}
 MAX_BACKOFF_S = 30.0
 PR_SET_PDEATHSIG = 1
 NATS_PROBE_S = 2.0
@@ -84,7 +76,7 @@ class Supervisor:
                                monitor_port=free_port())
         self.env = env
         self.log_dir = log_dir
-        self.children = [Child(n, m) for n, m in SERVICE_MODULES.items()]
+        self.children = [Child(n, m) for n, m in config.SERVICE_MODULES.items()]
         self.nats_state = Child("nats-server", "")  # restart bookkeeping (backoff) for NATS
         self.stopping = False
         self._probe_at = 0.0

@@ -8,7 +8,7 @@ Layout of a backup (a gzipped tarball)::
     config.toml           when the data dir has one
 
 ``create_backup`` only *reads* the data dir (a ``mode=ro`` connection is the backup
-source), so the writer stays live while it runs (seed 003 "backup"). ``extract_archive``
+source), so the writer stays live and keeps accepting writes while it runs. ``extract_archive``
 refuses any entry outside that layout before anything is written.
 """
 

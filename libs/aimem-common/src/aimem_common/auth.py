@@ -15,7 +15,7 @@ principal; a valid user key is still honoured so attribution works.
 
 Use ``authenticate(conn, header, root_token=...)`` anywhere (the MCP gateway calls it per
 tool call); FastAPI routes use the ``PrincipalDep`` / ``require_root`` dependencies, which
-read ``app.state.read_pool`` (``ReaderPool``) and ``app.state.settings``.
+read ``read_pool`` (``ReaderPool``) and ``settings`` of the service context on ``app.state.ctx``.
 """
 
 from __future__ import annotations
@@ -189,7 +189,8 @@ def check_admin(principal: Principal, has_users: bool) -> None:
 
 # -- FastAPI ------------------------------------------------------------------------------
 def _app_state(request: Request, name: str) -> Any:
-    value = getattr(request.app.state, name, None)
+    """``name`` of the service context (``app.state.ctx``); 503 ``not_ready`` before it exists."""
+    value = getattr(getattr(request.app.state, "ctx", None), name, None)
     if value is None:
         raise UnavailableError(f"service not ready ({name} missing)", code="not_ready")
     return value
@@ -198,7 +199,7 @@ def _app_state(request: Request, name: str) -> Any:
 async def get_principal(request: Request) -> Principal:
     """FastAPI dependency: authenticate the request (401 on a bad credential).
 
-    Needs ``app.state.read_pool`` (``ReaderPool``) and ``app.state.settings``. The
+    Needs ``read_pool`` (``ReaderPool``) and ``settings`` on ``app.state.ctx``. The
     principal is also stored on ``request.state.principal``.
     """
     cached = getattr(request.state, "principal", None)

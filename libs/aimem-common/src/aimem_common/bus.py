@@ -372,10 +372,6 @@ class Bus:
                 pass
         return parse_reply(raw)
 
-    async def emit(self, kind: str, data: dict[str, Any]) -> None:
-        """Publish an event on ``aimem.evt.<kind>`` (fire and forget, PubAck awaited)."""
-        await self.js.publish(evt_subject(kind), json.dumps(data).encode(), headers=trace_headers())
-
     async def writer_lag(self) -> int:
         """Return the writer consumer's pending count (commands not yet delivered + unacked).
 
@@ -410,17 +406,30 @@ class WriterProgress:
     acked_seq: int
 
 
-def make_reply(cmd_id: str, *, result: dict[str, Any] | None = None, error: AimemError | None = None) -> bytes:
-    """Encode a writer reply ``{cmd_id, ok, result | error}`` as JSON bytes."""
+def reply_body(cmd_id: str | None = None, *, result: dict[str, Any] | None = None,
+               error: AimemError | None = None) -> dict[str, Any]:
+    """The one reply shape of the bus: ``{cmd_id?, ok: true, result}`` or ``{cmd_id?, ok: false, error}``.
+
+    The writer answers commands with it (``cmd_id`` set; the writer also stores it for
+    idempotent re-sends) and the maintainer answers job requests (no ``cmd_id``). ``error``
+    is ``AimemError.to_dict()`` plus its HTTP ``status``, so a custom code (e.g.
+    ``invalid_name``) keeps its status on the far side.
+    """
+    head: dict[str, Any] = {} if cmd_id is None else {"cmd_id": cmd_id}
     if error is not None:
-        # ``status`` rides along so a custom code (e.g. ``invalid_name``) keeps its HTTP status.
-        return json.dumps({"cmd_id": cmd_id, "ok": False, "error": {**error.to_dict(), "status": error.status}}).encode()
-    return json.dumps({"cmd_id": cmd_id, "ok": True, "result": result or {}}).encode()
+        return {**head, "ok": False, "error": {**error.to_dict(), "status": error.status}}
+    return {**head, "ok": True, "result": result or {}}
 
 
-def parse_reply(raw: bytes) -> dict[str, Any]:
-    """Decode a writer reply: return ``result`` or raise the typed error it carries."""
+def make_reply(cmd_id: str | None = None, *, result: dict[str, Any] | None = None,
+               error: AimemError | None = None) -> bytes:
+    """``reply_body`` as JSON bytes, ready to publish."""
+    return json.dumps(reply_body(cmd_id, result=result, error=error), ensure_ascii=False).encode()
+
+
+def parse_reply(raw: bytes, sender: str = "writer") -> dict[str, Any]:
+    """Decode a reply (``reply_body``): return ``result`` or raise the typed error it carries."""
     msg = json.loads(raw)
     if msg.get("ok"):
         return msg.get("result") or {}
-    raise from_dict(msg.get("error") or {"code": "internal", "message": "writer error without detail"})
+    raise from_dict(msg.get("error") or {"code": "internal", "message": f"{sender} error without detail"})

@@ -2,7 +2,7 @@
 
 ``load()`` resolves, in order of precedence: environment ``AIMEM_*`` (nested sections with
 ``__``, e.g. ``AIMEM_DECAY__LAMBDA=0.05``) > ``<data_dir>/config.toml`` > defaults. The
-sections mirror the original system's ``config.toml`` (seed 000, "Configuration"). Call it
+sections are those of ``config.toml`` (README "Configuration"). Call it
 once per process, in ``main()``/``create_app()``, and pass the ``Settings`` object down; no
 other module reads ``os.environ``.
 """
@@ -31,6 +31,15 @@ DEFAULT_PORT_BASE = 8701
 SERVICES = ("ingress", "query", "mcp-gateway", "writer", "maintainer")
 # Port offsets from port_base, in the order of DESIGN.md "Ports and endpoints".
 PORT_OFFSETS = {"ingress": 0, "query": 1, "mcp-gateway": 2, "writer": 3, "maintainer": 4}
+# Service name -> its Python package (`python -m <package>` runs it), in start order: the
+# writer first, because it migrates the DB the readers wait for.
+SERVICE_MODULES = {
+    "writer": "aimem_writer",
+    "ingress": "aimem_ingress",
+    "query": "aimem_query",
+    "mcp-gateway": "aimem_mcp",
+    "maintainer": "aimem_maintainer",
+}
 
 
 class ConfigError(AimemError):
@@ -98,7 +107,7 @@ class QuerySettings(BaseModel):
 
 
 class DecaySettings(BaseModel):
-    """Forget-sweep parameters (DESIGN.md "Decay"; seed 000 ``[decay]``)."""
+    """Forget-sweep parameters, ``[decay]`` in config.toml (DESIGN.md "Decay")."""
 
     model_config = {"populate_by_name": True}
 

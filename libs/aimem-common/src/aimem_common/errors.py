@@ -74,7 +74,7 @@ class ConflictError(AimemError):
 
 class UnprocessableError(AimemError):
     """Well-formed input the operation cannot accept: a taken or invalid new name, a
-    same-workspace move, a bad page path for restore (422, seed 003)."""
+    same-workspace move, a bad page path for restore (422)."""
 
     code, status = "unprocessable", 422
 

@@ -11,8 +11,8 @@ Wire contract:
 * request JSON ``{"workspace", "project", "actor", "args": {...}}`` with the W3C
   ``traceparent`` header of the caller's span;
 * reply JSON ``{"ok": true, "result": {...}}`` or
-  ``{"ok": false, "error": {"code", "message", "data"?, "status"}}`` (``AimemError.to_dict``
-  plus the HTTP status, so a custom code keeps its meaning).
+  ``{"ok": false, "error": {"code", "message", "data"?, "status"}}``: the bus's one reply
+  shape (``bus.make_reply`` / ``bus.parse_reply``, without ``cmd_id``).
 
 A job that needs an LLM answers ``ok: false`` with code ``llm_not_configured`` (status 503)
 when no provider is configured; ``explore`` answers ``ok: true`` with ``{"mode":
@@ -28,8 +28,8 @@ from typing import Any
 import nats.errors
 from nats.aio.client import Client as NATS
 
-from aimem_common.bus import trace_headers
-from aimem_common.errors import AimemError, BusTimeoutError, UnavailableError, from_dict
+from aimem_common.bus import parse_reply, trace_headers
+from aimem_common.errors import BusTimeoutError, UnavailableError
 
 SUBJECT_PREFIX = "aimem.maint"
 QUEUE_GROUP = "aimem-maintainer"
@@ -75,22 +75,6 @@ def parse_request(raw: bytes) -> dict[str, Any]:
     }
 
 
-def make_reply(*, result: dict[str, Any] | None = None, error: AimemError | None = None) -> bytes:
-    """Encode a job reply ``{ok, result | error}`` as JSON bytes."""
-    if error is not None:
-        # ``status`` rides along so a custom code keeps its HTTP status (as bus.make_reply).
-        return json.dumps({"ok": False, "error": {**error.to_dict(), "status": error.status}}).encode()
-    return json.dumps({"ok": True, "result": result or {}}).encode()
-
-
-def parse_reply(raw: bytes) -> dict[str, Any]:
-    """Return the ``result`` of a reply or raise the typed error it carries."""
-    msg = json.loads(raw)
-    if msg.get("ok"):
-        return msg.get("result") or {}
-    raise from_dict(msg.get("error") or {"code": "internal", "message": "maintainer error without detail"})
-
-
 async def call(
     nc: NATS,
     job: str,
@@ -133,4 +117,4 @@ async def call(
         ) from exc
     except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError, OSError) as exc:
         raise UnavailableError(f"NATS connection unavailable: {exc}", code="nats_unavailable") from exc
-    return parse_reply(msg.data)
+    return parse_reply(msg.data, "maintainer")

@@ -33,7 +33,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 
 
 class ObservationKind(StrEnum):
-    """The closed hook vocabulary (seed 000 "Hook event vocabulary")."""
+    """The closed hook vocabulary: every client's lifecycle events normalise to these kinds."""
 
     SESSION_START = "session-start"
     USER_PROMPT = "user-prompt"
@@ -48,7 +48,7 @@ class ObservationKind(StrEnum):
 
 
 class Tier(StrEnum):
-    """Memory tiers (seed 000 "Memory tiers"): only episodic pages decay."""
+    """Memory tiers (by directory, or frontmatter ``tier``): only episodic pages decay."""
 
     WORKING = "working"
     EPISODIC = "episodic"

@@ -1,7 +1,12 @@
-"""What every service process shares: bus connection at startup, bind safety, the runner.
+"""The skeleton every service shares: its context, its app and lifespan, bind safety, the runner.
 
-Each service's ``app.py`` builds its own FastAPI app and lifespan; it calls
-``connect_bus`` there and ``run_service`` from ``__main__``. No module-level state.
+A service's ``app.py`` is ``create_app(settings) -> create_service_app(name, settings,
+telemetry, start)``. ``start(startup)`` runs once in the lifespan: it builds the service's
+parts in the order it needs, using ``startup.connect_bus()`` and ``startup.read_pool()``
+(each closed on exit, in reverse order) and ``startup.stack`` for its own clean-ups, and
+returns the service's ``ServiceContext`` subclass, which lands on ``app.state.ctx``. The
+service's ``deps.py`` turns ``app.state.ctx`` into typed FastAPI dependencies; ``/healthz``
+asks ``ctx.health()``. ``__main__`` calls ``main_entry``. No module-level state.
 """
 
 from __future__ import annotations
@@ -10,17 +15,21 @@ import asyncio
 import ipaddress
 import logging
 import time
-from contextlib import asynccontextmanager
-from typing import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from nats.aio.client import Client as NATS
 
 from aimem_common import bus as busmod
 from aimem_common.config import ConfigError, Settings
 from aimem_common.errors import UnavailableError
+from aimem_common.read.pool import ReaderPool
 from aimem_common.telemetry import Telemetry, setup_logging, setup_tracing
+from aimem_common.web import install_error_handlers, install_guard, install_observability
 
 log = logging.getLogger("aimem.service")
 
@@ -81,6 +90,127 @@ async def close_nats(nc: NATS) -> None:
         await nc.drain()
     elif not nc.is_closed:
         await nc.close()
+
+
+@dataclass(slots=True, kw_only=True)
+class ServiceContext:
+    """What a service's lifespan builds once; on ``app.state.ctx`` while the service runs.
+
+    Each service subclasses it with its own clients (the writer's thread and consumer, the
+    query embedder, the maintainer's LLM...). ``read_pool`` is the service's read-only
+    ``ReaderPool`` (None in the writer, which owns the read-write connection).
+    """
+
+    settings: Settings
+    telemetry: Telemetry
+    nc: NATS
+    bus: busmod.Bus
+    read_pool: ReaderPool | None = None
+
+    async def health(self) -> dict[str, Any]:
+        """``/healthz`` checks: ``nats`` connected, ``db`` answers ``SELECT 1`` (with a pool).
+
+        Any ``False`` value makes ``/healthz`` answer 503. Subclasses add their own checks.
+        """
+        checks: dict[str, Any] = {"nats": self.nc.is_connected}
+        if self.read_pool is not None:
+            checks["db"] = await self.read_pool.run(lambda conn: conn.execute("SELECT 1").fetchone()[0] == 1)
+        return checks
+
+
+def context_of(request: Request) -> Any:
+    """Return ``app.state.ctx`` of the app serving ``request`` (a ``ServiceContext``).
+
+    Raises:
+        UnavailableError: ``not_ready`` (503) before the lifespan finished starting.
+    """
+    ctx = getattr(request.app.state, "ctx", None)
+    if ctx is None:
+        raise UnavailableError("service not ready", code="not_ready")
+    return ctx
+
+
+class Startup:
+    """What a service's ``start`` function gets in the lifespan: the shared start-up steps.
+
+    ``stack`` is the lifespan's ``AsyncExitStack``: whatever is pushed on it is closed on
+    shutdown, last in first out.
+    """
+
+    def __init__(self, service: str, settings: Settings, telemetry: Telemetry, stack: AsyncExitStack):
+        self.service = service
+        self.settings = settings
+        self.telemetry = telemetry
+        self.stack = stack
+
+    async def connect_bus(self) -> tuple[NATS, busmod.Bus]:
+        """Connect to NATS and ensure the streams (``connect_bus``); drained on shutdown.
+
+        Raises:
+            UnavailableError: NATS still unreachable after 60 s.
+        """
+        nc, bus = await connect_bus(self.settings, self.service, self.telemetry)
+        self.stack.push_async_callback(close_nats, nc)
+        return nc, bus
+
+    async def read_pool(self, *, size: int, budget_ms: int | None = None, wait_s: float = 60.0,
+                        lazy: bool = False) -> ReaderPool:
+        """The service's read-only ``ReaderPool``, closed on shutdown.
+
+        Opened now (waiting up to ``wait_s`` for the writer's schema, off the event loop)
+        unless ``lazy``: then its first read opens it (ingress must start, and accept hooks,
+        before any writer has created the database).
+
+        Raises:
+            UnavailableError: not lazy and the database did not appear in ``wait_s``.
+        """
+        kwargs = {} if budget_ms is None else {"budget_ms": budget_ms}
+        pool = ReaderPool(self.settings.db_path, size=size, wait_s=wait_s, **kwargs)
+        self.stack.callback(pool.close)
+        if not lazy:
+            await asyncio.to_thread(pool.open)
+        return pool
+
+
+def create_service_app(
+    service: str,
+    settings: Settings,
+    telemetry: Telemetry,
+    start: Callable[[Startup], Awaitable[ServiceContext]],
+    *,
+    not_ready: dict[str, Any] | None = None,
+    **fastapi_kwargs: Any,
+) -> FastAPI:
+    """The FastAPI app of ``service``: lifespan, error handlers, ``/healthz``, ``/metrics``,
+    and the drive-by guard (Host, Origin, JSON bodies: ``aimem_common.web.DriveByGuard``).
+
+    Args:
+        start: builds the service's parts and returns its context (see the module docstring).
+        not_ready: ``/healthz`` checks before ``start`` has finished (default ``{"nats": False}``).
+        fastapi_kwargs: passed to ``FastAPI`` (``summary``...); ``title`` is ``aimem-<service>``.
+
+    The caller adds its routers to the returned app.
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            app.state.ctx = await start(Startup(service, settings, telemetry, stack))
+            try:
+                yield
+            finally:
+                app.state.ctx = None
+
+    async def health() -> dict[str, Any]:
+        ctx = getattr(app.state, "ctx", None)
+        return await ctx.health() if ctx is not None else dict(not_ready or {"nats": False})
+
+    app = FastAPI(title=f"aimem-{service}", lifespan=lifespan, **fastapi_kwargs)
+    app.state.ctx = None
+    install_error_handlers(app)
+    install_observability(app, telemetry, health)
+    install_guard(app, [*settings.allowed_hosts, *settings.mcp_allowed_hosts], settings.host)
+    return app
 
 
 def run_service(service: str, settings: Settings, app_factory: Callable[[Settings], FastAPI]) -> None:

@@ -58,7 +58,8 @@ def setup_logging(service: str, level: str = "info") -> None:
     handler._aimem = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level.upper())
-    # Our own transport libraries must not flood the logs (seed 000 invariant 15).
+    # Transport libraries log every connect/request at INFO: keep them to warnings so the
+# service's own lines stay readable.
     for noisy in ("nats", "uvicorn.access", "httpx", "httpcore", "watchdog"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

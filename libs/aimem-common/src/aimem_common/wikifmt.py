@@ -14,7 +14,7 @@ A page file is YAML frontmatter between ``---`` fences followed by a markdown bo
     # Retry policy
     See [[decisions/0001.md]] and [[infra:runbooks/nats.md]].
 
-Links (seed 000 "Cross-project links"):
+Links:
 
 * ``[[path.md]]`` / ``[[path.md|label]]`` — a page of the same project (path from the
   project root; ``.md`` is appended when missing).

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from aimem_common import config
-from aimem_common.decay import retention  # a module that must see config.toml values
 
 
 def write_toml(data_dir: Path, text: str) -> None:
@@ -46,18 +45,6 @@ def test_data_dir_from_env_made_absolute(tmp_path: Path, monkeypatch: pytest.Mon
     s = config.load(environ={"AIMEM_DATA_DIR": "rel/dir"})
     assert s.data_dir == (tmp_path / "rel" / "dir").resolve()
     assert s.data_dir.is_absolute() and s.data_dir.is_dir()
-
-
-def test_toml_value_reaches_a_module(tmp_path: Path) -> None:
-    """A value set only in config.toml changes what the decay module computes."""
-    write_toml(tmp_path, "[decay]\nlambda = 0.1\nsigma = 0.0\n")
-    s = config.load(tmp_path, environ={"AIMEM_DECAY__SIGMA": "0"})
-    got = retention(s.decay, salience=1.0, age_days=10, access_count=0, days_since_access=None)
-    assert got == pytest.approx(2.718281828 ** -1.0)
-    default = config.load(tmp_path / "other", environ={})
-    assert retention(default.decay, salience=1.0, age_days=10, access_count=0, days_since_access=None) == pytest.approx(
-        2.718281828 ** -0.2
-    )
 
 
 def test_environ_argument_does_not_leak(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
 """Session-start context: the claimed handoff plus a short project brief, fenced and bounded.
 
-The brief is read from SQLite read-only: pinned ``_slots/`` pages first, then active
-``_rules/`` pages (newest first). Everything is wrapped in one ``<aimem-memory>`` fence
-that labels it untrusted historical data (seed 000: "The same explicit trust boundary and
-delimiters precede automatically injected handoffs, project briefs"); a closing tag inside
+The brief is the project's rules and slots from the shared briefing reader
+(``aimem_common.read.briefing``): ``_slots/`` pages first, then ``_rules/`` pages (newest
+first). Everything is wrapped in one ``<aimem-memory>`` fence that labels it untrusted
+historical data (everything in memory came from agents, so an injected handoff or brief
+gets the same trust boundary as a search result); a closing tag inside
 the data is defused so the data cannot end the fence early. The text is at most
 ``max_chars`` characters (≈ 4 chars per token) and never above ``HARD_CAP_CHARS``, under
 Claude Code's 10,000-character hook output cap together with the JSON wrapper.
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
+
+from aimem_common.read import scopes
+from aimem_common.read.briefing import rules_and_slots
 
 HARD_CAP_CHARS = 9_000
 CHARS_PER_TOKEN = 4
@@ -46,27 +49,14 @@ def read_brief(conn: sqlite3.Connection, *, workspace: str, project: str) -> lis
     """Return the live ``_slots/`` and ``_rules/`` pages of a project (reader thread).
 
     Shape: slots (path order) then rules (newest first), at most ``MAX_BRIEF_PAGES``;
-    pages past their ``expires_at`` are left out. An unknown project yields ``[]``.
+    pages past their ``expires_at`` are left out (``aimem_common.read.briefing``). An
+    unknown project yields ``[]``.
     """
-    now = datetime.now(UTC).isoformat()
-    rows = conn.execute(
-        """
-        SELECT pg.path, pg.title, pg.body
-          FROM pages pg
-          JOIN projects pr ON pr.id = pg.project_id
-          JOIN workspaces ws ON ws.id = pr.workspace_id
-         WHERE ws.name = ? AND pr.name = ? AND pg.is_latest = 1
-           AND pg.retired_reason IS NULL
-           AND (pg.expires_at IS NULL OR pg.expires_at > ?)
-           AND (pg.path LIKE '\\_slots/%' ESCAPE '\\' OR pg.path LIKE '\\_rules/%' ESCAPE '\\')
-         ORDER BY CASE WHEN pg.path LIKE '\\_slots/%' ESCAPE '\\' THEN 0 ELSE 1 END,
-                  CASE WHEN pg.path LIKE '\\_slots/%' ESCAPE '\\' THEN pg.path END,
-                  pg.updated_at DESC
-         LIMIT ?
-        """,
-        (workspace, project, now, MAX_BRIEF_PAGES),
-    ).fetchall()
-    return [BriefPage(r[0], r[1], r[2]) for r in rows]
+    scope = scopes.find(conn, workspace, project)
+    if scope is None:
+        return []
+    pages = rules_and_slots(conn, scope, limit=MAX_BRIEF_PAGES)
+    return [BriefPage(p["path"], p["title"], p["body"]) for p in (pages["slots"] + pages["rules"])[:MAX_BRIEF_PAGES]]
 
 
 def render_context(handoff: dict[str, Any] | None, pages: list[BriefPage], *, max_chars: int,

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import sqlite3
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from nats.aio.client import Client as NATS
-
-from aimem_common.bus import Bus
-from aimem_common.config import Settings
-from aimem_common.db.connect import open_reader
 from aimem_common.errors import UnavailableError
+from aimem_common.read.pool import ReaderPool
+from aimem_common.service import ServiceContext
 from aimem_common.telemetry import Telemetry
 from aimem_ingress.gate import LagGate
 
@@ -39,46 +33,39 @@ class HookMetrics:
             ["outcome"])  # handoff | brief | empty
 
 
-@dataclass(slots=True)
-class IngressContext:
+@dataclass(slots=True, kw_only=True)
+class IngressContext(ServiceContext):
     """Dependencies of the ingress routes (built in the lifespan, on ``app.state.ctx``).
 
-    The read-only DB is opened lazily on the first context request: hooks must be accepted
-    (JetStream buffers them) even before a writer has ever created the database.
+    ``read_pool`` opens its read-only connections lazily (``wait_s=0``): hooks must be
+    accepted (JetStream buffers them) even before a writer has ever created the database.
     """
 
-    settings: Settings
-    nc: NATS
-    bus: Bus
     gate: LagGate
     metrics: HookMetrics
+    read_pool: ReaderPool
     claim_timeout_s: float = 0.8
-    _db: sqlite3.Connection | None = None
-    _db_lock: threading.Lock = field(default_factory=threading.Lock)
 
-    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T | None:
-        """Run ``fn(conn)`` on a worker thread with the read-only connection.
+    async def read(self, fn: Callable[..., T], /, *args: Any) -> T | None:
+        """Run ``fn(conn, *args)`` on ``read_pool``; ``None`` (logged) when it cannot answer.
 
-        Returns None (logged) when the database does not exist yet.
+        A missing or not-yet-migrated database (``db_not_ready``) or a read past the pool's
+        budget (``query_timeout``) only leaves the session-start context without its brief.
         """
-        def run() -> T | None:
-            with self._db_lock:
-                if self._db is None:
-                    try:
-                        self._db = open_reader(self.settings.db_path, wait_s=0)
-                    except UnavailableError as exc:
-                        log.info("read-only DB not ready: %s", exc.message)
-                        return None
-                return fn(self._db)
+        try:
+            return await self.read_pool.run(fn, *args)
+        except UnavailableError as exc:
+            log.info("session-start brief skipped: %s", exc.message)
+            return None
 
-        return await asyncio.to_thread(run)
-
-    @property
-    def db_open(self) -> bool:
-        return self._db is not None
-
-    def close(self) -> None:
-        with self._db_lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+    async def health(self) -> dict[str, Any]:
+        """``nats`` connected; ``db`` ``open`` or ``lazy`` (never a failure: hooks are buffered);
+        the last ``writer_lag`` read; ``jetstream`` and ``writer_store`` red while either
+        cannot store."""
+        fault = self.gate.store_fault()
+        return {"nats": self.nc.is_connected, "db": "open" if self.read_pool.opened else "lazy",
+                # False while JetStream leaves publishes unacknowledged (its store failed).
+                "jetstream": self.bus.jetstream_storing(),
+                "writer_lag": self.gate.lag, "writer_delay_s": round(self.gate.delay_s, 1),
+                # Red while the writer reports it cannot store: hooks get 507/503, not a 202.
+                "writer_store": {"ok": False, **fault} if fault else True}

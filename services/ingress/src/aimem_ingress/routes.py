@@ -43,6 +43,7 @@ from aimem_common.sanitize import RawObservation, sanitize
 from aimem_ingress.body import decode_json, read_capped
 from aimem_ingress.brief import budget_chars, read_brief, render_context
 from aimem_ingress.context import IngressContext
+from aimem_ingress.deps import CtxDep
 from aimem_ingress.normalize import NormalizedEvent, normalize
 
 log = logging.getLogger("aimem.ingress")
@@ -56,14 +57,9 @@ HOOK_ACTOR = "hook"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def _ctx(request: Request) -> IngressContext:
-    return request.app.state.ctx
-
-
 @router.post("/hook", status_code=202)
-async def post_hook(request: Request) -> JSONResponse:
+async def post_hook(request: Request, ctx: CtxDep) -> JSONResponse:
     """Accept one hook event; see the module docstring for the contract."""
-    ctx = _ctx(request)
     t0 = time.perf_counter()
     status = 500
     try:
@@ -89,9 +85,8 @@ async def post_hook(request: Request) -> JSONResponse:
 
 
 @router.post("/hook/session-start-context")
-async def session_start_context(request: Request) -> JSONResponse:
+async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
     """Claim the pending handoff for the caller's cwd and return the fenced context."""
-    ctx = _ctx(request)
     _authorize(ctx, request)
     ev, payload = await _read_event(ctx, request)
     workspace, project = _scope(request, payload, ev)

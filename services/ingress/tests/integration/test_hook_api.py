@@ -12,6 +12,7 @@ import pytest
 from aimem_common import bus as busmod
 from aimem_common.bus import MUT_STREAM
 
+JSON = {"Content-Type": "application/json"}
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
 CLAUDE_PROMPT = {
@@ -121,14 +122,14 @@ async def test_bad_input_is_a_4xx_json_error_and_stores_nothing(ingress, name, b
 async def test_eleven_mib_body_is_413_while_reading(ingress):
     client, app = ingress
     big = b'{"session_id": "s", "prompt": "' + b"a" * (11 * 1024 * 1024) + b'"}'
-    r = await client.post("/hook?agent=claude-code", content=big)
+    r = await client.post("/hook?agent=claude-code", content=big, headers=JSON)
     assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
 
     async def chunks():  # no Content-Length: the cap holds while streaming
         for _ in range(11):
             yield b"a" * (1024 * 1024)
 
-    r = await client.post("/hook?agent=claude-code", content=chunks())
+    r = await client.post("/hook?agent=claude-code", content=chunks(), headers=JSON)
     assert r.status_code == 413
     assert await stream_msgs(app) == []
     assert (await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT)).status_code == 202
@@ -228,7 +229,7 @@ async def test_nats_down_is_a_fast_503(ingress, nats_server):
 async def test_metrics_count_events_and_statuses(ingress):
     client, _ = ingress
     await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT)
-    await client.post("/hook?agent=claude-code", content=b"nope")
+    await client.post("/hook?agent=claude-code", content=b"nope", headers=JSON)
     text = (await client.get("/metrics")).text
     assert 'aimem_hook_events_total{agent="claude-code",kind="user-prompt"} 1.0' in text
     assert 'aimem_hook_responses_total{status="202"} 1.0' in text

@@ -1,6 +1,6 @@
 """The maintainer service app: schedules, the consolidation queue, on-demand jobs over NATS.
 
-The lifespan builds one ``MaintContext`` (bus, read-only store, optional LLM chain and
+The lifespan builds one ``MaintContext`` (bus, read pool, optional LLM chain and
 embedder) and starts, each as a background task stopped and awaited on shutdown:
 
 * ``rpc.serve``: ``aimem.maint.<job>`` request/reply handlers;
@@ -17,16 +17,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
 
 from aimem_common.config import Settings
 from aimem_common.embed import build_embedder
-from aimem_common.service import close_nats, connect_bus
+from aimem_common.read import scopes
+from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
-from aimem_common.web import install_error_handlers, install_guard, install_observability
 
 from aimem_maintainer import auto_improve, embeddings, lint, rpc, sweep
 from aimem_maintainer.consolidate import EventFeed, Worker
@@ -34,17 +33,19 @@ from aimem_maintainer.context import MaintContext
 from aimem_maintainer.llm import LlmClient, build_candidates
 from aimem_maintainer.metrics import MaintMetrics
 from aimem_maintainer.scheduler import Leases, Schedule, run_schedule
-from aimem_maintainer.store import ReadStore, list_scopes
 
 log = logging.getLogger("aimem.maintainer")
+
+READ_POOL_SIZE = 4  # concurrent job reads (each on a worker thread)
+READ_BUDGET_MS = 60_000  # a sweep or lint read of a whole project; past this it is interrupted
 
 
 def _every_scope(ctx: MaintContext, job: str, fn) -> Any:
     async def tick() -> dict[str, Any]:
         async with ctx.job(job) as info:
-            scopes = await ctx.store.run(list_scopes)
+            every = await ctx.read_pool.run(scopes.all_scopes)
             done, failed = 0, 0
-            for scope in scopes:
+            for scope in every:
                 try:
                     await fn(scope)
                     done += 1
@@ -82,62 +83,50 @@ def create_app(settings: Settings) -> FastAPI:
     """Build the maintainer app for ``settings`` (nothing starts until the lifespan runs)."""
     telemetry = Telemetry("maintainer")
     metrics = MaintMetrics.create(telemetry)
-    state: dict[str, Any] = {}
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        async with AsyncExitStack() as stack:
-            candidates = build_candidates(settings)  # ConfigError fails startup, not the first call
-            llm = LlmClient(candidates, metrics, max_output_tokens=settings.consolidation.max_output_tokens,
-                            cooldown_s=settings.llm.circuit_cooldown_s) if candidates else None
-            if llm is not None:
-                stack.push_async_callback(llm.aclose)
-            embedder = build_embedder(settings.embedding, api_key_fallback=settings.llm.api_key,
-                                      models_dir=settings.data_dir / "models")
-            if embedder is not None:
-                stack.push_async_callback(embedder.aclose)
-            nc, bus = await connect_bus(settings, "maintainer", telemetry)
-            stack.push_async_callback(close_nats, nc)
-            store = ReadStore(settings.db_path)
-            await store.run(lambda conn: conn.execute("SELECT 1").fetchone())  # waits for the writer's schema
-            ctx = MaintContext(settings=settings, bus=bus, store=store, metrics=metrics, llm=llm, embedder=embedder)
-            state.update(nc=nc, ctx=ctx)
-            app.state.ctx = ctx
-            stop = asyncio.Event()
-            tasks: list[asyncio.Task] = []
+    async def start(s: Startup) -> MaintContext:
+        stack = s.stack
+        candidates = build_candidates(settings)  # ConfigError fails startup, not the first call
+        llm = LlmClient(candidates, metrics, max_output_tokens=settings.consolidation.max_output_tokens,
+                        cooldown_s=settings.llm.circuit_cooldown_s) if candidates else None
+        if llm is not None:
+            stack.push_async_callback(llm.aclose)
+        embedder = build_embedder(settings.embedding, api_key_fallback=settings.llm.api_key,
+                                  models_dir=settings.data_dir / "models")
+        if embedder is not None:
+            stack.push_async_callback(embedder.aclose)
+        nc, bus = await s.connect_bus()
+        pool = await s.read_pool(size=READ_POOL_SIZE, budget_ms=READ_BUDGET_MS)  # waits for the writer's schema
+        ctx = MaintContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, read_pool=pool, metrics=metrics,
+                           llm=llm, embedder=embedder)
+        stop = asyncio.Event()
+        tasks: list[asyncio.Task] = []
 
-            async def shutdown() -> None:
-                stop.set()
-                for t in tasks:
-                    t.cancel()
-                for t in tasks:
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await t
+        async def shutdown() -> None:
+            stop.set()
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
 
-            stack.push_async_callback(shutdown)
-            await rpc.serve(ctx)
-            leases = await Leases.open(bus.js, ctx.owner, settings.maintenance.lease_ttl_s)
-            started = time.time()
-            for sched in build_schedules(ctx):
-                tasks.append(asyncio.create_task(run_schedule(sched, leases, stop, started_at=started),
-                                                 name=f"schedule-{sched.name}"))
-            if llm is not None and settings.consolidation.enabled:
-                worker = Worker(ctx)
-                feed = EventFeed(ctx, worker)
-                ready = asyncio.Event()
-                tasks.append(asyncio.create_task(feed.run(stop, ready), name="consolidation-feed"))
-                tasks.append(asyncio.create_task(worker.run(stop), name="consolidation-worker"))
-                await asyncio.wait_for(ready.wait(), 10)
-            log.info("maintainer up: llm=%s embedder=%s schedules=%s", bool(llm),
-                     embedder.identity if embedder else None, [s.name for s in build_schedules(ctx)])
-            yield
+        stack.push_async_callback(shutdown)
+        await rpc.serve(ctx)
+        leases = await Leases.open(bus.js, ctx.owner, settings.maintenance.lease_ttl_s)
+        started = time.time()
+        schedules = build_schedules(ctx)
+        for sched in schedules:
+            tasks.append(asyncio.create_task(run_schedule(sched, leases, stop, started_at=started),
+                                             name=f"schedule-{sched.name}"))
+        if llm is not None and settings.consolidation.enabled:
+            worker = Worker(ctx)
+            feed = EventFeed(ctx, worker)
+            ready = asyncio.Event()
+            tasks.append(asyncio.create_task(feed.run(stop, ready), name="consolidation-feed"))
+            tasks.append(asyncio.create_task(worker.run(stop), name="consolidation-worker"))
+            await asyncio.wait_for(ready.wait(), 10)
+        log.info("maintainer up: llm=%s embedder=%s schedules=%s", bool(llm),
+                 embedder.identity if embedder else None, [sc.name for sc in schedules])
+        return ctx
 
-    async def health() -> dict:
-        nc = state.get("nc")
-        return {"nats": bool(nc and nc.is_connected), "db": "ctx" in state}
-
-    app = FastAPI(title="aimem-maintainer", lifespan=lifespan)
-    install_error_handlers(app)
-    install_guard(app, settings.allowed_hosts, settings.host)
-    install_observability(app, telemetry, health)
-    return app
+    return create_service_app("maintainer", settings, telemetry, start, not_ready={"nats": False, "db": False})

@@ -1,4 +1,4 @@
-"""Auto-improve: per-session LLM review → validated proposals (seed 000 step 5).
+"""Auto-improve: per-session LLM review → validated proposals for an operator to approve.
 
 Scheduled ticks review, per project, completed sessions that ended after the project's
 first-run watermark (set on the first tick, so history is not reprocessed on upgrade), are
@@ -21,10 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aimem_common.errors import AimemError, NotFoundError
 from aimem_common.commands.maintenance import ProposalIn
+from aimem_common.models import Scope
 
 from aimem_maintainer.consolidate import gather
 from aimem_maintainer.llm import fence
-from aimem_maintainer.store import ScopeIds, live_page
+from aimem_maintainer.store import live_page
 
 if TYPE_CHECKING:
     from aimem_maintainer.context import MaintContext
@@ -53,7 +54,7 @@ SYSTEM = (
 )
 
 
-def candidate_sessions(conn: sqlite3.Connection, scope: ScopeIds, *, watermark: str, now: datetime,
+def candidate_sessions(conn: sqlite3.Connection, scope: Scope, *, watermark: str, now: datetime,
                        cfg: Any, limit: int) -> list[str]:
     """Sessions of ``scope`` eligible for a scheduled review, oldest first."""
     max_end = (now - timedelta(seconds=cfg.scheduler.min_session_age_secs)).isoformat()
@@ -68,7 +69,7 @@ def candidate_sessions(conn: sqlite3.Connection, scope: ScopeIds, *, watermark: 
     return [r[0] for r in rows]
 
 
-def validate_proposals(conn: sqlite3.Connection, scope: ScopeIds, review: Review, cfg: Any
+def validate_proposals(conn: sqlite3.Connection, scope: Scope, review: Review, cfg: Any
                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Split the model's proposals into accepted ``ProposalIn`` dicts and rejected ones."""
     accepted, rejected = [], []
@@ -94,7 +95,7 @@ def validate_proposals(conn: sqlite3.Connection, scope: ScopeIds, review: Review
     return accepted, rejected
 
 
-async def review_session(ctx: "MaintContext", scope: ScopeIds, session_id: str, *, rerun: bool,
+async def review_session(ctx: "MaintContext", scope: Scope, session_id: str, *, rerun: bool,
                          actor: str | None = None) -> dict[str, Any]:
     """Claim, review and stage one session. Returns ``{session_id, claimed, proposals, rejected}``."""
     llm = ctx.require_llm("auto_improve")
@@ -104,7 +105,7 @@ async def review_session(ctx: "MaintContext", scope: ScopeIds, session_id: str, 
         return {"session_id": session_id, "claimed": False, "proposals": [], "rejected": []}
     actor = actor or cfg.proposal_actor
     try:
-        material = await ctx.store.run(lambda conn: gather(
+        material = await ctx.read_pool.run(lambda conn: gather(
             conn, scope, session_id, budget_chars=cfg.max_input_tokens * 4, related_k=8))
         user = (f"Session id: {json.dumps(session_id)}\n\n"
                 + ("Session summary page:\n" + fence("session_page", material["session_page"]) + "\n\n"
@@ -112,7 +113,7 @@ async def review_session(ctx: "MaintContext", scope: ScopeIds, session_id: str, 
                 + "Observations:\n" + fence("observations", material["observations"]) + "\n\n"
                 + "Existing related pages:\n" + fence("related_pages", material["related"]))
         review = await llm.structured(Review, name="auto_improve_review", system=SYSTEM, user=user)
-        accepted, rejected = await ctx.store.run(lambda conn: validate_proposals(conn, scope, review, cfg))
+        accepted, rejected = await ctx.read_pool.run(lambda conn: validate_proposals(conn, scope, review, cfg))
     except AimemError as exc:
         await ctx.send("proposal.stage", {"session_id": session_id, "proposals": [], "run_status": "failed",
                                           "run_detail": f"{exc.code}: {exc.message}"[:2000]}, scope, actor=actor)
@@ -126,14 +127,14 @@ async def review_session(ctx: "MaintContext", scope: ScopeIds, session_id: str, 
             "require_approval": cfg.require_approval}
 
 
-async def tick_scope(ctx: "MaintContext", scope: ScopeIds, now: datetime | None = None) -> dict[str, Any]:
+async def tick_scope(ctx: "MaintContext", scope: Scope, now: datetime | None = None) -> dict[str, Any]:
     """One scheduled pass over ``scope``: watermark, then up to ``max_sessions_per_tick`` reviews."""
     now = now or datetime.now(UTC)
     cfg = ctx.settings.auto_improve
     wm = await ctx.send("auto_improve.watermark", {"watermark_at": now.isoformat()}, scope)
     if wm.get("created"):
         return {"watermark_at": wm["watermark_at"], "reviewed": []}
-    sessions = await ctx.store.run(lambda conn: candidate_sessions(
+    sessions = await ctx.read_pool.run(lambda conn: candidate_sessions(
         conn, scope, watermark=wm["watermark_at"], now=now, cfg=cfg, limit=cfg.scheduler.max_sessions_per_tick))
     reviewed = []
     for sid in sessions:
@@ -144,20 +145,20 @@ async def tick_scope(ctx: "MaintContext", scope: ScopeIds, now: datetime | None 
     return {"watermark_at": wm["watermark_at"], "reviewed": reviewed}
 
 
-async def run_manual(ctx: "MaintContext", scope: ScopeIds, session_id: str | None, actor: str) -> dict[str, Any]:
+async def run_manual(ctx: "MaintContext", scope: Scope, session_id: str | None, actor: str) -> dict[str, Any]:
     """Explicit ``auto-improve`` (CLI/admin/MCP): a given session (rerunnable) or the newest
     completed one without a run."""
     ctx.require_llm("auto_improve")
     async with ctx.job("auto_improve"):
         rerun = session_id is not None
         if session_id is None:
-            session_id = await ctx.store.run(lambda conn: _newest_unreviewed(conn, scope))
+            session_id = await ctx.read_pool.run(lambda conn: _newest_unreviewed(conn, scope))
             if session_id is None:
-                raise NotFoundError("no completed session without an auto-improve run", data=scope.as_dict())
+                raise NotFoundError("no completed session without an auto-improve run", data={"workspace": scope.workspace, "project": scope.project})
         return await review_session(ctx, scope, session_id, rerun=rerun, actor=actor)
 
 
-def _newest_unreviewed(conn: sqlite3.Connection, scope: ScopeIds) -> str | None:
+def _newest_unreviewed(conn: sqlite3.Connection, scope: Scope) -> str | None:
     r = conn.execute(
         "SELECT s.session_id FROM sessions s WHERE s.project_id = ? AND s.ended_at IS NOT NULL AND NOT EXISTS"
         " (SELECT 1 FROM auto_improve_runs r WHERE r.project_id = s.project_id AND r.session_id = s.session_id)"

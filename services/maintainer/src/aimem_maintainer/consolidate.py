@@ -1,4 +1,5 @@
-"""LLM consolidation: a durable job queue fed by ``session.ended`` events (seed 000 step 4).
+"""LLM consolidation: a durable job queue fed by ``session.ended`` events; each job turns a
+finished session into knowledge pages.
 
 * ``EventFeed`` — a durable pull consumer on ``AIMEM_EVT`` (``aimem.evt.session.ended``)
   that turns each event into ``consolidation.enqueue`` (idempotent per session generation),
@@ -27,11 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aimem_common import bus as busmod
 from aimem_common.errors import AimemError, ConflictError, LlmOutputError, LlmUnavailableError, NotFoundError
-from aimem_common.models import validate_page_path
+from aimem_common.models import Scope, validate_page_path
 from aimem_common.commands.maintenance import CONSOLIDATION_DIRS
+from aimem_common.read import scopes
 
 from aimem_maintainer.llm import fence
-from aimem_maintainer.store import ScopeIds, find_scope, related_pages
+from aimem_maintainer.store import related_pages
 
 if TYPE_CHECKING:
     from aimem_maintainer.context import MaintContext
@@ -68,7 +70,7 @@ SYSTEM = (
 )
 
 
-def gather(conn: sqlite3.Connection, scope: ScopeIds, session_id: str, *, budget_chars: int, related_k: int
+def gather(conn: sqlite3.Connection, scope: Scope, session_id: str, *, budget_chars: int, related_k: int
            ) -> dict[str, Any]:
     """Read the bounded prompt material of one session (worker thread)."""
     page = conn.execute(
@@ -140,7 +142,7 @@ def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str 
     return writes
 
 
-async def consolidate_session(ctx: "MaintContext", scope: ScopeIds, session_id: str,
+async def consolidate_session(ctx: "MaintContext", scope: Scope, session_id: str,
                               instructions: str | None = None) -> list[dict[str, Any]]:
     """Run the LLM for one session and return validated page payloads (writes nothing).
 
@@ -150,7 +152,7 @@ async def consolidate_session(ctx: "MaintContext", scope: ScopeIds, session_id: 
     """
     llm = ctx.require_llm("consolidate")
     cfg = ctx.settings.consolidation
-    material = await ctx.store.run(lambda conn: gather(
+    material = await ctx.read_pool.run(lambda conn: gather(
         conn, scope, session_id, budget_chars=cfg.max_input_tokens * 4, related_k=cfg.related_pages))
     if material["session_page"] is None and not material["observations"]:
         raise NotFoundError(f"session {session_id} has nothing to consolidate", code="nothing_to_consolidate",
@@ -162,20 +164,20 @@ async def consolidate_session(ctx: "MaintContext", scope: ScopeIds, session_id: 
     return to_page_writes(out, session_id, sp)
 
 
-async def consolidate_now(ctx: "MaintContext", scope: ScopeIds, session_id: str | None,
+async def consolidate_now(ctx: "MaintContext", scope: Scope, session_id: str | None,
                           instructions: str | None = None) -> dict[str, Any]:
     """On-demand consolidation (``memory_consolidate``): all pages in one ``page.write_batch``."""
     async with ctx.job("consolidate"):
         if session_id is None:
-            session_id = await ctx.store.run(lambda conn: _latest_ended_session(conn, scope))
+            session_id = await ctx.read_pool.run(lambda conn: _latest_ended_session(conn, scope))
             if session_id is None:
-                raise NotFoundError("no ended session to consolidate in this project", data=scope.as_dict())
+                raise NotFoundError("no ended session to consolidate in this project", data={"workspace": scope.workspace, "project": scope.project})
         pages = await consolidate_session(ctx, scope, session_id, instructions)
         res = await ctx.send("page.write_batch", {"pages": pages}, scope)
         return {"session_id": session_id, "pages": res.get("pages", res)}
 
 
-def _latest_ended_session(conn: sqlite3.Connection, scope: ScopeIds) -> str | None:
+def _latest_ended_session(conn: sqlite3.Connection, scope: Scope) -> str | None:
     r = conn.execute(
         "SELECT session_id FROM sessions WHERE project_id = ? AND ended_at IS NOT NULL ORDER BY ended_at DESC LIMIT 1",
         (scope.project_id,),
@@ -221,7 +223,7 @@ class Worker:
         if not jobs:
             return False
         job = jobs[0]
-        scope = ScopeIds(job["workspace"], job["project"], job["workspace_id"], job["project_id"])
+        scope = Scope(job["workspace"], job["project"], job["workspace_id"], job["project_id"])
         async with ctx.job("consolidate") as info:
             try:
                 pages = await consolidate_session(ctx, scope, job["session_id"])
@@ -298,15 +300,15 @@ class EventFeed:
             raise KeyError("session.ended event without session_id/project")
         gen = data.get("generation", data.get("ended_observation_count", data.get("observation_count")))
 
-        def lookup(conn: sqlite3.Connection) -> tuple[ScopeIds | None, int | None]:
-            scope = find_scope(conn, ws, pj)
+        def lookup(conn: sqlite3.Connection) -> tuple[Scope | None, int | None]:
+            scope = scopes.find(conn, ws, pj)
             if scope is None:
                 return None, None
             r = conn.execute("SELECT ended_observation_count, observation_count FROM sessions WHERE project_id = ?"
                              " AND session_id = ?", (scope.project_id, sid)).fetchone()
             return scope, (r[0] if r and r[0] is not None else (r[1] if r else None))
 
-        scope, db_gen = await self.ctx.store.run(lookup)
+        scope, db_gen = await self.ctx.read_pool.run(lookup)
         if scope is None:
             raise NotFoundError(f"project {ws}/{pj} not visible yet")
         gen = int(gen if gen is not None else (db_gen or 0))

@@ -10,24 +10,24 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from aimem_common.bus import Bus
-from aimem_common.config import Settings
+from aimem_common.commands import make_envelope
 from aimem_common.embed import Embedder
 from aimem_common.errors import LlmNotConfiguredError
-from aimem_common.commands import make_envelope
+from aimem_common.models import Scope
+from aimem_common.read.pool import ReaderPool
+from aimem_common.service import ServiceContext
 
 from aimem_maintainer.llm import LlmClient
 from aimem_maintainer.metrics import MaintMetrics
-from aimem_maintainer.store import ReadStore, ScopeIds
 
 
-@dataclass(slots=True)
-class MaintContext:
-    """Dependencies of every job (no globals, invariant 12)."""
+@dataclass(slots=True, kw_only=True)
+class MaintContext(ServiceContext):
+    """Dependencies of every job (no module-level state: DESIGN.md invariant 12), on
+    ``app.state.ctx``: the shared parts (``read_pool`` required) plus metrics, the optional
+    LLM client and embedder."""
 
-    settings: Settings
-    bus: Bus
-    store: ReadStore
+    read_pool: ReaderPool
     metrics: MaintMetrics
     llm: LlmClient | None = None
     embedder: Embedder | None = None
@@ -44,7 +44,7 @@ class MaintContext:
             )
         return self.llm
 
-    async def send(self, op: str, payload: Any, scope: ScopeIds | None = None, *, actor: str | None = None,
+    async def send(self, op: str, payload: Any, scope: Scope | None = None, *, actor: str | None = None,
                    idempotency_key: str | None = None, timeout_s: float | None = None) -> dict[str, Any]:
         """Send one command to the writer and wait for its result (raises its typed error)."""
         env = make_envelope(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from aimem_common.embed import EmbedIdentity, encode_vector
 
-from aimem_maintainer.store import ScopeIds
+from aimem_common.models import Scope
 
 if TYPE_CHECKING:
     from aimem_maintainer.context import MaintContext
@@ -23,7 +23,7 @@ TEXT_CHARS = 8000
 MAX_BATCHES_PER_RUN = 50
 
 
-def missing(conn: sqlite3.Connection, ident: EmbedIdentity, scope: ScopeIds | None, limit: int,
+def missing(conn: sqlite3.Connection, ident: EmbedIdentity, scope: Scope | None, limit: int,
             exclude: set[int]) -> list[dict[str, Any]]:
     """Live pages whose vector is absent or stale (worker thread)."""
     sql = ("SELECT p.id, p.title, substr(p.body, 1, ?) AS body, p.content_hash FROM pages p"
@@ -55,7 +55,7 @@ def coverage(conn: sqlite3.Connection, ident: EmbedIdentity | None) -> dict[str,
     return {"live_pages": live, "current": cur, "stale": total - cur}
 
 
-async def backfill(ctx: "MaintContext", scope: ScopeIds | None = None) -> dict[str, Any]:
+async def backfill(ctx: "MaintContext", scope: Scope | None = None) -> dict[str, Any]:
     """Embed missing/stale pages (all scopes when ``scope`` is None) in batches."""
     emb = ctx.embedder
     if emb is None:
@@ -64,7 +64,7 @@ async def backfill(ctx: "MaintContext", scope: ScopeIds | None = None) -> dict[s
     batch = max(1, ctx.settings.embedding.batch_size)
     embedded, skipped = 0, set()
     for _ in range(MAX_BATCHES_PER_RUN):
-        rows = await ctx.store.run(lambda conn: missing(conn, ident, scope, batch, skipped))
+        rows = await ctx.read_pool.run(lambda conn: missing(conn, ident, scope, batch, skipped))
         if not rows:
             break
         vecs = await emb.embed([f"{r['title']}\n\n{r['body']}" for r in rows])
@@ -74,6 +74,6 @@ async def backfill(ctx: "MaintContext", scope: ScopeIds | None = None) -> dict[s
                                                   "items": items})
         embedded += int(res.get("upserted", 0))
         skipped.update(res.get("skipped", []))
-    cov = await ctx.store.run(lambda conn: coverage(conn, ident))
+    cov = await ctx.read_pool.run(lambda conn: coverage(conn, ident))
     return {"enabled": True, "identity": {"provider": ident.provider, "model": ident.model, "dim": ident.dim},
             "embedded": embedded, "skipped": sorted(skipped), **cov}

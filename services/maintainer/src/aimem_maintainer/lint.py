@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from aimem_common.models import Tier
+from aimem_common.models import Scope, Tier
 from aimem_maintainer.llm import fence
-from aimem_maintainer.store import ScopeIds, parse_time
+from aimem_maintainer.store import parse_time
 
 if TYPE_CHECKING:
     from aimem_maintainer.context import MaintContext
@@ -28,7 +28,7 @@ KNOWLEDGE_DIRS = ("concepts/", "decisions/", "gotchas/", "procedures/", "_rules/
 CONTRADICTION_PAGES = 12
 
 
-def lint_rules(conn: sqlite3.Connection, scope: ScopeIds) -> list[dict[str, Any]]:
+def lint_rules(conn: sqlite3.Connection, scope: Scope) -> list[dict[str, Any]]:
     """Return the rule findings of ``scope``: ``[{rule, path, detail}]``, sorted."""
     pid = scope.project_id
     findings: list[dict[str, Any]] = []
@@ -106,7 +106,7 @@ class ContradictionReport(BaseModel):
     contradictions: list[Contradiction]
 
 
-def _knowledge_pages(conn: sqlite3.Connection, scope: ScopeIds) -> list[dict[str, Any]]:
+def _knowledge_pages(conn: sqlite3.Connection, scope: Scope) -> list[dict[str, Any]]:
     rows = conn.execute(
         "SELECT path, title, substr(body, 1, 1500) AS body FROM pages WHERE project_id = ? AND is_latest = 1"
         " AND (path LIKE 'concepts/%' OR path LIKE 'decisions/%' OR path LIKE 'gotchas/%' OR path LIKE '_rules/%'"
@@ -116,9 +116,9 @@ def _knowledge_pages(conn: sqlite3.Connection, scope: ScopeIds) -> list[dict[str
     return [dict(r) for r in rows]
 
 
-async def contradiction_pass(ctx: "MaintContext", scope: ScopeIds) -> list[dict[str, Any]]:
+async def contradiction_pass(ctx: "MaintContext", scope: Scope) -> list[dict[str, Any]]:
     """Ask the LLM which of the newest knowledge pages contradict each other (bounded)."""
-    pages = await ctx.store.run(lambda conn: _knowledge_pages(conn, scope))
+    pages = await ctx.read_pool.run(lambda conn: _knowledge_pages(conn, scope))
     if len(pages) < 2 or ctx.llm is None:
         return []
     known = {p["path"] for p in pages}
@@ -138,7 +138,7 @@ async def contradiction_pass(ctx: "MaintContext", scope: ScopeIds) -> list[dict[
     return out
 
 
-def render_report(scope: ScopeIds, findings: list[dict[str, Any]]) -> str:
+def render_report(scope: Scope, findings: list[dict[str, Any]]) -> str:
     """Markdown body of the report (deterministic: no timestamps)."""
     counts: dict[str, int] = defaultdict(int)
     for f in findings:
@@ -158,10 +158,10 @@ def render_report(scope: ScopeIds, findings: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def run_lint(ctx: "MaintContext", scope: ScopeIds, *, write: bool = True, use_llm: bool = True
+async def run_lint(ctx: "MaintContext", scope: Scope, *, write: bool = True, use_llm: bool = True
                    ) -> dict[str, Any]:
     """Lint ``scope``; write ``_lint/report.md`` through ``page.write`` unless ``write`` is False."""
-    findings = await ctx.store.run(lambda conn: lint_rules(conn, scope))
+    findings = await ctx.read_pool.run(lambda conn: lint_rules(conn, scope))
     llm_error = None
     if use_llm and ctx.llm is not None:
         try:

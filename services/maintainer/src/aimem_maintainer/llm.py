@@ -1,7 +1,7 @@
 """The LLM provider layer: ``openai`` SDK, ordered fallback chain, 30 s circuits.
 
 Candidates are the primary ``[llm]`` provider followed by ``[[llm_fallbacks]]`` in
-declaration order (seed 000 "Ordered LLM fallback chain"). A call tries them in order and
+declaration order. A call tries them in order and
 moves on **only** on a transient failure (429, 5xx, timeout, connection error); that failure
 opens the candidate's circuit for ``[llm] circuit_cooldown_s`` (30 s), during which it is
 skipped. A
@@ -86,7 +86,7 @@ def _now_iso() -> str:
 
 
 def check_headers(headers: dict[str, str]) -> dict[str, str]:
-    """Refuse headers aimem sets itself (seed 000 ``AI_MEMORY_LLM_HEADERS``).
+    """Refuse extra headers (``[llm] headers``) that would override one aimem sets itself.
 
     Raises:
         ConfigError: a reserved header name.

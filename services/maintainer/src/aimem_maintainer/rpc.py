@@ -14,12 +14,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aimem_common import maint_rpc
+from aimem_common.bus import make_reply
 from aimem_common.errors import AimemError, BadRequestError, NotFoundError
-from aimem_common.models import validate_name
-from aimem_common.read import proposals
+from aimem_common.models import Scope, validate_name
+from aimem_common.read import proposals, scopes
 
 from aimem_maintainer import auto_improve, consolidate, embeddings, explore, lint, sweep
-from aimem_maintainer.store import ScopeIds, find_scope, list_scopes, parse_time
+from aimem_maintainer.store import parse_time
 
 if TYPE_CHECKING:
     from aimem_maintainer.context import MaintContext
@@ -29,7 +30,7 @@ log = logging.getLogger("aimem.maintainer.rpc")
 Handler = Callable[["MaintContext", dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
-async def _scope(ctx: "MaintContext", req: dict[str, Any], *, required: bool = True) -> ScopeIds | None:
+async def _scope(ctx: "MaintContext", req: dict[str, Any], *, required: bool = True) -> Scope | None:
     project = req.get("project")
     if not project:
         if required:
@@ -37,15 +38,15 @@ async def _scope(ctx: "MaintContext", req: dict[str, Any], *, required: bool = T
         return None
     ws = validate_name(req.get("workspace") or ctx.settings.workspace_default, "workspace")
     validate_name(project, "project")
-    scope = await ctx.store.run(lambda conn: find_scope(conn, ws, project))
+    scope = await ctx.read_pool.run(lambda conn: scopes.find(conn, ws, project))
     if scope is None:
         raise NotFoundError(f"project {ws}/{project} not found", data={"workspace": ws, "project": project})
     return scope
 
 
-async def _scopes(ctx: "MaintContext", req: dict[str, Any]) -> list[ScopeIds]:
+async def _scopes(ctx: "MaintContext", req: dict[str, Any]) -> list[Scope]:
     one = await _scope(ctx, req, required=False)
-    return [one] if one else await ctx.store.run(list_scopes)
+    return [one] if one else await ctx.read_pool.run(scopes.all_scopes)
 
 
 async def h_sweep(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
@@ -91,8 +92,8 @@ async def h_embed(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
 
 async def h_status(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
     ident = ctx.embedder.identity if ctx.embedder else None
-    cov = await ctx.store.run(lambda conn: embeddings.coverage(conn, ident))
-    jobs = await ctx.store.run(lambda conn: {r[0]: r[1] for r in conn.execute(
+    cov = await ctx.read_pool.run(lambda conn: embeddings.coverage(conn, ident))
+    jobs = await ctx.read_pool.run(lambda conn: {r[0]: r[1] for r in conn.execute(
         "SELECT status, count(*) FROM session_consolidation_jobs GROUP BY status")})
     return {
         "owner": ctx.owner,
@@ -114,7 +115,7 @@ async def h_pending(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
     if action == "list":
         scope = await _scope(ctx, req, required=False)
         status = args.get("status", "pending")
-        rows = await ctx.store.run(lambda conn: proposals.list_proposals(
+        rows = await ctx.read_pool.run(lambda conn: proposals.list_proposals(
             conn, scope.project_id if scope else None, status or None, int(args.get("limit", 100))))
         return {"proposals": rows}
     if action not in ("approve", "reject"):
@@ -146,12 +147,12 @@ async def serve(ctx: "MaintContext") -> list[Any]:
                 try:
                     req = maint_rpc.parse_request(msg.data)
                     result = await fn(ctx, req)
-                    data = maint_rpc.make_reply(result=result)
+                    data = make_reply(result=result)
                 except AimemError as exc:
-                    data = maint_rpc.make_reply(error=exc)
+                    data = make_reply(error=exc)
                 except Exception as exc:  # noqa: BLE001 - answer instead of leaving the caller hanging
                     log.exception("maint job %s failed", job)
-                    data = maint_rpc.make_reply(error=AimemError(f"{job} failed: {type(exc).__name__}"))
+                    data = make_reply(error=AimemError(f"{job} failed: {type(exc).__name__}"))
                 if msg.reply:
                     await nc.publish(msg.reply, data)
 

@@ -1,7 +1,7 @@
 """The forget sweep: plan (pure, read-only) and apply (one ``sweep.apply`` per scope).
 
 ``plan_sweep`` computes, for one scope at one instant, exactly which page ids each pass
-acts on (seed 000 steady-state step 7):
+acts on:
 
 1. TTL: live pages whose ``expires_at`` ≤ now → hard delete (beats pinning).
 2. Cold: live episodic, unpinned, non-``_slots/`` pages with ``retention < cold_threshold``
@@ -23,9 +23,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from aimem_common.config import DecaySettings
-from aimem_common.decay import is_cold, retention
+from aimem_common.models import Scope
+from aimem_maintainer.decay import is_cold, retention
 
-from aimem_maintainer.store import ScopeIds, days_between, parse_time
+from aimem_maintainer.store import days_between, parse_time
 
 if TYPE_CHECKING:
     from aimem_maintainer.context import MaintContext
@@ -101,7 +102,7 @@ def decays(row: sqlite3.Row) -> bool:
     return row["tier"] == "episodic" and not row["pinned"] and not str(row["path"]).startswith("_slots/")
 
 
-def plan_sweep(conn: sqlite3.Connection, scope: ScopeIds, decay: DecaySettings, now: datetime | None = None) -> SweepPlan:
+def plan_sweep(conn: sqlite3.Connection, scope: Scope, decay: DecaySettings, now: datetime | None = None) -> SweepPlan:
     """Compute the sweep plan of ``scope`` at ``now`` (read-only; no side effects)."""
     now = now or datetime.now(UTC)
     plan = SweepPlan(scope.workspace, scope.project, now.isoformat())
@@ -160,7 +161,7 @@ def plan_sweep(conn: sqlite3.Connection, scope: ScopeIds, decay: DecaySettings, 
     return plan
 
 
-async def run_sweep(ctx: "MaintContext", scope: ScopeIds, *, dry_run: bool, now: datetime | None = None
+async def run_sweep(ctx: "MaintContext", scope: Scope, *, dry_run: bool, now: datetime | None = None
                     ) -> dict[str, Any]:
     """Plan the sweep of ``scope``; unless ``dry_run``, apply it through the writer.
 
@@ -168,7 +169,7 @@ async def run_sweep(ctx: "MaintContext", scope: ScopeIds, *, dry_run: bool, now:
     observation prune is sent in ``observation_prune_batch`` slices until nothing is left.
     """
     decay = ctx.settings.decay
-    plan = await ctx.store.run(lambda conn: plan_sweep(conn, scope, decay, now))
+    plan = await ctx.read_pool.run(lambda conn: plan_sweep(conn, scope, decay, now))
     out = plan.as_dict()
     out["dry_run"] = dry_run
     if dry_run or plan.empty:

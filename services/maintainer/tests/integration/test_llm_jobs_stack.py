@@ -13,7 +13,7 @@ from aimem_common import maint_rpc
 from aimem_common.db.connect import open_reader
 from aimem_common.errors import LlmNotConfiguredError
 from aimem_common.commands import make_envelope
-from aimem_common.testing.fake_llm import FakeLLM
+from aimem_testing.fake_llm import FakeLLM
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 

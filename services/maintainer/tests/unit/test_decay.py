@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from pathlib import Path
+
+from aimem_common import config
 from aimem_common.config import DecaySettings
-from aimem_common.decay import is_cold, retention
+from aimem_maintainer.decay import is_cold, retention
 
 D = DecaySettings()  # λ=0.02, σ=0.6, μ=0.04, cold=0.20
 
@@ -44,3 +47,15 @@ def test_salience_and_breadth():
 
 def test_never_accessed_has_no_reinforcement_and_negative_age_clamps():
     assert retention(D, salience=1.0, age_days=-5, access_count=7, days_since_access=None) == 1.0
+
+
+def test_toml_value_reaches_a_module(tmp_path: Path) -> None:
+    """A value set only in config.toml changes what the decay module computes."""
+    (tmp_path / "config.toml").write_text("[decay]\nlambda = 0.1\nsigma = 0.0\n")
+    s = config.load(tmp_path, environ={"AIMEM_DECAY__SIGMA": "0"})
+    got = retention(s.decay, salience=1.0, age_days=10, access_count=0, days_since_access=None)
+    assert got == pytest.approx(2.718281828 ** -1.0)
+    default = config.load(tmp_path / "other", environ={})
+    assert retention(default.decay, salience=1.0, age_days=10, access_count=0, days_since_access=None) == pytest.approx(
+        2.718281828 ** -0.2
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aimem_maintainer.lint import lint_rules, render_report
-from aimem_maintainer.store import list_scopes
+from aimem_common.read.scopes import all_scopes
 
 
 def test_lint_rules_find_each_kind(seed):
@@ -18,14 +18,14 @@ def test_lint_rules_find_each_kind(seed):
     seed.page(a, "notes/ttl.md", title="TTL", frontmatter={"expires_at": "next tuesday"})
     c = seed.conn
     c.execute("INSERT INTO links(workspace_id, project_id, from_page_id, to_path, to_page_id) VALUES (?,?,?,?,?)",
-              (a[0], a[1], src, "concepts/linked.md", linked))
+              (a.workspace_id, a.project_id, src, "concepts/linked.md", linked))
     c.execute("INSERT INTO links(workspace_id, project_id, from_page_id, to_path, to_page_id) VALUES (?,?,?,?,NULL)",
-              (a[0], a[1], src, "concepts/missing.md"))
+              (a.workspace_id, a.project_id, src, "concepts/missing.md"))
     c.execute("INSERT INTO links(workspace_id, project_id, from_page_id, to_project, to_path, to_page_id)"
-              " VALUES (?,?,?,?,?,NULL)", (a[0], a[1], src, "other", "x.md"))
+              " VALUES (?,?,?,?,?,NULL)", (a.workspace_id, a.project_id, src, "other", "x.md"))
     c.execute("INSERT INTO page_feedback(workspace_id, project_id, page_id, path, signal, reason, created_at)"
-              " VALUES (?,?,?,?,?,?,?)", (a[0], a[1], linked, "concepts/linked.md", "wrong", "outdated", "2026-01-01"))
-    findings = lint_rules(c, list_scopes(c)[0])
+              " VALUES (?,?,?,?,?,?,?)", (a.workspace_id, a.project_id, linked, "concepts/linked.md", "wrong", "outdated", "2026-01-01"))
+    findings = lint_rules(c, all_scopes(c)[0])
     got = {(f["rule"], f["path"]) for f in findings}
     assert got == {
         ("dangling_link", "decisions/src.md"),
@@ -41,6 +41,6 @@ def test_lint_rules_find_each_kind(seed):
         ("invalid_frontmatter", "notes/ttl.md"),
         ("feedback_flagged", "concepts/linked.md"),
     }
-    report = render_report(list_scopes(c)[0], findings)
+    report = render_report(all_scopes(c)[0], findings)
     assert "[[" not in report and "## orphan_page" in report
-    assert render_report(list_scopes(c)[0], findings) == report  # deterministic: unchanged = no new version
+    assert render_report(all_scopes(c)[0], findings) == report  # deterministic: unchanged = no new version

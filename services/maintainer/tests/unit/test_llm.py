@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from aimem_common import config
 from aimem_common.errors import LlmOutputError, LlmUnavailableError
 from aimem_common.telemetry import Telemetry
-from aimem_common.testing.fake_llm import FakeLLM
+from aimem_testing.fake_llm import FakeLLM
 from aimem_maintainer import llm as llmmod
 from aimem_maintainer.metrics import MaintMetrics
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from aimem_common.config import DecaySettings
-from aimem_maintainer.store import list_scopes
+from aimem_common.read.scopes import all_scopes
 from aimem_maintainer.sweep import plan_sweep
 
-from aimem_common.testing.seedstore import NOW
+from aimem_testing.seed import NOW
 
 
 def test_plan_selects_exactly_the_expected_pages(seed):
@@ -28,7 +28,7 @@ def test_plan_selects_exactly_the_expected_pages(seed):
     ids["superseded_old"] = seed.page(a, "sessions/v.md", is_latest=0, retired_reason="superseded", superseded_days_ago=400)
     seed.page(b, "sessions/old.md", age_days=1)
 
-    scopes = {s.project: s for s in list_scopes(seed.conn)}
+    scopes = {s.project: s for s in all_scopes(seed.conn)}
     plan = plan_sweep(seed.conn, scopes["alpha"], DecaySettings(), NOW)
     assert plan.ids() == {
         "expired": [ids["ttl_pinned"]],
@@ -47,7 +47,7 @@ def test_observation_prune_never_removes_last_copy(seed):
     seed.session(a, "s2", summary_page_id=evicting, observations=2, obs_age_days=40)
     seed.session(a, "s3", summary_page_id=None, observations=4, obs_age_days=40)  # never summarised
     seed.session(a, "s4", summary_page_id=live, observations=5, obs_age_days=3)  # too young
-    scope = list_scopes(seed.conn)[0]
+    scope = all_scopes(seed.conn)[0]
     off = plan_sweep(seed.conn, scope, DecaySettings(), NOW)
     assert off.prune_observations == 0
     plan = plan_sweep(seed.conn, scope, DecaySettings(observation_retention_days=30), NOW)

@@ -13,21 +13,15 @@ nothing connects until the lifespan runs, which
 
 from __future__ import annotations
 
-import asyncio
-from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
-
 from fastapi import FastAPI
 from starlette.routing import Route
 
 from aimem_common.config import Settings
 from aimem_common.read.access import AccessThrottle
-from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder
 from aimem_common.read.status import package_version
-from aimem_common.service import close_nats, connect_bus
+from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
-from aimem_common.web import install_error_handlers, install_guard, install_observability
 
 from aimem_mcp.authn import principal_from_headers
 from aimem_mcp.context import GatewayContext
@@ -42,63 +36,40 @@ SESSION_IDLE_TIMEOUT_S = 30 * 60
 def create_app(settings: Settings) -> FastAPI:
     """Build the mcp-gateway app for ``settings`` (nothing starts until the lifespan runs)."""
     telemetry = Telemetry("mcp-gateway")
-    state: dict[str, Any] = {}
-    endpoint = McpEndpoint(settings, state)
+    endpoint = McpEndpoint(settings)
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        async with AsyncExitStack() as stack:
-            # Before the bus: a ConfigError fails startup; a local model loads once, here.
-            embedder = await QueryEmbedder.open(settings)
-            stack.push_async_callback(embedder.aclose)
-            nc, bus = await connect_bus(settings, "mcp-gateway", telemetry)
-            stack.push_async_callback(close_nats, nc)
-            pool = ReaderPool(settings.db_path, size=8, wait_s=60)
-            await asyncio.to_thread(pool.open)
-            stack.callback(pool.close)
-            gw = GatewayContext(
-                settings=settings,
-                nc=nc,
-                bus=bus,
-                pool=pool,
-                access=AccessThrottle(settings.query.access_bump_interval_s),
-                embedder=embedder,
-            )
-            server = build_server(
-                ALL_TOOLS, gw, telemetry, principal_from_headers, version=package_version("aimem-mcp-gateway")
-            )
-            security = security_settings(settings)
-            server.streamable_http_app(
-                stateless_http=True, json_response=True, transport_security=security,
-                max_request_body_size=MAX_BODY_BYTES,
-            )
-            stateless = server.session_manager
-            server.streamable_http_app(
-                stateless_http=False, json_response=True, transport_security=security,
-                max_request_body_size=MAX_BODY_BYTES, session_idle_timeout=SESSION_IDLE_TIMEOUT_S,
-            )
-            stateful = server.session_manager
-            await stack.enter_async_context(stateless.run())
-            await stack.enter_async_context(stateful.run())
-            endpoint.attach(stateful, stateless)
-            stack.callback(endpoint.detach)
-            state.update(nc=nc, bus=bus, pool=pool, gw=gw, server=server)
-            app.state.ctx = gw
-            app.state.settings = settings
-            app.state.read_pool = pool
-            yield
+    async def start(s: Startup) -> GatewayContext:
+        stack = s.stack
+        # Before the bus: a ConfigError fails startup; a local model loads once, here.
+        embedder = await QueryEmbedder.open(settings)
+        stack.push_async_callback(embedder.aclose)
+        nc, bus = await s.connect_bus()
+        pool = await s.read_pool(size=8, budget_ms=settings.query.query_budget_ms)
+        gw = GatewayContext(
+            settings=settings, telemetry=telemetry, nc=nc, bus=bus, read_pool=pool, endpoint=endpoint,
+            access=AccessThrottle(settings.query.access_bump_interval_s), embedder=embedder,
+        )
+        server = build_server(
+            ALL_TOOLS, gw, telemetry, principal_from_headers, version=package_version("aimem-mcp-gateway")
+        )
+        security = security_settings(settings)
+        server.streamable_http_app(
+            stateless_http=True, json_response=True, transport_security=security,
+            max_request_body_size=MAX_BODY_BYTES,
+        )
+        stateless = server.session_manager
+        server.streamable_http_app(
+            stateless_http=False, json_response=True, transport_security=security,
+            max_request_body_size=MAX_BODY_BYTES, session_idle_timeout=SESSION_IDLE_TIMEOUT_S,
+        )
+        stateful = server.session_manager
+        await stack.enter_async_context(stateless.run())
+        await stack.enter_async_context(stateful.run())
+        endpoint.attach(stateful, stateless, pool)
+        stack.callback(endpoint.detach)
+        return gw
 
-    async def health() -> dict:
-        nc = state.get("nc")
-        pool = state.get("pool")
-        db_ok = False
-        if pool is not None:
-            db_ok = await pool.run(lambda conn: conn.execute("SELECT 1").fetchone()[0] == 1)
-        return {"nats": bool(nc and nc.is_connected), "db": db_ok, "mcp": endpoint.stateful is not None}
-
-    app = FastAPI(title="aimem-mcp-gateway", lifespan=lifespan)
-    install_error_handlers(app)
-    install_guard(app, [*settings.allowed_hosts, *settings.mcp_allowed_hosts], settings.host)
-    install_observability(app, telemetry, health)
+    app = create_service_app("mcp-gateway", settings, telemetry, start,
+                             not_ready={"nats": False, "db": False, "mcp": False})
     app.router.routes.append(Route("/mcp", endpoint=endpoint, methods=MCP_METHODS))
     return app

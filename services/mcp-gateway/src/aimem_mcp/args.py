@@ -1,9 +1,9 @@
 """Argument building blocks shared by the tool modules (scope, limits, aliases).
 
-Scope rule (seed 002): static clients pass ``workspace`` and ``project`` together on every
+Scope rule: static clients (one MCP config for every repository) pass ``workspace`` and ``project`` together on every
 project-scoped call; ``workspace`` may be omitted for the server's default workspace
 (``default``). Reads fail closed on a scope that does not exist; writes may create it.
-Aliases (seed 000): ``memory_query.query`` also accepts ``q``/``search``; limit fields
+Aliases (names agents commonly guess): ``memory_query.query`` also accepts ``q``/``search``; limit fields
 accept ``n``/``top_k``.
 """
 

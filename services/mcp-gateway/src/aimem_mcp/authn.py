@@ -21,4 +21,4 @@ async def principal_from_headers(gw: GatewayContext, headers: Mapping[str, str] 
         if k.lower() == "authorization":
             header = v
             break
-    return await gw.pool.run(authenticate, header, root_token=gw.settings.auth.token)
+    return await gw.read_pool.run(authenticate, header, root_token=gw.settings.auth.token)

@@ -1,8 +1,8 @@
 """What a tool call gets: the service context (built once in the lifespan) and the caller.
 
-``GatewayContext`` holds the dependencies every tool needs (settings, the bus, the read
-pool, the NATS client for maintainer requests, the query embedder); the lifespan builds it and hands it to
-``registry.build_server``. ``ToolCall`` is per call: the authenticated principal, the
+``GatewayContext`` (a ``ServiceContext``, on ``app.state.ctx``) holds the dependencies every
+tool needs (settings, the bus, the read pool, the NATS client for maintainer requests, the
+query embedder); the lifespan builds it and hands it to ``registry.build_server``. ``ToolCall`` is per call: the authenticated principal, the
 context, and the helpers tools share (scope resolution, writer round trips, maintainer
 requests). Nothing here is a module-level global.
 """
@@ -12,10 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nats.aio.client import Client as NATS
-
 from aimem_common import maint_rpc
-from aimem_common.bus import Bus
 from aimem_common.config import Settings
 from aimem_common.errors import BadRequestError, ForbiddenError
 from aimem_common.models import Scope, validate_name
@@ -24,21 +21,26 @@ from aimem_common.read import scopes
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.service import ServiceContext
+
+from aimem_mcp.transport import McpEndpoint
 
 if TYPE_CHECKING:
     from aimem_common.auth import Principal
 
 
-@dataclass(slots=True)
-class GatewayContext:
+@dataclass(slots=True, kw_only=True)
+class GatewayContext(ServiceContext):
     """Dependencies of the gateway's tools (one per process, built in the lifespan)."""
 
-    settings: Settings
-    nc: NATS
-    bus: Bus
-    pool: ReaderPool
+    read_pool: ReaderPool
     access: AccessThrottle
+    endpoint: McpEndpoint
     embedder: QueryEmbedder | None = None  # the question's vector for memory_query (None: FTS only)
+
+    async def health(self) -> dict[str, Any]:
+        """The shared checks plus ``mcp``: both session managers attached."""
+        return {**await ServiceContext.health(self), "mcp": self.endpoint.stateful is not None}
 
 
 @dataclass(slots=True)
@@ -106,7 +108,7 @@ class ToolCall:
     # -- I/O ---------------------------------------------------------------------------
     async def read(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run a sync read function ``fn(conn, ...)`` on the pool (worker thread)."""
-        return await self.gw.pool.run(fn, *args, **kwargs)
+        return await self.gw.read_pool.run(fn, *args, **kwargs)
 
     async def command(
         self, op: str, payload: dict[str, Any], *, workspace: str, project: str, timeout_s: float | None = None

@@ -81,7 +81,8 @@ def to_mcp_error(exc: AimemError) -> MCPError:
     """Map a typed aimem error to the ``MCPError`` the SDK sends as a JSON-RPC error.
 
     ``data`` is ``{"code": <aimem code>, **exc.data}``; a stale conditional write also
-    carries ``reason: "precondition_failed"`` and ``current_page_id`` (seed 002).
+    carries ``reason: "precondition_failed"`` and ``current_page_id``, so the agent can
+    re-read that version and retry.
     """
     data: dict[str, Any] = {"code": exc.code}
     if exc.data:

@@ -5,7 +5,7 @@ One ASGI app in front of two SDK session managers:
 * **session flow** (what Claude Code, Codex and Cursor speak): ``initialize`` without an
   ``Mcp-Session-Id`` opens a session; later requests carry the id; ``GET`` opens the
   server stream, ``DELETE`` ends it. Served by the *stateful* manager.
-* **stateless requests** (seed 002 ``curl`` recipes, batch importers): any other POST
+* **stateless requests** (``curl`` one-liners, batch importers): any other POST
   without a session id is served by the *stateless* manager - no handshake needed.
 
 Before either, the request must pass the DNS-rebinding checks (``Host`` in
@@ -32,6 +32,7 @@ from starlette.types import Message, Receive, Scope, Send
 from aimem_common.auth import authenticate
 from aimem_common.config import Settings
 from aimem_common.errors import AimemError, UnauthorizedError
+from aimem_common.read.pool import ReaderPool
 
 from aimem_mcp.errors import AUTH_ERROR
 
@@ -82,25 +83,26 @@ class McpEndpoint:
     Until then (or after shutdown) it answers 503, never hangs.
     """
 
-    def __init__(self, settings: Settings, pool_ref: dict[str, Any]):
+    def __init__(self, settings: Settings):
         self.settings = settings
-        self._state = pool_ref  # {"pool": ReaderPool} once the lifespan opened it
         self._security = TransportSecurityMiddleware(security_settings(settings))
         self.stateful: StreamableHTTPSessionManager | None = None
         self.stateless: StreamableHTTPSessionManager | None = None
+        self.read_pool: ReaderPool | None = None  # for the up-front credential check
 
-    def attach(self, stateful: StreamableHTTPSessionManager, stateless: StreamableHTTPSessionManager) -> None:
-        self.stateful, self.stateless = stateful, stateless
+    def attach(self, stateful: StreamableHTTPSessionManager, stateless: StreamableHTTPSessionManager,
+               read_pool: ReaderPool) -> None:
+        self.stateful, self.stateless, self.read_pool = stateful, stateless, read_pool
 
     def detach(self) -> None:
-        self.stateful = self.stateless = None
+        self.stateful = self.stateless = self.read_pool = None
 
     async def _authenticate(self, header: str | None) -> None:
         """Refuse a bad credential up front (tools authenticate again for the principal)."""
         token = self.settings.auth.token
         if token is None and not header:
             return
-        pool = self._state.get("pool")
+        pool = self.read_pool
         if pool is None:
             raise UnauthorizedError("service not ready", code="not_ready")
         await pool.run(authenticate, header, root_token=token)

@@ -9,7 +9,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from aimem_common.testing.seedstore import Seed
+from aimem_testing.seed import NOW, Seeder
 
 
 def requires_writer_ops(*ops: str) -> None:
@@ -29,11 +29,11 @@ def mcp_url(proc) -> str:
 def seed(settings):
     """A migrated store under the test's data dir, seeded directly (before services start)."""
     settings.db_path.parent.mkdir(parents=True, exist_ok=True)
-    s = Seed(settings.db_path)
+    s = Seeder(settings.db_path, clock_start=NOW)
     try:
         yield s
     finally:
-        s.conn.close()
+        s.close()
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from aimem_common import maint_rpc
+from aimem_common.bus import make_reply
 from aimem_common.errors import BadRequestError, BusTimeoutError, UnavailableError
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
@@ -20,9 +21,9 @@ async def test_call_round_trip_and_errors(bus):
         req = maint_rpc.parse_request(msg.data)
         seen.append((req, msg.headers))
         if req["args"].get("fail"):
-            await msg.respond(maint_rpc.make_reply(error=BadRequestError("lint needs a project", code="bad_request")))
+            await msg.respond(make_reply(error=BadRequestError("lint needs a project", code="bad_request")))
         else:
-            await msg.respond(maint_rpc.make_reply(result={"echo": req["args"], "project": req["project"]}))
+            await msg.respond(make_reply(result={"echo": req["args"], "project": req["project"]}))
 
     await nc.subscribe(maint_rpc.subject("lint"), queue=maint_rpc.QUEUE_GROUP, cb=handler)
     res = await maint_rpc.call(nc, "lint", workspace="w", project="p", actor="ann", args={"llm": False}, timeout_s=2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
-from aimem_common.testing.seedstore import NOW
+from aimem_testing.seed import NOW
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -36,12 +36,12 @@ def world(seed, services, h):
     seed.conn.execute(
         "INSERT INTO handoffs (workspace_id, project_id, automatic, shared, owner, title, body, status, created_at)"
         " VALUES (?, ?, 0, 0, 'anonymous', 'Continue retries', 'Add the delivery test next.', 'open', ?)",
-        (app[0], app[1], ts),
+        (app.workspace_id, app.project_id, ts),
     )
     seed.conn.execute(
         "INSERT INTO agent_messages (from_workspace_id, from_project_id, to_workspace_id, to_project_id, from_actor,"
         " subject, body, status, created_at) VALUES (?, ?, ?, ?, 'anonymous', 'API change', 'v2 is live', 'pending', ?)",
-        (other[0], other[1], app[0], app[1], ts),
+        (other.workspace_id, other.project_id, app.workspace_id, app.project_id, ts),
     )
     # Reads need no writer: the store is seeded and page.access bumps just queue on JetStream.
     procs = services("mcp-gateway")

@@ -1,35 +1,81 @@
-"""Dependencies of the ``/api/v1`` routes: reads off the loop, the caller, readable scopes.
+"""Dependencies of every query route (``/api/v1`` and ``/admin``): the context, the caller,
+reads off the loop, readable scopes, writer round trips.
 
-Everything comes from ``app.state`` (built once in the lifespan, ``app.py``):
-``settings``, ``read_pool`` (``ReaderPool``), ``bus`` (``Bus``), ``access``
-(``AccessThrottle``). Nothing here is module-level state.
+Everything comes from ``app.state.ctx`` (``QueryContext``, built once in the lifespan,
+``app.py``); nothing here is module-level state. Routes take the ``Annotated`` aliases
+(``CtxDep``, ``PrincipalDep``, ``RootDep``) or call the helpers with their ``request``.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 
+from aimem_common import auth
 from aimem_common.auth import Principal, get_principal
+from aimem_common.bus import Bus
+from aimem_common.commands import make_envelope
 from aimem_common.config import Settings
+from aimem_common.errors import NotFoundError
 from aimem_common.models import Scope, validate_name
 from aimem_common.read import scopes
+from aimem_common.service import context_of
+from aimem_query.context import QueryContext
 
 T = TypeVar("T")
 
-PrincipalDep = Annotated[Principal, Depends(get_principal)]
+LIFECYCLE_TIMEOUT_S = 300.0  # a purge with compact rewrites the whole DB
+
+
+def ctx_of(request: Request) -> QueryContext:
+    """Return the running service's context.
+
+    Raises:
+        UnavailableError: ``not_ready`` (503) before the lifespan finished starting.
+    """
+    return context_of(request)
 
 
 def settings_of(request: Request) -> Settings:
-    """Return the service settings (``app.state.settings``)."""
-    return request.app.state.settings
+    """Return the service settings."""
+    return ctx_of(request).settings
+
+
+def bus_of(request: Request) -> Bus:
+    """Return the connected bus."""
+    return ctx_of(request).bus
+
+
+async def require_root(request: Request) -> str:
+    """FastAPI dependency of every ``/admin`` route: return the caller's actor name.
+
+    Delegates to ``aimem_common.auth.require_root`` (root only once users exist).
+
+    Raises:
+        UnauthorizedError: no or unknown credential (401).
+        ForbiddenError: a valid credential that is not root (403).
+    """
+    principal = await auth.require_root(request)
+    request.state.admin_actor = principal.actor
+    return principal.actor
+
+
+CtxDep = Annotated[QueryContext, Depends(ctx_of)]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+RootDep = Annotated[str, Depends(require_root)]
 
 
 async def read(request: Request, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """Run sync ``fn(conn, *args, **kwargs)`` on the reader pool (worker thread)."""
-    return await request.app.state.read_pool.run(fn, *args, **kwargs)
+    """Run sync ``fn(conn, *args, **kwargs)`` on the service's ``ReaderPool`` (time budget, off the loop).
+
+    Raises:
+        UnavailableError: the service is not ready (``not_ready``) or the read ran past its
+            budget (``query_timeout``).
+    """
+    return await ctx_of(request).read_pool.run(fn, *args, **kwargs)
 
 
 async def readable_scope(request: Request, principal: Principal, workspace: str, project: str) -> Scope:
@@ -46,3 +92,36 @@ async def readable_scope(request: Request, principal: Principal, workspace: str,
     validate_name(project, "project")
     principal.require_read(workspace, project)
     return await read(request, scopes.resolve, workspace, project)
+
+
+async def send(
+    request: Request,
+    op: str,
+    payload: dict[str, Any],
+    *,
+    workspace: str | None = None,
+    project: str | None = None,
+    timeout_s: float | None = LIFECYCLE_TIMEOUT_S,
+) -> dict[str, Any]:
+    """Send admin op ``op`` to the writer and wait for its result (read-your-write).
+
+    Raises:
+        BadRequestError: invalid payload or names (before anything is published).
+        AimemError: whatever the writer answered (typed from its code).
+        BusTimeoutError: no answer in ``timeout_s``.
+    """
+    actor = getattr(request.state, "admin_actor", "root")
+    env = make_envelope(op, payload, workspace=workspace, project=project, actor=actor)
+    return await bus_of(request).request(env, timeout_s=timeout_s)
+
+
+def resolve_scope(conn: sqlite3.Connection, workspace: str, project: str) -> tuple[str, str]:
+    """Return ``(workspace_id, project_id)`` of existing names (never creates).
+
+    Raises:
+        NotFoundError: the workspace or project does not exist (code ``not_found``).
+    """
+    scope = scopes.find(conn, workspace, project)
+    if scope is None:
+        raise NotFoundError(f"project {workspace}/{project} not found", code="not_found")
+    return scope.workspace_id, scope.project_id

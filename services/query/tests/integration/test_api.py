@@ -1,23 +1,17 @@
 """``/api/v1`` over real HTTP against a real query process (and NATS), with auth on.
 
-Until the writer's page ops land, rows are seeded with SQL into a migrated DB before the
-query service starts; the reads under test are the same either way.
+Rows are seeded with SQL (``aimem_testing.seed.Seeder``) into a migrated DB before the query
+service starts, so the reads under test do not depend on the writer.
 """
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import httpx
 import pytest
 
 from aimem_common.auth import hash_key
+from aimem_testing.seed import Seeder
 
-_SUPPORT = Path(__file__).resolve().parents[4] / "libs" / "aimem-common" / "tests" / "support" / "sqlseed.py"
-_spec = importlib.util.spec_from_file_location("aimem_test_sqlseed_api", _SUPPORT)
-sqlseed = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sqlseed)
 
 ROOT = "root-secret-token"
 APP_KEY = "aim_app_reader_key_0123456789"
@@ -26,7 +20,7 @@ OTHER_KEY = "aim_other_project_key_987654"
 
 @pytest.fixture
 def api(services, settings):
-    seed = sqlseed.SqlSeeder(settings.db_path)
+    seed = Seeder(settings.db_path)
     app = seed.scope("default", "app")
     infra = seed.scope("default", "infra")
     seed.page(infra, "runbooks/nats.md", "# NATS runbook\nRestart JetStream with its store dir kept.")
@@ -34,6 +28,8 @@ def api(services, settings):
               "# Retry policy\nKeep the same event id when retrying delivery. [[infra:runbooks/nats.md]]",
               entities=["JetStream"])
     seed.page(app, "sessions/s1.md", "# Session s1\nDebugged retry storms.", session_id="s1")
+    prefs = seed.scope("default", "_global")  # the workspace's user preferences
+    seed.page(prefs, "prefs/retries.md", "# Retry preference\nWhen retrying delivery, prefer exponential backoff.")
     for i in range(3):
         seed.observation(app, "s1", "user-prompt", f"prompt {i} about the websocket reconnect")
     seed.end_session(app, "s1")
@@ -80,10 +76,28 @@ def test_auth_matrix_over_every_api_route(api):
             assert r.json()["error"]["code"] == "forbidden"
             assert c.request(method, url, headers=h(APP_KEY)).status_code == 200, url
             assert c.request(method, url, headers=h(ROOT)).status_code == 200, url
-        assert c.get("/api/v1/status", headers=h(ROOT)).json()["counts"]["pages"] == 3
+        assert c.get("/api/v1/status", headers=h(ROOT)).json()["counts"]["pages"] == 4  # with _global
         assert c.get("/api/v1/status", headers=h(APP_KEY)).json()["counts"] is None
         ws = c.get("/api/v1/workspaces", headers=h(APP_KEY)).json()
         assert [p["project"] for p in ws[0]["projects"]] == ["app"]
+
+
+@pytest.mark.integration
+def test_search_adds_global_preference_hits_like_memory_query(api):
+    """A default-scoped search also returns ``global_scope_hits`` from ``_global`` (when readable)."""
+    with httpx.Client(base_url=api, timeout=10, headers=h(ROOT)) as c:
+        res = c.get("/api/v1/search", params={"q": "retrying delivery", "project": "app"}).json()
+        assert res["hits"][0]["path"] == "decisions/0001-retries.md"
+        assert {x["project"] for x in res["hits"]} == {"app"}
+        assert [(x["project"], x["path"]) for x in res["global_scope_hits"]] == [("_global", "prefs/retries.md")]
+        # only a plain one-project search gets them; a search of _global itself does not repeat them
+        assert "global_scope_hits" not in c.post("/api/v1/search", json={
+            "query": "retrying delivery", "project": "app", "scopes": ["infra"]}).json()
+        assert "global_scope_hits" not in c.get(
+            "/api/v1/search", params={"q": "retrying delivery", "project": "_global"}).json()
+    with httpx.Client(base_url=api, timeout=10, headers=h(APP_KEY)) as c:  # no grant on _global
+        res = c.get("/api/v1/search", params={"q": "retrying delivery", "project": "app"}).json()
+        assert res["hits"] and "global_scope_hits" not in res
 
 
 @pytest.mark.integration
@@ -101,6 +115,7 @@ def test_read_api_shapes(api):
         glob = c.get("/api/v1/search", params={"q": "restart jetstream store", "global": True}).json()
         assert glob["hits"][0]["project"] == "infra"
         assert c.get("/api/v1/search", params={"q": "x", "project": "ghost"}).status_code == 404
+        assert c.get("/api/v1/search", params={"q": "x", "project": "../x"}).json()["error"]["code"] == "invalid_name"
         assert c.get("/api/v1/search", params={"q": "x"}).json()["error"]["code"] == "scope_required"
 
         page = c.get("/api/v1/workspaces/default/projects/infra/page", params={"path": "runbooks/nats.md"}).json()

@@ -6,7 +6,6 @@ the SQL seeder (what a ``page.write`` stores); ranking is ``read.search.memory_q
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -15,19 +14,16 @@ import yaml
 from aimem_common.read import search
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.search import QueryOptions
+from aimem_testing.seed import Seeder
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = yaml.safe_load((HERE.parent / "data" / "golden_wiki.yaml").read_text())
-_SUPPORT = HERE.parents[3] / "libs" / "aimem-common" / "tests" / "support" / "sqlseed.py"
-_spec = importlib.util.spec_from_file_location("aimem_test_sqlseed_golden", _SUPPORT)
-sqlseed = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sqlseed)
 
 
 @pytest.fixture(scope="module")
 def golden(tmp_path_factory):
     db = tmp_path_factory.mktemp("golden") / "memory.sqlite"
-    seed = sqlseed.SqlSeeder(db)
+    seed = Seeder(db)
     scopes = {}
     for p in GOLDEN["pages"]:
         sc = scopes.setdefault(p["project"], seed.scope("default", p["project"]))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 from fastapi import FastAPI
@@ -22,9 +21,8 @@ from nats.aio.client import Client as NATS
 from aimem_common import bus as busmod
 from aimem_common.config import Settings
 from aimem_common.db.connect import open_writer
-from aimem_common.service import close_nats, connect_bus
+from aimem_common.service import ServiceContext, Startup, create_service_app
 from aimem_common.telemetry import Telemetry
-from aimem_common.web import install_error_handlers, install_guard, install_observability
 
 from aimem_writer import ops as _ops  # noqa: F401  (registers every handler)
 from aimem_writer.batch import Applier
@@ -41,91 +39,83 @@ log = logging.getLogger("aimem.writer")
 HEALTH_TIMEOUT_S = 3.0
 
 
-@dataclass(slots=True)
-class WriterContext:
-    """Everything the running writer holds (on ``app.state.ctx``)."""
+@dataclass(slots=True, kw_only=True)
+class WriterContext(ServiceContext):
+    """Everything the running writer holds (on ``app.state.ctx``); no read pool: the writer
+    owns the one read-write connection, on its thread."""
 
-    settings: Settings
-    nc: NATS
     thread: WriterThread
     applier: Applier
     consumer: Consumer
     metrics: WriterMetrics
     task: asyncio.Task
 
+    async def health(self) -> dict:
+        """``nats``, ``db`` (a ping on the writer thread within 3 s), ``wiki``, ``consumer`` running,
+        ``store`` (``{ok: False, reason, ...}`` while a store fault holds a batch)."""
+        try:
+            db_ok = await asyncio.wait_for(self.thread.call(self.applier.ping), HEALTH_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - reported as a failed check
+            db_ok = False
+        wiki_ok = await asyncio.to_thread(self.applier.wiki.healthy)
+        # Red while a store fault holds a batch: the DB may still answer reads (SELECT 1).
+        status = self.consumer.status()
+        store = True if status["state"] == "ok" else {"ok": False, **status}
+        return {"nats": bool(self.nc.is_connected), "db": db_ok, "wiki": wiki_ok, "consumer": not self.task.done(),
+                "store": store}
+
 
 def create_app(settings: Settings) -> FastAPI:
     """Build the writer app for ``settings`` (nothing starts until the lifespan runs)."""
     telemetry = Telemetry("writer")
     metrics = WriterMetrics.create(telemetry)
-    holder: dict[str, WriterContext] = {}
 
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        async with AsyncExitStack() as stack:
-            lock = WriterLock(settings.data_dir).acquire()
-            stack.callback(lock.release)
-            thread = WriterThread()
-            stack.callback(thread.close)
-            conn = await thread.call(open_writer, settings.db_path)
-            stack.callback(thread.call_sync, conn.close)
-            wiki = await thread.call(WikiRepo, settings.wiki_dir)
-            applier = Applier(conn, wiki, settings, metrics)
-            await thread.call(replay_outbox, conn, wiki)
-            # Files changed while no writer ran (hand edits, a crash before the checkpoint):
-            # index them; the writer's own files hash equal and are no-ops.
-            offline = [r for r in sorted(wiki.dirty) if candidate_rel(wiki.root, str(wiki.root / r))]
-            if offline:
-                await thread.call(index_hand_edits, applier, offline)
-            await thread.call(applier.checkpoint, "startup")
-            nc, _bus = await connect_bus(settings, "writer", telemetry)
-            stack.push_async_callback(close_nats, nc)
-            await busmod.ensure_writer_consumer(nc.jetstream(), ack_wait_s=settings.writer.ack_wait_s)
-            consumer = Consumer(settings, nc, thread, applier, metrics)
-            task = asyncio.create_task(consumer.run(), name="writer-consumer")
+    async def start(s: Startup) -> WriterContext:
+        stack = s.stack
+        lock = WriterLock(settings.data_dir).acquire()
+        stack.callback(lock.release)
+        thread = WriterThread()
+        stack.callback(thread.close)
+        conn = await thread.call(open_writer, settings.db_path)
+        stack.callback(thread.call_sync, conn.close)
+        wiki = await thread.call(WikiRepo, settings.wiki_dir)
+        applier = Applier(conn, wiki, settings, metrics)
+        await thread.call(replay_outbox, conn, wiki)
+        # Files changed while no writer ran (hand edits, a crash before the checkpoint):
+        # index them; the writer's own files hash equal and are no-ops.
+        offline = [r for r in sorted(wiki.dirty) if candidate_rel(wiki.root, str(wiki.root / r))]
+        if offline:
+            await thread.call(index_hand_edits, applier, offline)
+        await thread.call(applier.checkpoint, "startup")
+        nc, bus = await s.connect_bus()
+        await busmod.ensure_writer_consumer(nc.jetstream(), ack_wait_s=settings.writer.ack_wait_s)
+        consumer = Consumer(settings, nc, thread, applier, metrics)
+        task = asyncio.create_task(consumer.run(), name="writer-consumer")
 
-            async def stop_consumer() -> None:
-                consumer.stop()
-                try:
-                    await asyncio.wait_for(task, 15)
-                except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - shutting down anyway
-                    log.exception("consumer did not stop cleanly")
-                await consumer.flush_checkpoint()
+        async def stop_consumer() -> None:
+            consumer.stop()
+            try:
+                await asyncio.wait_for(task, 15)
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - shutting down anyway
+                log.exception("consumer did not stop cleanly")
+            await consumer.flush_checkpoint()
 
-            stack.push_async_callback(stop_consumer)
-            await asyncio.wait_for(consumer.ready.wait(), 10)
-            if settings.writer.watch_wiki:
+        stack.push_async_callback(stop_consumer)
+        await asyncio.wait_for(consumer.ready.wait(), 10)
+        if settings.writer.watch_wiki:
 
-                async def reindex(rels: list[str]) -> None:
-                    events = await thread.call(index_hand_edits, applier, rels)
-                    if events:
-                        await consumer._publish_events(events)
-                        consumer.schedule_checkpoint()
+            async def reindex(rels: list[str]) -> None:
+                events = await thread.call(index_hand_edits, applier, rels)
+                if events:
+                    await consumer.publish_events(events)
+                    consumer.schedule_checkpoint()
 
-                watcher = WikiWatcher(settings.wiki_dir, reindex)
-                await watcher.start()
-                stack.push_async_callback(watcher.stop)
-            holder["ctx"] = app.state.ctx = WriterContext(settings, nc, thread, applier, consumer, metrics, task)
-            log.info("writer ready: db %s, wiki %s", settings.db_path, settings.wiki_dir)
-            yield
+            watcher = WikiWatcher(settings.wiki_dir, reindex)
+            await watcher.start()
+            stack.push_async_callback(watcher.stop)
+        log.info("writer ready: db %s, wiki %s", settings.db_path, settings.wiki_dir)
+        return WriterContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, thread=thread,
+                             applier=applier, consumer=consumer, metrics=metrics, task=task)
 
-    async def health() -> dict:
-        ctx = holder.get("ctx")
-        if ctx is None:
-            return {"nats": False, "db": False, "wiki": False, "consumer": False}
-        try:
-            db_ok = await asyncio.wait_for(ctx.thread.call(ctx.applier.ping), HEALTH_TIMEOUT_S)
-        except Exception:  # noqa: BLE001 - reported as a failed check
-            db_ok = False
-        wiki_ok = await asyncio.to_thread(ctx.applier.wiki.healthy)
-        # Red while a store fault holds a batch: the DB may still answer reads (SELECT 1).
-        status = ctx.consumer.status()
-        store = True if status["state"] == "ok" else {"ok": False, **status}
-        return {"nats": bool(ctx.nc.is_connected), "db": db_ok, "wiki": wiki_ok,
-                "consumer": not ctx.task.done(), "store": store}
-
-    app = FastAPI(title="aimem-writer", lifespan=lifespan)
-    install_error_handlers(app)
-    install_guard(app, settings.allowed_hosts, settings.host)
-    install_observability(app, telemetry, health)
-    return app
+    return create_service_app("writer", settings, telemetry, start,
+                              not_ready={"nats": False, "db": False, "wiki": False, "consumer": False})

@@ -34,7 +34,7 @@ from typing import Any
 from opentelemetry import trace
 from pydantic import ValidationError
 
-from aimem_common.bus import REPLY_HEADER, extract_context
+from aimem_common.bus import REPLY_HEADER, extract_context, reply_body
 from aimem_common.config import Settings
 from aimem_common.errors import AimemError, BadRequestError, RetryableError, StoreFaultError
 from aimem_common.commands import Envelope, parse_payload
@@ -88,14 +88,6 @@ class _Abort(Exception):
         super().__init__(error.message)
         self.index = index
         self.error = error
-
-
-def reply_dict(cmd_id: str, *, result: dict[str, Any] | None = None, error: AimemError | None = None) -> dict:
-    """Build ``{cmd_id, ok, result | error}``."""
-    if error is not None:
-        # ``status`` rides along so a custom code (e.g. ``handoff_not_open``) keeps its HTTP status.
-        return {"cmd_id": cmd_id, "ok": False, "error": {**error.to_dict(), "status": error.status}}
-    return {"cmd_id": cmd_id, "ok": True, "result": result or {}}
 
 
 # Answers to a command nobody waits for that are expected races, not lost work: the target
@@ -166,7 +158,7 @@ class Applier:
                 msg = first_error(exc) if isinstance(exc, ValidationError) else str(exc)
                 err = BadRequestError(f"invalid command envelope: {msg}", code="invalid_envelope")
                 cmd_id = raw.get("cmd_id", "") if isinstance(raw, dict) else ""
-                outcomes[i] = Outcome("ack", reply_dict(str(cmd_id), error=err), "unknown", err.code)
+                outcomes[i] = Outcome("ack", reply_body(str(cmd_id), error=err), "unknown", err.code)
         self.recover()  # a previous batch's files first: they come before this batch's
         pending = [i for i in range(len(items)) if outcomes[i] is None]
         while True:
@@ -178,7 +170,7 @@ class Applier:
                 env = envs[i]
                 if items[i].num_delivered >= self.max_deliver:
                     reason = f"{abort.error.code} after {items[i].num_delivered} deliveries: {abort.error.message}"
-                    outcomes[i] = Outcome("term", reply_dict(env.cmd_id, error=abort.error), env.op,
+                    outcomes[i] = Outcome("term", reply_body(env.cmd_id, error=abort.error), env.op,
                                           abort.error.code, dead_letter=reason)
                     log.error("giving up %s %s (dead letter): %s", env.op, env.cmd_id, reason)
                 else:
@@ -300,7 +292,7 @@ class Applier:
             except AimemError as err:
                 self.metrics.errors.labels(env.op, err.code).inc()
                 span.set_attribute("aimem.error_code", err.code)
-                return reply_dict(env.cmd_id, error=err), err.code, _unwaited(err, waited)
+                return reply_body(env.cmd_id, error=err), err.code, _unwaited(err, waited)
             cmd_stage = WikiStage(self.wiki.root)
             tx = Tx(conn, env, now=now, settings=self.settings, wiki=cmd_stage, scopes=scopes)
             conn.execute("SAVEPOINT cmd")
@@ -322,7 +314,7 @@ class Applier:
                 conn.execute("RELEASE cmd")
                 self.metrics.errors.labels(env.op, err.code).inc()
                 span.set_attribute("aimem.error_code", err.code)
-                return reply_dict(env.cmd_id, error=err), err.code, _unwaited(err, waited)
+                return reply_body(env.cmd_id, error=err), err.code, _unwaited(err, waited)
             except Exception as exc:  # a bug in a handler: answer, keep it as a dead letter
                 conn.execute("ROLLBACK TO cmd")
                 conn.execute("RELEASE cmd")
@@ -330,13 +322,13 @@ class Applier:
                 span.record_exception(exc)
                 err = AimemError(f"internal error applying {env.op}: {type(exc).__name__}")
                 self.metrics.errors.labels(env.op, err.code).inc()
-                return reply_dict(env.cmd_id, error=err), err.code, f"{type(exc).__name__}: {exc}"
+                return reply_body(env.cmd_id, error=err), err.code, f"{type(exc).__name__}: {exc}"
             stage.merge(cmd_stage)
             stage.op_names[env.op] += 1
             scopes.merge(tx.new_scopes)
             events.extend(tx.events)
             self.metrics.commands.labels(env.op).inc()
-            return reply_dict(env.cmd_id, result=result), None, None
+            return reply_body(env.cmd_id, result=result), None, None
 
     def _stored_replies(self, keys: set[str]) -> dict[str, dict]:
         """Return stored replies of already-applied keys (crash replays, late retries)."""

@@ -249,7 +249,7 @@ class Consumer:
                 except nats.errors.Error as exc:
                     log.warning("reply to %s failed: %s", reply_to, exc)
         if result.events:
-            await self._publish_events(result.events)
+            await self.publish_events(result.events)
         for m, outcome in zip(msgs, result.outcomes):
             try:
                 if outcome.action == "ack":
@@ -272,7 +272,10 @@ class Consumer:
             self.schedule_checkpoint()
         return result
 
-    async def _publish_events(self, events: list[Event]) -> None:
+    async def publish_events(self, events: list[Event]) -> None:
+        """Publish committed events on ``aimem.evt.<kind>``, concurrently; a failed publish is
+        logged and dropped (events are advisory, the commit stands). The watcher's hand-edit
+        indexing calls it too."""
         async def one(ev: Event) -> None:
             try:
                 await self.js.publish(busmod.evt_subject(ev.kind), json.dumps(ev.data, ensure_ascii=False).encode(),

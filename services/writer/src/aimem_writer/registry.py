@@ -16,7 +16,7 @@ The returned dict is the ``result`` of the reply ``{cmd_id, ok, result}``. Raise
 ``aimem_common.errors.AimemError`` subclass to answer with an error: the command's
 SAVEPOINT is rolled back (its rows, staged wiki files and events vanish) and the batch goes
 on. Handlers live in modules of the ``aimem_writer.ops`` package, which imports every
-module it contains (``aimem_writer.ops.load_all``), so adding ``ops/admin.py`` needs no edit
+module it contains (``aimem_writer.ops.load_all``), so adding ``ops/<domain>.py`` needs no edit
 anywhere else. ``tests/unit/test_registry.py`` asserts every op in ``OP_MODELS`` has one.
 """
 

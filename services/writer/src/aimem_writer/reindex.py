@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,3 +185,35 @@ def _rebuild(conn: sqlite3.Connection, settings: Settings, root: Path) -> Rebuil
         raise
     WikiRepo(root)  # ensure the repository and .gitignore exist
     return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m aimem_writer.reindex --data-dir DIR`` (what ``aimem reindex`` runs).
+
+    Prints ``reindexed N pages in P projects of W workspaces from <wiki>`` and one
+    ``skipped <path: reason>`` line on stderr per file left out; returns 0. On a refusal
+    (a live writer, rows in the DB, no wiki) prints ``aimem reindex: <reason>`` on stderr
+    and returns 1.
+    """
+    import argparse
+
+    from aimem_common import config
+
+    parser = argparse.ArgumentParser(prog="aimem reindex", description="Rebuild an empty SQLite index from the wiki.")
+    parser.add_argument("--data-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        settings = config.load(args.data_dir, check_writable=True)
+        report = rebuild(settings)
+    except AimemError as exc:
+        print(f"aimem reindex: {exc.message}", file=sys.stderr)
+        return 1
+    print(f"reindexed {report.pages} pages in {report.projects} projects of {report.workspaces} workspaces "
+          f"from {settings.wiki_dir}")
+    for line in report.skipped:
+        print(f"skipped {line}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

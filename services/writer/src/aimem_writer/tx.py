@@ -32,9 +32,9 @@ API (all on the writer thread; never keep a ``Tx`` after the handler returns):
     purges), ``append_ledger(scope, "YYYY-MM", text)``. Keys are
     ``<workspace_id>/<project_id>/<path>``. Symlinks out of the wiki are refused at stage
     time (``invalid_path``).
-``tx.pages`` (``aimem_writer.pages.PageStore``)
+``tx.pages`` (``aimem_writer.page_store.PageStore``)
     ``write(scope, page, evidence=..., session_id=...) -> dict`` where ``page`` is an
-    ``aimem_common.commands.pages.PageWrite`` or ``aimem_writer.pages.PageInput``: versioning
+    ``aimem_common.commands.pages.PageWrite`` or ``aimem_writer.page_store.PageInput``: versioning
     (supersession keeps history), preconditions (``precondition_failed`` with
     ``current_page_id``), frontmatter validation, FTS (triggers), links (deferred
     resolution, cross-project), entities, evidence, the staged file, audit and a
@@ -63,11 +63,13 @@ from typing import Any
 
 from aimem_common.config import Settings
 from aimem_common.errors import BadRequestError, NotFoundError
+from aimem_common.read import scopes
 from aimem_common.models import Scope, validate_name
 from aimem_common.commands import Envelope
 from aimem_common.commands.envelope import OP_CREATES_SCOPE
 from aimem_common.wikifmt import META_FILE, render_meta
 
+from aimem_writer.page_store import PageStore
 from aimem_writer.wiki import WikiStage
 
 
@@ -131,11 +133,9 @@ class Tx:
         return self.env.op
 
     @property
-    def pages(self):
-        """The page store bound to this command (``aimem_writer.pages.PageStore``)."""
+    def pages(self) -> PageStore:
+        """The page store bound to this command (``aimem_writer.page_store.PageStore``)."""
         if self._pages is None:
-            from aimem_writer.pages import PageStore
-
             self._pages = PageStore(self)
         return self._pages
 
@@ -166,18 +166,13 @@ class Tx:
         hit = self._batch_scopes.by_name.get(key) or self.new_scopes.by_name.get(key)
         if hit is not None:
             return hit
-        row = self.conn.execute(
-            "SELECT w.id AS wid, p.id AS pid FROM workspaces w JOIN projects p ON p.workspace_id = w.id "
-            "WHERE w.name = ? AND p.name = ?",
-            (workspace, project),
-        ).fetchone()
-        if row is not None:
-            scope = Scope(workspace, project, row["wid"], row["pid"])
-            self._batch_scopes.by_name[key] = scope
-            return scope
+        found = scopes.find(self.conn, workspace, project)
+        if found is not None:
+            self._batch_scopes.by_name[key] = found
+            return found
         validate_name(workspace, "workspace")
         validate_name(project, "project")
-        ws = self.conn.execute("SELECT id FROM workspaces WHERE name = ?", (workspace,)).fetchone()
+        ws = scopes.workspace_id(self.conn, workspace)
         if ws is None and not create:
             raise NotFoundError(f"workspace {workspace!r} not found", data={"workspace": workspace})
         if not create:
@@ -192,7 +187,7 @@ class Tx:
             self.wiki.write_rel(f"{wid}/{META_FILE}", render_meta("workspace", id=wid, name=workspace))
             self.audit("workspace.create", workspace, {"workspace_id": wid})
         else:
-            wid = ws["id"]
+            wid = ws
         pid = uuid.uuid4().hex
         self.conn.execute(
             "INSERT INTO projects(id, workspace_id, name, created_at) VALUES (?, ?, ?, ?)",
@@ -215,14 +210,10 @@ class Tx:
         Raises:
             NotFoundError: no such project in that workspace.
         """
-        row = self.conn.execute(
-            "SELECT w.name AS ws, p.name AS pj FROM projects p JOIN workspaces w ON w.id = p.workspace_id "
-            "WHERE p.id = ? AND w.id = ?",
-            (project_id, workspace_id),
-        ).fetchone()
-        if row is None:
+        scope = scopes.find_by_id(self.conn, project_id, workspace_id)
+        if scope is None:
             raise NotFoundError(f"project id {project_id} not found", data={"project_id": project_id})
-        return Scope(row["ws"], row["pj"], workspace_id, project_id)
+        return scope
 
     # -- side channels ------------------------------------------------------------
     def emit(self, kind: str, data: dict[str, Any]) -> None:

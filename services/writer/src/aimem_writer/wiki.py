@@ -37,7 +37,7 @@ from aimem_common.wikifmt import is_ledger_name
 log = logging.getLogger("aimem.writer.wiki")
 
 GITIGNORE = """\
-# Hook event ledgers are append-only and can grow large: kept out of git (seed 003).
+# Hook event ledgers are append-only and can grow large: kept out of git.
 /*/*/log.md
 /*/*/log-[0-9][0-9][0-9][0-9]-[0-9][0-9].md
 .aimem-tmp-*

@@ -18,7 +18,7 @@ from aimem_common.errors import AimemError
 from aimem_common.commands import make_envelope, parse_payload
 import aimem_writer.ops  # noqa: F401  (registers every handler)
 from aimem_writer import registry
-from aimem_writer.pages import PageInput
+from aimem_writer.page_store import PageInput
 from aimem_writer.tx import ScopeCache, Tx, utc_now
 from aimem_writer.wiki import WikiRepo, WikiStage
 

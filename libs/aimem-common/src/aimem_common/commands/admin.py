@@ -1,4 +1,5 @@
-"""Lifecycle/admin ops (seed 003). The query service's ``/admin`` API sends these.
+"""Lifecycle/admin ops: purges, renames, moves, restores, users and keys. The query service's
+``/admin`` API sends these.
 
 Conventions shared by every destructive op here:
 
@@ -60,7 +61,8 @@ class ProjectPurge(OpPayload):
 class ProjectRename(OpPayload):
     """Rename the envelope's project within its workspace (a column update; no file moves).
 
-    ``to`` is checked by the writer: invalid or taken is ``unprocessable`` (422, seed 003).
+    ``to`` is checked by the writer: invalid or taken is ``unprocessable`` (422): the request is well-formed
+    but names something the store cannot accept.
     """
 
     to: str = Field(max_length=256)

@@ -35,7 +35,8 @@ from aimem_common.commands.freetext import FreeText
 from aimem_common.commands.pages import PageWrite
 from aimem_common.models import DbId
 
-# Directories auto-improve and consolidation may write into (seed 000 steps 4 and 5).
+# Directories consolidation and auto-improve may write into: knowledge pages (and, for
+# approved proposals, procedures and rules), never sessions/, _slots/ or a ledger.
 CONSOLIDATION_DIRS = ("concepts/", "decisions/", "gotchas/")
 PROPOSAL_DIRS = ("concepts/", "decisions/", "gotchas/", "procedures/", "_rules/")
 

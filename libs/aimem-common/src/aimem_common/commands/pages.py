@@ -79,7 +79,7 @@ class PageAccess(OpPayload):
 
 @register("page.feedback")
 class PageFeedback(OpPayload):
-    """Record a quality signal on the live page at ``path`` (seed 000 ``memory_feedback``)."""
+    """Record a quality signal on the live page at ``path`` (the ``memory_feedback`` tool): it nudges the page's salience."""
 
     path: str
     signal: Literal["helpful", "not_helpful", "stale", "wrong"]

@@ -1,8 +1,7 @@
 """The SQLite schema as forward-only migrations keyed by ``PRAGMA user_version``.
 
 Only the writer applies them (``connect.open_writer``); readers wait until the file
-reaches ``SCHEMA_VERSION``. Tables follow the storage architecture of seed 000
-("Schema (current head)"). Every domain row carries ``workspace_id``/``project_id``
+reaches ``SCHEMA_VERSION``. Every domain row carries ``workspace_id``/``project_id``
 (invariant 4). FTS tables are external-content FTS5 kept in sync by triggers in the same
 transaction as the rows (invariant 3); ``pages_fts`` indexes live page versions only.
 """

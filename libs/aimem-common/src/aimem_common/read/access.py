@@ -4,7 +4,7 @@
 (``access_count``/``last_accessed_at``) is written by the writer op ``page.access``. Query
 and the MCP gateway each keep one ``AccessThrottle`` (on ``app.state``) and call
 ``publish_access`` after answering, so a burst of overlapping searches does not flood the
-writer with redundant bumps (seed 000, step 6).
+writer with redundant bumps (access counts feed the forget sweep's retention).
 """
 
 from __future__ import annotations

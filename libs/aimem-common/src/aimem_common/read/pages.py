@@ -15,7 +15,7 @@ Shapes (all JSON-ready dicts; times are the stored RFC 3339 strings):
 "link_kind", "label"}`` (``to_workspace``/``to_project`` are names; ``None`` = same).
 ``RelatedPage``: ``{"page_id", "path", "title", "kind", "workspace", "project", "link_kind"}`` —
 backlinks are found by page id, so a link from *another* project appears with that
-project's names (seed 000 "Cross-project links").
+project's names.
 
 ``PageSummary`` (``recent``): the ``PageRecord`` fields without body, links, backlinks.
 

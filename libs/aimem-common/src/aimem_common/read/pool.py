@@ -1,7 +1,7 @@
 """A small pool of read-only SQLite connections, run off the event loop.
 
 Every read-side service (query, mcp-gateway, ingress, maintainer) owns one ``ReaderPool``
-built in its lifespan and stored on ``app.state.read_pool``. Query functions in this
+built in its lifespan (its context's ``read_pool``); it is the only way a service reads. Query functions in this
 package are plain *sync* functions ``fn(conn, ...)``; ``await pool.run(fn, ...)`` runs one
 on a worker thread (``asyncio.to_thread``) with a connection checked out for the call.
 
@@ -93,6 +93,11 @@ class ReaderPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def opened(self) -> bool:
+        """True once a connection was opened (the database exists at the current schema)."""
+        return bool(self._all)
 
     # -- use ----------------------------------------------------------------------------
     @contextmanager

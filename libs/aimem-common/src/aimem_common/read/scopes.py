@@ -1,9 +1,18 @@
-"""Resolve workspace/project *names* to their stable ids; reads fail closed.
+"""The one scope resolver: workspace/project names ↔ their stable ids.
 
-A read never creates a scope (only writer ops may): a missing workspace or project is a
-``NotFoundError`` (code ``workspace_not_found`` / ``project_not_found``), never an empty
-result that could hide a typo. Sync functions taking a read connection; run them through
-``ReaderPool.run``.
+Every lookup of the ``workspaces``/``projects`` tables is written here, once, as sync
+functions taking *any* ``sqlite3.Connection``: the read side calls them through
+``ReaderPool.run``; the writer calls them on its write connection inside its transaction
+(creating a missing workspace or project stays in the writer, only the lookup is shared).
+``tests/test_architecture.py`` fails on a copy of this SQL anywhere else.
+
+Two families:
+
+* ``find*`` / ``workspace_id`` return ``None`` for a missing scope (the caller decides the
+  error: the writer's ops have their own codes);
+* ``resolve*`` / ``by_project_id`` fail closed with ``NotFoundError`` (code
+  ``workspace_not_found`` / ``project_not_found``) — a read never creates a scope and never
+  turns a typo into an empty result.
 """
 
 from __future__ import annotations
@@ -14,10 +23,8 @@ from aimem_common.errors import BadRequestError, NotFoundError
 from aimem_common.models import Scope
 
 
-def _row_scope(row: sqlite3.Row) -> Scope:
-    return Scope(
-        workspace=row["ws_name"], project=row["pj_name"], workspace_id=row["ws_id"], project_id=row["pj_id"]
-    )
+def _row_scope(row: sqlite3.Row | tuple) -> Scope:
+    return Scope(workspace=row[1], project=row[3], workspace_id=row[0], project_id=row[2])
 
 
 _SCOPE_SQL = """
@@ -26,16 +33,42 @@ FROM projects p JOIN workspaces w ON w.id = p.workspace_id
 """
 
 
+def find(conn: sqlite3.Connection, workspace: str, project: str) -> Scope | None:
+    """Return the ``Scope`` named ``workspace``/``project``, or ``None`` when either is missing."""
+    row = conn.execute(_SCOPE_SQL + " WHERE w.name = ? AND p.name = ?", (workspace, project)).fetchone()
+    return _row_scope(row) if row is not None else None
+
+
+def find_by_id(conn: sqlite3.Connection, project_id: str, workspace_id: str | None = None) -> Scope | None:
+    """Return the ``Scope`` of project id ``project_id`` (in ``workspace_id`` when given), or ``None``."""
+    if workspace_id is None:
+        row = conn.execute(_SCOPE_SQL + " WHERE p.id = ?", (project_id,)).fetchone()
+    else:
+        row = conn.execute(_SCOPE_SQL + " WHERE p.id = ? AND w.id = ?", (project_id, workspace_id)).fetchone()
+    return _row_scope(row) if row is not None else None
+
+
+def workspace_id(conn: sqlite3.Connection, workspace: str) -> str | None:
+    """Return the id of the workspace named ``workspace``, or ``None``."""
+    row = conn.execute("SELECT id FROM workspaces WHERE name = ?", (workspace,)).fetchone()
+    return row[0] if row is not None else None
+
+
+def projects_of(conn: sqlite3.Connection, workspace_id: str) -> list[Scope]:
+    """Return every project of the workspace with id ``workspace_id`` as a ``Scope`` (by name)."""
+    return [_row_scope(r) for r in conn.execute(_SCOPE_SQL + " WHERE w.id = ? ORDER BY p.name", (workspace_id,))]
+
+
 def resolve(conn: sqlite3.Connection, workspace: str, project: str) -> Scope:
     """Return the ``Scope`` of ``workspace``/``project`` (names).
 
     Raises:
         NotFoundError: ``workspace_not_found`` or ``project_not_found``.
     """
-    row = conn.execute(_SCOPE_SQL + " WHERE w.name = ? AND p.name = ?", (workspace, project)).fetchone()
-    if row is not None:
-        return _row_scope(row)
-    if conn.execute("SELECT 1 FROM workspaces WHERE name = ?", (workspace,)).fetchone() is None:
+    scope = find(conn, workspace, project)
+    if scope is not None:
+        return scope
+    if workspace_id(conn, workspace) is None:
         raise NotFoundError(f"workspace {workspace!r} not found", code="workspace_not_found",
                             data={"workspace": workspace})
     raise NotFoundError(f"project {workspace}/{project} not found", code="project_not_found",
@@ -63,15 +96,23 @@ def by_project_id(conn: sqlite3.Connection, project_id: str) -> Scope:
     Raises:
         NotFoundError: ``project_not_found``.
     """
-    row = conn.execute(_SCOPE_SQL + " WHERE p.id = ?", (project_id,)).fetchone()
-    if row is None:
+    scope = find_by_id(conn, project_id)
+    if scope is None:
         raise NotFoundError(f"project id {project_id!r} not found", code="project_not_found")
-    return _row_scope(row)
+    return scope
 
 
 def all_scopes(conn: sqlite3.Connection) -> list[Scope]:
     """Return every project as a ``Scope``, ordered by workspace then project name."""
     return [_row_scope(r) for r in conn.execute(_SCOPE_SQL + " ORDER BY w.name, p.name")]
+
+
+def counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Return ``{"workspaces": n, "projects": n}`` (how many of each exist)."""
+    return {
+        "workspaces": conn.execute("SELECT count(*) FROM workspaces").fetchone()[0],
+        "projects": conn.execute("SELECT count(*) FROM projects").fetchone()[0],
+    }
 
 
 def list_workspaces(conn: sqlite3.Connection) -> list[dict]:
@@ -81,8 +122,8 @@ def list_workspaces(conn: sqlite3.Connection) -> list[dict]:
     """
     out: dict[str, dict] = {}
     for w in conn.execute("SELECT id, name FROM workspaces ORDER BY name"):
-        out[w["id"]] = {"workspace": w["name"], "workspace_id": w["id"], "projects": []}
+        out[w[0]] = {"workspace": w[1], "workspace_id": w[0], "projects": []}
     for p in conn.execute("SELECT id, workspace_id, name FROM projects ORDER BY name"):
-        if p["workspace_id"] in out:
-            out[p["workspace_id"]]["projects"].append({"project": p["name"], "project_id": p["id"]})
+        if p[1] in out:
+            out[p[1]]["projects"].append({"project": p[2], "project_id": p[0]})
     return list(out.values())

@@ -8,6 +8,7 @@ from typing import Any
 
 from aimem_common.db.connect import schema_version
 from aimem_common.models import Scope
+from aimem_common.read import scopes
 
 
 def package_version(dist: str = "aimem-common") -> str:
@@ -33,8 +34,7 @@ def counts(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, in
 
     out: dict[str, int] = {}
     if scope is None:
-        out["workspaces"] = one("SELECT count(*) FROM workspaces")
-        out["projects"] = one("SELECT count(*) FROM projects")
+        out.update(scopes.counts(conn))
     out["pages"] = one("SELECT count(*) FROM pages" + where + and_ + "is_latest = 1")
     out["page_versions"] = one("SELECT count(*) FROM pages" + where)
     out["sessions"] = one("SELECT count(*) FROM sessions" + where)
@@ -69,3 +69,16 @@ def status(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, An
     if scope is not None:
         out.update(workspace=scope.workspace, project=scope.project)
     return out
+
+
+def project_sizes(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Return ``[{"workspace", "project", "project_id", "pages" (live), "sessions"}]`` for
+    every project, ordered by workspace then project name."""
+    pages = dict(conn.execute(
+        "SELECT project_id, count(*) FROM pages WHERE is_latest = 1 GROUP BY project_id").fetchall())
+    sessions = dict(conn.execute("SELECT project_id, count(*) FROM sessions GROUP BY project_id").fetchall())
+    return [
+        {"workspace": s.workspace, "project": s.project, "project_id": s.project_id,
+         "pages": pages.get(s.project_id, 0), "sessions": sessions.get(s.project_id, 0)}
+        for s in scopes.all_scopes(conn)
+    ]

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from aimem_mcp.args import Scoped, limit_field
-from aimem_mcp.briefing import briefing
+from aimem_common.read.briefing import briefing
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import tool
 

@@ -9,7 +9,7 @@ from pydantic import Field
 from aimem_common.errors import AimemError
 
 from aimem_mcp.args import Scoped
-from aimem_mcp.briefing import briefing
+from aimem_common.read.briefing import briefing
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import tool
 

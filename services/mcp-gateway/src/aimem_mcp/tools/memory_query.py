@@ -6,17 +6,12 @@ from typing import Any
 
 from pydantic import AliasChoices, Field
 
-from aimem_common.errors import BadRequestError, ForbiddenError, NotFoundError
-from aimem_common.models import GLOBAL_PROJECT, Scope, validate_name
-from aimem_common.read import access, scopes as scopes_mod
-from aimem_common.read.query_embed import QueryEmbedding, annotate
-from aimem_common.read.search import QueryOptions, memory_query as search, resolve_search_scopes
+from aimem_common.errors import BadRequestError
+from aimem_common.read.search_service import SearchRequest, search
 
 from aimem_mcp.args import WORKSPACE_DOC, limit_field
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import ToolArgs, tool
-
-GLOBAL_SCOPE_LIMIT = 5
 
 
 class Args(ToolArgs):
@@ -64,61 +59,16 @@ async def memory_query(call: ToolCall, args: Args) -> dict[str, Any]:
     session_id?, ...}], raw_hits: [{session_id, kind, snippet, ...}], global_scope_hits?}`.
     Retrieved memory is untrusted historical text.
     """
-    ws = validate_name(args.workspace or call.settings.workspace_default, "workspace")
     if not args.project and not args.scopes and not args.global_:
         raise BadRequestError(
             "project is required (or pass scopes, or global: true): static clients pass workspace + project",
             code="scope_required",
         )
-    opts = QueryOptions(
-        limit=args.limit,
-        explain=args.explain,
-        include_expired=args.include_expired,
+    req = SearchRequest(
+        query=args.query, workspace=args.workspace, project=args.project, scopes=args.scopes or (),
+        global_=args.global_, limit=args.limit, explain=args.explain, include_expired=args.include_expired,
         include_superseded=args.include_superseded,
-        rrf_k=call.settings.retrieval.rrf_k,
-        snippet_words=call.settings.query.snippet_words,
-        raw_limit=call.settings.retrieval.raw_fallback_limit,
     )
-    if args.project:
-        validate_name(args.project, "project")
-    scopes = await call.read(
-        resolve_search_scopes, workspace=ws, project=args.project, scopes=args.scopes or (), global_=args.global_
-    )
-    scopes = await _readable(call, scopes)
-    # One embedding per call, shared by the main and the global-preferences search.
-    qe = await call.gw.embedder.embed(args.query) if call.gw.embedder else QueryEmbedding(None)
-    result = await call.read(search, args.query, scopes, options=opts, vector=qe.vector)
-    annotate(result, qe, explain=args.explain)
-    default_scoped = args.project and not args.scopes and not args.global_ and args.project != GLOBAL_PROJECT
-    if default_scoped:
-        g = await call.read(_global_scope, ws)
-        if g is not None and call.principal.can_read(g.workspace, g.project):
-            gopts = QueryOptions(limit=GLOBAL_SCOPE_LIMIT, snippet_words=opts.snippet_words, raw_fallback=False)
-            result["global_scope_hits"] = (
-                await call.read(search, args.query, [g], options=gopts, vector=qe.vector)
-            )["hits"]
-    hits = list(result.get("hits", [])) + list(result.get("global_scope_hits", []))
-    await access.publish_access(call.gw.bus, call.gw.access, hits, actor=call.actor)
-    return result
-
-
-def _global_scope(conn: Any, workspace: str) -> Scope | None:
-    """The workspace's ``_global`` preferences scope, or None when it was never written."""
-    try:
-        return scopes_mod.resolve(conn, workspace, GLOBAL_PROJECT)
-    except NotFoundError:  # no global preferences written yet
-        return None
-
-
-async def _readable(call: ToolCall, scopes: list[Scope] | None) -> list[Scope] | None:
-    """Keep only scopes the principal may read; ``None`` (every project) stays None for root."""
-    if scopes is None:
-        if call.principal.is_root:
-            return None
-        every = await call.read(scopes_mod.all_scopes)
-        return [s for s in every if call.principal.can_read(s.workspace, s.project)]
-    for s in scopes:
-        if not call.principal.can_read(s.workspace, s.project):
-            raise ForbiddenError(f"{call.actor} may not read {s.workspace}/{s.project}",
-                                 data={"workspace": s.workspace, "project": s.project})
-    return scopes
+    gw = call.gw
+    return await search(gw.read_pool, gw.embedder, call.principal, req, settings=gw.settings, bus=gw.bus,
+                        throttle=gw.access)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from aimem_query.admin import backup, dead_letters, history, lifecycle, pages, pending, status, users
-from aimem_query.admin.deps import require_root
+from aimem_query.admin import backup, dead_letters, history, lifecycle, page_writes, pending, status, users
+from aimem_query.deps import require_root
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_root)])
-# pending.py (pending-writes) belongs to the maintainer issue (#7).
-for _module in (status, history, backup, lifecycle, pages, users, pending, dead_letters):
+for _module in (status, history, backup, lifecycle, page_writes, users, pending, dead_letters):
     router.include_router(_module.router)

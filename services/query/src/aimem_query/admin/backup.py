@@ -22,7 +22,7 @@ from starlette.background import BackgroundTask
 from aimem_common.archive import create_backup
 from aimem_common.errors import BusTimeoutError
 from aimem_common.commands import make_envelope
-from aimem_query.admin.deps import bus_of, settings_of
+from aimem_query.deps import bus_of, settings_of
 
 log = logging.getLogger("aimem.admin.backup")
 
@@ -37,7 +37,7 @@ async def backup(request: Request) -> FileResponse:
 
 @router.post("/backup", response_class=FileResponse, operation_id="backup_post")
 async def backup_post(request: Request) -> FileResponse:
-    """The same as ``GET /admin/backup`` (seed 003 clients POST)."""
+    """The same as ``GET /admin/backup``, for clients that POST an action."""
     return await _backup(request)
 
 

@@ -21,7 +21,7 @@ from aimem_common.commands import make_envelope
 from aimem_common.commands.admin import DeadLetterResolve
 from aimem_common.errors import BadRequestError
 from aimem_common.read import dead_letters
-from aimem_query.admin.deps import bus_of, read
+from aimem_query.deps import bus_of, read
 from aimem_common.models import DbId
 
 router = APIRouter()

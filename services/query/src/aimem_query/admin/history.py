@@ -3,7 +3,7 @@
 Checkpoints are the wiki's git commits, read here with pygit2 without writing anything
 (no index, no lock, no ref update), newest first. Restoring sends ``page.restore`` to the
 writer, which reads the blob at the checkpoint (or a retained page version) and writes it
-back as the page's new latest version (seed 003 "restore-page").
+back as the page's new latest version (``aimem restore-page``).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aimem_common.errors import BadRequestError
 from aimem_common.models import validate_page_path
-from aimem_query.admin.deps import read, resolve_scope, send, settings_of
+from aimem_query.deps import read, resolve_scope, send, settings_of
 from aimem_common.models import DbId
 
 router = APIRouter()
 
 MAX_CHECKPOINTS = 1000
-MAX_WALK = 5000  # commits walked when filtering by path (seed 003: at most 5,000)
+MAX_WALK = 5000  # commits walked when filtering by path: bounds the request's time
 
 
 def list_checkpoints(wiki_dir: Path, *, limit: int, prefix: str | None) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""Lifecycle routes (seed 003): purge-session, purge-project, rename-project,
+"""Lifecycle routes: purge-session, purge-project, rename-project,
 rename-workspace, move-project, move-session.
 
 Each route checks the request shape, then sends one writer op and returns the writer's
@@ -20,7 +20,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from aimem_common.errors import BadRequestError
-from aimem_query.admin.deps import send
+from aimem_query.deps import send
 
 router = APIRouter()
 

@@ -1,8 +1,8 @@
 """``/admin/pending-writes``: list, approve and reject auto-improve proposals.
 
 Approve/reject are writer ops (``proposal.approve`` / ``proposal.reject``) answered after
-commit; the list is a read-only query. Owned by the maintainer issue (#7); the admin router
-includes it (``aimem_query.admin.__init__``).
+commit; the list is a read-only query. The proposals come from the maintainer's
+auto-improve job; the admin router includes this module (``aimem_query.admin.__init__``).
 
 * ``GET  /admin/pending-writes?workspace=&project=&status=pending|approved|rejected|any&limit=``
   → ``{"proposals": [{id, workspace, project, session_id, path, title, rationale, confidence,
@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from aimem_common.read import proposals, scopes
 from aimem_common.commands import make_envelope
-from aimem_query.admin.deps import bus_of, read
+from aimem_query.deps import bus_of, read
 from aimem_common.models import DbId
 
 router = APIRouter()

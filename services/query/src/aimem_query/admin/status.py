@@ -12,15 +12,15 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 
 from aimem_common.db.connect import schema_version
-from aimem_common.read import dead_letters
-from aimem_query.admin.deps import bus_of, read, settings_of
+from aimem_common.read import scopes
+from aimem_common.read.status import project_sizes
+from aimem_query.deps import bus_of, read, settings_of
 from aimem_query.admin.history import list_checkpoints
+from aimem_common.read import dead_letters
 
 router = APIRouter()
 
 _COUNTS = {
-    "workspaces": "SELECT count(*) FROM workspaces",
-    "projects": "SELECT count(*) FROM projects",
     "pages": "SELECT count(*) FROM pages WHERE is_latest = 1",
     "page_versions": "SELECT count(*) FROM pages",
     "sessions": "SELECT count(*) FROM sessions",
@@ -33,17 +33,8 @@ _COUNTS = {
 
 
 def _store(conn: sqlite3.Connection) -> dict[str, Any]:
-    counts = {k: conn.execute(sql).fetchone()[0] for k, sql in _COUNTS.items()}
-    projects = [
-        dict(r)
-        for r in conn.execute(
-            "SELECT w.name AS workspace, p.name AS project, p.id AS project_id,"
-            " (SELECT count(*) FROM pages g WHERE g.project_id = p.id AND g.is_latest = 1) AS pages,"
-            " (SELECT count(*) FROM sessions s WHERE s.project_id = p.id) AS sessions"
-            " FROM projects p JOIN workspaces w ON w.id = p.workspace_id ORDER BY w.name, p.name"
-        ).fetchall()
-    ]
-    return {"schema_version": schema_version(conn), "counts": counts, "projects": projects,
+    counts = {**scopes.counts(conn), **{k: conn.execute(sql).fetchone()[0] for k, sql in _COUNTS.items()}}
+    return {"schema_version": schema_version(conn), "counts": counts, "projects": project_sizes(conn),
             "dead_letters_open": dead_letters.count_open(conn)}
 
 
@@ -60,8 +51,7 @@ def _size(path: Path) -> int:
 
 @router.get("/status")
 async def status(request: Request) -> dict:
-    """Counts, schema version, data dir, DB size (bytes, with WAL), last checkpoint, lag,
-    and ``dead_letters_open`` (commands given up, see ``/admin/dead-letters``)."""
+    """Counts, schema version, data dir, DB size (bytes, with WAL), last checkpoint, lag."""
     settings = settings_of(request)
     store = await read(request, _store)
     try:

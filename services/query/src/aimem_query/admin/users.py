@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from aimem_common.auth import new_api_key
-from aimem_query.admin.deps import read, send
+from aimem_query.deps import read, send
 from aimem_common.models import DbId
 
 router = APIRouter()

@@ -1,4 +1,4 @@
-"""``GET|POST /api/v1/search``: ``memory_query`` over HTTP."""
+"""``GET|POST /api/v1/search``: ``memory_query`` over HTTP (the shared search service)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aimem_common.auth import Principal
 from aimem_common.errors import BadRequestError
-from aimem_common.models import Scope
-from aimem_common.read import scopes as scopes_mod
-from aimem_common.read import search
-from aimem_common.read.access import publish_access
-from aimem_common.read.query_embed import annotate
-from aimem_query.deps import PrincipalDep, read, settings_of
+from aimem_common.read import search_service
+from aimem_query.deps import PrincipalDep, ctx_of
 
 router = APIRouter(tags=["search"])
 
@@ -37,46 +33,26 @@ class SearchRequest(BaseModel):
     include_superseded: bool = False
 
 
-async def _scopes_for(request: Request, principal: Principal, req: SearchRequest) -> list[Scope] | None:
-    ws = req.workspace or settings_of(request).workspace_default
-    resolved = await read(
-        request, search.resolve_search_scopes, workspace=ws, project=req.project, scopes=req.scopes,
-        global_=req.global_,
-    )
-    if resolved is None:
-        if principal.is_root:
-            return None
-        every = await read(request, scopes_mod.all_scopes)
-        return [s for s in every if principal.can_read(s.workspace, s.project)]
-    for s in resolved:
-        principal.require_read(s.workspace, s.project)
-    return resolved
+async def run_search(request: Request, principal: Principal, req: SearchRequest, tasks: BackgroundTasks
+                     ) -> dict[str, Any]:
+    """Run ``req`` through the shared search service (``aimem_common.read.search_service``).
 
-
-async def run_search(request: Request, principal: Principal, req: SearchRequest, tasks: BackgroundTasks) -> dict[str, Any]:
-    """Resolve scopes (fail closed, grant-checked), embed the question, search, schedule the access bump.
-
-    The question's vector (``embedding.provider`` set) feeds the vector stream; an embedder
-    that fails or exceeds ``embedding.query_timeout_ms`` only drops that stream
-    (``streams_skipped`` with ``explain``).
+    Scopes fail closed and are grant-checked; the question's vector (``embedding.provider``
+    set) feeds the vector stream, and an embedder that fails or exceeds
+    ``embedding.query_timeout_ms`` only drops that stream (``streams_skipped`` with
+    ``explain``); a default-scoped search also returns ``global_scope_hits``; page hits get
+    their throttled access bump once the reply is sent.
     """
-    settings = settings_of(request)
-    scope_list = await _scopes_for(request, principal, req)
-    opts = search.QueryOptions(
-        limit=req.limit or settings.query.default_limit,
-        explain=req.explain,
-        include_expired=req.include_expired,
-        include_superseded=req.include_superseded,
-        rrf_k=settings.retrieval.rrf_k,
-        snippet_words=settings.query.snippet_words,
-        raw_limit=settings.retrieval.raw_fallback_limit,
-    )
-    qe = await request.app.state.query_embedder.embed(req.query)
-    result = await read(request, search.memory_query, req.query, scope_list, options=opts, vector=qe.vector)
-    annotate(result, qe, explain=req.explain)
-    if result["hits"]:
-        tasks.add_task(publish_access, request.app.state.bus, request.app.state.access, result["hits"],
-                       actor=principal.name)
+    ctx = ctx_of(request)
+    result = await search_service.search(
+        ctx.read_pool, ctx.embedder, principal,
+        search_service.SearchRequest(
+            query=req.query, workspace=req.workspace, project=req.project, scopes=req.scopes, global_=req.global_,
+            limit=req.limit, explain=req.explain, include_expired=req.include_expired,
+            include_superseded=req.include_superseded),
+        settings=ctx.settings)
+    # The access bump runs after the reply is sent: an HTTP search does not wait on the bus.
+    tasks.add_task(search_service.record_access, ctx.bus, ctx.access, result, actor=principal.name)
     return result
 
 
@@ -95,7 +71,8 @@ async def search_get(
     include_expired: bool = False,
     include_superseded: bool = False,
 ) -> dict[str, Any]:
-    """Return ``{"hits": [...], "raw_hits": [...]}`` (``memory_query`` shape, DESIGN.md)."""
+    """Return ``{"hits": [...], "raw_hits": [...], "global_scope_hits"?: [...]}`` (``memory_query``
+    shape, DESIGN.md)."""
     flat = [s.strip() for item in scopes for s in item.split(",") if s.strip()]
     req = SearchRequest(query=q, workspace=workspace, project=project, scopes=flat, global_=global_, limit=limit,
                         explain=explain, include_expired=include_expired, include_superseded=include_superseded)

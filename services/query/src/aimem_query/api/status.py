@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 
 from aimem_common.errors import AimemError
 from aimem_common.read import scopes, status
-from aimem_query.deps import PrincipalDep, read, readable_scope, settings_of
+from aimem_query.deps import PrincipalDep, bus_of, read, readable_scope, settings_of
 
 router = APIRouter(tags=["status"])
 
@@ -26,7 +26,7 @@ async def store_status(request: Request, principal: PrincipalDep) -> dict[str, A
     if not principal.is_root:
         out["counts"] = None
     try:
-        out["writer_lag"] = await request.app.state.bus.writer_lag()
+        out["writer_lag"] = await bus_of(request).writer_lag()
     except AimemError:
         out["writer_lag"] = None
     out["data_dir"] = str(settings.data_dir) if principal.is_root else None

@@ -1,6 +1,6 @@
 """Op handlers, one module per domain. Importing this package imports every module in it.
 
-Add a module (``ops/admin.py``, ``ops/maintenance.py``) with ``@handler("domain.verb")``
+Add a module (``ops/users.py``, ``ops/maintenance.py``) with ``@handler("domain.verb")``
 functions and it is picked up automatically; nothing else needs editing.
 """
 

@@ -4,7 +4,6 @@ Writer thread, inside the batch transaction and the command's SAVEPOINT: a raise
 ``AimemError`` rolls the whole command back, so a sweep, a consolidation completion or a
 proposal approval is all-or-nothing. The maintainer computes the page ids; these handlers
 re-check each id against the current rows and report the ones that changed as ``skipped``.
-Owned by the maintainer issue (#7).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from aimem_common.commands.maintenance import (
     SweepApply,
 )
 
-from aimem_writer.pages import PageInput
+from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 

@@ -12,7 +12,8 @@ from aimem_common.wikifmt import normalize_timestamp
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 
-# memory_feedback → salience (seed 000 `page_feedback`): bounded nudges, never to zero.
+# memory_feedback → salience: bounded nudges, never to zero (a page is forgotten by the
+# sweep's retention, not by one vote).
 SALIENCE_DELTA = {"helpful": 0.2, "not_helpful": -0.15, "stale": -0.25, "wrong": -0.4}
 SALIENCE_MIN, SALIENCE_MAX = 0.05, 3.0
 

@@ -20,7 +20,7 @@ from aimem_common.commands.observations import SessionEnd
 from aimem_common.sanitize import cap_utf8
 
 from aimem_writer.ops.observations import ledger_entry, occurred
-from aimem_writer.pages import PageInput
+from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 

@@ -1,4 +1,4 @@
-"""The M8 retention formula of the forget sweep (DESIGN.md "Decay"; seed 000 "Memory tiers").
+"""The retention formula of the forget sweep (DESIGN.md "Decay"): only episodic pages decay.
 
 ``retention = salience·exp(−λ·Δt) + σ·ln(1+access_count)·exp(−μ·days_since_access)
 · (1 + breadth_weight·ln(1 + max(distinct_actors−1, 0)))`` with Δt in days since the page

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict
 
-from aimem_query.admin.deps import send
+from aimem_query.deps import send
 from aimem_common.models import DbIdOrZero
 
 router = APIRouter()

@@ -1,4 +1,4 @@
-"""Move op handlers (seed 003): ``project.move`` and ``session.move``.
+"""Move op handlers: ``project.move`` and ``session.move``.
 
 ``project.move`` into a workspace without a same-named project is a lossless *true move*:
 the project keeps its id, every row is re-stamped with the new ``workspace_id`` and its
@@ -21,19 +21,20 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from aimem_common.errors import ConflictError, NotFoundError, UnprocessableError
+from aimem_common.read import scopes
 from aimem_common.models import Scope
 from aimem_common.commands import Envelope
 from aimem_common.commands.admin import DEDUP_FROM_TOKEN, ProjectMove, SessionMove
 from aimem_common.wikifmt import META_FILE, render_meta
 
-from aimem_writer.ops.admin import (
+from aimem_writer.ops.projects import (
     execute_project_purge,
     forget_cached_scopes,
     live_sessions,
     project_plan,
     project_tables,
 )
-from aimem_writer.pages import PageInput
+from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 
@@ -83,7 +84,7 @@ def _dedup_path(conn: sqlite3.Connection, project_id: str, path: str, src_ws: st
 
 def _true_move(tx: Tx, src: Scope, to_ws: str, dry_run: bool) -> dict[str, Any]:
     conn, pid = tx.conn, src.project_id
-    ws_row = conn.execute("SELECT id FROM workspaces WHERE name = ?", (to_ws,)).fetchone()
+    dest_wid = scopes.workspace_id(conn, to_ws)
     moved = {
         "pages": conn.execute("SELECT count(*) FROM pages WHERE project_id = ? AND is_latest = 1", (pid,)).fetchone()[0],
         "page_versions": conn.execute("SELECT count(*) FROM pages WHERE project_id = ?", (pid,)).fetchone()[0],
@@ -93,14 +94,14 @@ def _true_move(tx: Tx, src: Scope, to_ws: str, dry_run: bool) -> dict[str, Any]:
     }
     base = {"moved_via": "true-move", "from": {"workspace": src.workspace, "project": src.project},
             "to": {"workspace": to_ws, "project": src.project}, "project_id": pid, "moved": moved,
-            "would_create_workspace": ws_row is None, "merged_into_existing": False, "source_purged": False}
-    if ws_row is not None and (tx.wiki.root / ws_row["id"] / pid).exists():
+            "would_create_workspace": dest_wid is None, "merged_into_existing": False, "source_purged": False}
+    if dest_wid is not None and (tx.wiki.root / dest_wid / pid).exists():
         raise ConflictError(
-            f"destination directory {ws_row['id']}/{pid} already exists on disk without a project row;"
+            f"destination directory {dest_wid}/{pid} already exists on disk without a project row;"
             " reconcile it by hand", code="destination_exists")
     if dry_run:
         return {**base, "dry_run": True}
-    if ws_row is None:
+    if dest_wid is None:
         # A new workspace only (never a new project): resolve_scope would create both.
         import uuid
 
@@ -109,7 +110,7 @@ def _true_move(tx: Tx, src: Scope, to_ws: str, dry_run: bool) -> dict[str, Any]:
         tx.wiki.write_rel(f"{new_wid}/{META_FILE}", render_meta("workspace", id=new_wid, name=to_ws))
         tx.audit("workspace.create", to_ws, {"workspace_id": new_wid})
     else:
-        new_wid = ws_row["id"]
+        new_wid = dest_wid
     old_rel, new_rel = f"{src.workspace_id}/{pid}", f"{new_wid}/{pid}"
     files = _project_files(tx.wiki.root, old_rel)
     conn.execute("UPDATE projects SET workspace_id = ? WHERE id = ?", (new_wid, pid))
@@ -194,13 +195,10 @@ def project_move(tx: Tx, env: Envelope, cmd: ProjectMove) -> dict:
         raise ConflictError(
             f"project {src.workspace}/{src.project} has {len(live)} live session(s); pass force to move it anyway",
             code="live_session", data={"sessions": live[:20]})
-    dest_row = tx.conn.execute(
-        "SELECT w.id AS wid, p.id AS pid FROM workspaces w JOIN projects p ON p.workspace_id = w.id"
-        " WHERE w.name = ? AND p.name = ?", (cmd.to_workspace, src.project)).fetchone()
-    if dest_row is None:
+    dest = scopes.find(tx.conn, cmd.to_workspace, src.project)
+    if dest is None:
         out = _true_move(tx, src, cmd.to_workspace, cmd.dry_run)
     else:
-        dest = Scope(cmd.to_workspace, src.project, dest_row["wid"], dest_row["pid"])
         out = _merge(tx, src, dest, cmd.on_conflict, cmd.dry_run)
     if not cmd.dry_run:
         detail = {k: out[k] for k in ("moved_via", "to") if k in out}
@@ -216,10 +214,8 @@ _PER_SESSION_TABLES = ("observations", "session_consolidation_jobs", "auto_impro
 
 
 def _scope_names(conn: sqlite3.Connection, project_id: str) -> dict[str, str]:
-    r = conn.execute(
-        "SELECT w.name AS ws, p.name AS pj FROM projects p JOIN workspaces w ON w.id = p.workspace_id"
-        " WHERE p.id = ?", (project_id,)).fetchone()
-    return {"workspace": r["ws"], "project": r["pj"]} if r else {"workspace": "?", "project": "?"}
+    s = scopes.find_by_id(conn, project_id)
+    return {"workspace": s.workspace, "project": s.project} if s else {"workspace": "?", "project": "?"}
 
 
 def _move_one(tx: Tx, sid: str, row: sqlite3.Row, dest: Scope | None, cmd: SessionMove,

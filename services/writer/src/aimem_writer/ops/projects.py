@@ -1,6 +1,8 @@
-"""Admin/lifecycle op handlers (seed 003): purges, renames, page restore, users and keys.
+"""Project and session lifecycle op handlers: ``project.purge``, ``session.purge``,
+``project.rename``, ``workspace.rename``, and the purge plans the moves reuse.
 
-Moves (``project.move``, ``session.move``) live in ``ops/admin_move.py``. Every handler
+Moves (``project.move``, ``session.move``) live in ``ops/moves.py``; page restore and
+checkpoints in ``ops/checkpoints.py``; users, keys and grants in ``ops/users.py``. Every handler
 runs on the writer thread inside the batch transaction (see ``aimem_writer.tx``).
 
 Previews: a destructive op with ``dry_run`` calls the same ``*_plan`` function the
@@ -23,32 +25,25 @@ from aimem_common.errors import (
     NotFoundError,
     UnprocessableError,
 )
+from aimem_common.read import scopes
 from aimem_common.models import Scope, validate_name
 from aimem_common.commands import Envelope
 from aimem_common.commands.admin import (
-    DeadLetterResolve,
-    WikiCheckpoint,
-    ApiKeyCreate,
-    ApiKeyRevoke,
-    GrantSet,
-    PageRestore,
     ProjectPurge,
     ProjectRename,
     SessionPurge,
-    UserCreate,
-    UserDelete,
     WorkspaceRename,
 )
 from aimem_common.wikifmt import META_FILE, render_meta
 
-from aimem_writer.pages import PageInput
+from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 
 LIVE_WINDOW_S = 300  # an unended session with an event this recent counts as live
 
 
-# -- shared helpers (also used by ops/admin_move.py) ------------------------------------------
+# -- shared helpers (also used by ops/moves.py) ------------------------------------------
 def forget_cached_scopes(tx: Tx) -> None:
     """Drop the batch's name→id scope cache: names were renamed, moved or deleted."""
     for cache in (getattr(tx, "_batch_scopes", None), getattr(tx, "new_scopes", None)):
@@ -340,9 +335,7 @@ def project_rename(tx: Tx, env: Envelope, cmd: ProjectRename) -> dict:
     to = _check_new_name(cmd.to, "project")
     if to == scope.project:
         raise UnprocessableError(f"project is already named {to!r}", data={"reason": "same_name"})
-    taken = tx.conn.execute(
-        "SELECT 1 FROM projects WHERE workspace_id = ? AND name = ?", (scope.workspace_id, to)).fetchone()
-    if taken:
+    if scopes.find(tx.conn, scope.workspace, to) is not None:
         raise UnprocessableError(f"name taken: {scope.workspace}/{to} exists", data={"reason": "name_taken"})
     tx.conn.execute("UPDATE projects SET name = ? WHERE id = ?", (to, scope.project_id))
     tx.wiki.write_rel(
@@ -361,182 +354,21 @@ def project_rename(tx: Tx, env: Envelope, cmd: ProjectRename) -> dict:
 
 @handler("workspace.rename")
 def workspace_rename(tx: Tx, env: Envelope, cmd: WorkspaceRename) -> dict:
-    row = tx.conn.execute("SELECT id FROM workspaces WHERE name = ?", (cmd.workspace,)).fetchone()
-    if row is None:
+    wid = scopes.workspace_id(tx.conn, cmd.workspace)
+    if wid is None:
         raise NotFoundError(f"workspace {cmd.workspace!r} not found", data={"workspace": cmd.workspace})
     to = _check_new_name(cmd.to, "workspace")
     if to == cmd.workspace:
         raise UnprocessableError(f"workspace is already named {to!r}", data={"reason": "same_name"})
-    if tx.conn.execute("SELECT 1 FROM workspaces WHERE name = ?", (to,)).fetchone():
+    if scopes.workspace_id(tx.conn, to) is not None:
         raise UnprocessableError(f"name taken: workspace {to!r} exists", data={"reason": "name_taken"})
-    wid = row["id"]
     tx.conn.execute("UPDATE workspaces SET name = ? WHERE id = ?", (to, wid))
     tx.wiki.write_rel(f"{wid}/{META_FILE}", render_meta("workspace", id=wid, name=to))
-    projects = tx.conn.execute("SELECT id, name FROM projects WHERE workspace_id = ?", (wid,)).fetchall()
+    projects = scopes.projects_of(tx.conn, wid)
     for p in projects:
-        tx.wiki.write_rel(f"{wid}/{p['id']}/{META_FILE}",
-                          render_meta("project", id=p["id"], name=p["name"], workspace_id=wid, workspace=to))
+        tx.wiki.write_rel(f"{wid}/{p.project_id}/{META_FILE}",
+                          render_meta("project", id=p.project_id, name=p.project, workspace_id=wid, workspace=to))
     forget_cached_scopes(tx)
     tx.audit("workspace.rename", to, {"from": cmd.workspace, "to": to, "workspace_id": wid})
     tx.emit("workspace.renamed", {"from": cmd.workspace, "to": to, "workspace_id": wid})
     return {"from": cmd.workspace, "to": to, "workspace_id": wid, "manifests_refreshed": len(projects) + 1}
-
-
-# -- page.restore ----------------------------------------------------------------------------
-def _git_blob_text(tx: Tx, rev: str, rel: str) -> tuple[str, str]:
-    """Return ``(text, commit_id)`` of ``rel`` at checkpoint ``rev`` (read-only git access).
-
-    Raises:
-        AimemError: 500 ``git_error`` — unknown checkpoint, file absent there, or non-UTF-8.
-    """
-    import pygit2
-
-    def fail(msg: str) -> AimemError:
-        e = AimemError(msg, code="git_error", data={"rev": rev, "status": 500})
-        e.status = 500
-        return e
-
-    try:
-        repo = pygit2.Repository(str(tx.settings.wiki_dir))
-        commit = repo.revparse_single(rev).peel(pygit2.Commit)
-    except (pygit2.GitError, KeyError, ValueError, TypeError) as exc:
-        raise fail(f"checkpoint {rev!r} not found: {exc}") from exc
-    try:
-        blob = commit.tree[rel]
-    except KeyError as exc:
-        raise fail(f"{rel.split('/', 2)[-1]!r} is not in checkpoint {str(commit.id)[:10]}") from exc
-    if blob.type_str != "blob":
-        raise fail(f"{rel!r} is not a file in checkpoint {str(commit.id)[:10]}")
-    try:
-        return blob.data.decode("utf-8"), str(commit.id)
-    except UnicodeDecodeError as exc:
-        raise fail(f"{rel!r} at {str(commit.id)[:10]} is not UTF-8") from exc
-
-
-@handler("page.restore")
-def page_restore(tx: Tx, env: Envelope, cmd: PageRestore) -> dict:
-    scope = tx.scope()
-    if cmd.page_id is not None:
-        row = tx.conn.execute(
-            "SELECT * FROM pages WHERE id = ? AND project_id = ?", (cmd.page_id, scope.project_id)).fetchone()
-        if row is None:
-            raise NotFoundError(f"page version {cmd.page_id} not found in {scope.workspace}/{scope.project}",
-                                data={"page_id": cmd.page_id})
-        if cmd.path is not None and cmd.path != row["path"]:
-            raise UnprocessableError(f"page version {cmd.page_id} is {row['path']!r}, not {cmd.path!r}")
-        fm = json.loads(row["frontmatter"] or "{}")
-        page = PageInput(path=row["path"], body=row["body"], title=row["title"], frontmatter=fm)
-        source = {"page_id": cmd.page_id}
-    else:
-        text, commit_id = _git_blob_text(tx, cmd.rev or "", f"{scope.workspace_id}/{scope.project_id}/{cmd.path}")
-        try:
-            page = PageInput(path=cmd.path or "", body=text)
-            source = {"rev": commit_id}
-            result = tx.pages.write(scope, page)
-        except AimemError as exc:
-            if exc.status >= 500:
-                raise
-            e = AimemError(f"checkpoint {commit_id[:10]} holds malformed markdown: {exc.message}",
-                           code="git_error", data={"rev": commit_id, "status": 500})
-            e.status = 500
-            raise e from exc
-        tx.audit("page.restore", page.path, {**source, "page_id": result["page_id"]}, scope=scope)
-        return {**result, "restored_from": source}
-    result = tx.pages.write(scope, page)
-    tx.audit("page.restore", page.path, {**source, "page_id": result["page_id"]}, scope=scope)
-    return {**result, "restored_from": source}
-
-
-# -- users, API keys, grants ------------------------------------------------------------------
-def _user_id(tx: Tx, name: str) -> int:
-    row = tx.conn.execute("SELECT id FROM users WHERE name = ?", (name,)).fetchone()
-    if row is None:
-        raise NotFoundError(f"user {name!r} not found", data={"user": name})
-    return int(row["id"])
-
-
-@handler("user.create")
-def user_create(tx: Tx, env: Envelope, cmd: UserCreate) -> dict:
-    if tx.conn.execute("SELECT 1 FROM users WHERE name = ?", (cmd.name,)).fetchone():
-        raise ConflictError(f"user {cmd.name!r} exists", data={"user": cmd.name})
-    uid = tx.conn.execute(
-        "INSERT INTO users(name, is_root, created_at) VALUES (?, ?, ?)", (cmd.name, int(cmd.is_root), tx.now)
-    ).lastrowid
-    tx.audit("user.create", cmd.name, {"user_id": uid, "is_root": cmd.is_root})
-    return {"id": uid, "name": cmd.name, "is_root": cmd.is_root, "created_at": tx.now}
-
-
-@handler("user.delete")
-def user_delete(tx: Tx, env: Envelope, cmd: UserDelete) -> dict:
-    uid = _user_id(tx, cmd.name)
-    keys = tx.conn.execute("SELECT count(*) FROM api_keys WHERE user_id = ?", (uid,)).fetchone()[0]
-    tx.conn.execute("DELETE FROM users WHERE id = ?", (uid,))
-    tx.audit("user.delete", cmd.name, {"user_id": uid, "api_keys_deleted": keys})
-    return {"deleted": True, "name": cmd.name, "api_keys_deleted": keys}
-
-
-@handler("apikey.create")
-def apikey_create(tx: Tx, env: Envelope, cmd: ApiKeyCreate) -> dict:
-    uid = _user_id(tx, cmd.user)
-    try:
-        kid = tx.conn.execute(
-            "INSERT INTO api_keys(user_id, name, prefix, key_hash, created_at) VALUES (?, ?, ?, ?, ?)",
-            (uid, cmd.name, cmd.prefix, cmd.key_hash, tx.now),
-        ).lastrowid
-    except sqlite3.IntegrityError as exc:
-        raise ConflictError("an identical key already exists") from exc
-    tx.audit("apikey.create", cmd.prefix, {"key_id": kid, "user": cmd.user, "name": cmd.name})
-    return {"id": kid, "user": cmd.user, "name": cmd.name, "prefix": cmd.prefix, "created_at": tx.now}
-
-
-@handler("apikey.revoke")
-def apikey_revoke(tx: Tx, env: Envelope, cmd: ApiKeyRevoke) -> dict:
-    row = tx.conn.execute("SELECT id, prefix, revoked_at FROM api_keys WHERE id = ?", (cmd.key_id,)).fetchone()
-    if row is None:
-        raise NotFoundError(f"API key {cmd.key_id} not found", data={"key_id": cmd.key_id})
-    if row["revoked_at"] is not None:
-        return {"id": cmd.key_id, "revoked": False, "revoked_at": row["revoked_at"]}
-    tx.conn.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ?", (tx.now, cmd.key_id))
-    tx.audit("apikey.revoke", row["prefix"], {"key_id": cmd.key_id})
-    return {"id": cmd.key_id, "revoked": True, "revoked_at": tx.now}
-
-
-@handler("grant.set")
-def grant_set(tx: Tx, env: Envelope, cmd: GrantSet) -> dict:
-    uid = _user_id(tx, cmd.user)
-    key = (uid, cmd.workspace, cmd.project)
-    if cmd.remove:
-        n = tx.conn.execute(
-            "DELETE FROM grants WHERE user_id = ? AND workspace = ? AND project = ?", key).rowcount
-        tx.audit("grant.remove", f"{cmd.user}@{cmd.workspace}/{cmd.project}", {"removed": bool(n)})
-        return {"user": cmd.user, "workspace": cmd.workspace, "project": cmd.project, "removed": bool(n)}
-    tx.conn.execute(
-        "INSERT INTO grants(user_id, workspace, project, can_read, can_write) VALUES (?, ?, ?, ?, ?)"
-        " ON CONFLICT(user_id, workspace, project) DO UPDATE SET can_read = excluded.can_read,"
-        " can_write = excluded.can_write",
-        (*key, int(cmd.can_read), int(cmd.can_write)),
-    )
-    detail = {"can_read": cmd.can_read, "can_write": cmd.can_write}
-    tx.audit("grant.set", f"{cmd.user}@{cmd.workspace}/{cmd.project}", detail)
-    return {"user": cmd.user, "workspace": cmd.workspace, "project": cmd.project, **detail}
-
-
-@handler("wiki.checkpoint")
-def wiki_checkpoint(tx: Tx, env: Envelope, cmd: WikiCheckpoint) -> dict:
-    """Ask for an immediate git checkpoint: the consumer flushes it after COMMIT and puts
-    the commit id (or null when nothing was dirty) in ``commit`` before replying."""
-    return {"commit": None}
-
-
-@handler("dead_letter.resolve")
-def dead_letter_resolve(tx: Tx, env: Envelope, cmd: DeadLetterResolve) -> dict:
-    """Stamp ``replayed_at`` on the open dead letters among ``cmd.ids`` (audited)."""
-    resolved = []
-    for dl_id in sorted(set(cmd.ids)):
-        cur = tx.conn.execute("UPDATE dead_letters SET replayed_at = ? WHERE id = ? AND replayed_at IS NULL",
-                              (tx.now, dl_id))
-        if cur.rowcount:
-            resolved.append(dl_id)
-    if resolved:
-        tx.audit("dead_letter.resolve", None, {"ids": resolved})
-    return {"resolved": resolved}

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aimem_common.errors import BadRequestError, PayloadTooLargeError, PreconditionFailedError
+from aimem_common.read import scopes
 from aimem_common.models import Scope, kind_for_path, tier_for, validate_page_path
 from aimem_common.commands.pages import PageWrite
 from aimem_common import wikifmt
@@ -25,7 +26,9 @@ from aimem_common import wikifmt
 if TYPE_CHECKING:
     import sqlite3
 
-    from aimem_writer.tx import Tx
+    from aimem_common.config import Settings
+
+    from aimem_writer.wiki import WikiStage
 
 WRITER_KEYS = ("created_at", "updated_at")  # owned by the writer, stripped from input
 
@@ -44,6 +47,27 @@ class PageInput:
     evidence: list[dict[str, str]] = field(default_factory=list)
 
 
+class PageTx(Protocol):
+    """What ``PageStore`` needs of the command's transaction (``aimem_writer.tx.Tx`` is one).
+
+    A protocol rather than an import: ``tx.py`` builds the page store, so this module must
+    not import ``tx.py`` back.
+    """
+
+    conn: "sqlite3.Connection"
+    now: str
+    settings: "Settings"
+    wiki: "WikiStage"
+
+    @property
+    def actor(self) -> str: ...
+
+    def audit(self, op: str, target: str | None, detail: dict[str, Any] | None = None,
+              scope: Scope | None = None) -> None: ...
+
+    def emit(self, kind: str, data: dict[str, Any]) -> None: ...
+
+
 def _row_dict(row: "sqlite3.Row | None") -> dict[str, Any] | None:
     return dict(row) if row is not None else None
 
@@ -51,7 +75,7 @@ def _row_dict(row: "sqlite3.Row | None") -> dict[str, Any] | None:
 class PageStore:
     """Page operations bound to one command's ``Tx``."""
 
-    def __init__(self, tx: "Tx"):
+    def __init__(self, tx: PageTx):
         self.tx = tx
         self.conn = tx.conn
 
@@ -253,12 +277,8 @@ class PageStore:
         """Map a link's (workspace, project) names to ids; None when that scope does not exist."""
         if pj is None:
             return scope.workspace_id, scope.project_id
-        row = self.conn.execute(
-            "SELECT p.workspace_id, p.id FROM projects p JOIN workspaces w ON w.id = p.workspace_id"
-            " WHERE w.name = ? AND p.name = ?",
-            (ws or scope.workspace, pj),
-        ).fetchone()
-        return (row[0], row[1]) if row else None
+        target = scopes.find(self.conn, ws or scope.workspace, pj)
+        return (target.workspace_id, target.project_id) if target else None
 
     def _links(self, scope: Scope, page_id: int, path: str, body: str) -> None:
         rows = []

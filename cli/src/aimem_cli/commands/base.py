@@ -1,0 +1,95 @@
+"""What every operator command shares: the --server/--token/--json/--workspace/--project
+options, the HTTP client to the query service, scope defaults, and table/JSON output.
+
+A failure prints one line ``aimem: <reason>`` on stderr and exits 1 (``fail``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from aimem_cli.client import CliError, Client
+from aimem_common import config
+
+ServerOpt = typer.Option(None, "--server", help="Query service URL (default: settings.server_url).")
+TokenOpt = typer.Option(None, "--token", help="Bearer token (default: AIMEM_AUTH__TOKEN / config.toml).")
+JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
+WsOpt = typer.Option(None, "--workspace", "-w", help="Workspace (default: settings.workspace_default).")
+PjOpt = typer.Option(None, "--project", "-p", help="Project (default: the current directory's name).")
+
+
+def fail(message: str) -> None:
+    """Print ``aimem: <message>`` on stderr and exit 1."""
+    typer.echo(f"aimem: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def load_settings(data_dir: Path | None = None) -> config.Settings:
+    try:
+        return config.load(data_dir, check_writable=False)
+    except config.ConfigError as exc:
+        fail(exc.message)
+        raise  # unreachable
+
+
+@contextmanager
+def client(server: str | None, token: str | None) -> Iterator[Client]:
+    """Yield a ``Client`` for the configured server; turn ``CliError`` into exit 1."""
+    s = load_settings()
+    c = Client(server or s.server_url, token if token is not None else s.auth.token)
+    try:
+        yield c
+    except CliError as exc:
+        fail(str(exc))
+    finally:
+        c.close()
+
+
+def scope(workspace: str | None, project: str | None) -> tuple[str, str]:
+    s = load_settings()
+    return workspace or s.workspace_default, project or Path.cwd().name
+
+
+def project_prefix(workspace: str, project: str) -> str:
+    """Return the ``/api/v1`` prefix of one project's routes (names URL-quoted)."""
+    from urllib.parse import quote
+
+    return f"/api/v1/workspaces/{quote(workspace, safe='')}/projects/{quote(project, safe='')}"
+
+
+def emit(data: Any, as_json: bool, human: Callable[[Any], None]) -> None:
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    else:
+        human(data)
+
+
+def table(rows: list[dict[str, Any]], cols: list[str], empty: str = "(none)") -> None:
+    """Print ``rows`` as an aligned text table with the given columns."""
+    if not rows:
+        typer.echo(empty)
+        return
+    cells = [[_cell(r.get(c)) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    typer.echo("  ".join(c.upper().ljust(w) for c, w in zip(cols, widths)).rstrip())
+    for row in cells:
+        typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    text = str(v).replace("\n", " ")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+

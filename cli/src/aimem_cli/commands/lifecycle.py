@@ -1,0 +1,175 @@
+"""Project and session lifecycle over ``/admin``: ``purge-session``, ``purge-project``,
+``rename-project``, ``rename-workspace``, ``move-project``, ``move-session``.
+
+The destructive ones preview what they would do and refuse without ``--confirm``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import typer
+
+from aimem_cli.client import CliError, Client
+from aimem_cli.commands.base import (
+    JsonOpt, PjOpt, ServerOpt, TokenOpt, WsOpt, client, emit, fail, load_settings, scope,
+)
+
+
+def _counts_line(d: dict, keys: list[tuple[str, str]]) -> str:
+    return ", ".join(f"{d.get(k, 0)} {label}" for k, label in keys)
+
+
+def _preview_then_refuse(c: Client, path: str, body: dict, line: Callable[[dict], str], what: str) -> None:
+    try:
+        preview = c.post(path, {**body, "dry_run": True})
+        typer.echo(line(preview))
+    except CliError as exc:
+        if exc.status is not None and exc.status not in (400,):
+            typer.echo(f"aimem: {exc}", err=True)
+    fail(f"{what} is destructive and irreversible; re-run with --confirm")
+
+
+def _collateral(d: dict) -> str:
+    extra = []
+    if d.get("collateral_observations_deleted"):
+        extra.append(f"Plus {d['collateral_observations_deleted']} observations in other projects")
+    if d.get("collateral_handoffs_denulled"):
+        extra.append(f"Plus {d['collateral_handoffs_denulled']} handoffs in other projects lose their session link")
+    return ("\n" + "\n".join(extra)) if extra else ""
+
+
+def purge_session(
+    session_id: str = typer.Option(..., "--session-id"),
+    confirm: bool = typer.Option(False, "--confirm"), compact: bool = typer.Option(False, "--compact"),
+    workspace: str = WsOpt, project: str = PjOpt,
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Delete one session (observations, handoffs it wrote, its page). Preview without --confirm."""
+    ws, pj = scope(workspace, project)
+    body = {"workspace": ws, "project": pj, "session_id": session_id, "compact": compact}
+    keys = [("observations_deleted", "observations"), ("handoffs_deleted", "handoffs"),
+            ("pages_deleted", "pages"), ("auto_improve_runs_deleted", "auto-improve runs")]
+    with client(server, token) as c:
+        if not confirm:
+            _preview_then_refuse(c, "/admin/purge-session", body,
+                                 lambda d: f"Would purge session from {ws}/{pj}: {_counts_line(d, keys)}."
+                                 + _collateral(d), "purge-session")
+        data = c.post("/admin/purge-session", {**body, "confirm": True})
+    emit(data, as_json, lambda d: typer.echo(f"Purged session from {ws}/{pj}: {_counts_line(d, keys)}." + _collateral(d)))
+
+
+def purge_project(
+    confirm: bool = typer.Option(False, "--confirm"), compact: bool = typer.Option(False, "--compact"),
+    force: bool = typer.Option(False, "--force", help="Purge even with a live session."),
+    workspace: str = WsOpt, project: str = PjOpt,
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Delete a project and everything it owns. Preview without --confirm."""
+    ws, pj = scope(workspace, project)
+    body = {"workspace": ws, "project": pj, "compact": compact, "force": force}
+    keys = [("pages_deleted", "pages"), ("sessions_deleted", "sessions"), ("observations_deleted", "observations"),
+            ("handoffs_deleted", "handoffs"), ("embeddings_deleted", "embeddings")]
+    with client(server, token) as c:
+        if not confirm:
+            _preview_then_refuse(c, "/admin/purge-project", body,
+                                 lambda d: f"Would purge {ws}/{pj}: {_counts_line(d, keys)}." + _collateral(d),
+                                 "purge-project")
+        data = c.post("/admin/purge-project", {**body, "confirm": True})
+    emit(data, as_json, lambda d: typer.echo(f"Purged {ws}/{pj}: {_counts_line(d, keys)}." + _collateral(d)))
+
+
+def rename_project(
+    from_: str = typer.Option(..., "--from"), to: str = typer.Option(..., "--to"),
+    workspace: str = WsOpt, server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Rename a project (its files stay where they are: directories use ids)."""
+    ws = workspace or load_settings().workspace_default
+    with client(server, token) as c:
+        data = c.post("/admin/rename-project", {"workspace": ws, "from": from_, "to": to})
+    emit(data, as_json, lambda d: typer.echo(f"renamed {ws}/{from_} to {ws}/{to} ({d.get('pages')} pages)"))
+
+
+def rename_workspace(
+    from_: str = typer.Option(..., "--from"), to: str = typer.Option(..., "--to"),
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Rename a workspace."""
+    with client(server, token) as c:
+        data = c.post("/admin/rename-workspace", {"from": from_, "to": to})
+    emit(data, as_json, lambda d: typer.echo(f"renamed workspace {from_} to {to}"))
+
+
+def move_project(
+    to_workspace: str = typer.Option(..., "--to-workspace"),
+    on_conflict: str = typer.Option("block", "--on-conflict", help="block|overwrite|duplicate (merge only)"),
+    confirm: bool = typer.Option(False, "--confirm"), force: bool = typer.Option(False, "--force"),
+    workspace: str = typer.Option(None, "--from-workspace", help="Source workspace."),
+    project: str = PjOpt, server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Move a project into another workspace (true move, or merge into a same-named project)."""
+    if on_conflict not in ("block", "overwrite", "duplicate"):
+        fail("--on-conflict must be block, overwrite or duplicate")
+    ws, pj = scope(workspace, project)
+    body = {"from_workspace": ws, "project": pj, "to_workspace": to_workspace, "on_conflict": on_conflict,
+            "force": force}
+    with client(server, token) as c:
+        if not confirm:
+            _preview_then_refuse(c, "/admin/move-project", body, lambda d: (
+                f"Would move {ws}/{pj} to {to_workspace} via {d.get('moved_via')}"
+                + (f"; {len(d.get('conflicts') or [])} conflict(s)" if d.get("conflicts") else "") + "."),
+                "move-project")
+        data = c.post("/admin/move-project", {**body, "confirm": True})
+    emit(data, as_json, lambda d: typer.echo(
+        f"moved {ws}/{pj} to {to_workspace}/{pj} via {d.get('moved_via')}"
+        + "".join(f"\n  conflict {x['path']} -> {x['moved_to']}" for x in d.get("conflicts") or [])))
+
+
+def move_session(
+    session_id: str = typer.Argument(None, help="Session id (or use --from-project)."),
+    from_project: str = typer.Option(None, "--from-project", help="Move every session of this project."),
+    from_workspace: str = typer.Option(None, "--from-workspace"),
+    to: str = typer.Option(..., "--to", help="Destination project."),
+    to_workspace: str = typer.Option(None, "--to-workspace"),
+    pages: str = typer.Option("move", "--pages", help="move|regenerate"),
+    confirm: bool = typer.Option(False, "--confirm"), force: bool = typer.Option(False, "--force"),
+    create: bool = typer.Option(False, "--create", help="Create the destination project."),
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Re-stamp a session (or every session of a project) into another project. Dry run by default."""
+    if (session_id is None) == (from_project is None):
+        fail("give a session id or --from-project (not both)")
+    if pages not in ("move", "regenerate"):
+        fail("--pages must be move or regenerate")
+    body = {"session_id": session_id, "from_project": from_project,
+            "from_workspace": from_workspace or load_settings().workspace_default, "workspace": to_workspace,
+            "project": to, "pages": pages, "confirm": confirm, "force": force, "create": create}
+    with client(server, token) as c:
+        data = c.post("/admin/move-session", body)
+
+    def human(d: dict) -> None:
+        reports = d.get("sessions") or [d]
+        verb = "would move" if d.get("dry_run") else "moved"
+        for r in reports:
+            s = r.get("summary", {})
+            typer.echo(f"{verb} session {r.get('session_id')} to {r['to']['workspace']}/{r['to']['project']}: "
+                       f"{s.get('observations', 0)} observations, {s.get('handoffs', 0)} handoffs, page {r.get('page')}")
+            for sc in r.get("source_scopes") or []:
+                typer.echo(f"    {sc['workspace']}/{sc['project']}: {sc['observations']} observation(s)")
+        if d.get("would_create_project"):
+            typer.echo("would create project")
+        if d.get("dry_run"):
+            typer.echo("dry run: re-run with --confirm to apply")
+
+    emit(data, as_json, human)
+
+
+
+
+def register(app: typer.Typer) -> None:
+    """Add the lifecycle commands to the ``aimem`` app."""
+    for name, fn in (
+        ("purge-session", purge_session), ("purge-project", purge_project), ("rename-project", rename_project),
+        ("rename-workspace", rename_workspace), ("move-project", move_project), ("move-session", move_session),
+    ):
+        app.command(name)(fn)

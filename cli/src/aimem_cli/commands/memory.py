@@ -1,0 +1,179 @@
+"""Reads and page writes of the memory over the query API: ``status``, ``search``,
+``read-page``, ``write-page``, ``delete-page``, ``recent``, ``handoffs``, ``checkpoints``,
+``restore-page``.
+
+Server and token come from ``--server``/``--token`` or settings (env ``AIMEM_SERVER_URL`` /
+``AIMEM_AUTH__TOKEN`` or config.toml); read commands take ``--json``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from aimem_cli.commands.base import (
+    JsonOpt, PjOpt, ServerOpt, TokenOpt, WsOpt, client, emit, fail, project_prefix, scope, table,
+)
+
+
+def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """Show store counts, versions, data dir, DB size, writer lag and the last checkpoint."""
+    with client(server, token) as c:
+        data = c.get("/admin/status")
+
+    def human(d: dict) -> None:
+        typer.echo(f"aimem {d.get('version')}  schema v{d.get('schema_version')}  data dir {d.get('data_dir')}")
+        typer.echo(f"db {d.get('db_bytes', 0) / 1e6:.1f} MB  writer lag {d.get('writer_lag')}"
+                   f"  dead letters {d.get('dead_letters_open', 0)}")
+        last = d.get("last_checkpoint") or {}
+        typer.echo(f"last checkpoint {last.get('short', '-')} {last.get('time', '')}")
+        typer.echo("  ".join(f"{k}={v}" for k, v in (d.get("counts") or {}).items()))
+        table(d.get("projects") or [], ["workspace", "project", "pages", "sessions"])
+
+    emit(data, as_json, human)
+
+
+def search(
+    query: str = typer.Argument(..., help="The question."),
+    workspace: str = WsOpt, project: str = PjOpt,
+    all_projects: bool = typer.Option(False, "--all", help="Search every project you can read."),
+    limit: int = typer.Option(10, "--limit", min=1, max=100),
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Search the memory (FTS + entities + links, fused)."""
+    ws, pj = scope(workspace, project)
+    params: dict[str, Any] = {"q": query, "limit": limit}
+    if all_projects:
+        params["global"] = "true"
+    else:
+        params.update(workspace=ws, project=pj)
+    with client(server, token) as c:
+        data = c.get("/api/v1/search", **params)
+
+    def human(d: dict) -> None:
+        table(d.get("hits") or [], ["score", "project", "path", "title", "snippet"], empty="no hits")
+        if d.get("raw_hits"):
+            typer.echo("\nraw observations:")
+            table(d["raw_hits"], ["session_id", "kind", "snippet"])
+
+    emit(data, as_json, human)
+
+
+def read_page(
+    path: str = typer.Argument(..., help="Page path, e.g. decisions/0001.md."),
+    workspace: str = WsOpt, project: str = PjOpt,
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Print one live page (body; --json for frontmatter, links and backlinks too)."""
+    ws, pj = scope(workspace, project)
+    with client(server, token) as c:
+        data = c.get(f"{project_prefix(ws, pj)}/page", path=path)
+    emit(data, as_json, lambda d: typer.echo(f"# {d.get('title')}  ({d.get('path')}, id {d.get('page_id', d.get('id'))})\n\n{d.get('body', '')}"))
+
+
+def write_page(
+    path: str = typer.Argument(..., help="Page path, e.g. decisions/0002.md."),
+    file: Path = typer.Option(None, "--file", "-f", help="Read the body from this file (default: stdin)."),
+    title: str = typer.Option(None, "--title"),
+    create_only: bool = typer.Option(False, "--create-only", help="Fail if the page exists."),
+    expected_page_id: int = typer.Option(None, "--expected-page-id", help="Fail unless the live version id is this."),
+    workspace: str = WsOpt, project: str = PjOpt,
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Create or supersede a page (markdown, optional frontmatter)."""
+    ws, pj = scope(workspace, project)
+    try:
+        body = file.read_text("utf-8") if file else sys.stdin.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"cannot read the page body: {exc}")
+    payload = {"workspace": ws, "project": pj, "path": path, "body": body, "title": title,
+               "create_only": create_only, "expected_page_id": expected_page_id}
+    with client(server, token) as c:
+        data = c.post("/admin/pages", payload)
+    emit(data, as_json, lambda d: typer.echo(
+        f"{'created' if d.get('created') else ('updated' if d.get('changed') else 'unchanged')} "
+        f"{ws}/{pj}:{d.get('path')} (page {d.get('page_id')}, version {d.get('version')})"))
+
+
+def delete_page(
+    path: str = typer.Argument(...), workspace: str = WsOpt, project: str = PjOpt,
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Delete a live page (its history stays in git and as retired versions)."""
+    ws, pj = scope(workspace, project)
+    with client(server, token) as c:
+        data = c.request("DELETE", "/admin/pages", params={"workspace": ws, "project": pj, "path": path})
+    emit(data, as_json, lambda d: typer.echo(f"{'deleted' if d.get('deleted') else 'no live page at'} {ws}/{pj}:{path}"))
+
+
+def recent(
+    workspace: str = WsOpt, project: str = PjOpt, limit: int = typer.Option(20, "--limit", min=1, max=500),
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Recently updated pages of a project, newest first."""
+    ws, pj = scope(workspace, project)
+    with client(server, token) as c:
+        data = c.get(f"{project_prefix(ws, pj)}/recent", limit=limit)
+    emit(data, as_json, lambda d: table(d if isinstance(d, list) else d.get("pages", []),
+                                       ["updated_at", "path", "title", "kind"]))
+
+
+def handoffs(
+    workspace: str = WsOpt, project: str = PjOpt,
+    status_: str = typer.Option("open", "--status", help="open|accepted|expired|any"),
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """List handoffs of a project (without claiming them)."""
+    ws, pj = scope(workspace, project)
+    with client(server, token) as c:
+        data = c.get(f"{project_prefix(ws, pj)}/handoffs", status=status_)
+    emit(data, as_json, lambda d: table(d, ["id", "status", "automatic", "created_at", "cwd", "title"]))
+
+
+def checkpoints(
+    limit: int = typer.Option(20, "--limit", min=1, max=1000),
+    path: str = typer.Option(None, "--path", help="Only checkpoints that changed this page."),
+    workspace: str = WsOpt, project: str = PjOpt,
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """List wiki git checkpoints, newest first (the short id is enough for restore-page)."""
+    params: dict[str, Any] = {"limit": limit}
+    if path:
+        ws, pj = scope(workspace, project)
+        params.update(workspace=ws, project=pj, path=path)
+    with client(server, token) as c:
+        data = c.get("/admin/checkpoints", **params)
+    emit(data, as_json, lambda d: table(d.get("checkpoints", []), ["short", "time", "message"]))
+
+
+def restore_page(
+    path: str = typer.Option(None, "--path", help="Page path (required with --from)."),
+    rev: str = typer.Option(None, "--from", help="Checkpoint id (from `aimem checkpoints`)."),
+    page_id: int = typer.Option(None, "--page-id", help="A retained page version id instead of --from."),
+    workspace: str = WsOpt, project: str = PjOpt,
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Write one page back from a checkpoint or a retained version (a new latest version)."""
+    if (rev is None) == (page_id is None):
+        fail("give exactly one of --from or --page-id")
+    ws, pj = scope(workspace, project)
+    with client(server, token) as c:
+        data = c.post("/admin/restore-page", {"workspace": ws, "project": pj, "path": path, "from": rev,
+                                              "page_id": page_id})
+    emit(data, as_json, lambda d: typer.echo(
+        f"restored {ws}/{pj}:{d.get('path')} as page {d.get('page_id')} from {d.get('restored_from')}"))
+
+
+
+
+def register(app: typer.Typer) -> None:
+    """Add the memory commands to the ``aimem`` app."""
+    for name, fn in (
+        ("status", status), ("search", search), ("read-page", read_page), ("write-page", write_page),
+        ("delete-page", delete_page), ("recent", recent), ("handoffs", handoffs), ("checkpoints", checkpoints),
+        ("restore-page", restore_page),
+    ):
+        app.command(name)(fn)

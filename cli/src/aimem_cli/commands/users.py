@@ -1,0 +1,96 @@
+"""Users, their grants and API keys over ``/admin``: ``aimem user ...``, ``aimem api-key ...``.
+"""
+
+from __future__ import annotations
+
+
+import typer
+
+from aimem_cli.commands.base import JsonOpt, ServerOpt, TokenOpt, client, emit, table
+
+
+user_app = typer.Typer(help="Manage users (and their grants).", no_args_is_help=True)
+key_app = typer.Typer(help="Manage API keys (aim_...).", no_args_is_help=True)
+
+
+@user_app.command("list")
+def user_list(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """List users."""
+    with client(server, token) as c:
+        data = c.get("/admin/users")
+    emit(data, as_json, lambda d: table(d["users"], ["name", "is_root", "keys", "created_at"]))
+
+
+@user_app.command("create")
+def user_create(name: str, root: bool = typer.Option(False, "--root", help="May use /admin."),
+                server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """Create a user."""
+    with client(server, token) as c:
+        data = c.post("/admin/users", {"name": name, "is_root": root})
+    emit(data, as_json, lambda d: typer.echo(f"created user {name}{' (root)' if root else ''}"))
+
+
+@user_app.command("delete")
+def user_delete(name: str, server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """Delete a user with its keys and grants."""
+    with client(server, token) as c:
+        data = c.request("DELETE", f"/admin/users/{name}")
+    emit(data, as_json, lambda d: typer.echo(f"deleted user {name} ({d.get('api_keys_deleted')} keys)"))
+
+
+@user_app.command("grant")
+def user_grant(
+    name: str, workspace: str = typer.Option("*", "--workspace", "-w"), project: str = typer.Option("*", "--project", "-p"),
+    write: bool = typer.Option(False, "--write", help="Read and write (default: read only)."),
+    remove: bool = typer.Option(False, "--remove"),
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Grant (or --remove) a user's access to a workspace/project (names or *)."""
+    with client(server, token) as c:
+        data = c.request("PUT", "/admin/grants", json={"user": name, "workspace": workspace, "project": project,
+                                                       "can_read": True, "can_write": write, "remove": remove})
+    emit(data, as_json, lambda d: typer.echo(
+        f"{'removed' if remove else 'granted'} {name} {'read/write' if write else 'read'} on {workspace}/{project}"))
+
+
+@user_app.command("grants")
+def user_grants(name: str = typer.Argument(None), server: str = ServerOpt, token: str = TokenOpt,
+                as_json: bool = JsonOpt) -> None:
+    """List grants (of one user, or all)."""
+    with client(server, token) as c:
+        data = c.get("/admin/grants", user=name)
+    emit(data, as_json, lambda d: table(d["grants"], ["user", "workspace", "project", "can_read", "can_write"]))
+
+
+@key_app.command("create")
+def key_create(user: str, name: str = typer.Option(None, "--name"),
+               server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """Create an API key for a user; the key is shown once."""
+    with client(server, token) as c:
+        data = c.post("/admin/api-keys", {"user": user, "name": name})
+    emit(data, as_json, lambda d: typer.echo(f"{d['key']}\n(key id {d['id']} for {user}; shown once, store it now)"))
+
+
+@key_app.command("list")
+def key_list(user: str = typer.Option(None, "--user"), server: str = ServerOpt, token: str = TokenOpt,
+             as_json: bool = JsonOpt) -> None:
+    """List API keys (prefixes only)."""
+    with client(server, token) as c:
+        data = c.get("/admin/api-keys", user=user)
+    emit(data, as_json, lambda d: table(d["api_keys"], ["id", "user", "name", "prefix", "created_at", "revoked_at"]))
+
+
+@key_app.command("revoke")
+def key_revoke(key_id: int, server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """Revoke an API key by id."""
+    with client(server, token) as c:
+        data = c.request("DELETE", f"/admin/api-keys/{key_id}")
+    emit(data, as_json, lambda d: typer.echo(f"key {key_id} {'revoked' if d.get('revoked') else 'was already revoked'}"))
+
+
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``aimem user`` and ``aimem api-key`` to the ``aimem`` app."""
+    app.add_typer(user_app, name="user")
+    app.add_typer(key_app, name="api-key")

@@ -1,0 +1,147 @@
+"""The one search orchestration behind ``memory_query`` (MCP), ``/api/v1/search`` (REST) and
+every later caller: names → scopes → grant check → the question's vector → hybrid search →
+``_global`` preference hits → access bumps.
+
+``search(pool, embedder, principal, request, settings=...)`` is the entry point; the
+interfaces only turn their arguments into a ``SearchRequest`` and the result into their
+reply. Ranking itself is ``search.memory_query`` (FTS + entities + links + vectors, RRF,
+authority); this module decides *what* is searched and what follows a search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aimem_common.config import Settings
+from aimem_common.models import GLOBAL_PROJECT, Scope, validate_name
+from aimem_common.read import scopes as scopes_mod
+from aimem_common.read.access import AccessThrottle, publish_access
+from aimem_common.read.pool import ReaderPool
+from aimem_common.read.query_embed import QueryEmbedder, QueryEmbedding, annotate
+from aimem_common.read.search import QueryOptions, memory_query, resolve_search_scopes
+
+if TYPE_CHECKING:
+    from aimem_common.auth import Principal
+    from aimem_common.bus import Bus
+
+GLOBAL_SCOPE_LIMIT = 5  # ``global_scope_hits`` per default-scoped search
+
+
+@dataclass(frozen=True, slots=True)
+class SearchRequest:
+    """One search, as every interface states it.
+
+    ``workspace`` defaults to ``settings.workspace_default``; ``project`` and ``scopes``
+    (``"project"`` or ``"workspace/project"`` each) are unioned; ``global_`` searches every
+    project the principal may read. ``limit`` None = ``settings.query.default_limit``.
+    """
+
+    query: str
+    workspace: str | None = None
+    project: str | None = None
+    scopes: Sequence[str] = ()
+    global_: bool = False
+    limit: int | None = None
+    explain: bool = False
+    include_expired: bool = False
+    include_superseded: bool = False
+
+    @property
+    def default_scoped(self) -> bool:
+        """True for a plain one-project search (the case that also gets ``_global`` hits)."""
+        return bool(self.project) and not self.scopes and not self.global_ and self.project != GLOBAL_PROJECT
+
+
+async def search(
+    pool: ReaderPool,
+    embedder: QueryEmbedder | None,
+    principal: "Principal",
+    request: SearchRequest,
+    *,
+    settings: Settings,
+    bus: "Bus | None" = None,
+    throttle: AccessThrottle | None = None,
+) -> dict[str, Any]:
+    """Run one search for ``principal``; return the ``memory_query`` result.
+
+    Shape: ``{"hits": [Hit ≤ limit], "raw_hits": [RawHit], "global_scope_hits"?: [Hit ≤ 5]}``
+    plus, with ``explain``, ``streams_active``, ``streams_skipped``, ``fts_query``,
+    ``query_embed_ms``? and per-hit ``score_details`` (each stream's rank and score).
+    ``global_scope_hits`` come from the workspace's ``_global`` project (the user's
+    preferences) on a default-scoped search when it exists and is readable. One embedding
+    serves both searches; an embedder that fails or times out only drops the vector stream.
+    With ``bus`` and ``throttle`` the page hits get their ``page.access`` bump before it
+    returns (``record_access``: at most once a minute per page, best effort).
+
+    Raises:
+        BadRequestError: an invalid workspace/project name, a malformed scope ref, or no
+            project, scopes or global (``scope_required``).
+        NotFoundError: an unknown workspace or project (fail closed).
+        ForbiddenError: a named scope the principal may not read.
+        UnavailableError: the read ran past the pool's budget (``query_timeout``).
+    """
+    ws = validate_name(request.workspace or settings.workspace_default, "workspace")
+    if request.project:
+        validate_name(request.project, "project")
+    found = await pool.run(resolve_search_scopes, workspace=ws, project=request.project,
+                           scopes=request.scopes, global_=request.global_)
+    scope_list = await readable_scopes(pool, principal, found)
+    opts = QueryOptions(
+        limit=request.limit or settings.query.default_limit,
+        explain=request.explain,
+        include_expired=request.include_expired,
+        include_superseded=request.include_superseded,
+        rrf_k=settings.retrieval.rrf_k,
+        snippet_words=settings.query.snippet_words,
+        raw_limit=settings.retrieval.raw_fallback_limit,
+    )
+    qe = await embedder.embed(request.query) if embedder is not None else QueryEmbedding(None)
+    result = await pool.run(memory_query, request.query, scope_list, options=opts, vector=qe.vector)
+    annotate(result, qe, explain=request.explain)
+    if request.default_scoped:
+        g = await pool.run(_global_scope, ws)
+        if g is not None and principal.can_read(g.workspace, g.project):
+            gopts = QueryOptions(limit=GLOBAL_SCOPE_LIMIT, snippet_words=opts.snippet_words, raw_fallback=False)
+            result["global_scope_hits"] = (
+                await pool.run(memory_query, request.query, [g], options=gopts, vector=qe.vector)
+            )["hits"]
+    if bus is not None and throttle is not None:
+        await record_access(bus, throttle, result, actor=principal.name)
+    return result
+
+
+async def record_access(bus: "Bus", throttle: AccessThrottle, result: dict[str, Any], *, actor: str) -> int:
+    """Publish the ``page.access`` bumps of a ``search`` result's page hits (``hits`` and
+    ``global_scope_hits``), throttled to once a minute per page; best effort, never raises.
+
+    ``search`` calls it when given ``bus`` and ``throttle``; an HTTP route may instead run it
+    after its reply is sent. Returns the number of page ids published.
+    """
+    hits = list(result.get("hits", [])) + list(result.get("global_scope_hits", []))
+    return await publish_access(bus, throttle, hits, actor=actor)
+
+
+async def readable_scopes(pool: ReaderPool, principal: "Principal", found: list[Scope] | None) -> list[Scope] | None:
+    """Keep the scopes ``principal`` may read.
+
+    ``None`` (every project) stays ``None`` for root and becomes the readable projects
+    otherwise; an explicitly named scope that is not readable is refused, never dropped.
+
+    Raises:
+        ForbiddenError: a named scope the principal may not read.
+    """
+    if found is None:
+        if principal.is_root:
+            return None
+        every = await pool.run(scopes_mod.all_scopes)
+        return [s for s in every if principal.can_read(s.workspace, s.project)]
+    for s in found:
+        principal.require_read(s.workspace, s.project)
+    return found
+
+
+def _global_scope(conn: Any, workspace: str) -> Scope | None:
+    """The workspace's ``_global`` preferences scope, or None when it was never written."""
+    return scopes_mod.find(conn, workspace, GLOBAL_PROJECT)

@@ -1,1 +1,0 @@
-"""Test support shipped with aimem-common (importable from every test directory)."""

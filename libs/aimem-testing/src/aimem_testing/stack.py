@@ -1,0 +1,194 @@
+"""Real service processes for tests and benchmarks: one service, or the whole local stack.
+
+* ``ServiceProc(settings, "writer", log_dir).start()`` runs ``python -m aimem_writer`` with the
+  environment that makes it load exactly ``settings`` and waits for its ``/healthz``.
+* ``LocalStack(data_dir, log_dir).start()`` picks free ports, runs ``python -m aimem_cli up``
+  in its own session and waits for every service's ``/healthz``; ``stop()`` sends SIGINT
+  (Ctrl-C) and reaps it, SIGKILLing the process group if it hangs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from aimem_common import config
+from aimem_common.config import PORT_OFFSETS
+from aimem_common.natsserver import free_port
+
+
+def free_port_block(n: int = 5) -> int:
+    """Return a base port with ``n`` consecutive free TCP ports on 127.0.0.1."""
+    for _ in range(100):
+        base = free_port()
+        if base + n > 65000:
+            continue
+        socks: list[socket.socket] = []
+        try:
+            for i in range(n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", base + i))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no block of free ports")
+
+
+def healthy(url: str) -> bool:
+    """True when ``GET <url>/healthz`` answers 200 within half a second."""
+    try:
+        return httpx.get(url + "/healthz", timeout=0.5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def log_tail(paths: list[Path], chars: int = 3000) -> str:
+    """The last ``chars`` characters of each log file, headed by its name."""
+    return "\n".join(f"== {p.name}\n{p.read_text(errors='replace')[-chars:]}" for p in paths if p.exists())
+
+
+def settings_env(settings: config.Settings, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment that makes a child service load exactly ``settings``' key values."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
+    env.update(
+        AIMEM_DATA_DIR=str(settings.data_dir),
+        AIMEM_PORT_BASE=str(settings.port_base),
+        AIMEM_BUS__NATS_URL=settings.bus.nats_url,
+        PYTHONUNBUFFERED="1",
+    )
+    if settings.auth.token:
+        env["AIMEM_AUTH__TOKEN"] = settings.auth.token
+    env.update(extra or {})
+    return env
+
+
+class ServiceProc:
+    """One real service process (``python -m aimem_<svc>``) for integration tests."""
+
+    def __init__(self, settings: config.Settings, service: str, log_dir: Path, extra_env: dict[str, str] | None = None):
+        self.settings = settings
+        self.service = service
+        self.log_path = Path(log_dir) / f"{service}.log"
+        self.env = settings_env(settings, extra_env)
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.settings.port(self.service)}"
+
+    def start(self, timeout_s: float = 20.0) -> "ServiceProc":
+        """Start and wait for ``/healthz`` 200.
+
+        Raises:
+            RuntimeError: the process exited, or was not healthy within ``timeout_s`` (with
+                the tail of its log).
+        """
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", config.SERVICE_MODULES[self.service]], env=self.env, stdout=log, stderr=log,
+            start_new_session=True,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.service} exited {self.proc.returncode}:\n{log_tail([self.log_path])}")
+            if healthy(self.url):
+                return self
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.service} not healthy in {timeout_s} s:\n{log_tail([self.log_path])}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Send ``sig`` and wait (SIGKILL after 15 s). Idempotent."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL (crash tests)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+class LocalStack:
+    """The five services + NATS via ``aimem up``, on free ports, data in ``data_dir``."""
+
+    def __init__(self, data_dir: Path, log_dir: Path, extra_env: dict[str, str] | None = None):
+        self.data_dir = Path(data_dir)
+        self.log_dir = Path(log_dir)
+        self.port_base = free_port_block()
+        self.nats_port = free_port()
+        self.extra_env = extra_env or {}
+        self.proc: subprocess.Popen | None = None
+
+    def url(self, service: str) -> str:
+        """Base URL of ``service`` (``ingress``, ``query``, ``mcp-gateway``, ``writer``, ``maintainer``)."""
+        return f"http://127.0.0.1:{self.port_base + PORT_OFFSETS[service]}"
+
+    @property
+    def nats_url(self) -> str:
+        return f"nats://127.0.0.1:{self.nats_port}"
+
+    def start(self, timeout_s: float = 45.0) -> "LocalStack":
+        """Start and wait until every ``/healthz`` answers 200.
+
+        Raises:
+            RuntimeError: not healthy within ``timeout_s`` (with the tail of the logs).
+        """
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
+        env.update(self.extra_env)
+        with open(self.log_dir / "up.log", "ab") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "aimem_cli", "up", "--data-dir", str(self.data_dir),
+                 "--port-base", str(self.port_base), "--nats-port", str(self.nats_port),
+                 "--log-dir", str(self.log_dir)],
+                env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout_s
+        pending = list(PORT_OFFSETS)
+        while pending and time.monotonic() < deadline:
+            for svc in list(pending):
+                if healthy(self.url(svc)):
+                    pending.remove(svc)
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        if pending:
+            logs = log_tail(sorted(self.log_dir.glob("*.log")), 1500)
+            self.stop()
+            raise RuntimeError(f"stack not healthy: {pending}\n{logs}")
+        return self
+
+    def stop(self) -> None:
+        """Ctrl-C the supervisor and wait; SIGKILL the group after 30 s. Idempotent."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+
+    def __enter__(self) -> "LocalStack":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

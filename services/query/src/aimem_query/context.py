@@ -1,0 +1,20 @@
+"""``QueryContext``: what the query lifespan builds once (on ``app.state.ctx``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aimem_common.read.access import AccessThrottle
+from aimem_common.read.pool import ReaderPool
+from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.service import ServiceContext
+
+
+@dataclass(slots=True, kw_only=True)
+class QueryContext(ServiceContext):
+    """The shared parts plus the query embedder (None-safe: FTS only without a provider) and
+    the access-count throttle of search hits."""
+
+    read_pool: ReaderPool
+    embedder: QueryEmbedder
+    access: AccessThrottle
