@@ -70,7 +70,8 @@ def generate(db: Path, n_pages: int, n_projects: int, seed: int = 7) -> list[Sco
     conn.execute("INSERT INTO workspaces VALUES (?, 'default', '2026-01-01T00:00:00Z')", (ws,))
     for i in range(n_projects):
         pj = uuid.uuid4().hex
-        conn.execute("INSERT INTO projects VALUES (?, ?, ?, '2026-01-01T00:00:00Z')", (pj, ws, f"p{i}"))
+        conn.execute("INSERT INTO projects(id, workspace_id, name, created_at) VALUES (?, ?, ?, '2026-01-01T00:00:00Z')",
+                     (pj, ws, f"p{i}"))
         scopes.append(Scope("default", f"p{i}", ws, pj))
     ent_names = [" ".join(z.sample(rng.choice((1, 1, 2)))) for _ in range(3000)]
     ent_ids: dict[tuple[str, str], int] = {}

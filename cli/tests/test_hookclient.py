@@ -199,3 +199,41 @@ def test_lone_surrogates_become_replacement_chars_and_the_event_is_delivered(tmp
     assert up.returncode == 0
     [req] = fake_ingress.hook_requests()
     assert json.loads(req["body"])["prompt"] == "x\ufffdy"
+
+
+def test_identity_travels_with_the_event_and_capture_rules_drop_in_the_client(tmp_path, fake_ingress, hook):
+    from urllib.parse import parse_qs, urlsplit
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text('[remote "origin"]\n\turl = git@github.com:acme/repo.git\n')
+    (repo / "sub").mkdir()
+    prompt = {**PROMPT, "cwd": str(repo / "sub")}
+    proc, _ = hook(["--agent", "claude-code", "--event", "UserPromptSubmit"], prompt, data_dir=tmp_path / "c",
+                   url=fake_ingress.url)
+    [req] = fake_ingress.hook_requests()
+    q = {k: v[0] for k, v in parse_qs(urlsplit(req["path"]).query).items()}
+    assert (q["project"], q["root"], q["origin"]) == ("repo", str(repo), "github.com/acme/repo")
+    assert "named" not in q and float(q["ts"]) > 0
+
+    (repo / ".aimem.toml").write_text('project = "named"\nexclude = ["secrets/**"]\n')
+    read = {**PROMPT, "cwd": str(repo), "hook_event_name": "PreToolUse", "tool_name": "Read",
+            "tool_input": {"file_path": str(repo / "secrets" / "k.txt")}}
+    patch = {**PROMPT, "cwd": str(repo), "hook_event_name": "PreToolUse", "tool_name": "apply_patch",
+             "tool_input": {"input": "*** Begin Patch\n*** Update File: secrets/k.txt\n@@\n-a\n+b\n"}}
+    for payload in (read, patch):
+        hook(["--agent", "claude-code", "--event", "PreToolUse"], payload, data_dir=tmp_path / "c",
+             url=fake_ingress.url)
+    assert len(fake_ingress.hook_requests()) == 1 and spooled(tmp_path / "c") == []
+    hook(["--agent", "claude-code", "--event", "UserPromptSubmit"], {**PROMPT, "cwd": str(repo)},
+         data_dir=tmp_path / "c", url=fake_ingress.url)
+    q = parse_qs(urlsplit(fake_ingress.hook_requests()[-1]["path"]).query)
+    assert q["project"] == ["named"] and q["named"] == ["1"]
+
+    (repo / ".aimem.toml").write_text("capture = false\n")
+    before = len(fake_ingress.requests)
+    start = {**PROMPT, "cwd": str(repo), "hook_event_name": "SessionStart"}
+    proc, _ = hook(["--agent", "claude-code", "--event", "SessionStart"], start, data_dir=tmp_path / "c",
+                   url=fake_ingress.url)
+    assert proc.stdout == b"" and len(fake_ingress.requests) == before
+    assert not (tmp_path / "c" / "spool" / "last-session.claude-code.json").exists()

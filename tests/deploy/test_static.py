@@ -34,6 +34,23 @@ def test_compose_config_quiet(compose_bin, extra):
     assert proc.returncode == 0, proc.stderr
 
 
+def test_compose_replication_and_cluster_profiles(compose_bin):
+    env = {"AIMEM_NATS_URL": "nats://nats-1:4222,nats://nats-2:4222,nats://nats-3:4222"}
+    proc = compose(compose_bin, "--profile", "replication", "--profile", "cluster", "config", "--format", "json",
+                   env=env)
+    assert proc.returncode == 0, proc.stderr
+    svcs = json.loads(proc.stdout)["services"]
+    assert svcs["litestream"]["command"] == ["aimem", "replicate-db"]
+    assert any(v["target"] == "/data" for v in svcs["litestream"]["volumes"])
+    for i in (1, 2, 3):
+        cmd = svcs[f"nats-{i}"]["command"]
+        assert cmd[cmd.index("--name") + 1] == f"nats-{i}" and "-routes" in cmd
+        assert any(v["source"] == f"nats-{i}-data" for v in svcs[f"nats-{i}"]["volumes"])
+    assert svcs["writer"]["environment"]["AIMEM_BUS__NATS_URL"] == env["AIMEM_NATS_URL"]
+    plain = compose(compose_bin, "config", "--services")
+    assert not {"litestream", "nats-1"} & set(plain.stdout.split())  # off unless asked for
+
+
 def test_compose_test_override_config(compose_bin):
     proc = compose(compose_bin, "config", "--services", files=("compose.yaml", "compose.test.yaml"))
     assert proc.returncode == 0, proc.stderr
@@ -171,6 +188,72 @@ def test_helm_render_validates(values):
 def test_helm_schema_rejects(bad):
     helm = pytest.importorskip("helm_python.chart", reason="helm-python-sdk not installed")
     with pytest.raises(Exception):
+        helm.Chart.load(REPO / "helm/aimem").render(bad, name="mem", namespace="aimem", is_install=True)
+
+
+CLUSTERED = {
+    "nats": {"cluster": {"replicas": 3}},
+    "replication": {"git": {"remote": "https://aimem:tok@git.example/aimem/wiki.git"},
+                    "litestream": {"enabled": True, "bucket": "aimem-db", "endpoint": "http://minio.storage:9000",
+                                   "accessKeyId": "AKIA-test", "secretAccessKey": "secret-test"}},
+}
+
+
+@pytest.mark.parametrize("values", [{}, CLUSTERED], ids=["single", "clustered-replicated"])
+def test_helm_cluster_and_replication_render(values):
+    """nats.cluster.replicas and replication.*: on and off, valid k8s, wired as documented."""
+    kv = pytest.importorskip("kubernetes_validate")
+    docs = render(values)
+    for doc in docs:
+        if not doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            kv.validate(doc, "1.30.0", strict=True)
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    sts = by[("StatefulSet", "mem-aimem-nats")]["spec"]
+    writer = by[("Deployment", "mem-aimem-writer")]["spec"]["template"]["spec"]
+    env = {e["name"]: e for e in writer["containers"][0]["env"]}
+    conf = by[("ConfigMap", "mem-aimem-nats-config")]["data"]["aimem.conf"]
+    if not values:
+        assert sts["replicas"] == 1 and "cluster {" not in conf and "affinity" not in sts["template"]["spec"]
+        assert env["AIMEM_BUS__STREAM_REPLICAS"]["value"] == "1"
+        assert [c["name"] for c in writer["containers"]] == ["writer"] and "initContainers" not in writer
+        assert not any(k[1] in ("mem-aimem-replication", "mem-aimem-litestream") for k in by)
+        return
+    assert sts["replicas"] == 3 and sts["volumeClaimTemplates"] and sts["podManagementPolicy"] == "Parallel"
+    anti = sts["template"]["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["topologyKey"] == "kubernetes.io/hostname"
+    for i in range(3):
+        assert f"nats://mem-aimem-nats-{i}.mem-aimem-nats-headless:6222" in conf
+    assert "$(POD_NAME)" in sts["template"]["spec"]["containers"][0]["args"]
+    assert env["AIMEM_BUS__NATS_URL"]["value"] == ",".join(
+        f"nats://mem-aimem-nats-{i}.mem-aimem-nats-headless:4222" for i in range(3))
+    assert env["AIMEM_BUS__STREAM_REPLICAS"]["value"] == "3"
+    # secrets never appear as plain values in a pod spec
+    assert env["AIMEM_REPLICATION__GIT_REMOTE"]["valueFrom"]["secretKeyRef"] == {"name": "mem-aimem-replication",
+                                                                               "key": "git-remote"}
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "mem-aimem-replication"
+    assert "tok@" not in yaml.safe_dump(by[("Deployment", "mem-aimem-writer")])
+    sidecar = next(c for c in writer["containers"] if c["name"] == "litestream")
+    assert sidecar["command"][:2] == ["litestream", "replicate"]
+    assert {m["mountPath"] for m in sidecar["volumeMounts"]} >= {"/data", "/etc/litestream"}
+    ls_conf = yaml.safe_load(by[("ConfigMap", "mem-aimem-litestream")]["data"]["litestream.yml"])
+    replica = ls_conf["dbs"][0]["replica"]
+    assert ls_conf["dbs"][0]["path"] == "/data/db/memory.sqlite" and ls_conf["socket"]["path"] == "/data/db/litestream.sock"
+    assert replica["bucket"] == "aimem-db" and replica["force-path-style"] is True
+    assert writer["initContainers"][0]["name"] == "restore" and "--from-replica" in writer["initContainers"][0]["command"][-1]
+    assert ("Secret", "mem-aimem-replication") in by
+
+
+@pytest.mark.parametrize("bad", [
+    {"nats": {"cluster": {"replicas": 2}}},                                   # no majority after a loss
+    {"nats": {"enabled": False, "externalUrl": "nats://n:4222", "cluster": {"replicas": 3}}},  # nothing to cluster
+    {"replication": {"litestream": {"enabled": True}}},                       # replicate to no bucket
+    {"replication": {"litestream": {"accessKeyId": "AKIA-only"}}},            # half a credential
+    {"replication": {"litestream": {"endpoint": "minio:9000"}}},              # not a URL
+    {"replication": {"lagAlertSeconds": 1}},                                  # alert on every sync
+], ids=["two-nats", "cluster-external", "no-bucket", "half-credential", "endpoint-not-url", "lag-alert-too-low"])
+def test_helm_schema_rejects_unsafe_cluster_and_replication(bad):
+    helm = pytest.importorskip("helm_python.chart", reason="helm-python-sdk not installed")
+    with pytest.raises(Exception, match="schema"):
         helm.Chart.load(REPO / "helm/aimem").render(bad, name="mem", namespace="aimem", is_install=True)
 
 

@@ -2,10 +2,15 @@
 
 Agents run this on every lifecycle event, so it must be fast and must never hurt them:
 
-1. read the payload from stdin, apply the event caps (below), append it to the spool with
-   a fresh idempotency key (``hookspool``);
+1. read the payload from stdin; resolve the project identity of its working directory
+   (``aimem_cli.identity``: nearest ``.aimem.toml``, else the git top level, else the cwd)
+   and apply the marker's capture rules: with ``capture = false``, or when the event names
+   an excluded file, stop here (nothing is spooled, sent or logged);
+   apply the event caps (below), append it with its identity to the spool with a fresh
+   idempotency key (``hookspool``);
 2. session end: hand delivery to a detached ``--drain`` process and exit at once;
-3. otherwise POST it to ``<ingress_url>/hook`` within ``EVENT_BUDGET_S`` of process start
+3. otherwise POST it to ``<ingress_url>/hook?…&workspace=&project=&root=&origin=&named=``
+   within ``EVENT_BUDGET_S`` of process start
    (a down or hung server costs at most that), mark it done on an answer;
 4. re-send a few older spooled entries with what is left of the budget (bounded drain);
 5. session start: fetch ``/hook/session-start-context`` (only when the server answered
@@ -14,7 +19,8 @@ Agents run this on every lifecycle event, so it must be fast and must never hurt
    ``additional_context``; Copilot CLI ignores sessionStart output, so nothing).
 
 ``AIMEM_HOOK_BUDGET_MS`` raises the 150 ms budget (a server over a slow link);
-``AIMEM_HOOK_DEBUG=1`` writes the timings to stderr. Exit status is always 0 and nothing but the context JSON goes to stdout.
+``AIMEM_HOOK_DEBUG=1`` writes the timings to stderr; ``AIMEM_HOOK_IDENTITY=off`` skips
+identity resolution and capture rules (the server then falls back to the cwd's name). Exit status is always 0 and nothing but the context JSON goes to stdout.
 
 Configuration (the one config read outside ``aimem_common.config.load``, allowed for
 speed: pydantic alone costs ~100 ms to import): ``AIMEM_INGRESS_URL``, else
@@ -36,6 +42,7 @@ from typing import Any
 
 from aimem_cli import hooknet
 from aimem_cli.hookspool import Spool
+from aimem_cli.identity import Identity, resolve
 
 # Duplicated from aimem_ingress.normalize / aimem_common.sanitize on purpose: importing
 # those would pull pydantic into every hook call. The server re-applies the same caps.
@@ -85,10 +92,17 @@ def _run(argv: list[str], t0: float) -> None:
     payload = _read_stdin()
     if payload is None:
         return
+    ident = event_identity(payload, env)
+    if ident is not None and not capture_allowed(ident, payload):
+        if env.get("AIMEM_HOOK_DEBUG"):
+            _note("not captured (.aimem.toml capture rules)")
+        return  # never spooled, sent or logged: the marker's capture rules say so
     payload = cap_payload(payload)
     event = args.get("event") or _payload_event(payload)
     entry = {"k": f"{agent}:{os.urandom(12).hex()}", "ts": time.time(), "agent": agent,
              "event": event, "ext": args.get("extension"), "cwd": _cwd(), "p": payload}
+    if ident is not None:
+        entry["id"] = ident.as_query()
     spool.append(entry)
     name = (event or "").casefold()
     if name in _START:
@@ -253,6 +267,61 @@ def _payload_event(payload: dict[str, Any]) -> str | None:
     return None
 
 
+_CWD_KEYS = ("cwd", "directory")
+# Keys whose string values name a file in tool inputs/outputs of every client we read.
+FILE_KEYS = frozenset(("file_path", "filePath", "path", "notebook_path", "target_file", "absolute_path",
+                       "file", "filename", "paths", "files"))
+_PATCH_FILE = "*** "  # apply_patch: "*** Update File: src/x.py"
+MAX_PATH_SCAN = 256
+
+
+def event_identity(payload: dict[str, Any], env: Any) -> Identity | None:
+    """Resolve the project identity of the event's working directory (``aimem_cli.identity``).
+
+    The directory is the payload's own (``cwd``, OpenCode ``directory``, Cursor
+    ``workspace_roots[0]``), else this process's. ``AIMEM_HOOK_IDENTITY=off`` skips it
+    (the server then falls back to the cwd's basename, as for clients posting directly).
+    """
+    if env.get("AIMEM_HOOK_IDENTITY") == "off":
+        return None
+    cwd = next((payload[k] for k in _CWD_KEYS if isinstance(payload.get(k), str) and payload[k]), None)
+    roots = payload.get("workspace_roots")
+    if cwd is None and isinstance(roots, list) and roots and isinstance(roots[0], str):
+        cwd = roots[0]
+    cwd = cwd or _cwd()
+    return resolve(cwd) if cwd else None
+
+
+def capture_allowed(ident: Identity, payload: dict[str, Any]) -> bool:
+    """False when the marker says ``capture = false`` or a file the event names is excluded."""
+    if not ident.capture:
+        return False
+    if not ident.exclude:
+        return True
+    return all(ident.should_capture(p) for p in event_paths(payload))
+
+
+def event_paths(value: Any, key: str = "", depth: int = 0, out: list[str] | None = None) -> list[str]:
+    """File paths an event names: values under ``FILE_KEYS`` and ``apply_patch`` file headers."""
+    out = [] if out is None else out
+    if depth > 8 or len(out) >= MAX_PATH_SCAN:
+        return out
+    if isinstance(value, dict):
+        for k, v in value.items():
+            event_paths(v, str(k), depth + 1, out)
+    elif isinstance(value, list):
+        for v in value[:MAX_LIST_ITEMS]:
+            event_paths(v, key, depth + 1, out)
+    elif isinstance(value, str):
+        if key in FILE_KEYS and value and "\n" not in value:
+            out.append(value)
+        elif _PATCH_FILE in value and " File: " in value:
+            for line in value.splitlines():
+                if line.startswith(_PATCH_FILE) and " File: " in line:
+                    out.append(line.split(" File: ", 1)[1].strip())
+    return out
+
+
 def _cwd() -> str | None:
     try:
         return os.getcwd()
@@ -272,6 +341,15 @@ def _query(entry: dict[str, Any]) -> dict[str, str]:
     for name, field in (("event", "event"), ("extension", "ext"), ("cwd", "cwd")):
         if entry.get(field):
             q[name] = str(entry[field])
+    if isinstance(entry.get("ts"), (int, float)):
+        q["ts"] = f"{entry['ts']:.3f}"  # when the hook ran: a late re-send keeps its time
+    ident = entry.get("id")
+    if isinstance(ident, dict):
+        payload = entry.get("p") if isinstance(entry.get("p"), dict) else {}
+        for name, value in ident.items():
+            # A payload naming its own workspace/project keeps it (explicit fields win).
+            if isinstance(value, str) and not isinstance(payload.get(name), str):
+                q[name] = value
     return q
 
 
@@ -353,6 +431,7 @@ def _drain(spool: Spool, cfg: dict[str, str | None], *, deadline: float, skip: s
     return len(done)
 
 
+NOT_CAPTURED = 0
 _SESSION_KEYS = ("session_id", "sessionId", "conversation_id", "sessionID", "thread-id")
 END_EVENTS = {"claude-code": "SessionEnd", "codex": "SessionEnd", "gemini-cli": "SessionEnd",
               "cursor": "sessionEnd", "copilot-cli": "sessionEnd", "opencode": "session.deleted",
@@ -377,7 +456,8 @@ def finalize_session(agent: str, *, session_id: str | None = None, cwd: str | No
 
     ``session_id`` defaults to the agent's latest session-start seen by this client.
     Returns ``(session_id, HTTP status or None)``; the event is spooled first, so an
-    unreachable server gets it on a later drain.
+    unreachable server gets it on a later drain. ``NOT_CAPTURED`` (0) instead of a status:
+    the directory's ``.aimem.toml`` says ``capture = false``, nothing was sent.
     """
     env = os.environ
     data_dir = client_data_dir(env)
@@ -392,8 +472,13 @@ def finalize_session(agent: str, *, session_id: str | None = None, cwd: str | No
     cwd = cwd or _cwd()
     payload = {"session_id": session_id, "sessionID": session_id, "conversation_id": session_id,
                "cwd": cwd, "directory": cwd, "reason": "finalize-session"}
+    ident = event_identity(payload, env)
+    if ident is not None and not ident.capture:
+        return session_id, NOT_CAPTURED
     entry = {"k": f"{agent}:{os.urandom(12).hex()}", "ts": time.time(), "agent": agent,
              "event": END_EVENTS.get(agent, "session-end"), "ext": None, "cwd": cwd, "p": payload}
+    if ident is not None:
+        entry["id"] = ident.as_query()
     spool.append(entry)
     status = send_entry(cfg, entry, timeout_s=timeout_s)
     if status is not None and _final(status):

@@ -39,7 +39,8 @@ def build_app():
         """aimem: long-term memory shared across coding-agent CLIs."""
 
     up.register(app)
-    for mod_name in ("memory", "lifecycle", "users", "disk", "doctor", "hooks", "maint", "deadletters"):
+    for mod_name in ("memory", "lifecycle", "users", "disk", "doctor", "hooks", "init", "maint", "replica",
+                     "deadletters"):
         try:
             mod = __import__(f"aimem_cli.commands.{mod_name}", fromlist=["register"])
         except ModuleNotFoundError as exc:

@@ -58,8 +58,15 @@ maintainer: {name: maintainer, module: aimem_maintainer, port: 8705}
 {{- end }}
 
 {{- define "aimem.natsUrl" -}}
-{{- if .Values.nats.enabled }}
-{{- printf "nats://%s-nats:4222" (include "aimem.fullname" .) }}
+{{- $fullname := include "aimem.fullname" . }}
+{{- if and .Values.nats.enabled (gt (int .Values.nats.cluster.replicas) 1) }}
+{{- $urls := list }}
+{{- range $i := until (int .Values.nats.cluster.replicas) }}
+{{- $urls = append $urls (printf "nats://%s-nats-%d.%s-nats-headless:4222" $fullname $i $fullname) }}
+{{- end }}
+{{- join "," $urls }}
+{{- else if .Values.nats.enabled }}
+{{- printf "nats://%s-nats:4222" $fullname }}
 {{- else }}
 {{- required "nats.externalUrl is required when nats.enabled is false" .Values.nats.externalUrl }}
 {{- end }}
@@ -67,4 +74,52 @@ maintainer: {name: maintainer, module: aimem_maintainer, port: 8705}
 
 {{- define "aimem.dataClaim" -}}
 {{- default (printf "%s-data" (include "aimem.fullname" .)) .Values.persistence.existingClaim }}
+{{- end }}
+
+{{/* The Secret holding the replication credentials (git-remote, AWS_*), per kind. */}}
+{{- define "aimem.gitSecret" -}}
+{{- default (printf "%s-replication" (include "aimem.fullname" .)) .Values.replication.git.existingSecret }}
+{{- end }}
+{{- define "aimem.s3Secret" -}}
+{{- default (printf "%s-replication" (include "aimem.fullname" .)) .Values.replication.litestream.existingSecret }}
+{{- end }}
+
+{{/* Environment of the writer (and its restore init container) for off-node replication. */}}
+{{- define "aimem.replicationEnv" -}}
+{{- $r := .Values.replication }}
+{{- if $r.git.remote }}
+- name: AIMEM_REPLICATION__GIT_REMOTE
+  valueFrom:
+    secretKeyRef: {name: {{ include "aimem.gitSecret" . }}, key: git-remote}
+- name: AIMEM_REPLICATION__GIT_BRANCH
+  value: {{ $r.git.branch | quote }}
+{{- else if $r.git.existingSecret }}
+- name: AIMEM_REPLICATION__GIT_REMOTE
+  valueFrom:
+    secretKeyRef: {name: {{ $r.git.existingSecret }}, key: git-remote}
+- name: AIMEM_REPLICATION__GIT_BRANCH
+  value: {{ $r.git.branch | quote }}
+{{- end }}
+{{- if $r.litestream.enabled }}
+- name: AIMEM_REPLICATION__S3_BUCKET
+  value: {{ $r.litestream.bucket | quote }}
+- name: AIMEM_REPLICATION__S3_PATH
+  value: {{ $r.litestream.path | quote }}
+- name: AIMEM_REPLICATION__S3_REGION
+  value: {{ $r.litestream.region | quote }}
+- name: AIMEM_REPLICATION__S3_ENDPOINT
+  value: {{ $r.litestream.endpoint | quote }}
+- name: AIMEM_REPLICATION__S3_FORCE_PATH_STYLE
+  value: {{ $r.litestream.forcePathStyle | quote }}
+- name: AIMEM_REPLICATION__SYNC_INTERVAL_S
+  value: {{ $r.litestream.syncIntervalSeconds | quote }}
+{{- if or $r.litestream.accessKeyId $r.litestream.existingSecret }}
+- name: AWS_ACCESS_KEY_ID
+  valueFrom:
+    secretKeyRef: {name: {{ include "aimem.s3Secret" . }}, key: AWS_ACCESS_KEY_ID}
+- name: AWS_SECRET_ACCESS_KEY
+  valueFrom:
+    secretKeyRef: {name: {{ include "aimem.s3Secret" . }}, key: AWS_SECRET_ACCESS_KEY}
+{{- end }}
+{{- end }}
 {{- end }}

@@ -21,7 +21,7 @@ ServerOpt = typer.Option(None, "--server", help="Query service URL (default: set
 TokenOpt = typer.Option(None, "--token", help="Bearer token (default: AIMEM_AUTH__TOKEN / config.toml).")
 JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
 WsOpt = typer.Option(None, "--workspace", "-w", help="Workspace (default: settings.workspace_default).")
-PjOpt = typer.Option(None, "--project", "-p", help="Project (default: the current directory's name).")
+PjOpt = typer.Option(None, "--project", "-p", help="Project (default: this directory's .aimem.toml, else its repository's name).")
 
 
 def fail(message: str) -> None:
@@ -52,8 +52,13 @@ def client(server: str | None, token: str | None) -> Iterator[Client]:
 
 
 def scope(workspace: str | None, project: str | None) -> tuple[str, str]:
+    """The workspace/project a command means: the options, else this directory's identity
+    (``.aimem.toml`` marker, else the repository's name, else the directory's)."""
+    from aimem_cli.identity import resolve
+
     s = load_settings()
-    return workspace or s.workspace_default, project or Path.cwd().name
+    here = resolve(Path.cwd())
+    return workspace or here.workspace or s.workspace_default, project or here.project or Path.cwd().name
 
 
 def project_prefix(workspace: str, project: str) -> str:

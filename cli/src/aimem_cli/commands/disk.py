@@ -1,5 +1,5 @@
 """The data directory itself: ``backup`` (over the API, while the stack runs), ``restore``
-and ``reindex`` (direct-disk, while it is stopped).
+and ``reindex`` (direct-disk, while it is stopped), ``replicate-db`` (Litestream on the DB).
 
 ``restore`` and ``reindex`` run against the data directory, not through the API, so they
 refuse while a writer is alive on it (DESIGN.md invariant 9: the writer holds
@@ -32,8 +32,9 @@ from aimem_cli.client import CliError
 from aimem_cli.commands.base import ServerOpt, TokenOpt, client, fail, load_settings
 from aimem_common import config
 
-# The writer's rebuild entry point (a module run with `python -m`).
+# The writer's rebuild and replica-restore entry points (modules run with `python -m`).
 WRITER_REINDEX = "aimem_writer.reindex"
+WRITER_RESTORE = "aimem_writer.restore"
 
 
 def backup(
@@ -198,16 +199,32 @@ def swap_in(data_dir: Path, staged: Path, stamp: str) -> None:
 
 
 def restore(
-    source: Path = typer.Option(..., "--from", help="A backup tarball from `aimem backup`."),
+    source: Path = typer.Option(None, "--from", help="A backup tarball from `aimem backup`."),
+    from_replica: bool = typer.Option(False, "--from-replica",
+                                      help="Restore from the off-node replicas (git remote + Litestream bucket)."),
     data_dir: Path = typer.Option(None, "--data-dir", help="Data dir to restore into (default: settings)."),
     force: bool = typer.Option(False, "--force", help="Overwrite a data dir that is not empty."),
 ) -> None:
-    """Restore a backup into the data dir (direct-disk; the stack must be stopped)."""
+    """Restore a backup, or the replicas, into the data dir (direct-disk; the stack must be stopped).
+
+    ``--from-replica`` runs the writer's replica restore (``python -m aimem_writer.restore``):
+    it clones the wiki from ``replication.git_remote``, restores the DB from
+    ``replication.s3_bucket`` with Litestream and reconciles the two; the data dir must hold
+    no DB and no wiki yet.
+    """
     from aimem_common.archive import extract_archive
     from aimem_common.errors import AimemError
 
     settings = load_settings(data_dir)
     ddir = settings.data_dir
+    if from_replica == (source is not None):
+        fail("pass exactly one of --from TARBALL or --from-replica")
+    if from_replica:
+        why = stack_alive(settings)
+        if why:
+            fail(f"{why}; stop it before restoring")
+        _run_writer_module(WRITER_RESTORE, "restore --from-replica", ddir, "replica restore")
+        return
     if not source.is_file():
         fail(f"{source} is not a file")
     why = stack_alive(settings)
@@ -245,15 +262,46 @@ def reindex(
     move db/memory.sqlite (and its -wal/-shm) aside first. Sessions, observations,
     handoffs and audit rows live only in SQLite and are not rebuilt.
     """
-    if importlib.util.find_spec(WRITER_REINDEX.split(".")[0]) is None:
-        fail("reindex needs the aimem-writer package installed (it runs the writer's rebuild)")
-    done = subprocess.run([sys.executable, "-m", WRITER_REINDEX, "--data-dir", str(data_dir)])
+    _run_writer_module(WRITER_REINDEX, "reindex", data_dir, "rebuild")
+
+
+def _run_writer_module(module: str, what: str, data_dir: Path, runs: str) -> None:
+    """Run ``python -m <module> --data-dir DIR`` (the writer's ``runs``); exit with its code."""
+    if importlib.util.find_spec(module.split(".")[0]) is None:
+        fail(f"{what} needs the aimem-writer package installed (it runs the writer's {runs})")
+    done = subprocess.run([sys.executable, "-m", module, "--data-dir", str(data_dir)])
     if done.returncode:
         raise typer.Exit(done.returncode)
 
 
+def replicate_db(
+    data_dir: Path = typer.Option(None, "--data-dir", help="The aimem data directory (default: settings)."),
+) -> None:
+    """Run Litestream on db/memory.sqlite with the replication settings (compose sidecar).
+
+    Writes <data_dir>/db/litestream.yml from the settings and replaces this process with
+    ``litestream replicate`` (AWS_CA_BUNDLE dropped: Litestream refuses custom CAs). The
+    bucket credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.
+    """
+    from aimem_common.replication import litestream_binary, litestream_env, write_litestream_config
+
+    try:
+        settings = config.load(data_dir)
+    except config.ConfigError as exc:
+        fail(exc.message)
+    if not settings.replication.s3_bucket:
+        fail("replicate-db: replication.s3_bucket is not set")
+    try:
+        binary = litestream_binary()
+    except FileNotFoundError as exc:
+        fail(str(exc))
+    cfg = write_litestream_config(settings)
+    os.execve(binary, [binary, "replicate", "-config", str(cfg)], litestream_env(config.child_environ()))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``backup``, ``restore`` and ``reindex`` to the ``aimem`` app."""
+    """Add ``backup``, ``restore``, ``reindex`` and ``replicate-db`` to the ``aimem`` app."""
     app.command("backup")(backup)
     app.command("restore")(restore)
     app.command("reindex")(reindex)
+    app.command("replicate-db")(replicate_db)

@@ -58,10 +58,11 @@ def doctor(
             add(svc, r.status_code == 200, detail)
         except httpx.HTTPError as exc:
             add(svc, False, f"{url}: {type(exc).__name__}")
-    u = urlparse(settings.bus.nats_url)
-    with socket.socket() as s:
-        s.settimeout(1.0)
-        add("nats", s.connect_ex((u.hostname or "127.0.0.1", u.port or 4222)) == 0, settings.bus.nats_url)
+    for nats_url in settings.bus.nats_urls:  # every member of a cluster
+        u = urlparse(nats_url)
+        with socket.socket() as s:
+            s.settimeout(1.0)
+            add("nats", s.connect_ex((u.hostname or "127.0.0.1", u.port or 4222)) == 0, nats_url)
     db = settings.db_path
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)

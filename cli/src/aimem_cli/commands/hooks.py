@@ -104,6 +104,9 @@ def register(app: typer.Typer) -> None:
         if sid is None:
             typer.echo(f"aimem: no recorded session for {agent}; pass --session-id", err=True)
             raise typer.Exit(1)
+        if status == 0:
+            typer.echo(f"session {sid}: not sent (.aimem.toml here says capture = false)")
+            return
         if status is None or status >= 300:
             typer.echo(f"session {sid}: spooled (server answered {status}); it is sent on the next drain")
             raise typer.Exit(0 if status is None or status in (429, 503) else 1)

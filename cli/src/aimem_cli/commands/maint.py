@@ -1,8 +1,10 @@
-"""Maintainer commands: ``forget-sweep``, ``lint``, ``auto-improve``, ``pending-writes``, ``embed``.
+"""Maintainer commands: ``forget-sweep``, ``finalize-idle``, ``lint``, ``auto-improve``,
+``pending-writes``, ``embed``.
 
 They ask the running maintainer over NATS request/reply (``aimem_common.maint_rpc``) at
 ``--nats`` (default ``settings.bus.nats_url``), so they work wherever the bus is reachable.
-The project defaults to the current directory's name; ``--all`` (sweep, lint, embed) runs
+The project defaults to the current directory's identity (its ``.aimem.toml`` marker,
+else the repository's name, else the directory's); ``--all`` (sweep, lint, embed) runs
 over every workspace/project. ``--json`` prints the raw result. A failure prints one line
 ``aimem: <reason>`` and exits 1.
 """
@@ -22,7 +24,7 @@ from aimem_common.errors import AimemError
 
 NatsOpt = typer.Option(None, "--nats", help="NATS URL (default: settings.bus.nats_url).")
 WsOpt = typer.Option(None, "--workspace", "-w", help="Workspace (default: settings.workspace_default).")
-PjOpt = typer.Option(None, "--project", "-p", help="Project (default: the current directory's name).")
+PjOpt = typer.Option(None, "--project", "-p", help="Project (default: this directory's .aimem.toml, else its repository's name).")
 AllOpt = typer.Option(False, "--all", help="Every workspace/project instead of one.")
 JsonOpt = typer.Option(False, "--json", help="Print the raw JSON result.")
 
@@ -40,8 +42,11 @@ def call(job: str, *, nats_url: str | None, workspace: str | None, project: str 
     except config.ConfigError as exc:
         _fail(exc.message)
     bus_cfg = settings.bus.model_copy(update={"nats_url": nats_url} if nats_url else {})
-    ws = workspace or settings.workspace_default
-    pj = None if every else (project or Path.cwd().name)
+    from aimem_cli.identity import resolve
+
+    here = resolve(Path.cwd())
+    ws = workspace or here.workspace or settings.workspace_default
+    pj = None if every else (project or here.project or Path.cwd().name)
 
     async def run() -> dict[str, Any]:
         nc = await connect(bus_cfg, name="aimem-cli", reconnect=False)
@@ -97,6 +102,24 @@ def register(app: typer.Typer) -> None:
                     for action in ("expire", "evict", "purge"):
                         for p in one.get(action, []):
                             typer.echo(f"  {action:6} {p['path']} (page {p['page_id']})")
+
+        _emit(res, as_json, human)
+
+    @app.command("finalize-idle")
+    def finalize_idle(
+        idle_after_s: float = typer.Option(None, "--idle-after-s", min=0.001,
+                                           help="Quiet period in seconds (default: maintenance.session_idle_after_s)."),
+        nats: str = NatsOpt, as_json: bool = JsonOpt,
+    ) -> None:
+        """End every session idle past the quiet period now (the maintainer also does it on a schedule)."""
+        args = {} if idle_after_s is None else {"idle_after_s": idle_after_s}
+        res = call("finalize_idle", nats_url=nats, workspace=None, project=None, every=True, args=args)
+
+        def human(r: dict[str, Any]) -> None:
+            for one in r.get("finalized", []):
+                typer.echo(f"{one['workspace']}/{one['project']}: ended idle session {one['session_id']}")
+            typer.echo(f"{len(r.get('finalized', []))} finalised, {r.get('skipped', 0)} active again, "
+                       f"{r.get('failed', 0)} failed")
 
         _emit(res, as_json, human)
 

@@ -30,8 +30,13 @@ def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonO
                    f"  dead letters {d.get('dead_letters_open', 0)}")
         last = d.get("last_checkpoint") or {}
         typer.echo(f"last checkpoint {last.get('short', '-')} {last.get('time', '')}")
+        for target, rep in (d.get("replication") or {}).items():  # off-node copies (db, wiki)
+            if isinstance(rep, dict) and rep.get("enabled"):
+                state = "BEHIND" if rep.get("behind") else "ok"
+                typer.echo(f"replication {target}: {state}, lag {rep.get('lag_s', 0):.1f} s"
+                           + (f" ({rep['error']})" if rep.get("error") else ""))
         typer.echo("  ".join(f"{k}={v}" for k, v in (d.get("counts") or {}).items()))
-        table(d.get("projects") or [], ["workspace", "project", "pages", "sessions"])
+        table(d.get("projects") or [], ["workspace", "project", "pages", "sessions", "origin", "root"])
 
     emit(data, as_json, human)
 
@@ -123,7 +128,7 @@ def recent(
 
 def handoffs(
     workspace: str = WsOpt, project: str = PjOpt,
-    status_: str = typer.Option("open", "--status", help="open|accepted|expired|any"),
+    status_: str = typer.Option("open", "--status", help="open|accepted|expired|superseded|any"),
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """List handoffs of a project (without claiming them)."""

@@ -8,11 +8,19 @@ backoff (1 s → 30 s, logged), and on Ctrl-C/SIGTERM stops them all, children f
 NATS (no orphans: children also get SIGTERM via ``PR_SET_PDEATHSIG`` if the supervisor
 itself is killed).
 
+``--nats-cluster N`` runs N nats-server processes joined by routes into one JetStream
+cluster (client ports NATS_PORT.., route ports ``--nats-route-port``..); the services get
+every member's URL and create the streams with 3 replicas, so the bus survives the loss of
+one server. With ``replication.s3_bucket`` configured it also runs ``litestream replicate``
+on ``db/memory.sqlite`` (see ``aimem_common.replication``).
+
 A service that exits with 2 (a configuration error: fixing it needs the operator) is not
-restarted; the supervisor says so once. NATS is probed every ``NATS_PROBE_S`` on its
-monitoring ``/healthz``: a JetStream store error (its disk filled: the server keeps
-refusing writes even after space returns) seen on ``NATS_PROBE_FAILS`` probes in a row is
-logged and nats-server is restarted, which clears it once the disk has room again.
+restarted; the supervisor says so once. Each nats-server (every cluster member) is probed
+every ``NATS_PROBE_S`` on its monitoring ``/healthz``: a JetStream store error (its disk
+filled: the server keeps refusing writes even after space returns) seen on
+``NATS_PROBE_FAILS`` probes in a row is logged and that server is restarted, which clears it
+once the disk has room again. Every server logs to ``nats.log`` (``nats-<i>.log`` in a
+cluster) in the log directory.
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ from urllib.parse import urlparse
 import typer
 
 from aimem_common import config
-from aimem_common.natsserver import NatsServer, free_port
+from aimem_common.natsserver import NatsServer, cluster_nodes, free_port
+from aimem_common.replication import litestream_binary, write_litestream_config
 from aimem_common.service import CONFIG_ERROR_EXIT
 
 MAX_BACKOFF_S = 30.0
@@ -58,7 +67,10 @@ class Child:
     started_at: float = 0.0
     backoff_s: float = 1.0
     log: list[str] = field(default_factory=list)
+    argv: list[str] | None = None  # a non-Python child (litestream); default python -m module
     given_up: bool = False  # exited with a configuration error: not restarted
+    probe_at: float = 0.0  # nats-server only: last /healthz probe
+    probe_fails: int = 0  # nats-server only: store errors seen in a row
 
 
 def log(msg: str) -> None:
@@ -68,26 +80,26 @@ def log(msg: str) -> None:
 class Supervisor:
     """Runs NATS and the services; ``run()`` blocks until a stop signal."""
 
-    def __init__(self, settings: config.Settings, nats_port: int, env: dict[str, str], log_dir: Path | None):
+    def __init__(self, settings: config.Settings, nats_nodes: list[NatsServer], env: dict[str, str],
+                 log_dir: Path | None, litestream: list[str] | None = None, services: list[str] | None = None):
         self.settings = settings
-        nats_logs = log_dir or settings.data_dir / "logs"
-        nats_logs.mkdir(parents=True, exist_ok=True)
-        self.nats = NatsServer(settings.data_dir / "nats", port=nats_port, log_file=nats_logs / "nats.log",
-                               monitor_port=free_port())
+        self.nats_nodes = nats_nodes  # [] on a read replica: the bus runs elsewhere
+        self.nats = nats_nodes[0] if nats_nodes else None
         self.env = env
         self.log_dir = log_dir
-        self.children = [Child(n, m) for n, m in config.SERVICE_MODULES.items()]
-        self.nats_state = Child("nats-server", "")  # restart bookkeeping (backoff) for NATS
+        self.children = [Child(n, m) for n, m in config.SERVICE_MODULES.items() if services is None or n in services]
+        if litestream:  # replicates the DB the writer creates; restarted like a service
+            self.children.append(Child("litestream", "", argv=litestream))
+        # restart bookkeeping (backoff) for each nats-server
+        self.nats_states = [Child(f"nats-server {n.url}", "") for n in nats_nodes]
         self.stopping = False
-        self._probe_at = 0.0
-        self._probe_fails = 0
 
     def _spawn(self, child: Child) -> None:
         out = None
         if self.log_dir:
             out = open(self.log_dir / f"{child.name}.log", "ab")
         child.proc = subprocess.Popen(
-            [sys.executable, "-m", child.module],
+            child.argv or [sys.executable, "-m", child.module],
             env=self.env,
             stdout=out,
             stderr=out,
@@ -100,9 +112,10 @@ class Supervisor:
         child.started_at = time.monotonic()
 
     def start(self) -> None:
-        self.nats.start()
-        self.nats_state.started_at = time.monotonic()
-        log(f"nats-server (JetStream) on {self.nats.url}, store {self.nats.store_dir}")
+        for node, state in zip(self.nats_nodes, self.nats_states):
+            node.start()
+            state.started_at = time.monotonic()
+            log(f"nats-server (JetStream) on {node.url}, store {node.store_dir}")
         for child in self.children:
             self._spawn(child)
 
@@ -111,7 +124,7 @@ class Supervisor:
         import httpx
 
         deadline = time.monotonic() + timeout_s
-        pending = {c.name for c in self.children}
+        pending = {c.name for c in self.children if c.name in config.SERVICE_MODULES}
         with httpx.Client(timeout=1.0) as client:
             while pending and time.monotonic() < deadline and not self.stopping:
                 for name in list(pending):
@@ -134,7 +147,8 @@ class Supervisor:
     def reap(self) -> None:
         """Restart any child that exited (nats-server included), with exponential backoff."""
         now = time.monotonic()
-        self._reap_nats(now)
+        for node, state in zip(self.nats_nodes, self.nats_states):
+            self._reap_nats(now, node, state)
         for child in self.children:
             if child.proc is None:
                 if now >= child.next_start and not self.stopping:
@@ -160,15 +174,18 @@ class Supervisor:
             child.backoff_s = min(child.backoff_s * 2, MAX_BACKOFF_S)
             child.proc = None
 
-    def probe_nats(self) -> str | None:
-        """Return the JetStream store error nats-server reports on ``/healthz``, or None when fine.
+    def probe_nats(self, node: NatsServer) -> str | None:
+        """Return the JetStream store error ``node`` reports on its monitoring ``/healthz``,
+        or None when fine (or when it has no monitoring port).
 
         An unreachable monitoring port is None here: a dead server is ``_reap_nats``'s case.
         """
         import httpx
 
+        if not node.monitor_port:
+            return None
         try:
-            r = httpx.get(f"http://{self.nats.host}:{self.nats.monitor_port}/healthz", timeout=1.0)
+            r = httpx.get(f"http://{node.host}:{node.monitor_port}/healthz", timeout=1.0)
         except httpx.HTTPError:
             return None
         if r.status_code == 200:
@@ -178,20 +195,20 @@ class Supervisor:
         except ValueError:
             return r.text[:300]
 
-    def _probe(self, now: float) -> None:
-        if now - self._probe_at < NATS_PROBE_S or now - self.nats_state.started_at < NATS_PROBE_S:
+    def _probe(self, now: float, node: NatsServer, st: Child) -> None:
+        if now - st.probe_at < NATS_PROBE_S or now - st.started_at < NATS_PROBE_S:
             return
-        self._probe_at = now
-        error = self.probe_nats()
-        self._probe_fails = self._probe_fails + 1 if error else 0
-        if error and self._probe_fails >= NATS_PROBE_FAILS:
-            log(f"nats-server reports a JetStream store error ({error}); restarting it")
-            self._probe_fails = 0
-            self.nats.stop()  # _reap_nats sees the exit and restarts it with the backoff
+        st.probe_at = now
+        error = self.probe_nats(node)
+        st.probe_fails = st.probe_fails + 1 if error else 0
+        if error and st.probe_fails >= NATS_PROBE_FAILS:
+            log(f"{st.name} reports a JetStream store error ({error}); restarting it")
+            st.probe_fails = 0
+            node.stop()  # _reap_nats sees the exit and restarts it with the backoff
 
-    def _reap_nats(self, now: float) -> None:
+    def _reap_nats(self, now: float, node: NatsServer, st: Child) -> None:
         """Restart a dead (or store-wedged) nats-server on the same port and store."""
-        st, proc = self.nats_state, self.nats.proc
+        proc = node.proc
         if self.stopping or proc is None:
             return
         if st.next_start == 0.0:
@@ -199,18 +216,18 @@ class Supervisor:
             if rc is None:
                 if now - st.started_at > 60:
                     st.backoff_s = 1.0
-                self._probe(now)
+                self._probe(now, node, st)
                 return
             st.restarts += 1
             st.next_start = now + st.backoff_s
-            log(f"nats-server exited with {rc}; restarting in {st.backoff_s:g} s")
+            log(f"{st.name} exited with {rc}; restarting in {st.backoff_s:g} s")
             st.backoff_s = min(st.backoff_s * 2, MAX_BACKOFF_S)
             return
         if now < st.next_start:
             return
-        log(f"restarting nats-server (restart #{st.restarts})")
+        log(f"restarting {st.name} (restart #{st.restarts})")
         try:
-            self.nats.start()
+            node.start()
         except RuntimeError as exc:  # e.g. the port is still held: try again later
             st.next_start = time.monotonic() + st.backoff_s
             log(f"nats-server did not come back ({exc}); retrying in {st.backoff_s:g} s")
@@ -234,19 +251,23 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 child.proc.kill()
                 child.proc.wait(5)
-        self.nats.stop()
+        for node in self.nats_nodes:
+            node.stop()
 
     def endpoints(self) -> dict[str, str]:
         h = self._client_host()
         s = self.settings
-        return {
+        out = {
             "ingress": f"http://{h}:{s.port('ingress')}/hook",
             "query": f"http://{h}:{s.port('query')}/api/v1 (admin: /admin, docs: /docs)",
             "mcp": f"http://{h}:{s.port('mcp-gateway')}/mcp",
             "writer": f"http://{h}:{s.port('writer')}/healthz",
             "maintainer": f"http://{h}:{s.port('maintainer')}/healthz",
-            "nats": self.nats.url,
         }
+        running = {c.name for c in self.children}
+        out = {k: v for k, v in out.items() if ("mcp-gateway" if k == "mcp" else k) in running}
+        out["nats"] = ",".join(n.url for n in self.nats_nodes) or s.bus.nats_url
+        return out
 
 
 def up(
@@ -257,6 +278,10 @@ def up(
     log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log instead of the terminal."),
     insecure_bind: bool = typer.Option(False, "--insecure-bind", help="Allow a non-loopback bind without an auth token."),
     health_timeout_s: float = typer.Option(30.0, "--health-timeout", help="Seconds to wait for every /healthz."),
+    nats_cluster: int = typer.Option(1, "--nats-cluster", min=1, max=5,
+                                     help="Run N nats-servers as one JetStream cluster (3 = streams with 3 replicas)."),
+    nats_route_port: int = typer.Option(6222, "--nats-route-port",
+                                        help="First cluster route port with --nats-cluster (0 = any free)."),
 ) -> None:
     """Start the local stack in the foreground (NATS + writer, ingress, query, mcp-gateway, maintainer)."""
     overrides = {}
@@ -269,34 +294,65 @@ def up(
     except config.ConfigError as exc:
         typer.echo(f"aimem up: {exc.message}", err=True)
         raise typer.Exit(2)
+    if nats_cluster == 2:
+        typer.echo("aimem up: --nats-cluster needs 1 or at least 3 servers (2 cannot elect a leader after a loss)", err=True)
+        raise typer.Exit(2)
     if nats_port is None:
-        nats_port = urlparse(settings.bus.nats_url).port or 4222
-    elif nats_port == 0:
-        nats_port = free_port()
+        nats_port = urlparse(settings.bus.nats_urls[0]).port or 4222
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
+    nats_logs = log_dir or settings.data_dir / "logs"  # nats-server's log is always kept
+    nats_logs.mkdir(parents=True, exist_ok=True)
+    if nats_cluster == 1:
+        nats_nodes = [NatsServer(settings.data_dir / "nats", port=nats_port or free_port(),
+                                 log_file=nats_logs / "nats.log")]
+    else:
+        client_ports = [nats_port + i if nats_port else free_port() for i in range(nats_cluster)]
+        route_ports = [nats_route_port + i if nats_route_port else free_port() for i in range(nats_cluster)]
+        nats_nodes = cluster_nodes(settings.data_dir / "nats", client_ports, route_ports, log_dir=nats_logs)
+    for node in nats_nodes:  # monitoring /healthz: the supervisor's store-error probe
+        node.monitor_port = free_port()
+    litestream = None
+    if settings.replication.s3_bucket:
+        try:
+            litestream = [litestream_binary(), "replicate", "-config", str(write_litestream_config(settings))]
+        except FileNotFoundError as exc:
+            typer.echo(f"aimem up: {exc}", err=True)
+            raise typer.Exit(2)
     env = dict(os.environ)
     env.update(
         AIMEM_DATA_DIR=str(settings.data_dir),
         AIMEM_PORT_BASE=str(settings.port_base),
         AIMEM_HOST=settings.host,
-        AIMEM_BUS__NATS_URL=f"nats://127.0.0.1:{nats_port}",
+        AIMEM_BUS__NATS_URL=",".join(n.url for n in nats_nodes),
+        AIMEM_BUS__STREAM_REPLICAS=str(min(3, nats_cluster)),
         PYTHONUNBUFFERED="1",
     )
     if insecure_bind:
         env["AIMEM_AUTH__INSECURE_BIND"] = "true"
-    sup = Supervisor(settings, nats_port, env, log_dir)
+    if litestream:
+        env.pop("AWS_CA_BUNDLE", None)  # litestream refuses custom root CAs ("unable to add custom RootCAs")
+    sup = Supervisor(settings, nats_nodes, env, log_dir, litestream)
+    log(f"data dir: {settings.data_dir}")
+    run_foreground(sup, health_timeout_s, "all services healthy:")
+
+
+def run_foreground(sup: Supervisor, health_timeout_s: float, ready: str) -> None:
+    """Start ``sup``, print the endpoints once healthy, supervise until SIGINT/SIGTERM, stop.
+
+    Raises:
+        typer.Exit: code 1 when a process cannot be started (e.g. a port in use).
+    """
 
     def on_signal(signum, _frame):
         sup.stopping = True
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    log(f"data dir: {settings.data_dir}")
     try:
         sup.start()
         if sup.wait_healthy(health_timeout_s):
-            log("all services healthy:")
+            log(ready)
             for name, url in sup.endpoints().items():
                 log(f"  {name:<11} {url}")
         while not sup.stopping:

@@ -74,31 +74,28 @@ def evt_subject(kind: str) -> str:
 
 
 async def connect(settings: BusSettings, *, name: str, reconnect: bool = True) -> NATS:
-    """Connect to NATS (``settings.nats_url``).
+    """Connect to NATS: any of ``settings.nats_urls`` (one server or a cluster's members).
 
-    ``reconnect=False`` for one-shot tools and tests (a refused connect fails at once).
+    nats-py fails over between the listed servers (and the ones a cluster announces) on its
+    own. ``reconnect=False`` for one-shot tools and tests (a refused connect fails at once).
 
     Raises:
-        UnavailableError: the server cannot be reached within ``connect_timeout_s``.
+        UnavailableError: no listed server can be reached within ``connect_timeout_s``.
     """
 
     async def _quiet(exc: Exception) -> None:  # nats-py logs tracebacks by default
         log.warning("nats: %s", exc)
 
+    urls = settings.nats_urls
     # nats-py keeps retrying a refused *initial* connect on its own; probe TCP first so an
-    # absent server is a prompt, typed error.
-    url = urlparse(settings.nats_url)
-    try:
-        _, w = await asyncio.wait_for(
-            asyncio.open_connection(url.hostname or "127.0.0.1", url.port or 4222), settings.connect_timeout_s
-        )
-        w.close()
-    except (OSError, asyncio.TimeoutError) as exc:
-        raise UnavailableError(f"cannot connect to NATS at {settings.nats_url}: {exc}", code="nats_unavailable") from exc
+    # absent server (every member of a cluster absent) is a prompt, typed error.
+    reachable = [u for u, ok in zip(urls, await asyncio.gather(*(_probe(u, settings.connect_timeout_s) for u in urls))) if ok]
+    if not reachable:
+        raise UnavailableError(f"cannot connect to NATS at {settings.nats_url}", code="nats_unavailable")
     try:
         return await asyncio.wait_for(
             nats.connect(
-                settings.nats_url,
+                urls,  # nats-py spreads clients over them and fails over between them
                 name=name,
                 connect_timeout=settings.connect_timeout_s,
                 allow_reconnect=reconnect,
@@ -118,14 +115,29 @@ _STREAM_NAME_IN_USE = 10058  # "stream name already in use with a different conf
 MIN_STREAM_BYTES = 4 * 1024 * 1024  # below this a stream is useless: a clear error instead
 
 
+async def _probe(url: str, timeout_s: float) -> bool:
+    """Return True when ``url``'s host:port accepts a TCP connection within ``timeout_s``."""
+    parsed = urlparse(url)
+    try:
+        _, w = await asyncio.wait_for(asyncio.open_connection(parsed.hostname or "127.0.0.1", parsed.port or 4222), timeout_s)
+        w.close()
+        return True
+    except (OSError, asyncio.TimeoutError):
+        return False
+
+
 async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
     """Create or update ``AIMEM_MUT`` and ``AIMEM_EVT`` with the DESIGN.md settings.
+
+    Both get ``settings.stream_replicas`` replicas (R3 on a three-server cluster: a PubAck
+    then means a majority of the servers stored the command). The ``writer`` consumer
+    inherits the stream's replica count.
 
     Stream limits fit the store they live on: when JetStream refuses a ``max_bytes`` as more
     than its store can hold (a small disk), the limit is halved until it fits and halved once
     more (room for the other stream and the KV buckets), with one warning naming the
     configured and the clamped size. An existing stream whose configured limit no longer
-    fits keeps its current one (warning).
+    fits keeps its current one (warning), and never drops to fewer replicas.
 
     Raises:
         ConfigError: even ``MIN_STREAM_BYTES`` does not fit (the supervisor does not restart).
@@ -139,6 +151,7 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
         max_msg_size=settings.mut_max_msg_bytes,
         discard=DiscardPolicy.NEW,
         duplicate_window=float(settings.duplicate_window_s),
+        num_replicas=settings.stream_replicas,
     )
     evt = StreamConfig(
         name=EVT_STREAM,
@@ -149,6 +162,7 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
         max_age=float(settings.evt_max_age_s),
         discard=DiscardPolicy.OLD,
         duplicate_window=float(settings.duplicate_window_s),
+        num_replicas=settings.stream_replicas,
     )
     for cfg in (mut, evt):
         await _ensure_stream_fitting(js, cfg)
@@ -156,12 +170,19 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
 
 async def _ensure_stream_fitting(js: JetStreamContext, cfg: StreamConfig) -> None:
     try:
-        await js.stream_info(cfg.name)
+        info = await js.stream_info(cfg.name)
     except nats.js.errors.NotFoundError:
         pass
     else:
+        # Exists with other limits: converge, but never to fewer replicas (one service
+        # started with a single-server config must not strip a cluster's redundancy).
+        current = info.config.num_replicas or 1
+        if current > (cfg.num_replicas or 1):
+            log.warning("stream %s keeps %d replicas (this service asked for %d)", cfg.name, current,
+                        cfg.num_replicas)
+            cfg.num_replicas = current
         try:
-            await js.update_stream(cfg)  # exists with other limits: converge
+            await js.update_stream(cfg)
         except nats.js.errors.APIError as exc:
             if exc.err_code != _INSUFFICIENT_RESOURCES:
                 raise
@@ -194,6 +215,26 @@ async def _ensure_stream_fitting(js: JetStreamContext, cfg: StreamConfig) -> Non
             log.warning("stream %s: max_bytes clamped from %d to %d bytes to fit the JetStream store's disk",
                         cfg.name, wanted, cfg.max_bytes)
         return
+
+
+async def ensure_streams_when_ready(js: JetStreamContext, settings: BusSettings, *, deadline_s: float) -> None:
+    """``ensure_streams``, retried while JetStream is not ready (a cluster still electing
+    its meta leader answers 503 or not at all for the first seconds).
+
+    Raises:
+        UnavailableError: JetStream still not ready after ``deadline_s`` seconds.
+    """
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            await ensure_streams(js, settings)
+            return
+        except (nats.js.errors.ServiceUnavailableError, nats.errors.TimeoutError, nats.errors.NoRespondersError,
+                asyncio.TimeoutError) as exc:
+            if time.monotonic() >= deadline:
+                raise UnavailableError(f"JetStream not ready: {exc}", code="nats_unavailable") from exc
+            log.info("JetStream not ready (%s); retrying", type(exc).__name__)
+            await asyncio.sleep(0.5)
 
 
 def writer_consumer_config(*, ack_wait_s: float) -> ConsumerConfig:
@@ -323,6 +364,11 @@ class Bus:
                 raise UnavailableError("JetStream did not acknowledge in time", code="bus_timeout") from exc
             except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError, OSError) as exc:
                 raise UnavailableError(f"NATS connection unavailable: {exc}", code="nats_unavailable") from exc
+            except nats.js.errors.NoStreamResponseError as exc:
+                # A clustered stream between leaders (its leader's server just died) answers
+                # with an empty reply; not acknowledged, and a retry with the same Nats-Msg-Id is deduplicated.
+                raise UnavailableError("the command stream is electing a leader; retry shortly",
+                                       code="bus_unavailable") from exc
             finally:
                 self._publish_latency.labels(env.op).observe(time.perf_counter() - t0)
             self.publish_ok_at = time.monotonic()

@@ -49,9 +49,16 @@ class ConfigError(AimemError):
 
 
 class BusSettings(BaseModel):
-    """NATS JetStream connection and stream limits (DESIGN.md "The bus")."""
+    """NATS JetStream connection and stream limits (DESIGN.md "The bus").
+
+    ``nats_url`` takes one URL or several separated by commas (the members of a JetStream
+    cluster: the client connects to any and fails over to the others). ``stream_replicas``
+    is the replica count the streams are created with: 1 on a single server, 3 on a cluster
+    (a stream survives the loss of one of its three servers).
+    """
 
     nats_url: str = "nats://127.0.0.1:4222"
+    stream_replicas: int = Field(1, ge=1, le=5)
     connect_timeout_s: float = 2.0
     mut_max_bytes: int = 1024 * 1024 * 1024  # AIMEM_MUT cap; full stream = 429 back-pressure
     mut_max_msg_bytes: int = 8 * 1024 * 1024  # ≤ the server's max_payload (8 MiB in aimem up)
@@ -60,6 +67,33 @@ class BusSettings(BaseModel):
     duplicate_window_s: int = 120
     publish_timeout_s: float = 0.8  # PubAck wait; ingress must answer within ~1 s
     request_timeout_s: float = 10.0  # default wait for a writer reply
+
+    @property
+    def nats_urls(self) -> list[str]:
+        """The configured server URLs, in order (``nats_url`` split on commas)."""
+        return [u.strip() for u in self.nats_url.split(",") if u.strip()]
+
+
+class ReplicationSettings(BaseModel):
+    """Off-node copies: the wiki pushed to a git remote, the DB streamed by Litestream.
+
+    Empty ``git_remote`` = no push; empty ``s3_bucket`` = no Litestream (``aimem up`` then
+    starts none). The S3 keys are read from the standard ``AWS_ACCESS_KEY_ID`` /
+    ``AWS_SECRET_ACCESS_KEY`` environment by Litestream itself, never stored here.
+    """
+
+    git_remote: str = ""  # any git URL: a bare repo path, ssh://, https:// (credentials via git)
+    git_branch: str = "main"
+    git_push_retry_max_s: float = 60.0  # backoff ceiling between failed pushes
+    s3_bucket: str = ""
+    s3_path: str = "aimem/db"
+    s3_endpoint: str = ""  # MinIO, Garage, R2, moto: http(s)://host:port; empty = AWS
+    s3_region: str = "us-east-1"
+    s3_force_path_style: bool = True
+    sync_interval_s: float = 1.0  # Litestream's WAL upload period (= the DB's RPO when healthy)
+    litestream_socket: str = ""  # control socket the writer polls for the last sync; "" = <data_dir>/db/litestream.sock
+    lag_poll_s: float = 5.0
+    lag_alert_s: float = 300.0  # replication lag above this is "behind" (status, alert rule)
 
 
 class WriterSettings(BaseModel):
@@ -104,6 +138,7 @@ class QuerySettings(BaseModel):
     access_bump_interval_s: int = 60
     read_pool_size: int = 4  # read-only SQLite connections per process (= concurrent reads)
     query_budget_ms: int = 5000  # a read past this is interrupted (503 query_timeout)
+    read_reopen: bool = False  # one SQLite connection per read (set by `aimem replica`: follow-mode copies)
 
 
 class DecaySettings(BaseModel):
@@ -130,6 +165,10 @@ class MaintenanceSettings(BaseModel):
     embed_interval_s: int = 600
     consolidation_poll_s: float = 5.0
     lease_ttl_s: int = 300
+    # A session with no event for this long is finalised through the session-end path
+    # (agents killed without a session end: Ctrl-C, a crash, a closed terminal).
+    session_idle_after_s: float = Field(3600.0, gt=0)
+    idle_check_interval_s: float = Field(300.0, gt=0)
 
 
 class SlotSettings(BaseModel):
@@ -260,6 +299,7 @@ class Settings(BaseSettings):
     llm_fallbacks: list[LlmCandidate] = []
     embedding: EmbeddingSettings = EmbeddingSettings()
     auth: AuthSettings = AuthSettings()
+    replication: ReplicationSettings = ReplicationSettings()
 
     # Secrets named by `api_key_env` in [[llm_fallbacks]] are resolved once at load.
     resolved_env: dict[str, str] = Field(default_factory=dict, exclude=True)
@@ -280,6 +320,11 @@ class Settings(BaseSettings):
     @property
     def wiki_dir(self) -> Path:
         return self.data_dir / "wiki"
+
+    @property
+    def litestream_socket(self) -> Path:
+        """Litestream's control socket (``replication.litestream_socket`` or under ``db/``)."""
+        return Path(self.replication.litestream_socket or self.data_dir / "db" / "litestream.sock")
 
     @property
     def backups_dir(self) -> Path:
@@ -357,6 +402,12 @@ def load(
     settings.resolved_env = resolved
     log.info("aimem data dir: %s", abs_dir)
     return settings
+
+
+def child_environ() -> dict[str, str]:
+    """Return a copy of this process's environment, for the child processes it starts
+    (Litestream, git, services): the one other place besides ``load`` that reads it."""
+    return dict(os.environ)
 
 
 def _ensure_writable(path: Path) -> None:

@@ -33,7 +33,8 @@ from aimem_common.errors import BusTimeoutError, UnavailableError
 
 SUBJECT_PREFIX = "aimem.maint"
 QUEUE_GROUP = "aimem-maintainer"
-JOBS = ("consolidate", "explore", "auto_improve", "forget_sweep", "lint", "status", "embed", "pending_writes")
+JOBS = ("consolidate", "explore", "auto_improve", "forget_sweep", "lint", "status", "embed", "pending_writes",
+        "finalize_idle")
 
 # Default waits in seconds: LLM jobs may take minutes, rule-based ones are quick.
 DEFAULT_TIMEOUT_S = {
@@ -45,6 +46,7 @@ DEFAULT_TIMEOUT_S = {
     "status": 5.0,  # LLM candidates + circuits, embedder, last runs (for /admin/status)
     "embed": 300.0,  # embedding backfill now
     "pending_writes": 30.0,  # args {action: list|approve|reject, ids?, status?, reason?}
+    "finalize_idle": 120.0,  # args {idle_after_s?}: end sessions idle that long (default: config)
 }
 
 

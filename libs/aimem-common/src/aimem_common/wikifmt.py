@@ -364,15 +364,18 @@ def looks_like_ledger(head: str) -> bool:
     return bool(LEDGER_ENTRY_RE.match(stripped))
 
 
-def render_meta(kind: str, *, id: str, name: str, workspace_id: str | None = None, workspace: str | None = None) -> str:
+def render_meta(kind: str, *, id: str, name: str, workspace_id: str | None = None, workspace: str | None = None,
+                root: str | None = None, origin: str | None = None) -> str:
     """Render a scope manifest ``_meta.md`` (``kind`` is ``workspace`` or ``project``).
 
-    ``aimem reindex`` reads these to rebuild workspaces and projects with their ids.
+    ``aimem reindex`` reads these to rebuild workspaces and projects with their ids and a
+    project's identity keys (``root``, ``origin``; written only when known).
     """
     fm: dict[str, Any] = {"aimem": "scope", "kind": kind, "id": id, "name": name}
     if kind == "project":
         fm["workspace_id"] = workspace_id
         fm["workspace"] = workspace
+        fm.update({k: v for k, v in (("root", root), ("origin", origin)) if v})
     heading = f"Workspace {name}" if kind == "workspace" else f"Project {workspace}/{name}"
     return render(fm, f"# {heading}\n\nScope manifest written by aimem; do not edit the ids.\n")
 

@@ -81,7 +81,7 @@ def test_reader_gives_up_with_clear_error(tmp_path: Path) -> None:
 def test_fts_indexes_latest_versions_only(tmp_path: Path) -> None:
     conn = open_writer(tmp_path / "m.sqlite")
     conn.execute("INSERT INTO workspaces VALUES ('w', 'default', 'now')")
-    conn.execute("INSERT INTO projects VALUES ('p', 'w', 'proj', 'now')")
+    conn.execute("INSERT INTO projects(id, workspace_id, name, created_at) VALUES ('p', 'w', 'proj', 'now')")
     ins = ("INSERT INTO pages(workspace_id, project_id, path, title, body, kind, tier, content_hash,"
            " created_at, updated_at, is_latest) VALUES ('w','p','a.md',?,?, 'note','episodic','h','t','t',?)")
     conn.execute(ins, ("Old", "zebra stripes", 1))

@@ -130,11 +130,14 @@ class ServiceProc:
 class LocalStack:
     """The five services + NATS via ``aimem up``, on free ports, data in ``data_dir``."""
 
-    def __init__(self, data_dir: Path, log_dir: Path, extra_env: dict[str, str] | None = None):
+    def __init__(self, data_dir: Path, log_dir: Path, extra_env: dict[str, str] | None = None,
+                 nats_cluster: int = 1):
         self.data_dir = Path(data_dir)
         self.log_dir = Path(log_dir)
         self.port_base = free_port_block()
-        self.nats_port = free_port()
+        self.nats_cluster = nats_cluster  # > 1: `aimem up --nats-cluster N` (routes on free ports)
+        self.nats_port = free_port() if nats_cluster == 1 else free_port_block(nats_cluster)
+        self.route_port = free_port_block(nats_cluster) if nats_cluster > 1 else 0
         self.extra_env = extra_env or {}
         self.proc: subprocess.Popen | None = None
 
@@ -144,7 +147,8 @@ class LocalStack:
 
     @property
     def nats_url(self) -> str:
-        return f"nats://127.0.0.1:{self.nats_port}"
+        """The NATS URL(s) the services use (comma-separated for a cluster)."""
+        return ",".join(f"nats://127.0.0.1:{self.nats_port + i}" for i in range(self.nats_cluster))
 
     def start(self, timeout_s: float = 45.0) -> "LocalStack":
         """Start and wait until every ``/healthz`` answers 200.
@@ -159,7 +163,8 @@ class LocalStack:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "aimem_cli", "up", "--data-dir", str(self.data_dir),
                  "--port-base", str(self.port_base), "--nats-port", str(self.nats_port),
-                 "--log-dir", str(self.log_dir)],
+                 "--log-dir", str(self.log_dir), "--nats-cluster", str(self.nats_cluster),
+                 "--nats-route-port", str(self.route_port)],
                 env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
             )
         deadline = time.monotonic() + timeout_s

@@ -99,7 +99,14 @@ def _handoff_text(h: dict[str, Any]) -> str:
     meta = ", ".join(x for x in (f"session {sid}" if sid else "", when) if x)
     title = h.get("title") or "Handoff"
     body = str(h.get("body") or "").strip()
-    return f"## Handoff from {who}{f' ({meta})' if meta else ''}\n### {title}\n{body}"
+    text = f"## Handoff from {who}{f' ({meta})' if meta else ''}\n### {title}\n{body}"
+    folded = [f for f in h.get("folded") or [] if isinstance(f, dict)]
+    if folded:  # earlier automatic handoffs this claim superseded: named, not lost
+        lines = [f"- {f.get('title') or 'Handoff'} (session {f.get('from_session_id') or '?'}, "
+                 f"{f.get('created_at') or ''})" for f in folded]
+        text += "\n\n### Earlier sessions folded into this handoff (their session pages have the details)\n"
+        text += "\n".join(lines)
+    return text
 
 
 def _clip(text: str, limit: int) -> str:

@@ -1,18 +1,28 @@
 """``POST /hook`` and ``POST /hook/session-start-context``.
 
-``POST /hook?agent=&event=&extension=&workspace=&project=&cwd=`` takes a client's native
+``POST /hook?agent=&event=&extension=&workspace=&project=&cwd=&ts=`` takes a client's native
 payload (``normalize.py``), sanitizes it, publishes ``observation.append`` (and, for a
 session end, ``session.end``) to JetStream with the idempotency key as ``Nats-Msg-Id``, and
 answers ``202 {"accepted": cmd_id}`` after the PubAck. 429 + ``Retry-After`` when the
 stream is full or the writer lags; 503 when NATS is unreachable; 4xx JSON for bad input.
 ``cwd`` in the query is a fallback for payloads that carry none (the hook client sends its
-own working directory).
+own working directory), ``ts`` (epoch seconds, when the hook ran) is the event time for
+payloads that carry none. ``root``/``origin`` (the repository top level and its normalised
+``origin`` URL) and ``named=1`` (the project name comes from a ``.aimem.toml`` marker) are
+the project identity the hook client resolved where the files are; the writer keys the
+project by them (``ScopeRef``). Without them (clients posting directly) the project is
+the query/body ``project``, else the cwd's basename, as before.
 
 ``POST /hook/session-start-context`` (same query, same native session-start payload)
-claims the pending handoff for that cwd through the writer (``handoff.accept``, exactly
-once) and answers ``200 {"context": str, "handoff_id": int|null}`` — the fenced, bounded
-text of ``brief.render_context``, ``""`` when there is nothing relevant. It does not store
-the event: the hook client posts that to ``/hook`` first.
+claims the pending handoff for that project root (else cwd) through the writer
+(``handoff.accept``, exactly once) and answers ``200 {"context": str, "handoff_id":
+int|null}`` — the fenced, bounded text of ``brief.render_context``, ``""`` when there is
+nothing relevant. It does not store the event: the hook client posts that to ``/hook``
+first. The start's ``source`` decides (``START_SOURCES``): a ``resume`` continues the same
+session and gets nothing (its transcript already holds what was injected), a ``compact``
+claims nothing and gets the project brief again (bounded), a ``clear`` begins a new task
+but claims nothing (the handoff just left by the cleared session would re-inject what the
+user cleared) and gets the brief; any other start claims the handoff and gets the brief.
 """
 
 from __future__ import annotations
@@ -21,7 +31,8 @@ import hmac
 import logging
 import re
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -36,6 +47,8 @@ from aimem_common.errors import (
     UnavailableError,
 )
 from aimem_common.models import ObservationKind, validate_name
+from aimem_common.read import scopes
+from aimem_common.redact import redact
 from aimem_common.commands import make_envelope
 from aimem_common.commands.handoffs import HandoffAccept
 from aimem_common.commands.observations import SessionEnd
@@ -55,6 +68,25 @@ MAX_KEY_CHARS = 200
 # point is that the next session may run in *another* client. The client is in `agent`.
 HOOK_ACTOR = "hook"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+MAX_ROOT_CHARS, MAX_ORIGIN_CHARS = 4096, 1024
+# What a session start gets, by its `source`: (claim a handoff, inject the project brief).
+START_SOURCES = {"resume": (False, False), "compact": (False, True), "clear": (False, True)}
+DEFAULT_START = (True, True)
+
+
+@dataclass(frozen=True, slots=True)
+class HookScope:
+    """Where one hook event belongs: names plus the identity keys the hook client sent."""
+
+    workspace: str
+    project: str
+    root: str | None = None
+    origin: str | None = None
+    explicit: bool = False
+
+    def envelope_kwargs(self) -> dict[str, Any]:
+        return {"workspace": self.workspace, "project": self.project, "root": self.root,
+                "origin": self.origin, "explicit": self.explicit}
 
 
 @router.post("/hook", status_code=202)
@@ -65,11 +97,11 @@ async def post_hook(request: Request, ctx: CtxDep) -> JSONResponse:
     try:
         _authorize(ctx, request)
         ev, payload = await _read_event(ctx, request)
-        workspace, project = _scope(request, payload, ev)
+        scope = _scope(request, payload, ev)
         key = _idempotency_key(request, payload)
         _check_ready(ctx)
         ctx.gate.check()
-        cmd_id, duplicate = await _publish(ctx, ev, workspace, project, key)
+        cmd_id, duplicate = await _publish(ctx, ev, scope, key)
         ctx.metrics.events.labels(ev.agent, ev.kind.value).inc()
         status = 202
         body: dict[str, Any] = {"accepted": cmd_id}
@@ -86,13 +118,16 @@ async def post_hook(request: Request, ctx: CtxDep) -> JSONResponse:
 
 @router.post("/hook/session-start-context")
 async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
-    """Claim the pending handoff for the caller's cwd and return the fenced context."""
+    """Claim the pending handoff for the caller's project and return the fenced context."""
     _authorize(ctx, request)
     ev, payload = await _read_event(ctx, request)
-    workspace, project = _scope(request, payload, ev)
-    handoff = await _claim_handoff(ctx, ev, workspace, project)
-    pages = await ctx.read(lambda conn: read_brief(conn, workspace=workspace, project=project))
-    text = render_context(handoff, pages or [], project=project,
+    scope = _scope(request, payload, ev)
+    source = str(ev.extra.get("source") or "").casefold()
+    claim, brief = START_SOURCES.get(source, DEFAULT_START)
+    handoff = await _claim_handoff(ctx, ev, scope) if claim else None
+    got = await ctx.read(lambda conn: _brief(conn, scope)) if brief else None
+    pages, name = got or ([], scope.project)  # None: no database yet
+    text = render_context(handoff, pages, project=name,
                           max_chars=budget_chars(ctx.settings.ingress.context_max_tokens))
     ctx.metrics.contexts.labels("handoff" if handoff else ("brief" if text else "empty")).inc()
     return JSONResponse({"context": text, "handoff_id": (handoff or {}).get("id")})
@@ -119,29 +154,65 @@ async def _read_event(ctx: IngressContext, request: Request) -> tuple[Normalized
         cwd = q["cwd"][:4096]
         project = ev.project or _basename(cwd)
         ev = replace(ev, cwd=cwd, project=project)
+    if ev.occurred_at is None and q.get("ts"):
+        ev = replace(ev, occurred_at=_epoch_iso(q["ts"]))
     return ev, payload
+
+
+def _epoch_iso(value: str) -> str | None:
+    """``ts`` (epoch seconds, when the hook client ran) as ISO-8601 UTC; None when unusable."""
+    try:
+        t = float(value)
+        return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def _brief(conn, scope: HookScope) -> tuple[list, str]:
+    """``(brief pages, actual project name)`` of the project this event belongs to (a keyed
+    scope named ``api`` may be ``api-2``); ``([], requested name)`` before it exists."""
+    found = scopes.lookup(conn, scope.workspace, scope.project, root=scope.root, origin=scope.origin,
+                          explicit=scope.explicit)
+    if found is None:
+        return [], scope.project
+    return read_brief(conn, workspace=found.workspace, project=found.project), found.project
 
 
 def _basename(cwd: str) -> str | None:
     return re.split(r"[\\/]", cwd.rstrip("/\\"))[-1] or None
 
 
-def _scope(request: Request, payload: dict[str, Any], ev: NormalizedEvent) -> tuple[str, str]:
-    """Resolve ``(workspace, project)``: query > body > basename of cwd; names validated.
+def _scope(request: Request, payload: dict[str, Any], ev: NormalizedEvent) -> HookScope:
+    """Resolve the event's scope: names query > body > basename of cwd, plus identity keys.
 
     An explicit name must be valid (400 ``invalid_name``); a cwd basename is made safe
     instead (``My Repo`` → ``My-Repo``) because the user never chose it as a name.
+    ``root``/``origin`` must be printable strings (≤ 4096 / 1024 chars, else 400
+    ``invalid_field``); secrets in them are redacted. ``named=1`` or a body ``project``
+    marks the name explicit (resolved by name, never renamed).
     """
     q = request.query_params
     workspace = q.get("workspace") or ev.workspace or "default"
     validate_name(workspace, "workspace")
-    explicit = q.get("project") or (payload.get("project") if isinstance(payload.get("project"), str) else None)
+    root = _key_field(q.get("root"), "root", MAX_ROOT_CHARS)
+    origin = _key_field(q.get("origin"), "origin", MAX_ORIGIN_CHARS)
+    body_project = payload.get("project") if isinstance(payload.get("project"), str) else None
+    named = q.get("named") == "1" or bool(body_project and not q.get("project"))
+    explicit = q.get("project") or body_project
     if explicit:
-        return workspace, validate_name(explicit, "project")
+        return HookScope(workspace, validate_name(explicit, "project"), root, origin, named)
     derived = _UNSAFE_NAME.sub("-", ev.project or "").strip(".-")[:128]
     if not derived:
         raise BadRequestError("no project: send `project` or a payload with a cwd", code="missing_project")
-    return workspace, derived
+    return HookScope(workspace, derived, root, origin, False)
+
+
+def _key_field(value: str | None, name: str, max_chars: int) -> str | None:
+    if not value:
+        return None
+    if len(value) > max_chars or not value.isprintable():
+        raise BadRequestError(f"{name} must be a printable string of ≤ {max_chars} chars", code="invalid_field")
+    return redact(value).text
 
 
 def _idempotency_key(request: Request, payload: dict[str, Any]) -> str | None:
@@ -159,7 +230,7 @@ def _check_ready(ctx: IngressContext) -> None:
         raise UnavailableError("NATS is unreachable; retry later", code="nats_unavailable")
 
 
-async def _publish(ctx: IngressContext, ev: NormalizedEvent, workspace: str, project: str,
+async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
                    key: str | None) -> tuple[str, bool]:
     """Publish the observation (and ``session.end``); return ``(cmd_id, duplicate)``.
 
@@ -172,20 +243,21 @@ async def _publish(ctx: IngressContext, ev: NormalizedEvent, workspace: str, pro
         extension=ev.extension, model=ev.model, occurred_at=ev.occurred_at,
     )
     actor = HOOK_ACTOR
-    env = make_envelope("observation.append", sanitize(raw).to_payload(), workspace=workspace,
-                        project=project, actor=actor, idempotency_key=key)
+    env = make_envelope("observation.append", sanitize(raw).to_payload(), actor=actor, idempotency_key=key,
+                        **scope.envelope_kwargs())
     result = await ctx.bus.publish(env)
     if ev.kind is ObservationKind.SESSION_END:
-        end = SessionEnd(session_id=ev.session_id, agent=ev.agent, cwd=ev.cwd, ended_at=ev.occurred_at)
+        reason = ev.extra.get("reason")
+        end = SessionEnd(session_id=ev.session_id, agent=ev.agent, cwd=ev.cwd, ended_at=ev.occurred_at,
+                         reason=str(reason)[:64] if reason else None)
         end_key = f"{key}:session.end" if key else f"{env.cmd_id}:session.end"
-        await ctx.bus.publish(make_envelope("session.end", end, workspace=workspace, project=project,
-                                            actor=actor, idempotency_key=end_key[:MAX_KEY_CHARS]))
+        await ctx.bus.publish(make_envelope("session.end", end, actor=actor,
+                                            idempotency_key=end_key[:MAX_KEY_CHARS], **scope.envelope_kwargs()))
     return env.cmd_id, result.duplicate
 
 
-async def _claim_handoff(ctx: IngressContext, ev: NormalizedEvent, workspace: str,
-                         project: str) -> dict[str, Any] | None:
-    """Ask the writer to claim the best open handoff for ``ev.cwd``; ``None`` when none.
+async def _claim_handoff(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope) -> dict[str, Any] | None:
+    """Ask the writer to claim the best open handoff for the project root (else ``ev.cwd``).
 
     Waits at most ``CLAIM_TIMEOUT_S``; a timeout, a saturated bus or an unknown project is
     "no handoff" (logged), never an error to the agent.
@@ -195,15 +267,15 @@ async def _claim_handoff(ctx: IngressContext, ev: NormalizedEvent, workspace: st
     env = make_envelope(
         "handoff.accept",
         HandoffAccept(cwd=ev.cwd, agent=ev.agent, session_id=ev.session_id),
-        workspace=workspace, project=project, actor=HOOK_ACTOR,
+        actor=HOOK_ACTOR, **scope.envelope_kwargs(),
     )
     try:
         result = await ctx.bus.request(env, timeout_s=ctx.claim_timeout_s)
     except (BusTimeoutError, BackPressureError, UnavailableError) as exc:
-        log.warning("handoff claim for %s/%s skipped: %s", workspace, project, exc.message)
+        log.warning("handoff claim for %s/%s skipped: %s", scope.workspace, scope.project, exc.message)
         return None
     except AimemError as exc:  # not_found (no such project yet) and other typed answers
-        log.info("no handoff for %s/%s: %s", workspace, project, exc.code)
+        log.info("no handoff for %s/%s: %s", scope.workspace, scope.project, exc.code)
         return None
     handoff = result.get("handoff")
     return handoff if isinstance(handoff, dict) else None

@@ -4,7 +4,8 @@ The lifespan builds one ``MaintContext`` (bus, read pool, optional LLM chain and
 embedder) and starts, each as a background task stopped and awaited on shutdown:
 
 * ``rpc.serve``: ``aimem.maint.<job>`` request/reply handlers;
-* schedules (``scheduler.run_schedule``): sweep, lint, embedding backfill (with an
+* schedules (``scheduler.run_schedule``): sweep, lint, idle-session finalisation
+  (``idle.py``), embedding backfill (with an
   embedder), auto-improve (with an LLM and ``[auto_improve.scheduler] enabled``), each over
   every workspace/project, under a NATS KV lease;
 * with an LLM and ``[consolidation] enabled``: the ``session.ended`` event feed and the
@@ -27,7 +28,7 @@ from aimem_common.read import scopes
 from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
 
-from aimem_maintainer import auto_improve, embeddings, lint, rpc, sweep
+from aimem_maintainer import auto_improve, embeddings, idle, lint, rpc, sweep
 from aimem_maintainer.consolidate import EventFeed, Worker
 from aimem_maintainer.context import MaintContext
 from aimem_maintainer.llm import LlmClient, build_candidates
@@ -59,12 +60,18 @@ def _every_scope(ctx: MaintContext, job: str, fn) -> Any:
     return tick
 
 
+async def _finalize_idle(ctx: MaintContext) -> dict[str, Any]:
+    async with ctx.job("finalize_idle"):
+        return await idle.finalize_idle(ctx)
+
+
 def build_schedules(ctx: MaintContext) -> list[Schedule]:
     """The enabled schedules for this configuration."""
     m = ctx.settings.maintenance
     out = [
         Schedule("sweep", m.sweep_interval_s, _every_scope(ctx, "sweep", lambda s: sweep.run_sweep(ctx, s, dry_run=False))),
         Schedule("lint", m.lint_interval_s, _every_scope(ctx, "lint", lambda s: lint.run_lint(ctx, s))),
+        Schedule("finalize_idle", m.idle_check_interval_s, lambda: _finalize_idle(ctx)),
     ]
     if ctx.embedder is not None:
         async def embed_tick() -> dict[str, Any]:

@@ -19,7 +19,7 @@ from aimem_common.errors import AimemError, BadRequestError, NotFoundError
 from aimem_common.models import Scope, validate_name
 from aimem_common.read import proposals, scopes
 
-from aimem_maintainer import auto_improve, consolidate, embeddings, explore, lint, sweep
+from aimem_maintainer import auto_improve, consolidate, embeddings, explore, idle, lint, sweep
 from aimem_maintainer.store import parse_time
 
 if TYPE_CHECKING:
@@ -130,9 +130,22 @@ async def h_pending(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
     return await ctx.send(f"proposal.{action}", payload, scope, actor=req["actor"])
 
 
+async def h_finalize_idle(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
+    raw = req["args"].get("idle_after_s")
+    try:
+        after = float(raw) if raw is not None else None
+    except (TypeError, ValueError):
+        after = None
+    if raw is not None and (after is None or after <= 0):
+        raise BadRequestError("idle_after_s must be a positive number of seconds")
+    async with ctx.job("finalize_idle"):
+        return await idle.finalize_idle(ctx, idle_after_s=after)
+
+
 HANDLERS: dict[str, Handler] = {
     "forget_sweep": h_sweep, "lint": h_lint, "consolidate": h_consolidate, "auto_improve": h_auto_improve,
     "explore": h_explore, "embed": h_embed, "status": h_status, "pending_writes": h_pending,
+    "finalize_idle": h_finalize_idle,
 }
 
 

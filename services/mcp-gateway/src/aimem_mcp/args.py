@@ -15,8 +15,10 @@ from pydantic import AliasChoices, Field
 
 from aimem_mcp.registry import ToolArgs
 
-WORKSPACE_DOC = "Workspace name; omit for the server's default workspace (`default`). Pass it with `project`."
-PROJECT_DOC = "Project name (e.g. the repository's directory name, or the name in .aimem.toml)."
+WORKSPACE_DOC = ("Workspace name: the `workspace` in the repository's .aimem.toml when it has one; else omit "
+                 "for the server's default (`default`). Pass it with `project`.")
+PROJECT_DOC = ("Project name: the `project` in the repository's .aimem.toml when it has one, else the name of "
+               "the repository's top-level directory (a subdirectory or a worktree belongs to its repository).")
 
 
 def limit_field(default: int, maximum: int, what: str = "results") -> Any:

@@ -4,9 +4,10 @@ The writer is the only process that opens SQLite read-write or touches ``wiki/``
 (DESIGN.md invariant 2). Its lifespan takes the writer lock (a second writer on the same
 data dir refuses to start), opens the DB on the writer thread (applying migrations), opens
 the wiki repository and replays any wiki effects a crash left in ``wiki_outbox``, connects
-to NATS, provisions the streams and the durable ``writer`` consumer, then runs the consumer
-and the hand-edit watcher. Shutdown stops the consumer after its current batch, takes a
-final git checkpoint and closes everything in reverse order.
+to NATS, provisions the streams and the durable ``writer`` consumer, then runs the consumer,
+the hand-edit watcher and, when configured, the replicator (wiki push, lag of both copies).
+Shutdown stops the consumer after its current batch, takes a final git checkpoint, pushes
+it, and closes everything in reverse order.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from aimem_writer.consumer import Consumer
 from aimem_writer.lock import WriterLock
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.reindex import index_hand_edits
+from aimem_writer.replicate import Replicator
 from aimem_writer.thread import WriterThread
 from aimem_writer.watcher import WikiWatcher, candidate_rel
 from aimem_writer.wiki import WikiRepo, replay_outbox
@@ -87,6 +89,16 @@ def create_app(settings: Settings) -> FastAPI:
         if offline:
             await thread.call(index_hand_edits, applier, offline)
         await thread.call(applier.checkpoint, "startup")
+        if settings.replication.git_remote or settings.replication.s3_bucket:
+            replicator = Replicator(settings, wiki.head, metrics)
+            repl_task = asyncio.create_task(replicator.run(), name="writer-replication")
+
+            async def stop_replication() -> None:  # runs after the consumer's final checkpoint
+                repl_task.cancel()
+                await asyncio.gather(repl_task, return_exceptions=True)
+                await replicator.flush()
+
+            stack.push_async_callback(stop_replication)
         nc, bus = await s.connect_bus()
         await busmod.ensure_writer_consumer(nc.jetstream(), ack_wait_s=settings.writer.ack_wait_s)
         consumer = Consumer(settings, nc, thread, applier, metrics)

@@ -102,6 +102,22 @@ def _unwaited(err: AimemError, waited: bool) -> str | None:
     return f"{err.code}: {err.message}"
 
 
+WIKI_COMMIT_KEY = "wiki_commit"
+
+
+def read_wiki_commit(conn: sqlite3.Connection) -> str | None:
+    """Return the wiki commit the DB last recorded (``meta.wiki_commit``), or None."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (WIKI_COMMIT_KEY,)).fetchone()
+    return row[0] if row else None
+
+
+def record_wiki_commit(conn: sqlite3.Connection, oid: str | None) -> None:
+    """Store ``oid`` as ``meta.wiki_commit`` (the DB holds everything up to that commit)."""
+    if oid:
+        conn.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                     (WIKI_COMMIT_KEY, oid))
+
+
 class Applier:
     """Owns the write connection and the wiki; every method runs on the writer thread.
 
@@ -346,7 +362,11 @@ class Applier:
 
     # -- git ------------------------------------------------------------------------
     def checkpoint(self, reason: str | None = None) -> str | None:
-        """Commit dirty wiki paths to git (one commit); returns the commit id or None."""
+        """Commit dirty wiki paths to git (one commit); returns the commit id or None.
+
+        Side effect: records the commit in ``meta.wiki_commit`` (autocommit), so a copy of
+        the DB (a Litestream restore) tells which wiki commit it has caught up with.
+        """
         t0 = time.perf_counter()
         with tracer.start_as_current_span("aimem.writer.git_checkpoint") as span:
             oid = self.wiki.checkpoint(reason)
@@ -354,6 +374,8 @@ class Applier:
                 span.set_attribute("git.commit", oid)
                 self.metrics.git_commits.inc()
                 self.metrics.git_seconds.observe(time.perf_counter() - t0)
+        if oid or self.wiki.head() != read_wiki_commit(self.conn):
+            record_wiki_commit(self.conn, self.wiki.head())
         return oid
 
     def open_dead_letters(self) -> int:

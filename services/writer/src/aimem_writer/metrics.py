@@ -31,6 +31,8 @@ class WriterMetrics:
     dead_letters_open: Gauge
     store_fault: Gauge
     store_faults: Counter
+    replication_lag: Gauge
+    wiki_pushes: Counter
 
     @classmethod
     def create(cls, telemetry: Telemetry) -> "WriterMetrics":
@@ -64,6 +66,12 @@ class WriterMetrics:
                                 "1 while the writer cannot store (disk full, I/O error), by reason", ["reason"]),
             store_faults=t.counter("aimem_writer_store_faults_total",
                                    "Batches held because the store refused a write, by reason", ["reason"]),
+            # Registered even when replication is off, so dashboards and rules always resolve.
+            replication_lag=t.gauge("aimem_replication_lag_seconds",
+                                    "Seconds the off-node copy is behind, by target (db = Litestream, wiki = git push)",
+                                    ["target"]),
+            wiki_pushes=t.counter("aimem_replication_wiki_pushes_total",
+                                  "Pushes of the wiki to its git remote, by outcome (ok|error)", ["outcome"]),
         )
         for reason in ("disk_full", "io_error"):  # exported at 0 from the start (alerts, dashboards)
             m.store_fault.labels(reason).set(0)

@@ -154,8 +154,9 @@ def _rebuild(conn: sqlite3.Connection, settings: Settings, root: Path) -> Rebuil
                 if not pmeta.is_file():
                     raise NotFoundError(f"missing project manifest {pmeta}", code="meta_missing")
                 pm = parse_meta(pmeta.read_text(encoding="utf-8"))
-                conn.execute("INSERT INTO projects(id, workspace_id, name, created_at) VALUES (?, ?, ?, ?)",
-                             (pj_dir.name, ws_dir.name, pm["name"], now))
+                conn.execute("INSERT INTO projects(id, workspace_id, name, created_at, root, origin)"
+                             " VALUES (?, ?, ?, ?, ?, ?)",
+                             (pj_dir.name, ws_dir.name, pm["name"], now, pm.get("root"), pm.get("origin")))
                 report.projects += 1
                 scopes.append((wm["name"], pm["name"], ws_dir.name, pj_dir.name, pj_dir))
         from aimem_common.models import Scope

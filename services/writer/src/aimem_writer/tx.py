@@ -21,8 +21,11 @@ API (all on the writer thread; never keep a ``Tx`` after the handler returns):
     project (and stages their ``_meta.md`` manifests) when missing; otherwise a missing one
     raises ``NotFoundError``. A command without ``scope`` raises ``BadRequestError``
     (``missing_scope``).
-``tx.resolve_scope(workspace, project, create=False) -> Scope``
-    The same for any other names (message recipients, cross-project moves).
+``tx.resolve_scope(workspace, project, create=False, *, root=, origin=, explicit=) -> Scope``
+    The same for any other names (message recipients, cross-project moves). Identity keys
+    (``root``/``origin``, sent by the hook client) find the project by repository instead
+    of by name; a second repository wanting a taken name gets ``name-2`` (the returned
+    scope carries the actual name).
 ``tx.scope_by_ids(workspace_id, project_id) -> Scope``
     Look a scope up by its ids (``NotFoundError`` when absent).
 ``tx.wiki`` (``aimem_writer.wiki.WikiStage``)
@@ -63,8 +66,8 @@ from typing import Any
 
 from aimem_common.config import Settings
 from aimem_common.errors import BadRequestError, NotFoundError
-from aimem_common.read import scopes
 from aimem_common.models import Scope, validate_name
+from aimem_common.read import scopes
 from aimem_common.commands import Envelope
 from aimem_common.commands.envelope import OP_CREATES_SCOPE
 from aimem_common.wikifmt import META_FILE, render_meta
@@ -118,6 +121,7 @@ class Tx:
         self._batch_scopes = scopes
         self.new_scopes = ScopeCache()
         self._pages = None
+        self._scope: Scope | None = None
 
     # -- identity ---------------------------------------------------------------
     @property
@@ -153,33 +157,71 @@ class Tx:
             raise BadRequestError(f"{self.op} needs a scope (workspace/project)", code="missing_scope")
         if create is None:
             create = OP_CREATES_SCOPE.get(self.op, False)
-        return self.resolve_scope(self.env.scope.workspace, self.env.scope.project, create=create)
+        ref = self.env.scope
+        scope = self.resolve_scope(ref.workspace, ref.project, create=create, root=ref.root,
+                                   origin=ref.origin, explicit=ref.explicit)
+        self._scope = scope
+        return scope
 
-    def resolve_scope(self, workspace: str, project: str, create: bool = False) -> Scope:
-        """Resolve names to a ``Scope``, creating both (with manifests) when ``create``.
+    def resolve_scope(self, workspace: str, project: str, create: bool = False, *, root: str | None = None,
+                      origin: str | None = None, explicit: bool = False) -> Scope:
+        """Resolve names (and identity keys) to a ``Scope``, creating it when ``create``.
+
+        Without keys (or with ``explicit``, a name the user chose in a marker) the project is
+        found by name; keys given then fill the project's unknown ones. With keys
+        (``root``/``origin`` from the hook client) the project is the one holding them
+        (``scopes.find_by_key``), else a keyless project of that name (older data, direct
+        clients) adopts them, else a new project is created under the first free name
+        (``api``, ``api-2``, …): two repositories sharing a folder name never merge. The
+        returned ``Scope`` carries the actual name.
 
         Raises:
             BadRequestError: invalid names (``invalid_name``).
             NotFoundError: unknown workspace/project and not ``create``.
         """
-        key = (workspace, project)
+        keyed = not explicit and bool(root or origin)
+        key: tuple = (workspace, project) if not keyed else ("key", workspace, project, root, origin)
         hit = self._batch_scopes.by_name.get(key) or self.new_scopes.by_name.get(key)
         if hit is not None:
             return hit
-        found = scopes.find(self.conn, workspace, project)
+        found = scopes.lookup(self.conn, workspace, project, root=root, origin=origin, explicit=explicit)
         if found is not None:
+            if root or origin:
+                self._record_keys(found, root, origin)
             self._batch_scopes.by_name[key] = found
             return found
         validate_name(workspace, "workspace")
         validate_name(project, "project")
-        ws = scopes.workspace_id(self.conn, workspace)
-        if ws is None and not create:
+        ws_id = scopes.workspace_id(self.conn, workspace)
+        if ws_id is None and not create:
             raise NotFoundError(f"workspace {workspace!r} not found", data={"workspace": workspace})
         if not create:
             raise NotFoundError(
                 f"project {workspace}/{project} not found", data={"workspace": workspace, "project": project}
             )
-        if ws is None:
+        if keyed:
+            project = scopes.free_project_name(self.conn, workspace, project)
+        scope = self._create(workspace, ws_id, project, root, origin)
+        self.new_scopes.by_name[key] = scope
+        return scope
+
+    def _record_keys(self, scope: Scope, root: str | None, origin: str | None) -> None:
+        """Fill the project's unknown identity keys (never overwrite a known one)."""
+        have = scopes.identity_keys(self.conn, scope.project_id)
+        if (root and not have["root"]) or (origin and not have["origin"]):
+            self.conn.execute("UPDATE projects SET root = coalesce(root, ?), origin = coalesce(origin, ?) WHERE id = ?",
+                              (root, origin, scope.project_id))
+            keys = scopes.identity_keys(self.conn, scope.project_id)
+            self.wiki.write_rel(f"{scope.workspace_id}/{scope.project_id}/{META_FILE}", render_meta(
+                "project", id=scope.project_id, name=scope.project, workspace_id=scope.workspace_id,
+                workspace=scope.workspace, **keys))
+            self.audit("project.keys", f"{scope.workspace}/{scope.project}", {"root": root, "origin": origin},
+                       scope=scope)
+
+    def _create(self, workspace: str, ws_id: str | None, project: str, root: str | None,
+                origin: str | None) -> Scope:
+        """Insert the project (and its workspace when ``ws_id`` is None) with manifests."""
+        if ws_id is None:
             wid = uuid.uuid4().hex
             self.conn.execute(
                 "INSERT INTO workspaces(id, name, created_at) VALUES (?, ?, ?)", (wid, workspace, self.now)
@@ -187,21 +229,22 @@ class Tx:
             self.wiki.write_rel(f"{wid}/{META_FILE}", render_meta("workspace", id=wid, name=workspace))
             self.audit("workspace.create", workspace, {"workspace_id": wid})
         else:
-            wid = ws
+            wid = ws_id
         pid = uuid.uuid4().hex
         self.conn.execute(
-            "INSERT INTO projects(id, workspace_id, name, created_at) VALUES (?, ?, ?, ?)",
-            (pid, wid, project, self.now),
+            "INSERT INTO projects(id, workspace_id, name, created_at, root, origin) VALUES (?, ?, ?, ?, ?, ?)",
+            (pid, wid, project, self.now, root, origin),
         )
         self.wiki.write_rel(
             f"{wid}/{pid}/{META_FILE}",
-            render_meta("project", id=pid, name=project, workspace_id=wid, workspace=workspace),
+            render_meta("project", id=pid, name=project, workspace_id=wid, workspace=workspace, root=root,
+                        origin=origin),
         )
         scope = Scope(workspace, project, wid, pid)
-        self.audit("project.create", f"{workspace}/{project}", {"project_id": pid}, scope=scope)
+        self.audit("project.create", f"{workspace}/{project}",
+                   {"project_id": pid, "root": root, "origin": origin}, scope=scope)
         self.emit("project.created", {"workspace": workspace, "project": project,
-                                      "workspace_id": wid, "project_id": pid})
-        self.new_scopes.by_name[key] = scope
+                                      "workspace_id": wid, "project_id": pid, "root": root, "origin": origin})
         return scope
 
     def scope_by_ids(self, workspace_id: str, project_id: str) -> Scope:
@@ -218,7 +261,10 @@ class Tx:
     # -- side channels ------------------------------------------------------------
     def emit(self, kind: str, data: dict[str, Any]) -> None:
         """Queue an event for ``aimem.evt.<kind>`` (published after COMMIT, dropped on failure)."""
-        if self.env.scope is not None:
+        if self._scope is not None:  # the resolved names (a keyed scope may be ``api-2``)
+            data.setdefault("workspace", self._scope.workspace)
+            data.setdefault("project", self._scope.project)
+        elif self.env.scope is not None:
             data.setdefault("workspace", self.env.scope.workspace)
             data.setdefault("project", self.env.scope.project)
         data.setdefault("cmd_id", self.cmd_id)

@@ -206,6 +206,7 @@ class WikiRepo:
         self.pending_ops: Counter = Counter()
         self.checkpoints = 0
         self._first_commit_needed = self.repo.head_is_unborn
+        self._head: str | None = None if self.repo.head_is_unborn else str(self.repo.head.target)
         # A crash between a flush and its debounced checkpoint leaves files on disk that git
         # has not seen; the first checkpoint after start picks them up.
         for path, flags in self.repo.status().items():
@@ -320,6 +321,7 @@ class WikiRepo:
         body = "\n".join(paths[:50]) + (f"\n… and {len(paths) - 50} more" if len(paths) > 50 else "")
         sig = pygit2.Signature(*SIGNATURE)
         oid = self.repo.create_commit("HEAD", sig, sig, f"{summary}\n\n{body}\n", tree, parents)
+        self._head = str(oid)
         self.dirty.clear()
         self.pending_ops.clear()
         self._first_commit_needed = False
@@ -337,6 +339,14 @@ class WikiRepo:
             )
         except OSError as exc:
             log.warning("git gc --auto failed to start: %s", exc)
+
+    def head(self) -> str | None:
+        """Return HEAD's commit id hex, or None while the repository has no commit.
+
+        A cached string set by ``checkpoint``: safe to read from another thread (the
+        replicator on the event loop) while the writer thread commits.
+        """
+        return self._head
 
     def healthy(self) -> bool:
         """Return True when the repository opens and HEAD resolves (or is unborn)."""

@@ -18,7 +18,7 @@ def _ended_session(wh, sid: str, cwd: str) -> int:
     return wh.ok("session.end", {"session_id": sid, "cwd": cwd})["handoff_id"]
 
 
-def test_accept_prefers_manual_then_newest_automatic_and_expires_older(wh) -> None:
+def test_accept_prefers_manual_then_newest_automatic_and_supersedes_older(wh) -> None:
     old = _ended_session(wh, "a", "/w/app")
     new = _ended_session(wh, "b", "/w/app")
     other_dir = _ended_session(wh, "c", "/w/app-old")
@@ -27,10 +27,12 @@ def test_accept_prefers_manual_then_newest_automatic_and_expires_older(wh) -> No
     got = wh.ok("handoff.accept", {"cwd": "/w/app/src", "agent": "codex"})
     assert got["handoff"]["id"] == manual["id"] and got["handoff"]["status"] == "accepted"
     got = wh.ok("handoff.accept", {"cwd": "/w/app/src", "agent": "codex", "session_id": "z"})
-    assert got["handoff"]["id"] == new and got["expired"] == [old]
+    assert got["handoff"]["id"] == new and got["superseded"] == [old]
+    assert [f["id"] for f in got["handoff"]["folded"]] == [old]
     assert wh.ok("handoff.accept", {"cwd": "/w/app"})["handoff"] is None
     states = dict(wh.conn.execute("SELECT id, status FROM handoffs"))
-    assert states == {old: "expired", new: "accepted", other_dir: "open", manual["id"]: "accepted"}
+    assert states == {old: "superseded", new: "accepted", other_dir: "open", manual["id"]: "accepted"}
+    assert wh.count("SELECT superseded_by FROM handoffs WHERE id = ?", old) == new
 
 
 def test_claim_exactly_once(wh) -> None:

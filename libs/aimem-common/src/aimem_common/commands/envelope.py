@@ -11,7 +11,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Callable, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer,
+                      model_validator)
 
 from aimem_common.errors import BadRequestError
 from aimem_common.models import validate_name
@@ -63,12 +64,36 @@ def register(name: str, *, creates_scope: bool = False) -> Callable[[P], P]:
 
 
 class ScopeRef(BaseModel):
-    """Workspace/project names of a command (the writer maps them to ids)."""
+    """Workspace/project names of a command (the writer maps them to ids).
+
+    Hook commands may add the project's identity keys, resolved by the hook client where
+    the files are: ``root`` (the repository's top level) and ``origin`` (its normalised
+    ``origin`` URL). With keys, the writer finds the project by them and gives a second
+    repository that wants a taken name a distinct one (``api`` → ``api-2``); ``explicit``
+    (a name from a ``.aimem.toml`` marker) resolves by name alone and only records keys.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     workspace: str = "default"
     project: str
+    root: str | None = Field(None, max_length=4096)
+    origin: str | None = Field(None, max_length=1024)
+    explicit: bool = False
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: Any) -> dict[str, Any]:
+        # Identity fields only when set: plain scopes stay {workspace, project} on the wire.
+        data = handler(self)
+        for name, empty in (("root", None), ("origin", None), ("explicit", False)):
+            if data.get(name, empty) == empty:
+                data.pop(name, None)
+        return data
+
+    @property
+    def keyed(self) -> bool:
+        """True when the writer should resolve this scope by identity keys."""
+        return not self.explicit and bool(self.root or self.origin)
 
     @field_validator("workspace")
     @classmethod
@@ -135,8 +160,13 @@ def make_envelope(
     project: str | None = None,
     actor: str = "anonymous",
     idempotency_key: str | None = None,
+    root: str | None = None,
+    origin: str | None = None,
+    explicit: bool = False,
 ) -> Envelope:
     """Build a validated envelope for ``op`` (payload validated against its model).
+
+    ``root``/``origin``/``explicit``: the project identity of a hook command (``ScopeRef``).
 
     Raises:
         BadRequestError: unknown op, invalid payload or invalid scope names.
@@ -144,7 +174,8 @@ def make_envelope(
     data = payload.model_dump(mode="json", exclude_none=False) if isinstance(payload, BaseModel) else payload
     parse_payload(op, data)
     try:
-        scope = ScopeRef(workspace=workspace or "default", project=project) if project else None
+        scope = ScopeRef(workspace=workspace or "default", project=project, root=root, origin=origin,
+                         explicit=explicit) if project else None
     except ValidationError as exc:
         raise BadRequestError(first_error(exc), code="invalid_name") from exc
     return Envelope(op=op, actor=actor, scope=scope, idempotency_key=idempotency_key, payload=data)

@@ -24,11 +24,14 @@ class HandoffBegin(OpPayload):
 
 @register("handoff.accept")
 class HandoffAccept(OpPayload):
-    """Claim exactly one open handoff: ``handoff_id`` or the best eligible for ``cwd``.
+    """Claim exactly one open handoff: ``handoff_id`` or the best eligible for the place.
 
-    Eligibility: manual handoffs first, then the newest automatic one whose cwd equals
-    ``cwd`` or is one of its parents on a path boundary. Accepting an automatic handoff
-    expires the older eligible automatic ones. Result ``{"handoff": {...}|null}``.
+    The place is the envelope scope's ``root`` (the repository, sent by the hook client)
+    when both sides know it, else ``cwd`` (equal, or a parent on a path boundary).
+    Manual handoffs first, then the newest automatic one. Claiming an automatic handoff
+    supersedes the older eligible automatic ones (listed in the result's ``folded``);
+    manual ones stay open. Result ``{"handoff": {...}|null, "superseded": [ids],
+    "workspace", "project"}`` (the project's actual names).
     """
 
     handoff_id: DbId | None = None

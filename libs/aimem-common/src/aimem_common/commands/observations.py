@@ -37,11 +37,17 @@ class ObservationAppend(OpPayload):
 class SessionEnd(OpPayload):
     """Close a session: summary page, automatic handoff, ended count (DESIGN.md "Hook ingress").
 
-    Sent by ingress after the ``session-end`` observation itself, and by
-    ``aimem finalize-session``. Re-ending only does work when the count advanced.
+    Sent by ingress after the ``session-end`` observation itself (``reason`` from the
+    client: ``exit``, ``clear``, ``logout``, ``finalize-session``, …), and by the
+    maintainer for a session idle past ``maintenance.session_idle_after_s`` (``reason``
+    ``idle``, with ``if_last_event_at`` = the last event time it saw: a session that got an
+    event since is left alone). Re-ending only does work when the count advanced; the page
+    records the reason.
     """
 
     session_id: str = Field(min_length=1, max_length=256)
     agent: str = Field("generic", max_length=64)
     cwd: str | None = Field(None, max_length=4096)
     ended_at: str | None = None
+    reason: str | None = Field(None, max_length=64)
+    if_last_event_at: str | None = Field(None, max_length=64)

@@ -364,10 +364,27 @@ CREATE TABLE wiki_outbox (
 );
 """
 
+# Project identity keys, session end reasons, handoff roots and supersession.
+# A project created before keys existed keeps NULL keys and is adopted by the first keyed
+# event asking for its name; a handoff without a root keeps matching by its cwd.
+MIGRATION_2 = r"""
+ALTER TABLE projects ADD COLUMN root TEXT;          -- repository top level (hook client)
+ALTER TABLE projects ADD COLUMN origin TEXT;        -- normalised origin URL: host/owner/repo
+CREATE INDEX projects_origin ON projects(workspace_id, origin) WHERE origin IS NOT NULL;
+CREATE INDEX projects_root ON projects(workspace_id, root) WHERE root IS NOT NULL;
+
+ALTER TABLE sessions ADD COLUMN root TEXT;          -- project root the session ran in
+ALTER TABLE sessions ADD COLUMN end_reason TEXT;    -- exit|clear|logout|idle|finalize-session|...
+CREATE INDEX sessions_open ON sessions(ended_at, last_event_at) WHERE ended_at IS NULL;
+
+ALTER TABLE handoffs ADD COLUMN root TEXT;          -- project root: matched before the cwd
+ALTER TABLE handoffs ADD COLUMN superseded_by INTEGER;  -- the claimed handoff that folded it in
+"""
+
 # Commands the writer gave up on (a handler bug, a transient failure past
 # writer.max_deliver, an error no caller was waiting for), kept whole with the reason so
 # `aimem dead-letters replay` can send them again. Store faults never land here.
-MIGRATION_2 = """
+MIGRATION_5 = """
 CREATE TABLE dead_letters (
   id           INTEGER PRIMARY KEY,
   cmd_id       TEXT NOT NULL,
@@ -385,5 +402,5 @@ CREATE INDEX dead_letters_open ON dead_letters(replayed_at, id);
 """
 
 # Forward-only: append new migrations; never edit one that has shipped.
-MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1), (2, MIGRATION_2)]
+MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1), (2, MIGRATION_2), (5, MIGRATION_5)]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -2,7 +2,8 @@
 
 ``HandoffRecord`` = ``{"id", "workspace", "project", "automatic": bool, "shared": bool,
 "owner", "from_agent", "to_agent", "from_session_id", "cwd", "title", "body", "status",
-"created_at", "closed_at", "accepted_by", "accepted_session_id"}``.
+"created_at", "closed_at", "accepted_by", "accepted_session_id", "root", "superseded_by"}``
+(``status``: open|accepted|expired|superseded).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ def list_handoffs(
     scope: Scope,
     *,
     viewer: str | None = None,
-    status: Literal["open", "accepted", "expired", "any"] = "open",
+    status: Literal["open", "accepted", "expired", "superseded", "any"] = "open",
     limit: int = 50,
     include_body: bool = True,
 ) -> list[dict[str, Any]]:

@@ -46,6 +46,9 @@ class ReaderPool:
         budget_ms: per-call time budget in milliseconds (0 disables the limit).
         wait_s: how long the *first* connection waits for the writer to create and
             migrate the file (``open_reader``).
+        reuse: keep connections between calls (default). False opens one per call: on a
+            read replica Litestream's follow mode rewrites the file underneath SQLite, and a
+            kept connection never sees its changes (measured: it stayed on its first copy).
     """
 
     def __init__(
@@ -55,11 +58,13 @@ class ReaderPool:
         size: int = DEFAULT_SIZE,
         budget_ms: int = DEFAULT_BUDGET_MS,
         wait_s: float = 30.0,
+        reuse: bool = True,
     ):
         self.db_path = Path(db_path)
         self.size = max(1, size)
         self.budget_ms = budget_ms
         self.wait_s = wait_s
+        self.reuse = reuse
         self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -121,8 +126,11 @@ class ReaderPool:
             yield conn
         finally:
             if conn is not None:
-                if self._closed:
+                if self._closed or not self.reuse:
                     conn.close()
+                    with self._lock:
+                        if conn in self._all:
+                            self._all.remove(conn)
                 else:
                     if conn.in_transaction:  # never keep a read snapshot pinned between calls
                         conn.rollback()

@@ -54,6 +54,75 @@ def workspace_id(conn: sqlite3.Connection, workspace: str) -> str | None:
     return row[0] if row is not None else None
 
 
+def find_by_key(conn: sqlite3.Connection, workspace: str, *, origin: str | None, root: str | None) -> Scope | None:
+    """Return the project of ``workspace`` with these identity keys, or ``None``.
+
+    The normalised ``origin`` URL decides first (every clone and worktree of one repository
+    shares it); then the repository ``root``, for a project whose origin is unknown on
+    either side (a repository without a remote, or one that gained its remote later). Two
+    different origins at one root are two projects.
+    """
+    if origin:
+        row = conn.execute(_SCOPE_SQL + " WHERE w.name = ? AND p.origin = ? ORDER BY p.created_at, p.id LIMIT 1",
+                           (workspace, origin)).fetchone()
+        if row is not None:
+            return _row_scope(row)
+    if root:
+        row = conn.execute(
+            _SCOPE_SQL + " WHERE w.name = ? AND p.root = ? AND (p.origin IS NULL OR ? IS NULL)"
+            " ORDER BY p.created_at, p.id LIMIT 1", (workspace, root, origin)).fetchone()
+        if row is not None:
+            return _row_scope(row)
+    return None
+
+
+def find_unkeyed(conn: sqlite3.Connection, workspace: str, project: str) -> Scope | None:
+    """Return the project named ``workspace``/``project`` when it has no identity keys yet
+    (made before the keys existed, or by a client posting without the hook client)."""
+    row = conn.execute(_SCOPE_SQL + " WHERE w.name = ? AND p.name = ? AND p.root IS NULL AND p.origin IS NULL",
+                       (workspace, project)).fetchone()
+    return _row_scope(row) if row is not None else None
+
+
+def lookup(conn: sqlite3.Connection, workspace: str, project: str, *, root: str | None = None,
+           origin: str | None = None, explicit: bool = False) -> Scope | None:
+    """Return the project a hook event belongs to, or ``None`` when it does not exist yet.
+
+    With identity keys (and no ``explicit`` name): the project holding them
+    (``find_by_key``), else a keyless project named ``project`` (which the writer then
+    keys). Otherwise by name. The writer creates what this does not find.
+    """
+    if not explicit and (root or origin):
+        return find_by_key(conn, workspace, origin=origin, root=root) or find_unkeyed(conn, workspace, project)
+    return find(conn, workspace, project)
+
+
+def identity_keys(conn: sqlite3.Connection, project_id: str) -> dict[str, str | None]:
+    """Return ``{"root", "origin"}`` of a project (``None`` values when unknown or absent)."""
+    row = conn.execute("SELECT root, origin FROM projects WHERE id = ?", (project_id,)).fetchone()
+    return {"root": row[0], "origin": row[1]} if row is not None else {"root": None, "origin": None}
+
+
+def all_identity_keys(conn: sqlite3.Connection) -> dict[str, dict[str, str | None]]:
+    """Return ``{project_id: {"root", "origin"}}`` for every project."""
+    return {r[0]: {"root": r[1], "origin": r[2]} for r in conn.execute("SELECT id, root, origin FROM projects")}
+
+
+def free_project_name(conn: sqlite3.Connection, workspace: str, base: str) -> str:
+    """Return ``base`` when no project of ``workspace`` has it, else the first free
+    ``base-2``, ``base-3``, … (the readable name of a second repository with one folder name)."""
+    taken = {r[0] for r in conn.execute(
+        "SELECT p.name FROM projects p JOIN workspaces w ON w.id = p.workspace_id"
+        " WHERE w.name = ? AND (p.name = ? OR p.name LIKE ? ESCAPE '\\')",
+        (workspace, base, base.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "-%"))}
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base[:120]}-{n}" in taken:
+        n += 1
+    return f"{base[:120]}-{n}"
+
+
 def projects_of(conn: sqlite3.Connection, workspace_id: str) -> list[Scope]:
     """Return every project of the workspace with id ``workspace_id`` as a ``Scope`` (by name)."""
     return [_row_scope(r) for r in conn.execute(_SCOPE_SQL + " WHERE w.id = ? ORDER BY p.name", (workspace_id,))]
@@ -116,14 +185,15 @@ def counts(conn: sqlite3.Connection) -> dict[str, int]:
 
 
 def list_workspaces(conn: sqlite3.Connection) -> list[dict]:
-    """Return ``[{"workspace", "workspace_id", "projects": [{"project", "project_id"}]}]``.
+    """Return ``[{"workspace", "workspace_id", "projects": [{"project", "project_id", "root",
+    "origin"}]}]`` (``root``/``origin``: the project's identity keys, ``None`` when unknown).
 
     Ordered by name; a workspace without projects is listed with ``projects: []``.
     """
     out: dict[str, dict] = {}
     for w in conn.execute("SELECT id, name FROM workspaces ORDER BY name"):
         out[w[0]] = {"workspace": w[1], "workspace_id": w[0], "projects": []}
-    for p in conn.execute("SELECT id, workspace_id, name FROM projects ORDER BY name"):
+    for p in conn.execute("SELECT id, workspace_id, name, root, origin FROM projects ORDER BY name"):
         if p[1] in out:
-            out[p[1]]["projects"].append({"project": p[2], "project_id": p[0]})
+            out[p[1]]["projects"].append({"project": p[2], "project_id": p[0], "root": p[3], "origin": p[4]})
     return list(out.values())

@@ -137,3 +137,20 @@ def session_observations(
         "limit": limit,
         "next_offset": nxt if nxt < total else None,
     }
+
+
+def idle_sessions(conn: sqlite3.Connection, *, quiet_before: str, limit: int = 200) -> list[dict[str, Any]]:
+    """Open sessions whose last event is older than ``quiet_before`` (ISO-8601 UTC), oldest first.
+
+    Shape: ``[{"workspace", "project", "session_id", "agent", "cwd", "last_event_at",
+    "observation_count"}]``, len ≤ ``limit``. The maintainer finalises these through the
+    session-end path (``session.end`` with reason ``idle``).
+    """
+    rows = conn.execute(
+        "SELECT w.name AS workspace, p.name AS project, s.session_id, s.agent, s.cwd, s.last_event_at,"
+        " s.observation_count FROM sessions s JOIN projects p ON p.id = s.project_id"
+        " JOIN workspaces w ON w.id = p.workspace_id"
+        " WHERE s.ended_at IS NULL AND s.last_event_at < ? ORDER BY s.last_event_at LIMIT ?",
+        (quiet_before, max(1, limit)),
+    ).fetchall()
+    return [{k: r[k] for k in r.keys()} for r in rows]

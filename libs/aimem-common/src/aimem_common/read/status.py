@@ -72,13 +72,16 @@ def status(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, An
 
 
 def project_sizes(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Return ``[{"workspace", "project", "project_id", "pages" (live), "sessions"}]`` for
-    every project, ordered by workspace then project name."""
+    """Return ``[{"workspace", "project", "project_id", "pages" (live), "sessions", "root",
+    "origin"}]`` for every project, ordered by workspace then project name (``root`` /
+    ``origin``: its identity keys, which tell ``api`` from ``api-2``; ``None`` when unknown)."""
     pages = dict(conn.execute(
         "SELECT project_id, count(*) FROM pages WHERE is_latest = 1 GROUP BY project_id").fetchall())
     sessions = dict(conn.execute("SELECT project_id, count(*) FROM sessions GROUP BY project_id").fetchall())
+    keys = scopes.all_identity_keys(conn)
     return [
         {"workspace": s.workspace, "project": s.project, "project_id": s.project_id,
-         "pages": pages.get(s.project_id, 0), "sessions": sessions.get(s.project_id, 0)}
+         "pages": pages.get(s.project_id, 0), "sessions": sessions.get(s.project_id, 0),
+         **keys.get(s.project_id, {"root": None, "origin": None})}
         for s in scopes.all_scopes(conn)
     ]

@@ -14,7 +14,7 @@ from aimem_mcp.registry import tool
 
 
 class Args(Scoped):
-    status: Literal["open", "accepted", "expired", "any"] = Field("open", description="Filter by state (default `open`).")
+    status: Literal["open", "accepted", "expired", "superseded", "any"] = Field("open", description="Filter by state (default `open`).")
     limit: int = limit_field(50, 200, "handoffs")
     any_owner: bool = Field(False, description="Root only: list every operator's handoffs (recovery).")
     include_body: bool = Field(True, description="Include the handoff text (false = identity and age only).")

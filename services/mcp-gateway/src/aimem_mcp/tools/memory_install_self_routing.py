@@ -28,7 +28,9 @@ SNIPPET = """{begin}
 ## Memory (aimem)
 
 This project has long-term memory shared across coding agents, reachable as the `aimem`
-MCP server. Pass `workspace: "{workspace}"` and `project: "{project}"` on every call.
+MCP server. Pass `workspace: "{workspace}"` and `project: "{project}"` on every call: the
+names in this repository's `.aimem.toml` (`aimem init` writes one), the same ones its hooks
+record under, from any subdirectory or worktree.
 
 - Starting work: `memory_handoff_accept` to claim a note the previous agent left (once),
   or `memory_briefing` for an overview. They are different: a briefing claims nothing.
@@ -75,7 +77,8 @@ To change an existing page safely, read it with `memory_read_page` and pass its 
 class Args(ToolArgs):
     client: Client | None = Field(None, description="Only the target hints of this client; omit for all.")
     workspace: str | None = Field(None, description=WORKSPACE_DOC, max_length=128)
-    project: str | None = Field(None, description="Project name to write into the snippet.", max_length=128)
+    project: str | None = Field(None, description="Project name to write into the snippet: the `project` of the "
+                                "repository's .aimem.toml, else its top-level directory name.", max_length=128)
 
 
 @tool(

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Request
 from aimem_common.db.connect import schema_version
 from aimem_common.read import scopes
 from aimem_common.read.status import project_sizes
+from aimem_common.replication import read_status as read_replication_status
 from aimem_query.deps import bus_of, read, settings_of
 from aimem_query.admin.history import list_checkpoints
 from aimem_common.read import dead_letters
@@ -51,7 +52,12 @@ def _size(path: Path) -> int:
 
 @router.get("/status")
 async def status(request: Request) -> dict:
-    """Counts, schema version, data dir, DB size (bytes, with WAL), last checkpoint, lag."""
+    """Counts, schema version, data dir, DB size (bytes, with WAL), last checkpoint, lag.
+
+    ``replication`` (``{}`` when not configured): the off-node copies' state from
+    ``aimem_common.replication.read_status`` — per target (``db``, ``wiki``) ``lag_s`` and
+    ``behind`` (lag over ``replication.lag_alert_s``).
+    """
     settings = settings_of(request)
     store = await read(request, _store)
     try:
@@ -65,6 +71,7 @@ async def status(request: Request) -> dict:
         "db_bytes": _size(settings.db_path) if settings.db_path.exists() else 0,
         "writer_lag": lag,
         "last_checkpoint": last[0] if last else None,
+        "replication": await asyncio.to_thread(read_replication_status, settings),
         **store,
     }
 

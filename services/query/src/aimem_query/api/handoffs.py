@@ -15,7 +15,7 @@ router = APIRouter(prefix="/workspaces/{workspace}/projects/{project}", tags=["h
 @router.get("/handoffs", summary="List handoffs without claiming them")
 async def list_handoffs(
     request: Request, principal: PrincipalDep, workspace: str, project: str,
-    status: Literal["open", "accepted", "expired", "any"] = "open",
+    status: Literal["open", "accepted", "expired", "superseded", "any"] = "open",
     limit: int = Query(50, ge=1, le=200), include_body: bool = True,
 ) -> list[dict[str, Any]]:
     """Return ``list[HandoffRecord]`` oldest first; non-root callers see own/shared/automatic ones."""

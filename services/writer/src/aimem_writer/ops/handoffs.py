@@ -1,11 +1,22 @@
 """Handoff ops: ``handoff.begin``, ``handoff.accept`` (claim exactly once), ``handoff.cancel``.
 
-Eligibility for an accept by cwd: the handoff is open, in the envelope's project, not the
+Eligibility for an accept: the handoff is open, in the envelope's project, not the
 accepting session's own, addressed to nobody or to the accepting agent, visible to the
-actor (``shared``, no owner, or owned by the actor), and its cwd is empty, equal to the
-accept's cwd, or a parent of it on a path boundary (``/repo`` matches ``/repo/sub``, never
-``/repo-old``). Manual handoffs beat automatic ones; among automatic ones the newest wins
-and accepting it expires the older eligible automatic ones.
+actor (``shared``, no owner, or owned by the actor), and in the same place
+(``place_matches``): when both sides know the project root (the hook client sends it) the
+roots must be equal, so a session anywhere in a repository — a subdirectory, a linked
+worktree — gets the handoff left anywhere else in it; otherwise the cwd rule: empty,
+equal, or a parent on a path boundary (``/repo`` matches ``/repo/sub``, never
+``/repo-old``), or inside the other side's root.
+
+Which one, and what happens to the rest: manual handoffs beat automatic ones; among
+automatic ones the newest wins. Claiming an automatic handoff supersedes the older
+eligible automatic ones of the same place (``status = 'superseded'``, ``superseded_by`` =
+the claimed id): they are earlier links of one chain, each session page stays searchable,
+and the claim lists them (``folded``) so the next agent sees what was folded in. Manual
+handoffs are never touched by a claim: they stay open until claimed or cancelled. A
+session that ends without doing anything gives its claim back (``ops/sessions.py``),
+which reopens the superseded ones too.
 """
 
 from __future__ import annotations
@@ -19,8 +30,10 @@ from aimem_common.commands.handoffs import HandoffAccept, HandoffBegin, HandoffC
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 
-FIELDS = ("id", "automatic", "shared", "owner", "from_agent", "to_agent", "from_session_id", "cwd", "title",
-          "body", "status", "created_at", "closed_at", "accepted_by", "accepted_session_id")
+FIELDS = ("id", "automatic", "shared", "owner", "from_agent", "to_agent", "from_session_id", "cwd", "root",
+          "title", "body", "status", "created_at", "closed_at", "accepted_by", "accepted_session_id",
+          "superseded_by")
+MAX_FOLDED = 10
 
 
 def norm_cwd(cwd: str | None) -> str | None:
@@ -39,6 +52,25 @@ def cwd_matches(handoff_cwd: str | None, cwd: str | None) -> bool:
     if handoff_cwd == cwd or handoff_cwd == "/":
         return True
     return cwd.startswith(handoff_cwd.rstrip("/") + "/")
+
+
+def _inside(path: str | None, root: str | None) -> bool:
+    return bool(path and root) and (path == root or path.startswith(root.rstrip("/") + "/"))
+
+
+def place_matches(h_root: str | None, h_cwd: str | None, root: str | None, cwd: str | None) -> bool:
+    """True when a handoff left at ``h_root``/``h_cwd`` belongs to a session at ``root``/``cwd``.
+
+    Both roots known: they must be equal. One root known: the other side's cwd inside it,
+    or the cwd rule. No root: the cwd rule (``cwd_matches``).
+    """
+    if h_root and root:
+        return h_root == root
+    if h_root:
+        return cwd is None or _inside(cwd, h_root) or cwd_matches(h_cwd, cwd)
+    if root:
+        return h_cwd is None or _inside(h_cwd, root) or cwd_matches(h_cwd, cwd)
+    return cwd_matches(h_cwd, cwd)
 
 
 def public(row) -> dict:
@@ -74,10 +106,12 @@ def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
 
     Raises:
         NotFoundError: ``handoff_id`` is not a handoff of this project visible to the actor.
-        ConflictError: ``handoff_not_open`` — that handoff was already accepted or expired.
+        ConflictError: ``handoff_not_open`` — that handoff was already accepted, expired or
+            superseded.
     """
     scope = tx.scope(create=False)
     cwd = norm_cwd(cmd.cwd)
+    root = norm_cwd(env.scope.root if env.scope else None)
     if cmd.handoff_id is not None:
         row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ? AND project_id = ?",
                               (cmd.handoff_id, scope.project_id)).fetchone()
@@ -94,7 +128,7 @@ def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
         ).fetchall()
         eligible = [
             r for r in rows
-            if _visible(tx, r) and cwd_matches(r["cwd"], cwd)
+            if _visible(tx, r) and place_matches(r["root"], r["cwd"], root, cwd)
             and (r["to_agent"] is None or (cmd.agent is not None and r["to_agent"] == cmd.agent))
             and not (cmd.session_id and r["from_session_id"] == cmd.session_id)
         ]
@@ -107,17 +141,21 @@ def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
         " WHERE id = ? AND status = 'open'",
         (tx.now, cmd.agent or tx.actor, cmd.session_id, picked["id"]),
     )
-    expired = []
+    folded = []
     if picked["automatic"]:
         for r in eligible_auto:
             if (r["created_at"], r["id"]) <= (picked["created_at"], picked["id"]):
-                tx.conn.execute("UPDATE handoffs SET status = 'expired', closed_at = ? WHERE id = ? AND status = 'open'",
-                                (tx.now, r["id"]))
-                expired.append(r["id"])
+                tx.conn.execute("UPDATE handoffs SET status = 'superseded', closed_at = ?, superseded_by = ?"
+                                " WHERE id = ? AND status = 'open'", (tx.now, picked["id"], r["id"]))
+                folded.append(r)
     row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ?", (picked["id"],)).fetchone()
-    tx.audit("handoff.accept", str(picked["id"]), {"expired": expired}, scope=scope)
-    tx.emit("handoff.accepted", {"handoff_id": picked["id"], "expired": expired})
-    return {"handoff": public(row), "expired": expired}
+    ids = [r["id"] for r in folded]
+    tx.audit("handoff.accept", str(picked["id"]), {"superseded": ids}, scope=scope)
+    tx.emit("handoff.accepted", {"handoff_id": picked["id"], "superseded": ids})
+    out = public(row)
+    out["folded"] = [{"id": r["id"], "title": r["title"], "from_session_id": r["from_session_id"],
+                      "created_at": r["created_at"]} for r in folded[:MAX_FOLDED]]
+    return {"handoff": out, "superseded": ids, "workspace": scope.workspace, "project": scope.project}
 
 
 @handler("handoff.cancel")

@@ -1,7 +1,9 @@
 """``observation.append``: one sanitized hook event → sessions, observations, the ledger.
 
 The hot path (thousands per second): one session upsert, one observation insert (FTS by
-trigger) and a ledger line staged for ``log-YYYY-MM.md``. The text is re-checked with the
+trigger) and a ledger line staged for ``log-YYYY-MM.md``. An event that happened after its
+session was ended reopens the session (``ended_at`` back to NULL; the ended watermark
+stays, so the next end re-renders the page). The text is re-checked with the
 redactor: a command that still carries a secret is refused with ``unsanitized``
 (DESIGN.md invariant 6) and nothing of it is stored.
 """
@@ -57,16 +59,24 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
     scope = tx.scope(create=True)
     at = occurred(tx, cmd.occurred_at)
     kind = str(cmd.kind)
+    root = env.scope.root if env.scope is not None else None
+    # An event that happened after the session was finalised (idle, or a client that ended
+    # and then resumed it) reopens it; a late delivery of an earlier event does not.
     tx.conn.execute(
         "INSERT INTO sessions(workspace_id, project_id, session_id, agent, cwd, model, started_at,"
-        " last_event_at, observation_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1)"
+        " last_event_at, observation_count, root) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)"
         " ON CONFLICT(project_id, session_id) DO UPDATE SET"
         " observation_count = observation_count + 1,"
         " last_event_at = max(last_event_at, excluded.last_event_at),"
         " started_at = min(started_at, excluded.started_at),"
         " cwd = coalesce(sessions.cwd, excluded.cwd),"
-        " model = coalesce(excluded.model, sessions.model)",
-        (scope.workspace_id, scope.project_id, cmd.session_id, cmd.agent, cmd.cwd, cmd.model, at, at),
+        " root = coalesce(sessions.root, excluded.root),"
+        " model = coalesce(excluded.model, sessions.model),"
+        " end_reason = CASE WHEN sessions.ended_at IS NOT NULL AND excluded.last_event_at > sessions.ended_at"
+        "   THEN NULL ELSE sessions.end_reason END,"
+        " ended_at = CASE WHEN sessions.ended_at IS NOT NULL AND excluded.last_event_at > sessions.ended_at"
+        "   THEN NULL ELSE sessions.ended_at END",
+        (scope.workspace_id, scope.project_id, cmd.session_id, cmd.agent, cmd.cwd, cmd.model, at, at, root),
     )
     obs_id = tx.conn.execute(
         "INSERT INTO observations(workspace_id, project_id, session_id, kind, agent, cwd, title, body,"

@@ -341,7 +341,7 @@ def project_rename(tx: Tx, env: Envelope, cmd: ProjectRename) -> dict:
     tx.wiki.write_rel(
         f"{scope.workspace_id}/{scope.project_id}/{META_FILE}",
         render_meta("project", id=scope.project_id, name=to, workspace_id=scope.workspace_id,
-                    workspace=scope.workspace),
+                    workspace=scope.workspace, **scopes.identity_keys(tx.conn, scope.project_id)),
     )
     forget_cached_scopes(tx)
     pages = tx.conn.execute(
@@ -367,7 +367,8 @@ def workspace_rename(tx: Tx, env: Envelope, cmd: WorkspaceRename) -> dict:
     projects = scopes.projects_of(tx.conn, wid)
     for p in projects:
         tx.wiki.write_rel(f"{wid}/{p.project_id}/{META_FILE}",
-                          render_meta("project", id=p.project_id, name=p.project, workspace_id=wid, workspace=to))
+                          render_meta("project", id=p.project_id, name=p.project, workspace_id=wid, workspace=to,
+                                      **scopes.identity_keys(tx.conn, p.project_id)))
     forget_cached_scopes(tx)
     tx.audit("workspace.rename", to, {"from": cmd.workspace, "to": to, "workspace_id": wid})
     tx.emit("workspace.renamed", {"from": cmd.workspace, "to": to, "workspace_id": wid})

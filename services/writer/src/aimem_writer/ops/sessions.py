@@ -1,11 +1,14 @@
 """``session.end``: rule-based summary page, automatic handoff, the ended watermark.
 
 One transaction (DESIGN.md "Hook ingress"): ``sessions/<session_id>.md`` synthesised from
-the observations (no LLM; the user's prompts, commands run, files touched, errors seen and
-the final stop message, each bounded, the page ≤ 16 KiB), an automatic handoff for the next
-agent in that cwd, ``ended_at`` + ``ended_observation_count``, a consolidation job for the
-maintainer and a ledger line. A re-end does work only when the observation count advanced;
-a session with nothing but start/end events gets no page and no handoff.
+the observations (no LLM; how it ended, the user's prompts, commands run, files touched,
+errors seen and the final stop message, each bounded, the page ≤ 16 KiB), an automatic
+handoff for the next agent in that project root (else cwd), ``ended_at`` +
+``ended_observation_count`` + ``end_reason``, a consolidation job for the maintainer and a
+ledger line. A re-end (a resumed session ending again, by its client or the idle
+finaliser) does work only when the observation count advanced, and rewrites the page.
+A session with nothing but start/end events gets no page; one without a prompt, a tool
+call or a finished turn opens no handoff and gives back the handoff it claimed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,15 @@ COMPACT_CAP_BYTES = 1536
 HANDOFF_CAP_BYTES = 4 * 1024
 
 BOUNDARY_KINDS = ("session-start", "session-end")
+# A session did real work when one of these happened: a prompt, a tool call, a finished turn.
+# Without one it leaves no handoff and gives back the one it claimed.
+REAL_KINDS = frozenset(("user-prompt", "pre-tool-use", "post-tool-use", "stop"))
+END_REASONS = {
+    "idle": "idle: no events for the configured quiet period, finalised by aimem",
+    "finalize-session": "finalised by hand (aimem finalize-session)",
+    "clear": "the user cleared the conversation",
+    "logout": "the user logged out",
+}
 SHELL_TOOLS = {"bash", "shell", "run_shell_command", "exec_command", "local_shell", "terminal", "execute",
                "run_terminal_cmd", "command", "exec"}
 FILE_TOOLS = {"edit", "write", "multiedit", "read", "notebookedit", "write_file", "read_file", "replace",
@@ -136,13 +148,22 @@ def digest(rows) -> Digest:
     return d
 
 
-def render_summary(session_id: str, row, d: Digest, ended_at: str, count: int) -> tuple[str, str]:
+def how_it_ended(reason: str | None) -> str:
+    """One line saying how a session ended (``None``: the client's own session end event)."""
+    if not reason:
+        return "the client's session end"
+    return END_REASONS.get(reason, f"the client's session end ({reason})")
+
+
+def render_summary(session_id: str, row, d: Digest, ended_at: str, count: int,
+                   reason: str | None = None) -> tuple[str, str]:
     """Return ``(title, body)`` of the session page; the body is ≤ ``BODY_CAP_BYTES``."""
     first = " ".join(d.prompts[0].split()) if d.prompts else ""
     title = f"Session {session_id[:12]}: {first[:80]}" if first else f"Session {session_id[:12]}"
     out = [f"# {title}", "",
            f"Agent {', '.join(d.agents) or row['agent']} in `{row['cwd'] or '?'}`, "
-           f"{row['started_at']} → {ended_at}, {count} events.", ""]
+           f"{row['started_at']} → {ended_at}, {count} events.", "",
+           f"Ended: {how_it_ended(reason)}.", ""]
     if d.prompts:
         out += ["## Prompts", ""]
         used, shown = 0, 0
@@ -204,7 +225,14 @@ def handoff_text(session_id: str, row, d: Digest, page_path: str) -> tuple[str, 
 
 @handler("session.end")
 def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
-    """End a session. Result ``{ended, changed, observation_count, page_id, path, handoff_id}``."""
+    """End a session. Result ``{ended, changed, observation_count, page_id, path, handoff_id,
+    returned_handoffs, reason}``.
+
+    ``cmd.if_last_event_at`` (the idle finaliser's precondition): when the session has seen
+    an event since, nothing happens (``{ended: false, skipped: "active"}``). A session with
+    no real event (``REAL_KINDS``) opens no handoff and returns the handoffs it claimed to
+    ``open`` (with the ones that claim had superseded).
+    """
     scope = tx.scope(create=True)
     row = tx.conn.execute(
         "SELECT * FROM sessions WHERE project_id = ? AND session_id = ?", (scope.project_id, cmd.session_id)
@@ -213,7 +241,14 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
         raise NotFoundError(f"session {cmd.session_id!r} has no observations in {scope.workspace}/{scope.project}",
                             code="session_not_found", data={"session_id": cmd.session_id})
     count = row["observation_count"]
+    if cmd.if_last_event_at is not None and (row["last_event_at"] != cmd.if_last_event_at
+                                             or row["ended_at"] is not None):
+        return {"ended": False, "changed": False, "skipped": "active" if row["ended_at"] is None else "ended",
+                "observation_count": count}
     if row["ended_observation_count"] is not None and count <= row["ended_observation_count"]:
+        if row["ended_at"] is None:  # resumed without new events: just close it again
+            tx.conn.execute("UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ?",
+                            (occurred(tx, cmd.ended_at), cmd.reason, row["id"]))
         return {"ended": True, "changed": False, "observation_count": count,
                 "page_id": row["summary_page_id"], "path": None, "handoff_id": None}
     ended_at = occurred(tx, cmd.ended_at)
@@ -222,21 +257,24 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
         " ORDER BY id", (scope.project_id, cmd.session_id),
     ).fetchall()
     substantive = [r for r in rows if r["kind"] not in BOUNDARY_KINDS]
+    real = any(r["kind"] in REAL_KINDS for r in rows)
     page_id = handoff_id = path = None
     if substantive:
         d = digest(substantive)
         path = f"sessions/{session_slug(cmd.session_id)}.md"
-        title, body = render_summary(cmd.session_id, row, d, ended_at, count)
+        title, body = render_summary(cmd.session_id, row, d, ended_at, count, cmd.reason)
         fm = {"session_id": cmd.session_id, "agent": row["agent"], "cwd": row["cwd"],
-              "started_at": row["started_at"], "ended_at": ended_at, "observation_count": count,
-              "tags": ["session"]}
+              "started_at": row["started_at"], "ended_at": ended_at, "end_reason": cmd.reason or "session-end",
+              "observation_count": count, "tags": ["session"]}
         res = tx.pages.write(scope, PageInput(path=path, body=body, title=title, frontmatter=fm),
                              evidence=[{"kind": "session", "id": cmd.session_id}], session_id=cmd.session_id)
         page_id = res["page_id"]
-        handoff_id = _automatic_handoff(tx, scope, cmd, row, d, path)
+        if real:
+            handoff_id = _automatic_handoff(tx, scope, cmd, row, d, path)
+    returned = [] if real else give_back_handoffs(tx, scope, cmd.session_id)
     tx.conn.execute(
-        "UPDATE sessions SET ended_at = ?, ended_observation_count = ?, summary_page_id = coalesce(?, summary_page_id)"
-        " WHERE id = ?", (ended_at, count, page_id, row["id"]),
+        "UPDATE sessions SET ended_at = ?, ended_observation_count = ?, summary_page_id = coalesce(?, summary_page_id),"
+        " end_reason = ? WHERE id = ?", (ended_at, count, page_id, cmd.reason, row["id"]),
     )
     if substantive:
         tx.conn.execute(
@@ -248,12 +286,28 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
         ended_at, "session-end", cmd.agent, cmd.session_id,
         f"ended after {count} events" + (f"; summary {path}" if path else "")))
     tx.audit("session.end", cmd.session_id, {"observation_count": count, "page_id": page_id,
-                                             "handoff_id": handoff_id}, scope=scope)
+                                             "handoff_id": handoff_id, "reason": cmd.reason,
+                                             "returned_handoffs": returned}, scope=scope)
     tx.emit("session.ended", {"workspace_id": scope.workspace_id, "project_id": scope.project_id,
                               "session_id": cmd.session_id, "generation": count, "page_id": page_id,
-                              "path": path, "handoff_id": handoff_id})
+                              "path": path, "handoff_id": handoff_id, "reason": cmd.reason})
     return {"ended": True, "changed": True, "observation_count": count, "page_id": page_id, "path": path,
-            "handoff_id": handoff_id}
+            "handoff_id": handoff_id, "returned_handoffs": returned, "reason": cmd.reason}
+
+
+def give_back_handoffs(tx: Tx, scope, session_id: str) -> list[int]:
+    """Return to ``open`` the handoffs ``session_id`` claimed (it did nothing with them), and
+    the automatic ones each claim had superseded. Returns the reopened claimed ids."""
+    ids = [r["id"] for r in tx.conn.execute(
+        "SELECT id FROM handoffs WHERE project_id = ? AND accepted_session_id = ? AND status = 'accepted'",
+        (scope.project_id, session_id))]
+    for hid in ids:
+        tx.conn.execute("UPDATE handoffs SET status = 'open', closed_at = NULL, accepted_by = NULL,"
+                        " accepted_session_id = NULL WHERE id = ?", (hid,))
+        tx.conn.execute("UPDATE handoffs SET status = 'open', closed_at = NULL, superseded_by = NULL"
+                        " WHERE superseded_by = ? AND status = 'superseded'", (hid,))
+        tx.emit("handoff.returned", {"handoff_id": hid, "session_id": session_id})
+    return ids
 
 
 def _automatic_handoff(tx: Tx, scope, cmd: SessionEnd, row, d: Digest, page_path: str) -> int:
@@ -262,19 +316,20 @@ def _automatic_handoff(tx: Tx, scope, cmd: SessionEnd, row, d: Digest, page_path
 
     title, body = handoff_text(cmd.session_id, row, d, page_path)
     cwd = norm_cwd(cmd.cwd or row["cwd"])
+    root = norm_cwd((tx.env.scope.root if tx.env.scope else None) or row["root"])
     existing = tx.conn.execute(
         "SELECT id FROM handoffs WHERE project_id = ? AND from_session_id = ? AND automatic = 1 AND status = 'open'",
         (scope.project_id, cmd.session_id),
     ).fetchone()
     if existing:
-        tx.conn.execute("UPDATE handoffs SET title = ?, body = ?, cwd = ?, created_at = ? WHERE id = ?",
-                        (title, body, cwd, tx.now, existing["id"]))
+        tx.conn.execute("UPDATE handoffs SET title = ?, body = ?, cwd = ?, root = coalesce(?, root), created_at = ?"
+                        " WHERE id = ?", (title, body, cwd, root, tx.now, existing["id"]))
         return existing["id"]
     hid = tx.conn.execute(
         "INSERT INTO handoffs(workspace_id, project_id, automatic, shared, owner, from_agent, from_session_id, cwd,"
-        " title, body, status, created_at) VALUES (?, ?, 1, 0, ?, ?, ?, ?, ?, ?, 'open', ?)",
-        (scope.workspace_id, scope.project_id, tx.actor, cmd.agent or row["agent"], cmd.session_id, cwd,
+        " root, title, body, status, created_at) VALUES (?, ?, 1, 0, ?, ?, ?, ?, ?, ?, ?, 'open', ?)",
+        (scope.workspace_id, scope.project_id, tx.actor, cmd.agent or row["agent"], cmd.session_id, cwd, root,
          title, body, tx.now),
     ).lastrowid
-    tx.emit("handoff.opened", {"handoff_id": hid, "automatic": True, "cwd": cwd})
+    tx.emit("handoff.opened", {"handoff_id": hid, "automatic": True, "cwd": cwd, "root": root})
     return hid
