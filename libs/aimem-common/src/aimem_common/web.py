@@ -159,7 +159,9 @@ class DriveByGuard:
       415 ``unsupported_media_type``.
 
     ``/healthz`` and ``/metrics`` are exempt from the Host check (probes and scrapers use
-    the pod or container address); ``/web`` keeps its own form handling.
+    the pod or container address). The web UI (``/web`` and ``/web/...``) posts url-encoded
+    forms: those pass the body check, still under the Host and Origin checks, and the UI
+    checks its own CSRF token on every form.
 
     Args:
         app: the ASGI app to guard.
@@ -195,7 +197,7 @@ class DriveByGuard:
             refused = _error(421, "misdirected_host", "Host not allowed (add it to allowed_hosts)")
         elif "origin" in headers and not self._origin_ok(headers["origin"]):  # "null" included
             refused = _error(403, "forbidden_origin", "cross-origin requests are refused")
-        elif scope["method"] in ("POST", "PUT", "PATCH", "DELETE") and not path.startswith("/web") and (
+        elif scope["method"] in ("POST", "PUT", "PATCH", "DELETE") and not _is_web(path) and (
             headers.get("content-length", "0") not in ("0", "") or "transfer-encoding" in headers
         ):
             ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -205,6 +207,11 @@ class DriveByGuard:
             await refused(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+def _is_web(path: str) -> bool:
+    """True for the web UI's own paths (``/web``, ``/web/...``), not ``/webhook`` and the like."""
+    return path == "/web" or path.startswith("/web/")
 
 
 def install_guard(app: FastAPI, allowed_hosts: list[str], bind_host: str | None = None) -> None:

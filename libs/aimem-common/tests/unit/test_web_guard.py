@@ -12,8 +12,6 @@ pytestmark = [pytest.mark.asyncio]
 
 
 async def test_simple_cross_site_posts_are_refused_and_nothing_reaches_the_route() -> None:
-
-
     app = FastAPI()
     install_error_handlers(app)
     install_guard(app, ["localhost", "127.0.0.1", "::1"], None)
@@ -41,8 +39,6 @@ async def test_simple_cross_site_posts_are_refused_and_nothing_reaches_the_route
 
 
 async def test_a_rebinding_host_cannot_read_but_probes_still_work() -> None:
-
-
     app = FastAPI()
     install_error_handlers(app)
     install_guard(app, ["localhost", "127.0.0.1", "::1", "query"], None)
@@ -65,3 +61,32 @@ async def test_a_rebinding_host_cannot_read_but_probes_still_work() -> None:
                 assert "project data" not in r.text and r.json()["error"]["code"] == "misdirected_host"
     async with httpx.AsyncClient(transport=transport, base_url="http://10.0.0.7:8702") as c:
         assert (await c.get("/healthz")).status_code == 200
+
+
+async def test_the_web_ui_posts_same_origin_forms_but_not_cross_site_ones() -> None:
+    app = FastAPI()
+    install_error_handlers(app)
+    install_guard(app, ["localhost", "127.0.0.1", "::1"], None)
+    seen: list[str] = []
+
+    @app.post("/web/pages/{page_id}/forget")
+    async def forget(page_id: int, request: Request) -> dict:
+        seen.append((await request.body()).decode())
+        return {"ok": True}
+
+    @app.post("/webhook")
+    async def webhook(request: Request) -> dict:
+        seen.append("webhook")
+        return {"ok": True}
+
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8702") as c:
+        r = await c.post("/web/pages/7/forget", content=b"csrf=t", headers={**form, "Origin": "http://127.0.0.1:8702"})
+        assert r.status_code == 200 and seen == ["csrf=t"]
+        r = await c.post("/web/pages/7/forget", content=b"csrf=t", headers={**form, "Origin": "https://evil.example"})
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_origin"
+        r = await c.post("/webhook", content=b"x=1", headers=form)  # only /web and /web/... are the UI
+        assert r.status_code == 415
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://evil.example") as c:
+        assert (await c.post("/web/pages/7/forget", content=b"csrf=t", headers=form)).status_code == 421
+    assert seen == ["csrf=t"]
