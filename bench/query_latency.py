@@ -1,6 +1,9 @@
 """p50/p95 latency of ``memory_query`` at 10k and 100k generated pages.
 
-Targets: p95 ≤ 25 ms at 10k pages and ≤ 100 ms at 100k pages.
+Targets (project-scoped p95; global ≤ 2×): ≤ 25 ms at 100k pages, ≤ 100 ms at 1M pages.
+Besides latency it prints each stage's time (``explain``'s ``stream_ms``), the fts stream's
+query plans, the DB's size on disk and the peak RSS, and the load average of the machine
+(a shared machine inflates wall times; CPU ms are printed beside them).
 
 The pages are inserted with a direct migrated connection (``open_writer``), not through the
 writer service: the rows, FTS triggers, links and entity index are the same, and 100k
@@ -11,14 +14,16 @@ many pages, as in a real wiki.
 
 Usage::
 
-    python bench/query_latency.py [--sizes 10000 100000] [--queries 300] [--dir DIR]
+    python -m bench query_latency            # or: python -m bench.query_latency --sizes 100000 1000000 --dir DIR
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import resource
 import statistics
 import tempfile
 import time
@@ -26,6 +31,8 @@ import uuid
 from pathlib import Path
 
 from aimem_common.db.connect import open_writer
+
+from bench.common import write_result
 from aimem_common.models import Scope
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.search import QueryOptions, memory_query
@@ -154,13 +161,60 @@ def measure(pool: ReaderPool, qs: list[str], scopes: list[Scope] | None) -> dict
     }
 
 
-def main() -> None:
+def profile(pool: ReaderPool, qs: list[str], scopes: list[Scope] | None) -> dict[str, dict[str, float]]:
+    """Per-stage wall time (``explain``'s ``stream_ms``): p50/p95 ms and how often it ran."""
+    opts = QueryOptions(limit=10, explain=True)
+    laps: dict[str, list[float]] = {}
+    for q in qs:
+        res = pool.call(memory_query, q, scopes, options=opts)
+        for name, ms in res["stream_ms"].items():
+            laps.setdefault(name, []).append(ms)
+    out = {}
+    for name, xs in laps.items():
+        xs.sort()
+        out[name] = {"p50_ms": round(statistics.median(xs), 2), "p95_ms": round(xs[max(0, int(len(xs) * 0.95) - 1)], 2),
+                     "runs": len(xs)}
+    return out
+
+
+def query_plans(pool: ReaderPool, scope: Scope) -> dict[str, list[str]]:
+    """EXPLAIN QUERY PLAN of the fts stream's two shapes (project-scoped, global)."""
+    from aimem_common.read import search
+
+    plans: dict[str, list[str]] = {}
+
+    def capture(conn, name: str, scopes):
+        real = conn.execute
+
+        class Spy:
+            def execute(self, sql, args=()):
+                if name not in plans and "pages_fts MATCH" in sql:
+                    plans[name] = [r[3] for r in real("EXPLAIN QUERY PLAN " + sql, args).fetchall()]
+                return real(sql, args)
+
+        search._fts_stream(Spy(), '"alpha" OR "beta"', scopes, QueryOptions())
+
+    with pool.connection() as conn:
+        capture(conn, "fts_project", [scope])
+        capture(conn, "fts_global", None)
+    return plans
+
+
+def footprint(db: Path, size: int) -> dict[str, float]:
+    """On-disk size of the DB (+WAL) and this process's peak RSS, per 100k pages."""
+    disk = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"disk_mb": round(disk / 2**20, 1), "disk_mb_per_100k": round(disk / 2**20 * 100_000 / size, 1),
+            "peak_rss_mb": round(rss_mb, 1)}
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000])
     ap.add_argument("--projects", type=int, default=10)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--dir", type=Path, default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     base = args.dir or Path(tempfile.mkdtemp(prefix="aimem-bench-"))
     qs = questions(args.queries)
     worst = questions(args.queries, skip_top=0)
@@ -182,19 +236,26 @@ def main() -> None:
         glob = measure(pool, qs, None)
         worst_one = measure(pool, worst, [scopes[0]])
         worst_glob = measure(pool, worst, None)
+        stages = {"project_scoped": profile(pool, qs, [scopes[0]]), "global": profile(pool, qs, None),
+                  "pessimistic_global": profile(pool, worst, None)}
+        plans = query_plans(pool, scopes[0])
         pool.close()
         row = {"pages": size, "projects": args.projects, "generate_s": round(gen_s, 1),
+               "load_avg": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
                "project_scoped": one, "global": glob,
-               "pessimistic_project_scoped": worst_one, "pessimistic_global": worst_glob}
+               "pessimistic_project_scoped": worst_one, "pessimistic_global": worst_glob,
+               "stage_ms": stages, "plans": plans, "footprint": footprint(db, size)}
         results.append(row)
         print(json.dumps(row))
-    target = {10_000: 25, 100_000: 100}
+    # Project-scoped p95 targets; a global search may take twice as long.
+    target = {100_000: 25, 1_000_000: 100}
     for r in results:
         t = target.get(r["pages"])
         if t:
-            ok = r["project_scoped"]["p95_ms"] <= t and r["global"]["p95_ms"] <= t
-            print(f"{r['pages']} pages: p95 target {t} ms -> {'OK' if ok else 'MISSED'}")
-
+            ok = r["project_scoped"]["p95_ms"] <= t and r["global"]["p95_ms"] <= 2 * t
+            print(f"{r['pages']} pages: p95 target {t} ms project-scoped, {2 * t} ms global -> "
+                  f"{'OK' if ok else 'MISSED'} (load average {r['load_avg']})")
+    print("results:", write_result("query_latency", {"sizes": results}))
 
 if __name__ == "__main__":
     main()

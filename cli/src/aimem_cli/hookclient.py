@@ -19,6 +19,8 @@ Agents run this on every lifecycle event, so it must be fast and must never hurt
    ``additional_context``; Copilot CLI ignores sessionStart output, so nothing).
 
 ``AIMEM_HOOK_BUDGET_MS`` raises the 150 ms budget (a server over a slow link);
+``AIMEM_HOOK_TRANSCRIPT_TAIL=1`` (or ``[hooks] transcript_tail = true``) adds the end of the
+client's own transcript (final message, last tool results) to a session end;
 ``AIMEM_HOOK_DEBUG=1`` writes the timings to stderr; ``AIMEM_HOOK_IDENTITY=off`` skips
 identity resolution and capture rules (the server then falls back to the cwd's name). Exit status is always 0 and nothing but the context JSON goes to stdout.
 
@@ -99,6 +101,10 @@ def _run(argv: list[str], t0: float) -> None:
         return  # never spooled, sent or logged: the marker's capture rules say so
     payload = cap_payload(payload)
     event = args.get("event") or _payload_event(payload)
+    if (event or "").casefold() in _END and tail_enabled(env, data_dir):
+        tail = transcript_tail(agent, payload.get("transcript_path"))
+        if tail:
+            payload["transcript_tail"] = tail
     entry = {"k": f"{agent}:{os.urandom(12).hex()}", "ts": time.time(), "agent": agent,
              "event": event, "ext": args.get("extension"), "cwd": _cwd(), "p": payload}
     if ident is not None:
@@ -130,6 +136,61 @@ def _run(argv: list[str], t0: float) -> None:
         if context:
             sys.stdout.write(format_context(agent, context))
             sys.stdout.flush()
+
+
+TAIL_READ_BYTES = 256 * 1024  # how much of the transcript's end is read at session end
+TAIL_FINAL_CHARS, TAIL_TOOL_CHARS, TAIL_TOOLS = 4000, 600, 3
+
+
+def tail_enabled(env: Any, data_dir: Path) -> bool:
+    """Opt-in: ``AIMEM_HOOK_TRANSCRIPT_TAIL=1``, or ``[hooks] transcript_tail = true`` in config.toml."""
+    if env.get("AIMEM_HOOK_TRANSCRIPT_TAIL") is not None:
+        return env["AIMEM_HOOK_TRANSCRIPT_TAIL"].strip().lower() in ("1", "true", "yes", "on")
+    toml = data_dir / "config.toml"
+    if not toml.is_file():
+        return False
+    import tomllib
+
+    try:
+        hooks = tomllib.loads(toml.read_text("utf-8")).get("hooks")
+    except (OSError, ValueError):
+        return False
+    return isinstance(hooks, dict) and hooks.get("transcript_tail") is True
+
+
+def transcript_tail(agent: str, path: Any) -> str | None:
+    """Return the end of the client's own transcript as text: the final assistant message and
+    the last tool results (≤ ~6 KB; ingress redacts and caps it like any hook text).
+
+    Reads only the last ``TAIL_READ_BYTES`` of ``transcript_path`` with the same readers as
+    ``aimem import`` (Claude Code, Codex); other clients, or any error, give ``None``.
+    """
+    from aimem_cli.transcripts import READERS
+    from aimem_cli.transcripts.base import FileState, ReadStats
+
+    if agent not in ("claude-code", "codex") or not isinstance(path, str):
+        return None
+    try:
+        target = Path(path).expanduser()
+        size = target.stat().st_size
+        state = FileState(offset=max(0, size - TAIL_READ_BYTES))
+        if agent == "codex" and state.offset:  # the session id and cwd live in the first line
+            with open(target, "rb") as fh:
+                first = json.loads(fh.readline())
+            state.ctx = {"sid": (first.get("payload") or {}).get("id"), "cwd": (first.get("payload") or {}).get("cwd")}
+        events = list(READERS[agent].read(target, state, ReadStats()))
+    except (OSError, ValueError, AttributeError):
+        return None
+    final = next((e.payload.get("message") for e in reversed(events) if e.payload["hook_event_name"] == "stop"), None)
+    tools = [e.payload for e in events if e.payload["hook_event_name"] == "post-tool-use"][-TAIL_TOOLS:]
+    lines = []
+    if final:
+        lines += ["Final message:", cap_utf8(str(final), TAIL_FINAL_CHARS), ""]
+    if tools:
+        lines.append("Last tool results:")
+        lines += [f"- {t.get('tool_name', 'tool')}: {' '.join(str(t.get('tool_response') or '').split())[:TAIL_TOOL_CHARS]}"
+                  for t in tools]
+    return "\n".join(lines).strip() or None
 
 
 def process_start() -> float:
@@ -181,6 +242,13 @@ def client_data_dir(env: Any) -> Path:
         return Path(env["AIMEM_DATA_DIR"]).expanduser().resolve()
     base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "aimem"
+
+
+def client_settings() -> tuple[Path, dict[str, str | None]]:
+    """Return ``(data_dir, {"url", "token"})`` as this machine's hook client sees them
+    (``aimem import`` posts with the same server and token as the hooks)."""
+    data_dir = client_data_dir(os.environ)
+    return data_dir, client_config(os.environ, data_dir)
 
 
 def client_config(env: Any, data_dir: Path) -> dict[str, str | None]:

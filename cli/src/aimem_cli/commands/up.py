@@ -278,6 +278,8 @@ def up(
     log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log instead of the terminal."),
     insecure_bind: bool = typer.Option(False, "--insecure-bind", help="Allow a non-loopback bind without an auth token."),
     health_timeout_s: float = typer.Option(30.0, "--health-timeout", help="Seconds to wait for every /healthz."),
+    ingress_workers: int = typer.Option(None, "--ingress-workers", min=1, max=64,
+                                        help="Ingress worker processes sharing its port (default ingress.workers, 1)."),
     nats_cluster: int = typer.Option(1, "--nats-cluster", min=1, max=5,
                                      help="Run N nats-servers as one JetStream cluster (3 = streams with 3 replicas)."),
     nats_route_port: int = typer.Option(6222, "--nats-route-port",
@@ -330,6 +332,8 @@ def up(
     )
     if insecure_bind:
         env["AIMEM_AUTH__INSECURE_BIND"] = "true"
+    if ingress_workers is not None:
+        env["AIMEM_INGRESS__WORKERS"] = str(ingress_workers)
     if litestream:
         env.pop("AWS_CA_BUNDLE", None)  # litestream refuses custom root CAs ("unable to add custom RootCAs")
     sup = Supervisor(settings, nats_nodes, env, log_dir, litestream)

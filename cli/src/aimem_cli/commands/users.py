@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import getpass
+import sys
 
 import typer
 
-from aimem_cli.commands.base import JsonOpt, ServerOpt, TokenOpt, client, emit, table
+from aimem_cli.commands.base import JsonOpt, ServerOpt, TokenOpt, client, emit, fail, table
 
 
 user_app = typer.Typer(help="Manage users (and their grants).", no_args_is_help=True)
@@ -51,6 +53,28 @@ def user_grant(
                                                        "can_read": True, "can_write": write, "remove": remove})
     emit(data, as_json, lambda d: typer.echo(
         f"{'removed' if remove else 'granted'} {name} {'read/write' if write else 'read'} on {workspace}/{project}"))
+
+
+@user_app.command("passwd")
+def user_passwd(
+    name: str,
+    password_stdin: bool = typer.Option(False, "--password-stdin", help="Read the password from standard input."),
+    clear: bool = typer.Option(False, "--clear", help="Remove the password (web login by API key only)."),
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Set a user's web-login password (prompted twice; ends the user's web sessions)."""
+    if clear:
+        password = None
+    elif password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = getpass.getpass(f"New password for {name}: ")
+        if getpass.getpass("Again: ") != password:
+            fail("the two passwords differ")
+    with client(server, token) as c:
+        data = c.request("PUT", f"/admin/users/{name}/password", json={"password": password})
+    emit(data, as_json, lambda d: typer.echo(
+        f"{'cleared' if clear else 'set'} the password of {name} ({d.get('sessions_ended', 0)} web sessions ended)"))
 
 
 @user_app.command("grants")

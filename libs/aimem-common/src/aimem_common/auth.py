@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+from datetime import datetime
 import sqlite3
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -126,24 +127,76 @@ def users_exist(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM users LIMIT 1").fetchone() is not None
 
 
-def lookup_key(conn: sqlite3.Connection, key: str) -> Principal | None:
-    """Return the principal of a live user API key, or None (unknown, revoked, disabled)."""
-    row = conn.execute(
-        "SELECT u.id, u.name, u.is_root FROM api_keys k JOIN users u ON u.id = k.user_id"
-        " WHERE k.key_hash = ? AND k.revoked_at IS NULL AND u.disabled_at IS NULL",
-        (hash_key(key),),
-    ).fetchone()
-    if row is None:
-        return None
-    if row[2]:
-        return Principal(kind="root", name=f"user:{row[1]}", user_id=row[0])
+def principal_of_user(conn: sqlite3.Connection, user_id: int, name: str, is_root: bool) -> Principal:
+    """Return the ``Principal`` of a user row: root, or a user with its ``grants`` rows."""
+    if is_root:
+        return Principal(kind="root", name=f"user:{name}", user_id=user_id)
     grants = tuple(
         Grant(g[0], g[1], bool(g[2]), bool(g[3]))
         for g in conn.execute(
-            "SELECT workspace, project, can_read, can_write FROM grants WHERE user_id = ?", (row[0],)
+            "SELECT workspace, project, can_read, can_write FROM grants WHERE user_id = ?", (user_id,)
         )
     )
-    return Principal(kind="user", name=f"user:{row[1]}", user_id=row[0], grants=grants)
+    return Principal(kind="user", name=f"user:{name}", user_id=user_id, grants=grants)
+
+
+def lookup_key_row(conn: sqlite3.Connection, key: str) -> sqlite3.Row | None:
+    """Return ``(key_id, user_id, name, is_root)`` of a live API key (unknown, revoked or
+    disabled: None)."""
+    return conn.execute(
+        "SELECT k.id AS key_id, u.id AS user_id, u.name, u.is_root FROM api_keys k JOIN users u ON u.id = k.user_id"
+        " WHERE k.key_hash = ? AND k.revoked_at IS NULL AND u.disabled_at IS NULL",
+        (hash_key(key),),
+    ).fetchone()
+
+
+def lookup_key(conn: sqlite3.Connection, key: str) -> Principal | None:
+    """Return the principal of a live user API key, or None (unknown, revoked, disabled)."""
+    row = lookup_key_row(conn, key)
+    if row is None:
+        return None
+    return principal_of_user(conn, row[1], row[2], bool(row[3]))
+
+
+def user_for_login(conn: sqlite3.Connection, name: str) -> sqlite3.Row | None:
+    """Return ``(id, name, is_root, password_hash)`` of an enabled user (None otherwise)."""
+    return conn.execute(
+        "SELECT id, name, is_root, password_hash FROM users WHERE name = ? AND disabled_at IS NULL", (name,)
+    ).fetchone()
+
+
+def web_session(conn: sqlite3.Connection, token_hash: str, *, root_token: str | None, now: str) -> Principal | None:
+    """Return the principal of a live web session, or None (unknown, expired, ended).
+
+    A session ends with its user (row deleted or disabled), its API key (revoked), its
+    expiry (``now``, RFC 3339 UTC, at or past ``expires_at``), or, for a root-token login,
+    when the configured root token no longer has the fingerprint it was opened with.
+    """
+    row = conn.execute(
+        "SELECT s.user_id, s.api_key_id, s.root_fp, s.expires_at, u.name, u.is_root, u.disabled_at,"
+        " k.revoked_at FROM web_sessions s LEFT JOIN users u ON u.id = s.user_id"
+        " LEFT JOIN api_keys k ON k.id = s.api_key_id WHERE s.token_hash = ?",
+        (token_hash,),
+    ).fetchone()
+    if row is None or not _before(now, row["expires_at"]):
+        return None
+    if row["user_id"] is None:
+        if root_token is None or not hmac.compare_digest(row["root_fp"] or "", hash_key(root_token)):
+            return None
+        return ROOT
+    if row["name"] is None or row["disabled_at"] is not None:
+        return None
+    if row["api_key_id"] is not None and row["revoked_at"] is not None:
+        return None
+    return principal_of_user(conn, row["user_id"], row["name"], bool(row["is_root"]))
+
+
+def _before(a: str, b: str) -> bool:
+    """Return True when RFC 3339 time ``a`` is strictly before ``b``."""
+    def parse(t: str) -> datetime:
+        return datetime.fromisoformat(t.replace("Z", "+00:00"))
+
+    return parse(a) < parse(b)
 
 
 def authenticate(conn: sqlite3.Connection, header: str | None, *, root_token: str | None) -> Principal:

@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -46,6 +47,7 @@ from aimem_common.errors import (
     from_dict,
 )
 from aimem_common.commands import Envelope
+from aimem_common.telemetry import tracing_enabled
 
 log = logging.getLogger("aimem.bus")
 
@@ -336,7 +338,7 @@ class Bus:
         """
         subject = mut_subject(env.op)
         timeout = timeout_s if timeout_s is not None else self.settings.publish_timeout_s
-        with self._tracer.start_as_current_span(
+        span = nullcontext() if not tracing_enabled() else self._tracer.start_as_current_span(
             f"{subject} publish",
             kind=trace.SpanKind.PRODUCER,
             attributes={
@@ -345,7 +347,8 @@ class Bus:
                 "messaging.operation.type": "publish",
                 "messaging.message.id": env.cmd_id,
             },
-        ):
+        )
+        with span:  # without an exporter: no span, the caller's trace context still travels
             headers = trace_headers({MSG_ID_HEADER: msg_id or env.dedupe_id})
             if reply_to:
                 headers[REPLY_HEADER] = reply_to

@@ -99,7 +99,8 @@ class ReplicationSettings(BaseModel):
 class WriterSettings(BaseModel):
     """Writer consumer and checkpoint tuning."""
 
-    batch_max_msgs: int = 512
+    batch_max_msgs: int = 512  # commands per fetch (= per transaction) when the writer keeps up
+    batch_max_msgs_behind: int = 4096  # ... when the consumer still has commands pending after a fetch
     fetch_timeout_s: float = 0.25
     # A message unacked this long is redelivered (a killed writer's batch comes back this
     # fast); a long apply sends in-progress acks every ack_wait_s/3 so it is not.
@@ -127,6 +128,7 @@ class IngressSettings(BaseModel):
     writer_status_stale_s: float = 5.0  # a store-fault announcement older than this is ignored
     retry_after_s: int = 2
     context_max_tokens: int = 2000  # session-start context budget (~4 chars/token)
+    workers: int = Field(1, ge=1, le=64)  # uvicorn worker processes (ingress is stateless)
 
 
 class QuerySettings(BaseModel):
@@ -257,6 +259,17 @@ class AuthSettings(BaseModel):
     insecure_bind: bool = False
 
 
+class WebSettings(BaseModel):
+    """The browser interface at query ``/web`` (``[web]``)."""
+
+    enabled: bool = True
+    session_ttl_s: int = Field(12 * 3600, ge=60)  # a login lasts this long, then logs in again
+    login_max_failures: int = Field(5, ge=1)  # per user name (×4 per client address) in the window
+    login_window_s: int = Field(300, ge=1)
+    cookie_secure: bool | None = None  # None: Secure when the request arrived over https
+    sse_max_s: int = Field(300, ge=5)  # one live-update stream lasts this long; the browser reconnects
+
+
 class Settings(BaseSettings):
     """Every setting of every service. Units are in the field names."""
 
@@ -299,6 +312,7 @@ class Settings(BaseSettings):
     llm_fallbacks: list[LlmCandidate] = []
     embedding: EmbeddingSettings = EmbeddingSettings()
     auth: AuthSettings = AuthSettings()
+    web: WebSettings = WebSettings()
     replication: ReplicationSettings = ReplicationSettings()
 
     # Secrets named by `api_key_env` in [[llm_fallbacks]] are resolved once at load.

@@ -15,7 +15,8 @@ Wire contract:
   shape (``bus.make_reply`` / ``bus.parse_reply``, without ``cmd_id``).
 
 A job that needs an LLM answers ``ok: false`` with code ``llm_not_configured`` (status 503)
-when no provider is configured; ``explore`` answers ``ok: true`` with ``{"mode":
+when no provider is configured; ``bootstrap`` answers ``ok: true`` with ``{"mode":
+"rule-based"}`` and ``explore`` answers ``ok: true`` with ``{"mode":
 "structured"}`` instead so the caller can fall back to the briefing.
 """
 
@@ -34,7 +35,7 @@ from aimem_common.errors import BusTimeoutError, UnavailableError
 SUBJECT_PREFIX = "aimem.maint"
 QUEUE_GROUP = "aimem-maintainer"
 JOBS = ("consolidate", "explore", "auto_improve", "forget_sweep", "lint", "status", "embed", "pending_writes",
-        "finalize_idle")
+        "finalize_idle", "bootstrap")
 
 # Default waits in seconds: LLM jobs may take minutes, rule-based ones are quick.
 DEFAULT_TIMEOUT_S = {
@@ -47,6 +48,7 @@ DEFAULT_TIMEOUT_S = {
     "embed": 300.0,  # embedding backfill now
     "pending_writes": 30.0,  # args {action: list|approve|reject, ids?, status?, reason?}
     "finalize_idle": 120.0,  # args {idle_after_s?}: end sessions idle that long (default: config)
+    "bootstrap": 120.0,  # args {overview}: the LLM's reading of a rule-based repository overview
 }
 
 

@@ -96,10 +96,16 @@ def sanitize(obs: RawObservation) -> SanitizedObservation:
         kinds.extend(res.kinds)
         return res.text
 
-    # Redact, cap, then redact again: a cut can strip the context that marked a value as
-    # code (``TOKEN=get_token()`` → ``TOKEN=get_tok…``) and make it look like a secret.
-    title = clean(cap_utf8(clean(obs.title) or "", TITLE_CAP_BYTES)) or ""
-    body = clean(cap_utf8(clean(obs.body) or "", BODY_BACKSTOP_BYTES)) or ""
+    def clean_capped(text: str | None, max_bytes: int) -> str:
+        # Redact, cap, then redact again: a cut can strip the context that marked a value
+        # as code (``TOKEN=get_token()`` → ``TOKEN=get_tok…``) and make it look like a
+        # secret. Uncut text needs no second pass (redaction is idempotent).
+        redacted = clean(text) or ""
+        capped = cap_utf8(redacted, max_bytes)
+        return (clean(capped) or "") if capped is not redacted else capped
+
+    title = clean_capped(obs.title, TITLE_CAP_BYTES)
+    body = clean_capped(obs.body, BODY_BACKSTOP_BYTES)
     raw = RawObservation(
         session_id=obs.session_id,
         kind=obs.kind,

@@ -214,15 +214,27 @@ def create_service_app(
     return app
 
 
-def run_service(service: str, settings: Settings, app_factory: Callable[[Settings], FastAPI]) -> None:
+def run_service(service: str, settings: Settings, app_factory: Callable[[Settings], FastAPI], *,
+                workers: int = 1, worker_factory: str | None = None) -> None:
     """Run ``service`` under uvicorn on ``settings.host:port(service)`` (blocking).
 
-    Sets up JSON logs and tracing first; logs the absolute data dir loudly.
+    Sets up JSON logs and tracing first; logs the absolute data dir loudly. uvicorn runs on
+    uvloop with the httptools parser (both from ``uvicorn[standard]``). With ``workers`` > 1
+    (a stateless service only) uvicorn forks that many processes sharing the one listening
+    socket, each building its app from ``worker_factory`` (``"module:function"``, no
+    arguments, see ``worker_app``).
     """
     setup_logging(service, settings.log_level)
     setup_tracing(service, settings.otlp_endpoint)
     check_bind(settings, settings.host)
-    log.info("starting aimem-%s on %s:%d, data dir %s", service, settings.host, settings.port(service), settings.data_dir)
+    log.info("starting aimem-%s on %s:%d (%d worker%s), data dir %s", service, settings.host, settings.port(service),
+             workers, "" if workers == 1 else "s", settings.data_dir)
+    common = dict(host=settings.host, port=settings.port(service), loop="uvloop", http="httptools",
+                  log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+    if workers > 1 and worker_factory is not None:
+        # Config errors are found by ``config.load`` and ``check_bind`` before uvicorn forks.
+        uvicorn.run(worker_factory, factory=True, workers=workers, **common)
+        return
     app = app_factory(settings)
     failed: list[ConfigError] = []
     inner = app.router.lifespan_context
@@ -240,8 +252,7 @@ def run_service(service: str, settings: Settings, app_factory: Callable[[Setting
 
     app.router.lifespan_context = lifespan
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port(service), log_config=None, access_log=False,
-                    lifespan="on", timeout_graceful_shutdown=5)
+        uvicorn.run(app, **common)
     except SystemExit:
         if failed:
             raise failed[0] from None
@@ -250,19 +261,35 @@ def run_service(service: str, settings: Settings, app_factory: Callable[[Setting
         raise failed[0]
 
 
+def worker_app(service: str, app_factory: Callable[[Settings], FastAPI]) -> FastAPI:
+    """The app of one uvicorn worker process: config loaded, logs and tracing set up, built."""
+    from aimem_common import config
+
+    settings = config.load()
+    setup_logging(service, settings.log_level)
+    setup_tracing(service, settings.otlp_endpoint)
+    return app_factory(settings)
+
+
 CONFIG_ERROR_EXIT = 2  # `aimem up` does not restart a service that exits with this
 
 
-def main_entry(service: str, app_factory: Callable[[Settings], FastAPI]) -> None:
+def main_entry(service: str, app_factory: Callable[[Settings], FastAPI], *,
+               workers: Callable[[Settings], int] | None = None, worker_factory: str | None = None) -> None:
     """``python -m aimem_<service>``: load config once and run; config errors exit 2
-    (``CONFIG_ERROR_EXIT``), whether found while loading or during start-up."""
+    (``CONFIG_ERROR_EXIT``), whether found while loading or during start-up (in worker
+    mode: before uvicorn forks).
+
+    ``workers(settings)`` and ``worker_factory``: see ``run_service`` (stateless services).
+    """
     import sys
 
     from aimem_common import config
 
     try:
         settings = config.load()
-        run_service(service, settings, app_factory)
+        run_service(service, settings, app_factory, workers=workers(settings) if workers else 1,
+                    worker_factory=worker_factory)
     except ConfigError as exc:
         print(f"aimem-{service}: {exc.message}", file=sys.stderr)
         sys.exit(CONFIG_ERROR_EXIT)

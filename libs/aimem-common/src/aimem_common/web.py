@@ -21,8 +21,8 @@ from opentelemetry.propagate import extract
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aimem_common.errors import AimemError
-from aimem_common.telemetry import Telemetry
+from aimem_common.errors import AimemError, BackPressureError
+from aimem_common.telemetry import Telemetry, tracing_enabled
 
 log = logging.getLogger("aimem.web")
 
@@ -118,30 +118,36 @@ class TimingMiddleware:
             return
         t0 = time.perf_counter()
         method = scope["method"]
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         status = 500
+        span: trace.Span | None = None
 
         async def send_status(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                span.set_attribute("http.response.status_code", status)
+                if span is not None:
+                    span.set_attribute("http.response.status_code", status)
             await send(message)
 
-        with self.tracer.start_as_current_span(
-            f"{method} {path}",
-            context=extract(headers),
-            kind=trace.SpanKind.SERVER,
-            attributes={"http.request.method": method, "url.path": path},
-        ) as span:
-            try:
+        try:
+            # Without an exporter a span is only worth making to carry a caller's traceparent on.
+            if tracing_enabled() or any(k == b"traceparent" for k, _ in scope["headers"]):
+                headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+                with self.tracer.start_as_current_span(
+                    f"{method} {path}",
+                    context=extract(headers),
+                    kind=trace.SpanKind.SERVER,
+                    attributes={"http.request.method": method, "url.path": path},
+                ) as span:
+                    await self.app(scope, receive, send_status)
+            else:
                 await self.app(scope, receive, send_status)
-            finally:
-                route = scope.get("route")
-                label = getattr(route, "path", None) or ("/mcp" if path.startswith("/mcp") else "other")
-                self.telemetry.http_latency.labels(self.telemetry.service, method, label, str(status)).observe(
-                    time.perf_counter() - t0
-                )
+        finally:
+            route = scope.get("route")
+            label = getattr(route, "path", None) or ("/mcp" if path.startswith("/mcp") else "other")
+            self.telemetry.http_latency.labels(self.telemetry.service, method, label, str(status)).observe(
+                time.perf_counter() - t0
+            )
 
 
 def _error(status: int, code: str, message: str) -> JSONResponse:

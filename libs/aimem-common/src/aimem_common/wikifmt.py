@@ -41,6 +41,7 @@ import yaml
 from aimem_common.errors import BadRequestError
 
 META_FILE = "_meta.md"
+WRITER_KEYS = ("created_at", "updated_at")  # frontmatter owned by the writer, stripped from input
 LEDGER_RE = re.compile(r"^log(?:-\d{4}-\d{2})?\.md$")
 # First 8 KiB of a ledger open with a hook entry, under optional frontmatter.
 LEDGER_ENTRY_RE = re.compile(r"^## \[\d{4}-\d{2}-\d{2}[^\]]*\]", re.MULTILINE)
@@ -215,6 +216,30 @@ def _join(base_dir: str, rel: str) -> str | None:
     return "/".join(parts) if parts else None
 
 
+WIKILINK_RE = _WIKILINK_RE  # ``[[target]]`` / ``[[target|label]]``: group 1 target, group 2 label
+
+
+def parse_wikilink(target: str, label: str | None = None) -> LinkTarget | None:
+    """Resolve the inside of ``[[target|label]]`` to a ``LinkTarget`` (None: not a page).
+
+    ``target`` is a path from the project root (``.md`` added), or ``project:path`` /
+    ``workspace/project:path`` for another project; URLs and paths escaping the root are
+    not pages.
+    """
+    target, label = target.strip(), (label or "").strip() or None
+    ws = pj = None
+    if "://" in target:
+        return None
+    sm = _SCOPED_RE.match(target)
+    if sm:
+        ws, pj, target = sm.group("ws"), sm.group("pj"), sm.group("path")
+    path = _norm_target(target)
+    path = _join("", path) if path is not None else None
+    if not path:
+        return None
+    return LinkTarget(path=path, workspace=ws, project=pj, kind="wikilink", label=label)
+
+
 def extract_links(body: str, source_path: str = "") -> list[LinkTarget]:
     """Return the outgoing page links of ``body`` in order of appearance, deduplicated.
 
@@ -238,19 +263,9 @@ def extract_links(body: str, source_path: str = "") -> list[LinkTarget]:
             out.append(t)
 
     for m in _WIKILINK_RE.finditer(text):
-        target, label = m.group(1).strip(), (m.group(2) or "").strip() or None
-        ws = pj = None
-        if "://" in target:
-            continue
-        sm = _SCOPED_RE.match(target)
-        if sm:
-            ws, pj, target = sm.group("ws"), sm.group("pj"), sm.group("path")
-        path = _norm_target(target)
-        if path is None:
-            continue
-        path = _join("", path)
-        if path:
-            add(LinkTarget(path=path, workspace=ws, project=pj, kind="wikilink", label=label))
+        link = parse_wikilink(m.group(1), m.group(2))
+        if link is not None:
+            add(link)
     base_dir = str(PurePosixPath(source_path).parent) if source_path else ""
     base_dir = "" if base_dir == "." else base_dir
     for m in _MDLINK_RE.finditer(text):

@@ -16,6 +16,7 @@ from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
 from aimem_ingress.context import HookMetrics, IngressContext
 from aimem_ingress.gate import LagGate
+from aimem_ingress.imports import router as import_router
 from aimem_ingress.routes import router
 
 READ_POOL_SIZE = 2  # session-start briefs read concurrently; hooks themselves never read
@@ -43,4 +44,5 @@ def create_app(settings: Settings) -> FastAPI:
     app = create_service_app("ingress", settings, telemetry, start,
                              not_ready={"nats": False, "db": "lazy", "writer_lag": None})
     app.include_router(router)
+    app.include_router(import_router)
     return app

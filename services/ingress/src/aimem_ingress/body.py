@@ -17,9 +17,12 @@ import json
 import re
 from typing import Any
 
+import orjson
 from starlette.requests import Request
 
 from aimem_common.errors import BadRequestError, PayloadTooLargeError
+
+_LONG_DIGITS = re.compile(rb"\d{20}")  # 2**64 has 20 digits
 
 
 async def read_capped(request: Request, max_bytes: int) -> bytes:
@@ -61,6 +64,23 @@ def decode_json(raw: bytes, *, max_depth: int) -> Any:
     """
     if not raw.strip():
         raise BadRequestError("empty request body; expected a JSON object", code="empty_body")
+    if _LONG_DIGITS.search(raw):  # maybe an integer beyond 64 bits: orjson would make it a float
+        value = _decode_slow(raw, max_depth)
+    else:
+        try:  # fast path: orjson (strict UTF-8 and JSON); what it refuses gets the exact verdict below
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            value = _decode_slow(raw, max_depth)
+    if json_depth(value) > max_depth:
+        raise _too_deep(max_depth)
+    return value
+
+
+def _decode_slow(raw: bytes, max_depth: int) -> Any:
+    """The standard library's decoder: precise error messages, and what orjson refuses or
+    changes but JSON allows (integers beyond 64 bits, lone surrogate escapes, NaN). Lone
+    surrogates only ever arrive here (orjson refuses them), so the U+FFFD replacement is
+    done on this path."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

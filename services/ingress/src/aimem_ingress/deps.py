@@ -10,8 +10,11 @@ from aimem_common.service import context_of
 from aimem_ingress.context import IngressContext
 
 
-def ctx_of(request: Request) -> IngressContext:
+async def ctx_of(request: Request) -> IngressContext:
     """Return the running service's context.
+
+    ``async`` on purpose: FastAPI runs a plain ``def`` dependency in its thread pool, a
+    thread hand-off per hook for a dictionary lookup.
 
     Raises:
         UnavailableError: ``not_ready`` (503) before the lifespan finished starting.

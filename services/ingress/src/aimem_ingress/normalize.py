@@ -37,6 +37,7 @@ AGENT_ALIASES = {"claude": "claude-code", "gemini": "gemini-cli", "copilot": "co
 
 PROMPT_CAP_BYTES = 16 * 1024  # prompts and compaction summaries (DESIGN "Hook ingress")
 EXCERPT_CAP_BYTES = 2 * 1024  # each tool input/output excerpt and notification text
+TAIL_CAP_BYTES = 8 * 1024  # a session end's transcript tail (final message, last tool results)
 BODY_CAP_BYTES = 16 * 1024  # the whole body
 TITLE_TEXT_CHARS = 80  # the free-text part of a one-line title
 MAX_ID_CHARS = 256  # session ids and other identity strings
@@ -141,6 +142,7 @@ _COMMON_PATHS: dict[str, tuple[str, ...]] = {
     "text": ("last_assistant_message", "prompt_response", "message", "error.message"),
     "summary": ("summary", "compact_summary", "custom_instructions", "customInstructions"),
     "model": ("model",), "timestamp": ("timestamp",),
+    "tail": ("transcript_tail",),  # added by the hook client at session end (opt-in)
 }
 _CLIENT_PATHS: dict[str, dict[str, tuple[str, ...]]] = {
     "codex": {"event": ("hook_event_name", "type"), "session_id": ("session_id", "thread-id"),
@@ -300,7 +302,7 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
         parts = (("tool", tool_name or "?"), ("input", tool_input), ("output", tool_output))
         body = "\n".join(f"{label}: {value}" for label, value in parts if value is not None)
     else:
-        texts = {name: _as_text(pick(name)) or "" for name in ("prompt", "text", "summary")}
+        texts = {name: _as_text(pick(name)) or "" for name in ("prompt", "text", "summary", "tail")}
         title, body = _describe(kind, native, extension, {**extra, **texts})
     return NormalizedEvent(
         agent=agent, kind=kind, source_event=native if extension else None, extension=extension,
@@ -339,8 +341,8 @@ def _describe(kind: ObservationKind, native: str | None, extension: str | None,
     if kind is K.STOP:
         label = "Subagent stop" if native and "subagent" in native.casefold() else "Stop"
         return _label(label, text), text
-    if kind is K.SESSION_END:
-        return "Session end" + paren("reason"), ""
+    if kind is K.SESSION_END:  # body: the transcript's tail when the client sent one
+        return "Session end" + paren("reason"), cap_utf8(v["tail"], TAIL_CAP_BYTES)
     # `other`: the native name is metadata, shown only under an extension namespace.
     title = f"{extension}: {native}" if extension and native else "Other event"
     return title, cap_utf8(text or prompt, EXCERPT_CAP_BYTES)

@@ -19,7 +19,7 @@ from aimem_common.errors import AimemError, BadRequestError, NotFoundError
 from aimem_common.models import Scope, validate_name
 from aimem_common.read import proposals, scopes
 
-from aimem_maintainer import auto_improve, consolidate, embeddings, explore, idle, lint, sweep
+from aimem_maintainer import auto_improve, bootstrap, consolidate, embeddings, explore, idle, lint, sweep
 from aimem_maintainer.store import parse_time
 
 if TYPE_CHECKING:
@@ -85,6 +85,10 @@ async def h_explore(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
     return await explore.explore(ctx, scope, req["args"].get("focus"))
 
 
+async def h_bootstrap(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
+    return await bootstrap.introduce(ctx, req["args"].get("overview"))
+
+
 async def h_embed(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
     async with ctx.job("embed"):
         return await embeddings.backfill(ctx, await _scope(ctx, req, required=False))
@@ -144,7 +148,7 @@ async def h_finalize_idle(ctx: "MaintContext", req: dict[str, Any]) -> dict[str,
 
 HANDLERS: dict[str, Handler] = {
     "forget_sweep": h_sweep, "lint": h_lint, "consolidate": h_consolidate, "auto_improve": h_auto_improve,
-    "explore": h_explore, "embed": h_embed, "status": h_status, "pending_writes": h_pending,
+    "explore": h_explore, "bootstrap": h_bootstrap, "embed": h_embed, "status": h_status, "pending_writes": h_pending,
     "finalize_idle": h_finalize_idle,
 }
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from aimem_common.config import DecaySettings
 from aimem_common.models import Scope
-from aimem_maintainer.decay import is_cold, retention
+from aimem_common.decay import is_cold, retention
 
 from aimem_maintainer.store import days_between, parse_time
 

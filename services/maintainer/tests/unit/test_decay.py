@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aimem_common import config
 from aimem_common.config import DecaySettings
-from aimem_maintainer.decay import is_cold, retention
+from aimem_common.decay import is_cold, retention
 
 D = DecaySettings()  # λ=0.02, σ=0.6, μ=0.04, cold=0.20
 

@@ -1,9 +1,10 @@
-"""The query service app: ``/api/v1`` (read-only JSON), ``/admin``, health and metrics.
+"""The query service app: ``/api/v1`` (read-only JSON), ``/admin``, ``/web``, health and metrics.
 
 The lifespan builds the query embedder (``embedding.provider`` set; before the bus, so a
 bad config fails startup and a local model loads once), connects the bus and opens the
 reader pool, into one ``QueryContext`` on ``app.state.ctx``; the routes reach it through
-``aimem_query.deps``.
+``aimem_query.deps``. The context also holds the ``/web`` live-update hub (subscribed to
+the writer's events once the bus is up).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
 from aimem_query import admin, api
 from aimem_query.context import QueryContext
+from aimem_query.web.hub import EventHub
+from aimem_query.web.site import install as install_web
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -27,13 +30,19 @@ def create_app(settings: Settings) -> FastAPI:
         s.stack.push_async_callback(embedder.aclose)
         nc, bus = await s.connect_bus()
         pool = await s.read_pool(size=settings.query.read_pool_size, budget_ms=settings.query.query_budget_ms)
+        events = EventHub()
+        await events.start(nc)
+        s.stack.push_async_callback(events.stop)
         return QueryContext(settings=settings, telemetry=s.telemetry, nc=nc, bus=bus, read_pool=pool,
-                            embedder=embedder, access=AccessThrottle(settings.query.access_bump_interval_s))
+                            embedder=embedder, access=AccessThrottle(settings.query.access_bump_interval_s),
+                            events=events)
 
     app = create_service_app(
         "query", settings, Telemetry("query"), start, not_ready={"nats": False, "db": False},
-        summary="Read-only memory API (/api/v1) and the admin API (/admin)",
+        summary="Read-only memory API (/api/v1), the admin API (/admin) and the web interface (/web)",
     )
     app.include_router(api.router)
     app.include_router(admin.router)
+    if settings.web.enabled:
+        install_web(app, settings)
     return app

@@ -8,13 +8,15 @@ from aimem_common.read.access import AccessThrottle
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder
 from aimem_common.service import ServiceContext
+from aimem_query.web.hub import EventHub
 
 
 @dataclass(slots=True, kw_only=True)
 class QueryContext(ServiceContext):
-    """The shared parts plus the query embedder (None-safe: FTS only without a provider) and
-    the access-count throttle of search hits."""
+    """The shared parts plus the query embedder (None-safe: FTS only without a provider),
+    the access-count throttle of search hits and the ``/web`` live-update hub."""
 
     read_pool: ReaderPool
     embedder: QueryEmbedder
     access: AccessThrottle
+    events: EventHub

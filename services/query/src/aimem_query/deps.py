@@ -102,15 +102,18 @@ async def send(
     workspace: str | None = None,
     project: str | None = None,
     timeout_s: float | None = LIFECYCLE_TIMEOUT_S,
+    actor: str | None = None,
 ) -> dict[str, Any]:
-    """Send admin op ``op`` to the writer and wait for its result (read-your-write).
+    """Send op ``op`` to the writer and wait for its result (read-your-write).
+
+    ``actor`` defaults to the ``/admin`` caller (``require_root``); the web passes its user.
 
     Raises:
         BadRequestError: invalid payload or names (before anything is published).
         AimemError: whatever the writer answered (typed from its code).
         BusTimeoutError: no answer in ``timeout_s``.
     """
-    actor = getattr(request.state, "admin_actor", "root")
+    actor = actor or getattr(request.state, "admin_actor", "root")
     env = make_envelope(op, payload, workspace=workspace, project=project, actor=actor)
     return await bus_of(request).request(env, timeout_s=timeout_s)
 

@@ -30,7 +30,7 @@ import nats.js.errors
 from nats.aio.client import Client as NATS
 
 from aimem_common import bus as busmod
-from aimem_common.config import Settings
+from aimem_common.config import Settings, WriterSettings
 from aimem_common.errors import StoreFaultError
 
 from aimem_writer.batch import Applier, BatchResult, Incoming
@@ -42,6 +42,17 @@ log = logging.getLogger("aimem.writer.consumer")
 
 NAK_DELAY_S = 1.0
 LAG_POLL_S = 2.0
+
+
+def fetch_size(msgs: list, w: WriterSettings) -> int:
+    """Messages to ask for next: ``w.batch_max_msgs_behind`` when the last fetched message says
+    the consumer still had commands pending (its JetStream ``num_pending``), else
+    ``w.batch_max_msgs``."""
+    try:
+        pending = msgs[-1].metadata.num_pending
+    except Exception:  # noqa: BLE001 - not a JetStream message (tests)
+        pending = 0
+    return max(w.batch_max_msgs, w.batch_max_msgs_behind) if pending else w.batch_max_msgs
 
 
 class Consumer:
@@ -81,9 +92,9 @@ class Consumer:
         await self._count_dead_letters()
         self.ready.set()
 
-        async def fetch() -> list:
+        async def fetch(size: int) -> list:
             try:
-                msgs = await sub.fetch(w.batch_max_msgs, timeout=w.fetch_timeout_s)
+                msgs = await sub.fetch(size, timeout=w.fetch_timeout_s)
                 self._in_hand.update((id(m), m) for m in msgs)
                 return msgs
             except (nats.errors.TimeoutError, asyncio.TimeoutError):
@@ -95,12 +106,14 @@ class Consumer:
                 return []
 
         # Prefetch: the next batch travels over the network while this one is applied on
-        # the writer thread. Batches are still applied and acked strictly in order.
+        # the writer thread. Batches are still applied and acked strictly in order. Behind
+        # (commands still pending after this batch), the next fetch is larger: fewer, larger
+        # transactions catch up faster (one COMMIT, one wiki flush, one ack round per batch).
         next_fetch: asyncio.Task | None = None
         try:
             while not self._stop.is_set():
-                msgs = await (next_fetch or asyncio.create_task(fetch()))
-                next_fetch = asyncio.create_task(fetch()) if msgs else None
+                msgs = await (next_fetch or asyncio.create_task(fetch(w.batch_max_msgs)))
+                next_fetch = asyncio.create_task(fetch(fetch_size(msgs, w))) if msgs else None
                 if msgs:
                     try:
                         await self.process(msgs)
@@ -275,7 +288,10 @@ class Consumer:
     async def publish_events(self, events: list[Event]) -> None:
         """Publish committed events on ``aimem.evt.<kind>``, concurrently; a failed publish is
         logged and dropped (events are advisory, the commit stands). The watcher's hand-edit
-        indexing calls it too."""
+        indexing calls it too. A batch's observation events go out one per session
+        (``coalesce_events``)."""
+        events = coalesce_events(events)
+
         async def one(ev: Event) -> None:
             try:
                 await self.js.publish(busmod.evt_subject(ev.kind), json.dumps(ev.data, ensure_ascii=False).encode(),
@@ -328,3 +344,30 @@ class Consumer:
     def stop(self) -> None:
         """Ask ``run()`` to return after the current batch."""
         self._stop.set()
+
+
+def coalesce_events(events: list[Event]) -> list[Event]:
+    """Merge a batch's ``observations.appended`` events into one per (workspace, project, session).
+
+    The hook path appends thousands of observations a second; live views only need to know
+    that a session grew (``count`` summed, highest ``last_observation_id``, ``kinds`` in
+    first-seen order). Other events pass through in order.
+    """
+    out: list[Event] = []
+    merged: dict[tuple, Event] = {}
+    for ev in events:
+        if ev.kind != "observations.appended":
+            out.append(ev)
+            continue
+        key = (ev.data.get("workspace"), ev.data.get("project"), ev.data.get("session_id"))
+        first = merged.get(key)
+        if first is None:
+            merged[key] = ev = Event(ev.kind, {**ev.data, "kinds": list(ev.data.get("kinds", []))})
+            out.append(ev)
+            continue
+        first.data["count"] += ev.data.get("count", 1)
+        first.data["last_observation_id"] = max(first.data["last_observation_id"], ev.data["last_observation_id"])
+        for k in ev.data.get("kinds", []):
+            if k not in first.data["kinds"]:
+                first.data["kinds"].append(k)
+    return out

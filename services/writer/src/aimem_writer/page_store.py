@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from aimem_writer.wiki import WikiStage
 
-WRITER_KEYS = ("created_at", "updated_at")  # owned by the writer, stripped from input
+WRITER_KEYS = wikifmt.WRITER_KEYS
 
 
 @dataclass(slots=True)

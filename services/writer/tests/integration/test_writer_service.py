@@ -165,3 +165,25 @@ async def test_crash_mid_stream_replays_without_duplicates(settings, services, b
     assert status == {}, status  # every page/manifest on disk is committed
     ledgers = list(settings.wiki_dir.glob("*/*/log-*.md"))
     assert ledgers and all(str(p.relative_to(settings.wiki_dir)) not in repo.index for p in ledgers)
+
+
+async def test_backlog_is_applied_in_larger_transactions(settings, services, bus) -> None:
+    """Behind (commands pending after a fetch), the writer fetches ``batch_max_msgs_behind``."""
+    n = 1500
+    js = bus.js
+    envs = [obs_env(i, session=f"s{i % 5}") for i in range(n)]
+    futs = [await js.publish_async(busmod.mut_subject(e.op), e.model_dump_json().encode(),
+                                   headers={busmod.MSG_ID_HEADER: e.dedupe_id}) for e in envs]
+    await asyncio.gather(*futs)
+    services("writer", extra_env={"AIMEM_WRITER__BATCH_MAX_MSGS": "100",
+                                  "AIMEM_WRITER__BATCH_MAX_MSGS_BEHIND": "1000"})
+    conn = ro(settings)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and conn.execute("SELECT count(*) FROM observations").fetchone()[0] < n:
+        await asyncio.sleep(0.05)
+    metrics = httpx.get(f"http://127.0.0.1:{settings.port('writer')}/metrics", timeout=5).text
+    value = {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
+             if line.startswith("aimem_writer_batch_size_")}
+    assert value["aimem_writer_batch_size_sum"] == n
+    # 100 first (the writer starts at its idle size), then up to 1,000 a batch; 15 at 100 each.
+    assert value["aimem_writer_batch_size_count"] <= 4, value

@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from aimem_common.db.connect import open_writer
-from aimem_common.db.schema import MIGRATION_1
+from aimem_common.db.schema import MIGRATION_1, SCHEMA_VERSION
 from aimem_common.wikifmt import parse_meta
 
 
@@ -142,8 +142,10 @@ def test_a_database_of_the_previous_schema_migrates_with_its_projects(wh, tmp_pa
     old.close()
     wh = type(wh)(data)  # the same harness on the old file
     try:
-        assert wh.conn.execute("PRAGMA user_version").fetchone()[0] >= 2
+        assert wh.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert projects(wh) == {"acme-api": (None, None)}
+        # Every later migration ran too: the old session has no imported observations.
+        assert wh.count("SELECT imported_count FROM sessions WHERE session_id = 'old-s'") == 0
         # The first keyed event adopts the old project; its open handoff (cwd only) still matches.
         wh.obs("new-s", "session-start", "Session start", cwd="/w/acme-api/src", pj="acme-api",
                root="/w/acme-api", origin="github.com/acme/acme-api")

@@ -130,3 +130,28 @@ def test_sessions_are_per_project(wh) -> None:
     assert a["observation_count"] == 7 and b["observation_count"] == 1
     assert "lib work only" not in wh.page_file("sessions/same.md").read_text()
     assert "lib work only" in wh.page_file("sessions/same.md", pj="lib").read_text()
+
+
+def test_imported_observations_and_historical_end(wh) -> None:
+    """An import: the page with the transcript's times, no handoff; a hook-captured session
+    is never doubled by its transcript; a transcript-first session still takes live events."""
+    for i, kind in enumerate(("user-prompt", "post-tool-use", "stop")):
+        wh.obs("old", kind, f"{kind} {i}", f"body {i}", cwd="/w/app", imported=True,
+               occurred_at=f"2026-01-05T10:00:0{i}Z", tool_name="Bash" if kind == "post-tool-use" else None)
+    res = wh.ok("session.end", {"session_id": "old", "cwd": "/w/app", "ended_at": "2026-01-05T10:00:09Z",
+                                "historical": True})
+    assert res["changed"] and res["handoff_id"] is None and res["page_id"]
+    row = wh.conn.execute("SELECT * FROM sessions WHERE session_id = 'old'").fetchone()
+    assert (row["started_at"], row["ended_at"]) == ("2026-01-05T10:00:00Z", "2026-01-05T10:00:09Z")
+    assert (row["observation_count"], row["imported_count"]) == (3, 3)
+    fm = json.loads(wh.conn.execute("SELECT frontmatter FROM pages WHERE id = ?", (res["page_id"],)).fetchone()[0])
+    assert fm["imported"] is True
+    assert wh.count("SELECT count(*) FROM handoffs") == 0
+
+    wh.obs("live", "user-prompt", "Prompt: x", "x", cwd="/w/app")  # captured by hooks
+    skipped = wh.ok("observation.append", {"session_id": "live", "kind": "user-prompt", "title": "Prompt: x",
+                                           "body": "x", "sanitized": True, "imported": True})
+    assert skipped["skipped"] == "captured_live" and skipped["observation_id"] is None
+    assert wh.count("SELECT count(*) FROM observations WHERE session_id = 'live'") == 1
+    wh.obs("old", "user-prompt", "Prompt: resumed live", "resumed", cwd="/w/app")  # hooks after an import
+    assert wh.count("SELECT observation_count - imported_count FROM sessions WHERE session_id = 'old'") == 1

@@ -24,4 +24,5 @@ from aimem_common.commands import (  # noqa: F401,E402  (each import registers i
     messages,
     observations,
     pages,
+    web,
 )

@@ -166,13 +166,19 @@ def make_envelope(
 ) -> Envelope:
     """Build a validated envelope for ``op`` (payload validated against its model).
 
+    A payload given as an instance of the model registered for ``op`` was validated when it
+    was built and is only dumped (validation done once, on the hook path too); a dict or
+    another model is validated here.
+
     ``root``/``origin``/``explicit``: the project identity of a hook command (``ScopeRef``).
 
     Raises:
         BadRequestError: unknown op, invalid payload or invalid scope names.
     """
     data = payload.model_dump(mode="json", exclude_none=False) if isinstance(payload, BaseModel) else payload
-    parse_payload(op, data)
+    model = OP_MODELS.get(op)
+    if model is None or type(payload) is not model:
+        parse_payload(op, data)
     try:
         scope = ScopeRef(workspace=workspace or "default", project=project, root=root, origin=origin,
                          explicit=explicit) if project else None

@@ -15,7 +15,8 @@ class ObservationAppend(OpPayload):
     """One sanitized hook observation (built only from ``sanitize()`` output).
 
     ``sanitized`` must be true; the writer re-checks the text with the redactor and refuses
-    a command that still carries a secret (DESIGN.md invariant 6).
+    a command that still carries a secret (DESIGN.md invariant 6). ``imported`` marks an
+    observation read from a client's transcript by ``aimem import``.
     """
 
     session_id: str = Field(min_length=1, max_length=256)
@@ -31,6 +32,7 @@ class ObservationAppend(OpPayload):
     occurred_at: str | None = None
     sanitized: Literal[True]
     redactions: list[str] = []
+    imported: bool = False  # from a transcript import; skipped when hooks captured the session
 
 
 @register("session.end", creates_scope=True)
@@ -38,16 +40,19 @@ class SessionEnd(OpPayload):
     """Close a session: summary page, automatic handoff, ended count (DESIGN.md "Hook ingress").
 
     Sent by ingress after the ``session-end`` observation itself (``reason`` from the
-    client: ``exit``, ``clear``, ``logout``, ``finalize-session``, …), and by the
+    client: ``exit``, ``clear``, ``logout``, ``finalize-session``, …), by
+    ``aimem finalize-session``, and by the
     maintainer for a session idle past ``maintenance.session_idle_after_s`` (``reason``
     ``idle``, with ``if_last_event_at`` = the last event time it saw: a session that got an
     event since is left alone). Re-ending only does work when the count advanced; the page
-    records the reason.
+    records the reason. ``historical`` (transcript imports) writes the page with the
+    original times and opens no handoff: an old session is not work in progress.
     """
 
     session_id: str = Field(min_length=1, max_length=256)
     agent: str = Field("generic", max_length=64)
     cwd: str | None = Field(None, max_length=4096)
     ended_at: str | None = None
+    historical: bool = False  # an imported session: page and counts, but no handoff
     reason: str | None = Field(None, max_length=64)
     if_last_event_at: str | None = Field(None, max_length=64)

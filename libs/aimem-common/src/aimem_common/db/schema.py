@@ -381,6 +381,127 @@ ALTER TABLE handoffs ADD COLUMN root TEXT;          -- project root: matched bef
 ALTER TABLE handoffs ADD COLUMN superseded_by INTEGER;  -- the claimed handoff that folded it in
 """
 
+# Imported transcripts (``aimem import``): how many of a session's observations came from
+# an import. A session with any live (hook) observation is owned by its hooks: later
+# imported observations for it are skipped, so importing after live capture never
+# duplicates (observation_count - imported_count = live events).
+MIGRATION_3 = """
+ALTER TABLE sessions ADD COLUMN imported_count INTEGER NOT NULL DEFAULT 0;
+"""
+
+# The web interface (query ``/web``): people log in with a password (argon2id hash, made by
+# the query service; the plaintext never reaches the bus) or an API key, and hold a
+# server-side session. The cookie carries a random token; only its sha256 is stored, so a
+# copy of the DB cannot be replayed as a cookie. A session dies with its user (cascade), its
+# API key (cascade on delete, revoked_at checked on read), a password change, or the root
+# token it was opened with (``root_fp`` must match the configured token's fingerprint).
+MIGRATION_4 = r"""
+ALTER TABLE users ADD COLUMN password_hash TEXT;         -- argon2id encoded; NULL = no password login
+ALTER TABLE users ADD COLUMN password_changed_at TEXT;
+
+CREATE TABLE web_sessions (
+  token_hash  TEXT PRIMARY KEY,                  -- sha256 hex of the cookie's token
+  user_id     INTEGER REFERENCES users(id) ON DELETE CASCADE,   -- NULL = a root-token login
+  api_key_id  INTEGER REFERENCES api_keys(id) ON DELETE CASCADE, -- set for an API-key login
+  root_fp     TEXT,                              -- sha256 hex of the root token (root-token logins)
+  created_at  TEXT NOT NULL,
+  expires_at  TEXT NOT NULL,
+  client      TEXT                               -- User-Agent at login (display only)
+);
+CREATE INDEX web_sessions_user ON web_sessions(user_id);
+CREATE INDEX web_sessions_expiry ON web_sessions(expires_at);
+"""
+
+# Scripts written without spaces between words (CJK ideographs, kana, Hangul, Thai, Lao,
+# Myanmar, Khmer): a page holding any such character is also indexed by ``pages_tri``. A GLOB
+# character class, so the triggers need no application function (any connection can write).
+UNSPACED_GLOB = "*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*"
+
+# Migration 6, part 1: ``pages_fts`` also indexes ``project_id``, so a project-scoped search
+# intersects the project's doclist inside FTS5 (``project_id : "<id>" AND (...)``) and
+# computes bm25 for that project's matches only, not for every project's (the query's cost
+# grew with the whole vault). Part 2: ``pages_tri``, a trigram FTS5 index over the live pages whose text holds an
+# unspaced script, so a word inside a Chinese/Japanese/Korean/Thai sentence is findable
+# (unicode61 makes one token of a whole run). Same transaction as the page rows (triggers,
+# invariant 3); the WHEN clauses of insert and delete test the same predicate, so a 'delete'
+# is only ever sent for a row that was indexed. ``pages_tri_vocab`` lists its trigrams: a
+# 1–2 character query word is expanded to the trigrams that start with it.
+# An all-ASCII text (byte length = character length, ~3 µs for 1.5 KB) skips the GLOB
+# (~200 µs for 1.5 KB): CASE evaluates its branches lazily, AND does not.
+_TRI_TEXT = "(coalesce({r}.title, '') || ' ' || coalesce({r}.body, ''))"
+_TRI = ("CASE WHEN length(CAST(" + _TRI_TEXT + " AS BLOB)) = length(" + _TRI_TEXT + ") THEN 0"
+        " ELSE " + _TRI_TEXT + " GLOB '" + UNSPACED_GLOB + "' END")
+
+
+def unspaced_sql(row: str) -> str:
+    """SQL predicate: the page row ``row`` (an alias, ``new``, ``old``) belongs in ``pages_tri``."""
+    return _TRI.format(r=row)
+
+
+MIGRATION_6 = f"""
+DROP TRIGGER pages_fts_ins;
+DROP TRIGGER pages_fts_retire;
+DROP TRIGGER pages_fts_revive;
+DROP TRIGGER pages_fts_edit;
+DROP TRIGGER pages_fts_del;
+DROP TABLE pages_fts;
+CREATE VIRTUAL TABLE pages_fts USING fts5(
+  title, body, project_id, content='pages', content_rowid='id',
+  tokenize='porter unicode61 remove_diacritics 2'
+);
+INSERT INTO pages_fts(rowid, title, body, project_id)
+  SELECT id, title, body, project_id FROM pages WHERE is_latest = 1;
+CREATE TRIGGER pages_fts_ins AFTER INSERT ON pages WHEN new.is_latest = 1 BEGIN
+  INSERT INTO pages_fts(rowid, title, body, project_id) VALUES (new.id, new.title, new.body, new.project_id);
+END;
+CREATE TRIGGER pages_fts_retire AFTER UPDATE OF is_latest ON pages
+  WHEN old.is_latest = 1 AND new.is_latest = 0 BEGIN
+  INSERT INTO pages_fts(pages_fts, rowid, title, body, project_id)
+    VALUES ('delete', old.id, old.title, old.body, old.project_id);
+END;
+CREATE TRIGGER pages_fts_revive AFTER UPDATE OF is_latest ON pages
+  WHEN old.is_latest = 0 AND new.is_latest = 1 BEGIN
+  INSERT INTO pages_fts(rowid, title, body, project_id) VALUES (new.id, new.title, new.body, new.project_id);
+END;
+CREATE TRIGGER pages_fts_edit AFTER UPDATE OF title, body, project_id ON pages
+  WHEN old.is_latest = 1 AND new.is_latest = 1 BEGIN
+  INSERT INTO pages_fts(pages_fts, rowid, title, body, project_id)
+    VALUES ('delete', old.id, old.title, old.body, old.project_id);
+  INSERT INTO pages_fts(rowid, title, body, project_id) VALUES (new.id, new.title, new.body, new.project_id);
+END;
+CREATE TRIGGER pages_fts_del AFTER DELETE ON pages WHEN old.is_latest = 1 BEGIN
+  INSERT INTO pages_fts(pages_fts, rowid, title, body, project_id)
+    VALUES ('delete', old.id, old.title, old.body, old.project_id);
+END;
+CREATE VIRTUAL TABLE pages_tri USING fts5(
+  title, body, content='pages', content_rowid='id', tokenize='trigram'
+);
+CREATE VIRTUAL TABLE pages_tri_vocab USING fts5vocab(pages_tri, 'row');
+INSERT INTO pages_tri(rowid, title, body)
+  SELECT p.id, p.title, p.body FROM pages p WHERE p.is_latest = 1 AND {_TRI.format(r='p')};
+CREATE TRIGGER pages_tri_ins AFTER INSERT ON pages WHEN new.is_latest = 1 AND {_TRI.format(r='new')} BEGIN
+  INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, new.title, new.body);
+END;
+CREATE TRIGGER pages_tri_retire AFTER UPDATE OF is_latest ON pages
+  WHEN old.is_latest = 1 AND new.is_latest = 0 AND {_TRI.format(r='old')} BEGIN
+  INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+END;
+CREATE TRIGGER pages_tri_revive AFTER UPDATE OF is_latest ON pages
+  WHEN old.is_latest = 0 AND new.is_latest = 1 AND {_TRI.format(r='new')} BEGIN
+  INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, new.title, new.body);
+END;
+CREATE TRIGGER pages_tri_edit AFTER UPDATE OF title, body ON pages
+  WHEN old.is_latest = 1 AND new.is_latest = 1 BEGIN
+  INSERT INTO pages_tri(pages_tri, rowid, title, body)
+    SELECT 'delete', old.id, old.title, old.body WHERE {_TRI.format(r='old')};
+  INSERT INTO pages_tri(rowid, title, body)
+    SELECT new.id, new.title, new.body WHERE {_TRI.format(r='new')};
+END;
+CREATE TRIGGER pages_tri_del AFTER DELETE ON pages WHEN old.is_latest = 1 AND {_TRI.format(r='old')} BEGIN
+  INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+END;
+"""
+
 # Commands the writer gave up on (a handler bug, a transient failure past
 # writer.max_deliver, an error no caller was waiting for), kept whole with the reason so
 # `aimem dead-letters replay` can send them again. Store faults never land here.
@@ -401,6 +522,9 @@ CREATE TABLE dead_letters (
 CREATE INDEX dead_letters_open ON dead_letters(replayed_at, id);
 """
 
-# Forward-only: append new migrations; never edit one that has shipped.
-MIGRATIONS: list[tuple[int, str]] = [(1, MIGRATION_1), (2, MIGRATION_2), (5, MIGRATION_5)]
+# Forward-only: append new migrations; never edit one that has shipped. A database is only
+# ever moved forward from its ``user_version``.
+MIGRATIONS: list[tuple[int, str]] = [
+    (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (5, MIGRATION_5), (6, MIGRATION_6),
+]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

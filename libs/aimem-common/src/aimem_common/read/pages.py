@@ -5,7 +5,7 @@ Shapes (all JSON-ready dicts; times are the stored RFC 3339 strings):
 ``PageRecord`` (``get_page``)::
 
     {"page_id": int, "id": int, "workspace", "project", "path", "title", "body",
-     "frontmatter": dict, "kind", "tier", "tags": list[str], "pinned": bool,
+     "frontmatter": dict, "kind", "tier", "tags": list[str], "pinned": bool, "salience": float|None,
      "session_id": str|None, "expires_at": str|None, "expired": bool,
      "superseded": bool, "is_latest": bool, "supersedes": int|None,
      "access_count": int, "last_accessed_at": str|None, "created_at", "updated_at",
@@ -42,7 +42,7 @@ _TKEY = "strftime('%Y-%m-%dT%H:%M:%f', {col})"
 
 _PAGE_COLS = """
 p.id, p.workspace_id, p.project_id, p.path, p.title, p.frontmatter, p.kind, p.tier, p.tags,
-p.pinned, p.session_id, p.expires_at, p.is_latest, p.supersedes, p.retired_reason,
+p.pinned, p.salience, p.session_id, p.expires_at, p.is_latest, p.supersedes, p.retired_reason,
 p.access_count, p.last_accessed_at, p.created_at, p.updated_at, w.name AS ws_name, pj.name AS pj_name
 """
 _PAGE_FROM = " FROM pages p JOIN projects pj ON pj.id = p.project_id JOIN workspaces w ON w.id = p.workspace_id "
@@ -90,6 +90,7 @@ def summary_from_row(row: sqlite3.Row) -> dict[str, Any]:
         "tier": row["tier"],
         "tags": _json(row["tags"], []),
         "pinned": bool(row["pinned"]),
+        "salience": row["salience"],
         "session_id": row["session_id"],
         "expires_at": row["expires_at"],
         "expired": is_expired(row["expires_at"]),
@@ -321,3 +322,94 @@ def graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = MAX_GRAPH_
                 nodes[r["id"]] = {"id": r["id"], "path": r["path"], "title": r["title"], "kind": r["kind"],
                                   "workspace": r["ws_name"], "project": r["pj_name"], "external": True}
     return {"nodes": list(nodes.values()), "edges": edges, "truncated": truncated}
+
+
+MAX_VERSIONS = 500
+MAX_TREE_PAGES = 500
+
+
+def versions(conn: sqlite3.Connection, scope: Scope, path: str, *, limit: int = 100) -> list[dict[str, Any]]:
+    """Return the retained versions of ``path`` in ``scope``, newest first (no bodies).
+
+    Each: ``{"page_id", "title", "is_latest": bool, "retired_reason", "actor", "updated_at",
+    "superseded_at", "content_hash", "body_chars"}``; len ≤ ``limit`` (≤ 500). Empty when
+    the path never existed.
+    """
+    limit = max(1, min(limit, MAX_VERSIONS))
+    rows = conn.execute(
+        "SELECT id, title, is_latest, retired_reason, actor, updated_at, superseded_at, content_hash,"
+        " length(body) AS body_chars FROM pages WHERE project_id = ? AND path = ? ORDER BY id DESC LIMIT ?",
+        (scope.project_id, path, limit),
+    ).fetchall()
+    return [
+        {"page_id": r["id"], "title": r["title"], "is_latest": bool(r["is_latest"]),
+         "retired_reason": r["retired_reason"], "actor": r["actor"], "updated_at": r["updated_at"],
+         "superseded_at": r["superseded_at"], "content_hash": r["content_hash"], "body_chars": r["body_chars"]}
+        for r in rows
+    ]
+
+
+def version_body(conn: sqlite3.Connection, scope: Scope, page_id: int) -> dict[str, Any]:
+    """Return ``{"page_id", "path", "title", "body", "is_latest", "updated_at"}`` of one version.
+
+    Raises:
+        NotFoundError: ``page_not_found`` (also for a version of another scope).
+    """
+    row = None
+    if 0 < page_id < 2**63:
+        row = conn.execute(
+            "SELECT id, path, title, body, is_latest, updated_at FROM pages WHERE project_id = ? AND id = ?",
+            (scope.project_id, page_id),
+        ).fetchone()
+    if row is None:
+        raise NotFoundError(f"page version #{page_id} not found in {scope.workspace}/{scope.project}",
+                            code="page_not_found", data={"page_id": page_id})
+    return {"page_id": row["id"], "path": row["path"], "title": row["title"], "body": row["body"],
+            "is_latest": bool(row["is_latest"]), "updated_at": row["updated_at"]}
+
+
+def tree(conn: sqlite3.Connection, scope: Scope, folder: str = "", *, limit: int = MAX_TREE_PAGES) -> dict[str, Any]:
+    """Return one folder of the live page tree of ``scope``.
+
+    Args:
+        folder: ``""`` (the project root) or a path prefix ending in ``/``.
+        limit: pages listed directly in the folder (≤ 500), by path.
+
+    Returns ``{"folder", "folders": [{"name", "path", "pages": int}], "pages":
+    [{"page_id", "path", "name", "title", "kind", "updated_at"}], "truncated": bool}``;
+    ``folders`` counts every live page below each subfolder.
+
+    Cost: a skip scan over the live-path index — each subfolder is one seek plus one
+    range count, so a folder of a few subfolders costs the same at 10 or 100,000 pages.
+    """
+    limit = max(1, min(limit, MAX_TREE_PAGES))
+    n = len(folder)
+    upper = folder[:-1] + "0" if folder else "\U0010ffff"  # '/' + 1 = '0': just past the folder
+    live = "FROM pages WHERE project_id = ? AND is_latest = 1 AND path >= ? AND path < ?"
+    folders: list[dict[str, Any]] = []
+    pages: list[dict[str, Any]] = []
+    truncated = False
+    cursor = folder
+    while True:
+        rows = conn.execute(f"SELECT id, path, title, kind, updated_at {live} ORDER BY path LIMIT 200",
+                            (scope.project_id, cursor, upper)).fetchall()
+        jumped = False
+        for r in rows:
+            rest = r["path"][n:]
+            slash = rest.find("/")
+            if slash >= 0:  # the first page of a subfolder: count it whole, then seek past it
+                sub = folder + rest[:slash + 1]
+                count = conn.execute(f"SELECT count(*) {live}", (scope.project_id, sub, sub[:-1] + "0")).fetchone()[0]
+                folders.append({"name": rest[:slash], "path": sub, "pages": count})
+                cursor, jumped = sub[:-1] + "0", True
+                break
+            if len(pages) < limit:
+                pages.append({"page_id": r["id"], "path": r["path"], "name": rest, "title": r["title"],
+                              "kind": r["kind"], "updated_at": r["updated_at"]})
+            else:
+                truncated = True
+        if not jumped:
+            if len(rows) < 200:
+                break
+            cursor = rows[-1]["path"] + "\x00"
+    return {"folder": folder, "folders": folders, "pages": pages, "truncated": truncated}

@@ -37,13 +37,17 @@ def list_proposals(conn: sqlite3.Connection, project_id: str | None, status: str
 
 
 def get_proposal(conn: sqlite3.Connection, proposal_id: int) -> dict[str, Any]:
-    """Return one proposal with its full body ``{id, path, title, body, rationale, confidence, status}``.
+    """Return one proposal with its full body ``{id, workspace, project, path, title, body,
+    rationale, confidence, status, target_page_id, created_at, decided_at, decided_by}``.
 
     Raises:
         NotFoundError: no proposal with that id.
     """
-    row = conn.execute("SELECT id, path, title, body, rationale, confidence, status FROM auto_improve_proposals"
-                       " WHERE id = ?", (proposal_id,)).fetchone()
+    row = conn.execute(
+        "SELECT a.id, w.name AS workspace, p.name AS project, a.path, a.title, a.body, a.rationale, a.confidence,"
+        " a.status, a.target_page_id, a.created_at, a.decided_at, a.decided_by FROM auto_improve_proposals a"
+        " JOIN projects p ON p.id = a.project_id JOIN workspaces w ON w.id = a.workspace_id WHERE a.id = ?",
+        (proposal_id,)).fetchone()
     if row is None:
         raise NotFoundError(f"proposal {proposal_id} not found", data={"id": proposal_id})
     return dict(row)

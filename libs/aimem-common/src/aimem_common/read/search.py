@@ -2,10 +2,17 @@
 
 Pipeline, all inside one read snapshot:
 
+0. **exact** — identifier-like words of the question (``text.identifier_terms``: error
+   codes, function names, versions) held by at most ``EXACT_MAX_DF`` live pages in scope;
+   its share is added after the authority factor, so such a page is never outvoted.
 1. **fts** — FTS5 bm25 over ``pages_fts(title, body)`` (title weighted ×4) with the OR query
    of ``text.query_terms`` (each term quoted: no FTS5 operator can be injected).
 2. **entity** — frontmatter ``entities`` whose normalised name equals a 1–4-word n-gram of
    the question; a page scores Σ idf, idf = ln(1 + N / df) over live pages in scope.
+   **trigram** — the unspaced-script words of the question (Chinese, Japanese, Korean,
+   Thai, ...) matched as trigrams in ``pages_tri`` (bm25, title ×4): a word inside a
+   sentence is found though unicode61 makes one token of the whole run. Idle for a
+   question without such characters.
 3. **vector** — optional: cosine (numpy) between a caller-supplied query vector and the
    ``page_embeddings`` rows whose ``{provider, model, dim}`` match it; stale rows ignored.
 4. **superseded** — only with ``include_superseded``: older versions matching the terms.
@@ -25,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,14 +41,14 @@ from aimem_common.errors import BadRequestError
 from aimem_common.models import Scope
 from aimem_common.read import scopes as scopes_mod
 from aimem_common.read.pages import is_expired
-from aimem_common.read.text import fts_query, query_terms, snippet, words
+from aimem_common.read.text import fts_query, identifier_terms, query_terms, snippet, trigrams, unspaced_runs, words
 
 # vector 0.3: a page vector covers only the model's first ~256 tokens of a page (a long session
 # page is mostly unseen), so cosine is a tie-breaker beside bm25, not an equal. LoCoMo with the
 # local all-MiniLM-L6-v2 (bench/locomo.py): at 1.0 hit@5 0.930 -> 0.914 and MRR 0.794 -> 0.757;
 # at 0.3 hit@5 0.930, MRR 0.797. When no word or entity matched, the vector is the only
 # evidence and gets VECTOR_ALONE_WEIGHT (else its own hits would trail their link neighbours).
-STREAM_WEIGHTS = {"fts": 1.0, "entity": 0.8, "vector": 0.3, "superseded": 0.6, "links": 0.5}
+STREAM_WEIGHTS = {"exact": 8.0, "fts": 1.0, "trigram": 1.0, "entity": 0.8, "vector": 0.3, "superseded": 0.6, "links": 0.5}
 VECTOR_ALONE_WEIGHT = 1.0
 # RRF alone discards how *much* better the bm25 leader is (k=60 makes ranks 1 and 6 differ by
 # 8%, less than the authority spread), so the fts stream adds a bounded margin bonus:
@@ -52,6 +60,15 @@ MAX_ENTITY_NGRAM = 4
 MAX_ENTITIES = 16  # matched entities used per query (rarest first)
 MAX_PAGES_PER_ENTITY = 500
 MAX_LIMIT = 100
+# exact: an identifier of the question (error code, function name, version; see
+# text.identifier_terms) held by at most EXACT_MAX_DF live pages in scope marks those pages
+# as found with certainty. Its RRF share (weight 8.0) is added *after* the authority factor,
+# and 8/(k+1) is above what every other stream at rank 1 can give a page together even with
+# the largest authority spread, so a page naming the rare identifier is never outvoted by
+# pages that merely share the question's other words. A common "identifier" (more pages)
+# adds nothing: bm25 already weighs it.
+EXACT_MAX_DF = 10
+SHORT_TERM_TRIGRAMS = 64  # indexed trigrams a 1–2 character CJK/Hangul word expands to
 
 # Authority multiplier (bounded to [AUTHORITY_MIN, AUTHORITY_MAX]): maintained rules,
 # decisions, procedures and gotchas win close contests; episodic/lint evidence stays findable.
@@ -108,6 +125,7 @@ class _Cand:
     page_id: int
     streams: dict[str, dict[str, Any]] = field(default_factory=dict)
     rrf: float = 0.0
+    certain: float = 0.0  # the exact stream's share, added after the authority factor
 
 
 def resolve_search_scopes(
@@ -145,25 +163,73 @@ def _scope_sql(scopes: list[Scope] | None, col: str) -> tuple[str, list[Any]]:
     return f" AND {col} IN ({','.join('?' * len(scopes))})", [s.project_id for s in scopes]
 
 
-def _fts_stream(conn, q: str, scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+def _scoped_match(q: str, scopes) -> str:
+    """``pages_fts`` expression for ``q`` restricted to ``scopes`` inside FTS5 (its project_id column)."""
+    if scopes is None:
+        return "{title body} : (" + q + ")"
+    projects = fts_query([s.project_id for s in scopes])
+    return f"project_id : ({projects}) AND {{title body}} : ({q})"
+
+
+def _fts_stream(conn, q: str, scopes, opts: QueryOptions, table: str = "pages_fts") -> list[tuple[int, float]]:
     expiry = "" if opts.include_expired else " AND (p.expires_at IS NULL OR julianday(p.expires_at) > julianday('now'))"
+    weights = f"{TITLE_WEIGHT}, 1.0"
+    if table == "pages_fts":
+        # The project filter runs inside FTS5 (a doclist intersection), so bm25 is computed
+        # for the scope's matches only; its column weighs nothing.
+        q, weights = _scoped_match(q, scopes), f"{TITLE_WEIGHT}, 1.0, 0.0"
     if scopes is None:
         # Unscoped: let FTS5 rank inside the index scan (``rank MATCH``), then join the top
         # rows only; about 2x faster than bm25() per joined row when most pages match.
         rows = conn.execute(
-            "SELECT p.id, f.rank FROM (SELECT rowid, rank FROM pages_fts WHERE pages_fts MATCH ?"
-            f" AND rank MATCH 'bm25({TITLE_WEIGHT}, 1.0)' ORDER BY rank LIMIT ?) f"
+            f"SELECT p.id, f.rank FROM (SELECT rowid, rank FROM {table} WHERE {table} MATCH ?"
+            f" AND rank MATCH 'bm25({weights})' ORDER BY rank LIMIT ?) f"
             f" JOIN pages p ON p.id = f.rowid WHERE 1 = 1{expiry} ORDER BY f.rank",
             [q, opts.candidates * 2],
         ).fetchall()[: opts.candidates]
     else:
         where, args = _scope_sql(scopes, "+p.project_id")  # drive the join from the FTS match
         rows = conn.execute(
-            f"SELECT p.id, bm25(pages_fts, {TITLE_WEIGHT}, 1.0) AS s FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid"
-            f" WHERE pages_fts MATCH ?{where}{expiry} ORDER BY s LIMIT ?",
+            f"SELECT p.id, bm25({table}, {weights}) AS s FROM {table} JOIN pages p ON p.id = {table}.rowid"
+            f" WHERE {table} MATCH ?{where}{expiry} ORDER BY s LIMIT ?",
             [q, *args, opts.candidates],
         ).fetchall()
     return [(r[0], -float(r[1])) for r in rows]  # bm25 is "lower is better": report it positive
+
+
+def trigram_query(conn: sqlite3.Connection, query: str) -> str | None:
+    """Return the ``pages_tri`` MATCH expression for the unspaced-script words of ``query``.
+
+    Runs of ≥ 3 characters contribute their trigrams; a 1–2 character run is expanded to
+    at most ``SHORT_TERM_TRIGRAMS`` indexed trigrams that start with it (``pages_tri_vocab``,
+    a range scan), so ``缓存`` finds ``…的缓存策略…``. ``None`` when the query has no such
+    words (an English question never touches the trigram index).
+    """
+    grams, short = trigrams(unspaced_runs(query))
+    for run in short:
+        grams += [r[0] for r in conn.execute(
+            "SELECT term FROM pages_tri_vocab WHERE term >= ? AND term < ? LIMIT ?",
+            (run, run + "\U0010ffff", SHORT_TERM_TRIGRAMS),
+        )]
+    return fts_query(list(dict.fromkeys(grams)))
+
+
+def _exact_stream(conn, idents: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+    """Pages holding a rare identifier of the question: score Σ 1/df over the identifiers held."""
+    expiry = "" if opts.include_expired else " AND (p.expires_at IS NULL OR julianday(p.expires_at) > julianday('now'))"
+    where, args = _scope_sql(scopes, "+p.project_id")
+    score: dict[int, float] = {}
+    for ident in idents:
+        rows = conn.execute(
+            "SELECT p.id FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid"
+            f" WHERE pages_fts MATCH ?{where}{expiry} LIMIT ?",
+            [_scoped_match(fts_query([ident]) or '""', scopes), *args, EXACT_MAX_DF + 1],
+        ).fetchall()
+        if len(rows) > EXACT_MAX_DF:
+            continue
+        for (pid,) in rows:
+            score[pid] = score.get(pid, 0.0) + 1.0 / len(rows)
+    return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tuple[int, float]], dict[int, list[str]]]:
@@ -306,10 +372,13 @@ def _fuse(cands: dict[int, _Cand], name: str, ranked: list[tuple[int, float]], k
     for rank, (pid, score) in enumerate(ranked, start=1):
         c = cands.setdefault(pid, _Cand(pid))
         contrib = w / (k + rank)
-        if name == "fts" and best > 0:
+        if name in ("fts", "trigram") and best > 0:
             contrib += FTS_MARGIN_WEIGHT * w * max(score, 0.0) / best / (k + 1)
         c.streams[name] = {"rank": rank, "score": round(score, 6), "rrf": round(contrib, 8)}
-        c.rrf += contrib
+        if name == "exact":
+            c.certain += contrib
+        else:
+            c.rrf += contrib
 
 
 _META_SQL = """
@@ -337,9 +406,11 @@ def memory_query(
         vector: optional query embedding for the vector stream.
 
     Returns ``{"hits": list[Hit], "raw_hits": list[RawHit]}`` plus, with ``explain``,
-    ``"streams_active": list[str]`` and ``"fts_query": str|None``.
+    ``"streams_active": list[str]``, ``"fts_query": str|None``, ``"trigram_query": str|None``
+    and ``"stream_ms": {stage: wall ms}`` (fts, exact, trigram, entity, vector, superseded,
+    links, hits = metadata/snippets).
 
-    ``Hit`` = ``{"path", "title", "snippet" (~24 words), "score" (RRF × authority, desc),
+    ``Hit`` = ``{"path", "title", "snippet" (~24 words), "score" (RRF × authority + the exact stream's share, desc),
     "kind", "tier", "workspace", "project", "page_id", "updated_at", "pinned", "tags",
     "session_id"? (session pages), "superseded"? (true for old versions), "expired"?,
     "score_details"? (explain: per-stream rank/score/rrf, matched_entities, graph via,
@@ -367,30 +438,34 @@ def memory_query(
     k = opts.rrf_k
     depth = max(opts.candidates, limit * 3)
     opts_d = replace(opts, candidates=depth)
+    lap = _Laps()
+
+    def add(name: str, ranked: list[tuple[int, float]], weight: float | None = None) -> None:
+        if ranked:
+            active.append(name)
+            _fuse(cands, name, ranked, k, weight)
+        lap(name)
+
     if q:
-        fts = _fts_stream(conn, q, scopes, opts_d)
-        if fts:
-            active.append("fts")
-            _fuse(cands, "fts", fts, k)
+        add("fts", _fts_stream(conn, q, scopes, opts_d))
+    idents = identifier_terms(query)
+    if idents:
+        add("exact", _exact_stream(conn, idents, scopes, opts_d))
+    tq = trigram_query(conn, query)
+    if opts.explain:
+        out["trigram_query"] = tq
+    if tq:
+        add("trigram", _fts_stream(conn, tq, scopes, opts_d, table="pages_tri"))
     ent, matched = _entity_stream(conn, query, scopes, opts_d)
-    if ent:
-        active.append("entity")
-        _fuse(cands, "entity", ent, k)
+    add("entity", ent)
     if vector is not None:
         vec = _vector_stream(conn, vector, scopes, opts_d)
-        if vec:
-            active.append("vector")
-            _fuse(cands, "vector", vec, k, weight=None if cands else VECTOR_ALONE_WEIGHT)
+        add("vector", vec, None if cands else VECTOR_ALONE_WEIGHT)
     if opts.include_superseded:
-        sup = _superseded_stream(conn, terms, scopes, opts_d)
-        if sup:
-            active.append("superseded")
-            _fuse(cands, "superseded", sup, k)
-    seeds = [c.page_id for c in sorted(cands.values(), key=lambda c: (-c.rrf, c.page_id))[:SEED_COUNT]]
+        add("superseded", _superseded_stream(conn, terms, scopes, opts_d))
+    seeds = [c.page_id for c in sorted(cands.values(), key=lambda c: (-c.rrf - c.certain, c.page_id))[:SEED_COUNT]]
     nbs, via = _link_stream(conn, seeds, scopes)
-    if nbs:
-        active.append("links")
-        _fuse(cands, "links", nbs, k)
+    add("links", nbs)
 
     hits: list[dict[str, Any]] = []
     if cands:
@@ -411,7 +486,7 @@ def memory_query(
             tags = _json_list(r["tags"])
             auth = authority(r["kind"], r["tier"], bool(r["pinned"]), tags, superseded)
             hit: dict[str, Any] = {
-                "path": r["path"], "title": r["title"], "snippet": "", "score": c.rrf * auth,
+                "path": r["path"], "title": r["title"], "snippet": "", "score": c.rrf * auth + c.certain,
                 "kind": r["kind"], "tier": r["tier"], "workspace": r["ws"], "project": r["pj"],
                 "page_id": pid, "updated_at": r["updated_at"], "pinned": bool(r["pinned"]), "tags": tags,
             }
@@ -423,6 +498,8 @@ def memory_query(
                 hit["expired"] = True
             if opts.explain:
                 details: dict[str, Any] = {"streams": c.streams, "rrf": round(c.rrf, 8), "authority": round(auth, 4)}
+                if c.certain:
+                    details["certain"] = round(c.certain, 8)
                 if pid in matched:
                     details["matched_entities"] = matched[pid]
                 if "links" in c.streams:
@@ -436,6 +513,7 @@ def memory_query(
             h["score"] = round(h["score"], 8)
         if opts.explain and hits:
             _fill_explain_extras(conn, hits)
+    lap("hits")
 
     out["hits"] = hits
     if not hits and scopes is not None and opts.raw_fallback and q:
@@ -444,7 +522,21 @@ def memory_query(
             active.append("raw")
     if opts.explain:
         out["streams_active"] = active
+        out["stream_ms"] = lap.ms
     return out
+
+
+class _Laps:
+    """Wall time (ms) spent in each stage of one query, for ``explain`` (``stream_ms``)."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.ms[name] = round((now - self._t) * 1000, 3)
+        self._t = now
 
 
 def _json_list(text: str | None) -> list[str]:

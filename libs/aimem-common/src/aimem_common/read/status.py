@@ -85,3 +85,22 @@ def project_sizes(conn: sqlite3.Connection) -> list[dict[str, Any]]:
          **keys.get(s.project_id, {"root": None, "origin": None})}
         for s in scopes.all_scopes(conn)
     ]
+
+
+def projects_overview(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """Return ``project_sizes`` plus each project's activity (the web's projects screen).
+
+    Each: ``{"workspace", "project", "project_id", "pages", "sessions", "handoffs_open": int,
+    "last_activity": str|None}`` (the newest page update or session event).
+    """
+    handoffs = dict(conn.execute(
+        "SELECT project_id, count(*) FROM handoffs WHERE status = 'open' GROUP BY project_id").fetchall())
+    last_page = dict(conn.execute("SELECT project_id, max(updated_at) FROM pages GROUP BY project_id").fetchall())
+    last_event = dict(conn.execute(
+        "SELECT project_id, max(last_event_at) FROM sessions GROUP BY project_id").fetchall())
+    out = []
+    for d in project_sizes(conn):
+        pid = d["project_id"]
+        last = [t for t in (last_page.get(pid), last_event.get(pid)) if t]
+        out.append({**d, "handoffs_open": handoffs.get(pid, 0), "last_activity": max(last) if last else None})
+    return out

@@ -47,7 +47,10 @@ def query_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
     Stopwords and 1-character Latin tokens are dropped; if nothing remains, the stopwords
     are kept so "how to" still finds something. CJK runs are kept whole.
     """
-    toks = [t.strip("'.-") for t in words(text)]
+    # lower(), not casefold(): the FTS tokenizer folds case the same way, so "Straße" stays
+    # "straße" (casefold would make it "strasse", a word the index does not hold).
+    low = unicodedata.normalize("NFKC", text[:MAX_QUERY_CHARS]).lower()
+    toks = [t.strip("'.-") for t in _WORD_RE.findall(low)]
     toks = [t for t in toks if t and (len(t) > 1 or t.isdigit() or _CJK_RE.match(t))]
     content = [t for t in toks if t not in STOPWORDS]
     chosen = content or toks
@@ -57,6 +60,71 @@ def query_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
         if len(seen) >= max_terms:
             break
     return list(seen)
+
+
+# Scripts written without spaces (the same ranges as ``db.schema.UNSPACED_GLOB``): CJK
+# ideographs, kana (with the prolonged sound mark), Hangul, Thai, Lao, Myanmar, Khmer.
+_UNSPACED_RUN_RE = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f"
+    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]+"
+)
+MAX_TRIGRAMS = 48
+
+
+def unspaced_runs(text: str) -> list[str]:
+    """Return the distinct runs of unspaced-script characters in ``text`` (NFKC, in order).
+
+    ``本番環境へのデプロイ？`` → ``["本番環境へのデプロイ"]``; ``데이터베이스를 연결`` →
+    ``["데이터베이스를", "연결"]``. Latin text gives ``[]``.
+    """
+    seen: dict[str, None] = {}
+    for run in _UNSPACED_RUN_RE.findall(unicodedata.normalize("NFKC", text[:MAX_QUERY_CHARS])):
+        seen.setdefault(run, None)
+    return list(seen)
+
+
+def trigrams(runs: list[str], *, max_trigrams: int = MAX_TRIGRAMS) -> tuple[list[str], list[str]]:
+    """Split unspaced runs into ``(trigrams, short)`` for the trigram stream.
+
+    A run of ≥ 3 characters gives its distinct overlapping trigrams (a page holding the
+    run holds all of them; one holding part of it, some); a 1–2 character run is returned
+    in ``short`` (the trigram index cannot match it directly; the caller expands it to the
+    indexed trigrams starting with it). At most ``max_trigrams`` trigrams.
+    """
+    grams: dict[str, None] = {}
+    short: list[str] = []
+    for run in runs:
+        if len(run) < 3:
+            short.append(run)
+            continue
+        for i in range(len(run) - 2):
+            grams.setdefault(run[i:i + 3], None)
+    return list(grams)[:max_trigrams], short
+
+
+_CAMEL_RE = re.compile(r"[a-z][A-Z]")
+
+
+def identifier_terms(text: str, *, max_terms: int = 8) -> list[str]:
+    """Return the identifier-like words of a question, lower-cased, in order.
+
+    An identifier is what a person copies rather than paraphrases: letters mixed with
+    digits (``E1234``, ``ERR_4711``, ``v2.3.1``), snake_case, camelCase, dotted names
+    (``cfg.load_all``), or a number of ≥ 4 digits. Plain words never qualify.
+    """
+    out: dict[str, None] = {}
+    for tok in _WORD_RE.findall(unicodedata.normalize("NFKC", text[:MAX_QUERY_CHARS])):
+        tok = tok.strip("'.-")
+        has_digit = any(ch.isdigit() for ch in tok)
+        has_alpha = any(ch.isalpha() for ch in tok)
+        if (
+            (has_digit and has_alpha) or "_" in tok or _CAMEL_RE.search(tok)
+            or (has_alpha and "." in tok) or (tok.isdigit() and len(tok) >= 4)
+        ):
+            out.setdefault(tok.lower(), None)
+        if len(out) >= max_terms:
+            break
+    return list(out)
 
 
 def fts_query(terms: list[str]) -> str | None:

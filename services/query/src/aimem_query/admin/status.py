@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 from importlib import metadata
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 
 from aimem_common.db.connect import schema_version
+from aimem_common.read import audit as audit_rows
 from aimem_common.read import scopes
 from aimem_common.read.status import project_sizes
 from aimem_common.replication import read_status as read_replication_status
@@ -76,26 +76,8 @@ async def status(request: Request) -> dict:
     }
 
 
-def _audit(conn: sqlite3.Connection, limit: int, op: str | None) -> list[dict]:
-    sql = "SELECT id, at, actor, op, workspace_id, project_id, target, detail, cmd_id FROM audit_log"
-    args: tuple = ()
-    if op:
-        sql += " WHERE op = ?"
-        args = (op,)
-    rows = conn.execute(sql + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
-    out = []
-    for r in rows:
-        d = dict(r)
-        try:
-            d["detail"] = json.loads(d["detail"]) if d["detail"] else None
-        except ValueError:
-            pass
-        out.append(d)
-    return out
-
-
 @router.get("/audit")
 async def audit(request: Request, limit: int = Query(50, ge=1, le=1000), op: str | None = None) -> dict:
     """The newest ``limit`` audit rows (optionally one ``op``), newest first."""
-    rows = await read(request, _audit, limit, op)
+    rows = await read(request, lambda c: audit_rows.list_audit(c, limit=limit, op=op))
     return {"audit": rows, "count": len(rows)}

@@ -6,6 +6,7 @@ display prefix go to the writer, and the plaintext is returned once, in the crea
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 from fastapi import APIRouter, Request
@@ -14,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from aimem_common.auth import new_api_key
 from aimem_query.deps import read, send
 from aimem_common.models import DbId
+from aimem_query.web.passwords import hash_password
 
 router = APIRouter()
 
@@ -59,6 +61,12 @@ class UserBody(BaseModel):
     is_root: bool = False
 
 
+class PasswordBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    password: str | None = Field(..., min_length=8, max_length=1024)
+
+
 class KeyBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -91,6 +99,21 @@ async def create_user(body: UserBody, request: Request) -> dict:
 @router.delete("/users/{name}")
 async def delete_user(name: str, request: Request) -> dict:
     return await send(request, "user.delete", {"name": name}, timeout_s=30)
+
+
+@router.put("/users/{name}/password")
+async def set_password(name: str, body: PasswordBody, request: Request) -> dict:
+    """Set (``password``, 8–1024 characters) or clear (``null``) a user's web-login password.
+
+    The argon2id hash is made here; only the hash goes to the writer (``user.passwd``),
+    which also ends the user's web sessions. Returns ``{"name", "sessions_ended",
+    "password_changed_at"}``.
+
+    Raises:
+        NotFoundError: no such user. BadRequestError: a password shorter than 8 characters.
+    """
+    digest = None if body.password is None else await asyncio.to_thread(hash_password, body.password)
+    return await send(request, "user.passwd", {"name": name, "password_hash": digest}, timeout_s=30)
 
 
 @router.get("/api-keys")

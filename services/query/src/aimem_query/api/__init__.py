@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from aimem_query.api import handoffs, pages, search, sessions, status
+from aimem_query.api import export, handoffs, pages, search, sessions, status
 
 router = APIRouter(prefix="/api/v1")
-for _module in (search, pages, sessions, handoffs, status):
+for _module in (search, pages, sessions, handoffs, status, export):
     router.include_router(_module.router)

@@ -1,5 +1,8 @@
 """``observation.append``: one sanitized hook event → sessions, observations, the ledger.
 
+An ``imported`` observation (``aimem import``) for a session that hooks captured live is
+skipped (result ``skipped: "captured_live"``): the transcript would only duplicate it.
+
 The hot path (thousands per second): one session upsert, one observation insert (FTS by
 trigger) and a ledger line staged for ``log-YYYY-MM.md``. An event that happened after its
 session was ended reopens the session (``ended_at`` back to NULL; the ended watermark
@@ -57,6 +60,8 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
             code="unsanitized", data={"field": name},
         )
     scope = tx.scope(create=True)
+    if cmd.imported and _captured_live(tx, scope.project_id, cmd.session_id):
+        return {"observation_id": None, "session_id": cmd.session_id, "skipped": "captured_live"}
     at = occurred(tx, cmd.occurred_at)
     kind = str(cmd.kind)
     root = env.scope.root if env.scope is not None else None
@@ -64,9 +69,10 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
     # and then resumed it) reopens it; a late delivery of an earlier event does not.
     tx.conn.execute(
         "INSERT INTO sessions(workspace_id, project_id, session_id, agent, cwd, model, started_at,"
-        " last_event_at, observation_count, root) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?)"
+        " last_event_at, observation_count, imported_count, root) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)"
         " ON CONFLICT(project_id, session_id) DO UPDATE SET"
         " observation_count = observation_count + 1,"
+        " imported_count = imported_count + excluded.imported_count,"
         " last_event_at = max(last_event_at, excluded.last_event_at),"
         " started_at = min(started_at, excluded.started_at),"
         " cwd = coalesce(sessions.cwd, excluded.cwd),"
@@ -76,7 +82,8 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
         "   THEN NULL ELSE sessions.end_reason END,"
         " ended_at = CASE WHEN sessions.ended_at IS NOT NULL AND excluded.last_event_at > sessions.ended_at"
         "   THEN NULL ELSE sessions.ended_at END",
-        (scope.workspace_id, scope.project_id, cmd.session_id, cmd.agent, cmd.cwd, cmd.model, at, at, root),
+        (scope.workspace_id, scope.project_id, cmd.session_id, cmd.agent, cmd.cwd, cmd.model, at, at,
+         int(cmd.imported), root),
     )
     obs_id = tx.conn.execute(
         "INSERT INTO observations(workspace_id, project_id, session_id, kind, agent, cwd, title, body,"
@@ -86,4 +93,20 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
          cmd.tool_name, cmd.source_event, cmd.extension, at, tx.now, tx.cmd_id),
     ).lastrowid
     tx.wiki.append_ledger(scope, at[:7], ledger_entry(at, kind, cmd.agent, cmd.session_id, cmd.title, cmd.body))
+    # One event per session per batch after coalescing (consumer.coalesce_events): live views.
+    tx.emit("observations.appended", {"session_id": cmd.session_id, "count": 1, "last_observation_id": obs_id,
+                                      "kinds": [kind]})
     return {"observation_id": obs_id, "session_id": cmd.session_id}
+
+
+def _captured_live(tx: Tx, project_id: str, session_id: str) -> bool:
+    """True when hooks already stored events of this session (any non-imported observation).
+
+    The hooks saw the session as it happened, so its transcript adds nothing but
+    duplicates: imported observations for it are skipped (DESIGN.md "Transcript import").
+    """
+    row = tx.conn.execute(
+        "SELECT observation_count - imported_count FROM sessions WHERE project_id = ? AND session_id = ?",
+        (project_id, session_id),
+    ).fetchone()
+    return bool(row and row[0] > 0)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from aimem_common.db.schema import unspaced_sql
 from aimem_common.errors import (
     AimemError,
     ConflictError,
@@ -57,8 +58,17 @@ def compact(tx: Tx) -> dict[str, Any]:
     An FTS5 'rebuild' drops the deleted rows' tokens from the index segments; VACUUM then
     releases the freed pages (it cannot run inside the batch transaction).
     """
-    for table in ("pages_fts", "observations_fts"):
-        tx.conn.execute(f"INSERT INTO {table}({table}) VALUES ('rebuild')")
+    tx.conn.execute("INSERT INTO observations_fts(observations_fts) VALUES ('rebuild')")
+    # The page indexes hold live versions only ('rebuild' would read every version of the
+    # content table): empty them and re-insert what their triggers would have indexed.
+    tx.conn.execute("INSERT INTO pages_fts(pages_fts) VALUES ('delete-all')")
+    tx.conn.execute("INSERT INTO pages_fts(rowid, title, body, project_id)"
+                    " SELECT id, title, body, project_id FROM pages WHERE is_latest = 1")
+    tx.conn.execute("INSERT INTO pages_tri(pages_tri) VALUES ('delete-all')")
+    tx.conn.execute(
+        "INSERT INTO pages_tri(rowid, title, body) SELECT id, title, body FROM pages"
+        f" WHERE is_latest = 1 AND {unspaced_sql('pages')}"
+    )
     after = getattr(tx, "after_commit", None)
     if callable(after):
         after(lambda conn: (conn.execute("VACUUM"), conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")))

@@ -2,13 +2,15 @@
 
 One transaction (DESIGN.md "Hook ingress"): ``sessions/<session_id>.md`` synthesised from
 the observations (no LLM; how it ended, the user's prompts, commands run, files touched,
-errors seen and the final stop message, each bounded, the page ≤ 16 KiB), an automatic
-handoff for the next agent in that project root (else cwd), ``ended_at`` +
-``ended_observation_count`` + ``end_reason``, a consolidation job for the maintainer and a
-ledger line. A re-end (a resumed session ending again, by its client or the idle
-finaliser) does work only when the observation count advanced, and rewrites the page.
-A session with nothing but start/end events gets no page; one without a prompt, a tool
-call or a finished turn opens no handoff and gives back the handoff it claimed.
+errors seen, the final stop message and the transcript tail a client sent with its session
+end, each bounded, the page ≤ 16 KiB), an automatic handoff for the next agent in that
+project root (else cwd), ``ended_at`` + ``ended_observation_count`` + ``end_reason``, a
+consolidation job for the maintainer and a ledger line. A re-end (a resumed session ending
+again, by its client or the idle finaliser) does work only when the observation count
+advanced, and rewrites the page. A session with nothing but start/end events gets no page;
+one without a prompt, a tool call or a finished turn opens no handoff and gives back the
+handoff it claimed. A ``historical`` end (``aimem import``) keeps the transcript's own end
+time and opens no handoff.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ COMMANDS_BUDGET_BYTES = 2560
 FILES_BUDGET_BYTES = 1536
 ERRORS_BUDGET_BYTES = 1536
 STOP_CAP_BYTES = 1536
+TAIL_CAP_BYTES = 2560
 COMPACT_CAP_BYTES = 1536
 HANDOFF_CAP_BYTES = 4 * 1024
 
@@ -100,6 +103,7 @@ class Digest:
     stop: str | None = None
     compaction: str | None = None
     agents: list[str] = field(default_factory=list)
+    tail: str | None = None  # the transcript tail the hook client sent with the session end
 
 
 def digest(rows) -> Digest:
@@ -190,6 +194,8 @@ def render_summary(session_id: str, row, d: Digest, ended_at: str, count: int,
         out += ["## Compaction summary", "", cap_utf8(d.compaction, COMPACT_CAP_BYTES), ""]
     if d.stop:
         out += ["## Final message", "", cap_utf8(d.stop, STOP_CAP_BYTES), ""]
+    if d.tail:
+        out += ["## From the transcript", "", cap_utf8(d.tail, TAIL_CAP_BYTES), ""]
     return title, cap_utf8("\n".join(out), BODY_CAP_BYTES)
 
 
@@ -257,26 +263,31 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
         " ORDER BY id", (scope.project_id, cmd.session_id),
     ).fetchall()
     substantive = [r for r in rows if r["kind"] not in BOUNDARY_KINDS]
+    tail = next((r["body"] for r in reversed(rows)  # a bare session end's body is its title
+                 if r["kind"] == "session-end" and r["body"] and r["body"] != r["title"]), None)
     real = any(r["kind"] in REAL_KINDS for r in rows)
     page_id = handoff_id = path = None
-    if substantive:
+    if substantive or tail:
         d = digest(substantive)
+        d.tail = tail
         path = f"sessions/{session_slug(cmd.session_id)}.md"
         title, body = render_summary(cmd.session_id, row, d, ended_at, count, cmd.reason)
         fm = {"session_id": cmd.session_id, "agent": row["agent"], "cwd": row["cwd"],
               "started_at": row["started_at"], "ended_at": ended_at, "end_reason": cmd.reason or "session-end",
               "observation_count": count, "tags": ["session"]}
+        if cmd.historical:
+            fm["imported"] = True
         res = tx.pages.write(scope, PageInput(path=path, body=body, title=title, frontmatter=fm),
                              evidence=[{"kind": "session", "id": cmd.session_id}], session_id=cmd.session_id)
         page_id = res["page_id"]
-        if real:
+        if real and not cmd.historical:  # an imported old session is history, not work to continue
             handoff_id = _automatic_handoff(tx, scope, cmd, row, d, path)
-    returned = [] if real else give_back_handoffs(tx, scope, cmd.session_id)
+    returned = [] if real or cmd.historical else give_back_handoffs(tx, scope, cmd.session_id)
     tx.conn.execute(
         "UPDATE sessions SET ended_at = ?, ended_observation_count = ?, summary_page_id = coalesce(?, summary_page_id),"
         " end_reason = ? WHERE id = ?", (ended_at, count, page_id, cmd.reason, row["id"]),
     )
-    if substantive:
+    if substantive or tail:
         tx.conn.execute(
             "INSERT OR IGNORE INTO session_consolidation_jobs(workspace_id, project_id, session_id, generation,"
             " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",

@@ -3,7 +3,7 @@
 ``retention = salience·exp(−λ·Δt) + σ·ln(1+access_count)·exp(−μ·days_since_access)
 · (1 + breadth_weight·ln(1 + max(distinct_actors−1, 0)))`` with Δt in days since the page
 version was written. Only episodic, unpinned pages decay; below ``cold_threshold`` a page
-is evicted.
+is evicted. Shared by the maintainer's sweep and the web's page screen (its decay state).
 """
 
 from __future__ import annotations

@@ -1,0 +1,109 @@
+"""Words inside sentences of scripts written without spaces are findable (the trigram stream),
+accented Latin matches with or without its accents, and English questions never touch it."""
+
+from __future__ import annotations
+
+import pytest
+
+from aimem_common.read import search
+from aimem_common.read.search import QueryOptions
+from aimem_common.read.text import query_terms, trigrams, unspaced_runs
+
+ZH = "我们决定使用读写分离的缓存策略来降低数据库压力。"
+JA = "本番環境へのデプロイはブルーグリーン方式で行います。"
+KO = "데이터베이스를 연결할 때 커넥션 풀을 사용합니다."
+TH = "เราใช้แคชเพื่อลดภาระของฐานข้อมูล"
+
+
+@pytest.fixture
+def scripts(seeder):
+    app = seeder.scope("default", "app")
+    ids = {
+        "zh": seeder.page(app, "decisions/cache.md", f"# 架构决定\n{ZH}"),
+        "ja": seeder.page(app, "procedures/deploy.md", f"# 本番リリース手順\n{JA}"),
+        "ko": seeder.page(app, "concepts/pool.md", f"# 커넥션\n{KO}"),
+        "th": seeder.page(app, "notes/thai.md", f"# บันทึก\n{TH}"),
+        "fr": seeder.page(app, "notes/cafe.md", "# Réunion\nLe café de l'équipe est à Zürich, Straße 5. Naïve résumé."),
+        "en": seeder.page(app, "notes/english.md", "# Cache strategy\nWe split reads and writes to lower database load."),
+    }
+    return app, ids
+
+
+def _top(pool, q, scope, **kw):
+    with pool.connection() as conn:
+        res = search.memory_query(conn, q, [scope], options=QueryOptions(explain=True, **kw))
+    return res
+
+
+@pytest.mark.parametrize(("q", "key"), [
+    ("缓存", "zh"), ("数据库", "zh"), ("读写分离", "zh"), ("缓存策略是什么？", "zh"), ("压力", "zh"),
+    ("デプロイ", "ja"), ("ブルーグリーン", "ja"), ("本番環境", "ja"), ("デプロイ方式は？", "ja"),
+    ("데이터베이스", "ko"), ("커넥션 풀", "ko"), ("연결", "ko"),
+    ("ฐานข้อมูล", "th"),
+    ("cafe", "fr"), ("Café", "fr"), ("zurich", "fr"), ("Straße", "fr"), ("naive resume", "fr"),
+])
+def test_word_inside_a_sentence_is_found(pool, scripts, q, key):
+    app, ids = scripts
+    res = _top(pool, q, app)
+    assert res["hits"], q
+    assert res["hits"][0]["page_id"] == ids[key], (q, [h["path"] for h in res["hits"]])
+
+
+def test_trigram_stream_in_explain_and_idle_for_english(pool, scripts):
+    app, ids = scripts
+    res = _top(pool, "数据库", app)
+    top = res["hits"][0]
+    assert "trigram" in res["streams_active"] and top["score_details"]["streams"]["trigram"]["rank"] == 1
+    assert res["trigram_query"] == '"数据库"'
+    en = _top(pool, "lower database load", app)
+    assert en["trigram_query"] is None and "trigram" not in en["streams_active"]
+    assert en["hits"][0]["page_id"] == ids["en"]
+    assert _top(pool, "缓存", app)["hits"][0]["page_id"] == ids["zh"]  # 2 chars: vocab expansion
+
+
+def test_trigram_index_follows_page_versions(pool, seeder, scripts):
+    app, ids = scripts
+    new = seeder.page(app, "decisions/cache.md", "# 架构决定\n我们改用本地内存队列。")  # supersedes ids["zh"]
+    assert [h["page_id"] for h in _top(pool, "数据库", app)["hits"]] == []
+    assert _top(pool, "数据库", app, include_superseded=True)["hits"][0]["page_id"] == ids["zh"]
+    assert _top(pool, "内存队列", app)["hits"][0]["page_id"] == new
+    seeder.conn.execute("UPDATE pages SET body = '# 架构决定\n改为消息总线。' WHERE id = ?", (new,))
+    assert _top(pool, "内存队列", app)["hits"] == [] and _top(pool, "消息总线", app)["hits"][0]["page_id"] == new
+    seeder.conn.execute("UPDATE pages SET body = 'english only now' WHERE id = ?", (new,))
+    assert _top(pool, "消息总线", app)["hits"] == []
+    seeder.conn.execute("UPDATE pages SET body = '又是中文的消息' WHERE id = ?", (new,))
+    seeder.conn.execute("DELETE FROM pages WHERE id = ?", (new,))
+    assert _top(pool, "中文的消息", app)["hits"] == []
+    with pool.connection() as conn:  # the index holds exactly the live unspaced-script pages
+        n_tri = conn.execute("SELECT count(*) FROM pages_tri_docsize").fetchone()[0]
+    assert n_tri == 3  # ja, ko, th
+
+
+def test_unique_identifier_ranks_first_among_1000_pages(pool, seeder):
+    """1,000 pages share the question's other words; five of them also carry its entities,
+    name them in their title, link each other and are canonical decisions, so every other
+    stream prefers them. One session page holds the identifier: it must rank first."""
+    app = seeder.scope("default", "app")
+    for i in range(1000):
+        if i < 5:
+            seeder.page(app, f"decisions/pool-{i}.md",
+                        f"# Connection pool timeout in the payment worker {i}\nThe connection pool timeout hits the "
+                        f"payment worker. See [[decisions/pool-{(i + 1) % 5}.md]] and [[decisions/pool-{(i + 2) % 5}.md]].",
+                        entities=["connection pool", "payment worker"], tags=["canonical"], pinned=True)
+        else:
+            seeder.page(app, f"notes/pool-{i}.md", f"# Note {i}\nA connection pool timeout hit the payment worker.")
+    target = seeder.page(app, "sessions/s-77.md", "# Session s-77\nSaw ERR_4711 from parseLedgerBatch in the "
+                         "payment worker during a connection pool timeout.", session_id="s-77")
+    for q in ["ERR_4711 connection pool timeout payment worker",
+              "connection pool timeout payment worker err_4711",
+              "why does parseLedgerBatch fail with a connection pool timeout in the payment worker?"]:
+        res = _top(pool, q, app)
+        top = res["hits"][0]
+        assert top["page_id"] == target, (q, [h["path"] for h in res["hits"][:3]])
+        streams = top["score_details"]["streams"]
+        assert streams["exact"]["rank"] == 1 and streams["fts"]["rank"] == 1  # explain keeps every stream's rank
+        assert {"entity", "links"} <= set(res["streams_active"])
+        assert set(res["hits"][1]["score_details"]["streams"]) >= {"fts", "entity", "links"}
+    # A word held by more than EXACT_MAX_DF pages is not an identifier signal.
+    res = _top(pool, "pool_timeout connection", app)
+    assert "exact" not in res["streams_active"]

@@ -1,0 +1,149 @@
+"""``POST /hook/import``: a batch of historical events read from a client's transcripts.
+
+``aimem import`` turns transcript lines into events of the shared vocabulary and posts
+them here in batches (one HTTP request per ≤ ``MAX_EVENTS`` events: per-event ``/hook``
+posts cannot reach thousands of lines per second). Each event goes through the same
+boundary as a live hook: ``normalize`` (the ``generic`` reading, whose event names are the
+``ObservationKind`` values), the same UTF-8 caps, ``sanitize()``, and one
+``observation.append`` on JetStream with the event's idempotency key as ``Nats-Msg-Id``.
+What differs: observations are marked ``imported`` (the writer skips them for a session
+that hooks captured live) and an ``{"end": true}`` item becomes a ``historical``
+``session.end`` (page with the transcript's own times, no handoff).
+
+Body (JSON, ≤ ``ingress.max_body_bytes``)::
+
+    {"agent": "claude-code", "workspace": "default", "project": "acme-api",
+     "root": "/home/me/acme-api", "origin": "github.com/acme/acme-api", "named": false,
+     "events": [{"key": "claude-code:<uuid>:0",
+                 "payload": {"hook_event_name": "user-prompt", "session_id": "...",
+                             "cwd": "...", "timestamp": "...", "prompt": "..."}},
+                {"key": "claude-code:<sid>:end:1234", "end": true,
+                 "payload": {"session_id": "...", "cwd": "...", "timestamp": "..."}}]}
+
+``root``/``origin``/``named`` are optional and mean what the hook client's ``/hook`` query
+fields of those names mean (``aimem_cli.identity``): the writer keys the project by them,
+so an imported session lands in the project its live hooks would have (``api-2`` when two
+repositories are both called ``api``). They are checked like the ``/hook`` fields (400
+``invalid_field``) and go into every envelope of the batch.
+
+Answer ``202 {"accepted": int, "duplicates": int, "rejected": [{"index", "code",
+"message"}]}``: a payload that cannot be normalised is rejected alone (counted by the
+caller as malformed), never the batch. 400 for a malformed batch, 401, 413, 429 +
+``Retry-After`` (stream full or writer lag: retry the whole batch, the keys dedupe), 503.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from aimem_common.commands import Envelope, make_envelope
+from aimem_common.commands.envelope import first_error
+from aimem_common.commands.observations import SessionEnd
+from aimem_common.errors import BadRequestError
+from aimem_common.models import validate_name
+from aimem_common.sanitize import RawObservation, sanitize
+from aimem_ingress.body import decode_json, read_capped
+from aimem_ingress.normalize import AGENTS, AGENT_ALIASES, HookPayloadError, normalize
+from aimem_ingress.deps import CtxDep
+from aimem_ingress.routes import (
+    HOOK_ACTOR, MAX_KEY_CHARS, MAX_ORIGIN_CHARS, MAX_ROOT_CHARS, HookScope, _authorize, _check_ready, _key_field,
+)
+
+router = APIRouter()
+MAX_EVENTS = 1000
+PUBLISH_CONCURRENCY = 64  # PubAcks in flight per request (one NATS connection keeps order)
+
+
+class ImportItem(BaseModel):
+    """One event of a batch: its idempotency key and a ``generic`` hook payload."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str = Field(min_length=1, max_length=MAX_KEY_CHARS)
+    end: bool = False
+    payload: dict[str, Any]
+
+
+class ImportBatch(BaseModel):
+    """The ``POST /hook/import`` body (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+    agent: str
+    workspace: str = "default"
+    project: str
+    root: str | None = None
+    origin: str | None = None
+    named: bool = False
+    events: list[ImportItem] = Field(max_length=MAX_EVENTS)
+
+
+@router.post("/hook/import", status_code=202)
+async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
+    """Accept a batch of imported transcript events; see the module docstring."""
+    _authorize(ctx, request)
+    cfg = ctx.settings.ingress
+    body = decode_json(await read_capped(request, cfg.max_body_bytes), max_depth=cfg.max_json_depth)
+    try:
+        batch = ImportBatch.model_validate(body)
+    except ValidationError as exc:
+        raise BadRequestError(f"invalid import batch: {first_error(exc)}", code="invalid_batch") from None
+    agent = AGENT_ALIASES.get(batch.agent, batch.agent)
+    if agent not in AGENTS:
+        raise BadRequestError(f"unknown agent {batch.agent!r}; expected {AGENTS}", code="unknown_agent")
+    scope = HookScope(validate_name(batch.workspace, "workspace"), validate_name(batch.project, "project"),
+                      _key_field(batch.root, "root", MAX_ROOT_CHARS),
+                      _key_field(batch.origin, "origin", MAX_ORIGIN_CHARS), batch.named)
+    segments, rejected = _envelopes(batch, agent, scope)
+    _check_ready(ctx)
+    ctx.gate.check()
+    accepted = duplicates = 0
+    for observations, end in segments:  # a session end only after its observations' PubAcks
+        for i in range(0, len(observations), PUBLISH_CONCURRENCY):
+            chunk = observations[i:i + PUBLISH_CONCURRENCY]
+            results = await asyncio.gather(*(ctx.bus.publish(env) for env in chunk))
+            accepted += len(results)
+            duplicates += sum(r.duplicate for r in results)
+            for env in chunk:
+                ctx.metrics.events.labels(agent, env.payload["kind"]).inc()
+        if end is not None:
+            duplicates += (await ctx.bus.publish(end)).duplicate
+            accepted += 1
+    ctx.metrics.responses.labels("202").inc()
+    return JSONResponse({"accepted": accepted, "duplicates": duplicates, "rejected": rejected},
+                        status_code=202)
+
+
+def _envelopes(batch: ImportBatch, agent: str, scope: HookScope
+               ) -> tuple[list[tuple[list[Envelope], Envelope | None]], list[dict[str, Any]]]:
+    """Normalise and sanitise every item; return ``([(observations, end|None)], rejected)``."""
+    segments: list[tuple[list[Envelope], Envelope | None]] = []
+    current: list[Envelope] = []
+    rejected: list[dict[str, Any]] = []
+    for index, item in enumerate(batch.events):
+        try:
+            ev = normalize("generic", item.payload)
+        except HookPayloadError as exc:
+            rejected.append({"index": index, "code": exc.code, "message": exc.message})
+            continue
+        if item.end:
+            end = SessionEnd(session_id=ev.session_id, agent=agent, cwd=ev.cwd,
+                             ended_at=ev.occurred_at, historical=True)
+            segments.append((current, make_envelope("session.end", end, actor=HOOK_ACTOR, idempotency_key=item.key,
+                                                    **scope.envelope_kwargs())))
+            current = []
+            continue
+        raw = RawObservation(
+            session_id=ev.session_id, kind=ev.kind, agent=agent, cwd=ev.cwd, title=ev.title, body=ev.body,
+            tool_name=ev.tool_name, source_event=None, extension=None, model=ev.model,
+            occurred_at=ev.occurred_at,
+        )
+        payload = sanitize(raw).to_payload().model_copy(update={"imported": True})
+        current.append(make_envelope("observation.append", payload, actor=HOOK_ACTOR, idempotency_key=item.key,
+                                     **scope.envelope_kwargs()))
+    if current:
+        segments.append((current, None))
+    return segments, rejected
