@@ -59,6 +59,15 @@ def test_store_fault_classification() -> None:
     syntax.sqlite_errorcode = 1  # SQLITE_ERROR: a bug, not the store
     assert store_fault(syntax) is None
     assert store_fault(ValueError("x")) is None
+    # JetStream/NATS trouble (a leader election, a lost connection) is not the store's:
+    # reporting it as a store fault would keep ingress answering 503 after the bus recovers.
+    import asyncio
+
+    import nats.errors
+    import nats.js.errors
+    for exc in (nats.errors.TimeoutError(), nats.errors.NoRespondersError(), nats.errors.ConnectionClosedError(),
+                nats.js.errors.NoStreamResponseError(), asyncio.TimeoutError(), ConnectionResetError(errno.ECONNRESET, "reset")):
+        assert store_fault(exc) is None, exc
 
 
 def test_commit_on_a_full_disk_holds_the_batch_and_stores_it_once_space_returns(wh) -> None:
