@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from aimem_common.models import validate_page_path
 from aimem_common.commands.envelope import OpPayload, register
-from aimem_common.commands.freetext import FreeData, FreeText
-from aimem_common.models import DbId, DbIdOrZero
 
 MAX_PAGE_BODY_BYTES = 256 * 1024
 
@@ -24,13 +22,13 @@ class PageWrite(OpPayload):
     """
 
     path: str
-    title: FreeText | None = Field(None, max_length=512)
-    body: FreeText
-    frontmatter: Annotated[dict[str, Any], FreeData] = {}
+    title: str | None = Field(None, max_length=512)
+    body: str
+    frontmatter: dict[str, Any] = {}
     create_only: bool = False
-    expected_page_id: DbIdOrZero | None = None
+    expected_page_id: int | None = None
     expires_at: str | None = None
-    evidence: Annotated[list[dict[str, str]], FreeData] = []
+    evidence: list[dict[str, str]] = []
 
     @field_validator("path")
     @classmethod
@@ -73,7 +71,7 @@ class PageDelete(OpPayload):
 class PageAccess(OpPayload):
     """Bump ``access_count``/``last_accessed_at`` of pages (throttled once a minute per page)."""
 
-    page_ids: list[DbId] = Field(min_length=1, max_length=200)
+    page_ids: list[int] = Field(min_length=1, max_length=200)
     at: str | None = None
 
 
@@ -83,7 +81,7 @@ class PageFeedback(OpPayload):
 
     path: str
     signal: Literal["helpful", "not_helpful", "stale", "wrong"]
-    reason: FreeText | None = Field(None, max_length=2000)
+    reason: str | None = Field(None, max_length=2000)
 
     @field_validator("path")
     @classmethod

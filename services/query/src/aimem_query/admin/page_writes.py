@@ -12,7 +12,6 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict
 
 from aimem_query.deps import send
-from aimem_common.models import DbIdOrZero
 
 router = APIRouter()
 
@@ -27,7 +26,7 @@ class PageWriteBody(BaseModel):
     title: str | None = None
     frontmatter: dict[str, Any] = {}
     create_only: bool = False
-    expected_page_id: DbIdOrZero | None = None
+    expected_page_id: int | None = None
 
 
 @router.post("/pages")
