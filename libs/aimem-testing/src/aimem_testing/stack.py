@@ -25,24 +25,8 @@ from aimem_common.natsserver import free_port
 
 
 def free_port_block(n: int = 5) -> int:
-    """Return a base port with ``n`` consecutive free TCP ports on 127.0.0.1."""
-    for _ in range(100):
-        base = free_port()
-        if base + n > 65000:
-            continue
-        socks: list[socket.socket] = []
-        try:
-            for i in range(n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", base + i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no block of free ports")
+    """Return a base port with ``n`` consecutive free TCP ports on 127.0.0.1 (see ``free_port``)."""
+    return free_port(count=n)
 
 
 def healthy(url: str) -> bool:
