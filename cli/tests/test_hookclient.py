@@ -189,6 +189,18 @@ def test_every_fixture_is_sent_verbatim_within_caps(tmp_path, fake_ingress, hook
     assert len(fake_ingress.hook_requests()) >= len(files)
 
 
+def test_lone_surrogates_become_replacement_chars_and_the_event_is_delivered(tmp_path, fake_ingress, hook):
+    raw = b'{"session_id": "s1", "hook_event_name": "UserPromptSubmit", "prompt": "x\\ud800y", "k\\udc00": 1}'
+    down, _ = hook(["--agent", "claude-code"], raw, data_dir=tmp_path / "a", url="http://127.0.0.1:9")
+    assert down.returncode == 0, down.stderr
+    [entry] = spooled(tmp_path / "a")  # kept for later, not dropped
+    assert entry["p"]["prompt"] == "x\ufffdy" and "k\ufffd" in entry["p"]
+    up, _ = hook(["--agent", "claude-code"], raw, data_dir=tmp_path / "b", url=fake_ingress.url, cwd=tmp_path)
+    assert up.returncode == 0
+    [req] = fake_ingress.hook_requests()
+    assert json.loads(req["body"])["prompt"] == "x\ufffdy"
+
+
 def test_identity_travels_with_the_event_and_capture_rules_drop_in_the_client(tmp_path, fake_ingress, hook):
     from urllib.parse import parse_qs, urlsplit
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -281,7 +282,24 @@ def _read_stdin() -> dict[str, Any] | None:
         value = json.loads(raw.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, dict) else None
+    return _no_lone_surrogates(value) if isinstance(value, dict) else None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _no_lone_surrogates(value: Any, depth: int = 0) -> Any:
+    """``value`` with lone surrogates (``"\\ud800"`` in the JSON) as U+FFFD, keys too: they
+    cannot be written to the spool or sent as UTF-8. (Same rule as the ingress's body.py.)"""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if depth > 200:
+        return ELLIPSIS
+    if isinstance(value, dict):
+        return {_no_lone_surrogates(str(k)): _no_lone_surrogates(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_lone_surrogates(v, depth + 1) for v in value]
+    return value
 
 
 def cap_utf8(text: str, max_bytes: int) -> str:

@@ -12,6 +12,17 @@ import typer
 
 from aimem_cli.commands.base import JsonOpt, ServerOpt, TokenOpt, emit, load_settings
 from aimem_common import config
+from aimem_common.read.dead_letters import count_open
+
+
+def _failing_checks(r: Any) -> dict[str, Any]:
+    """Return the failed checks of a ``/healthz`` answer (``{name: detail}``), {} when unreadable."""
+    try:
+        checks = r.json().get("checks") or {}
+    except ValueError:
+        return {}
+    return {k: v for k, v in checks.items()
+            if v is False or (isinstance(v, dict) and v.get("ok") is False)}
 
 
 def doctor(
@@ -41,7 +52,10 @@ def doctor(
         t0 = time.perf_counter()
         try:
             r = httpx.get(url, timeout=2.0)
-            add(svc, r.status_code == 200, f"{url} {r.status_code} in {(time.perf_counter() - t0) * 1000:.0f} ms")
+            detail = f"{url} {r.status_code} in {(time.perf_counter() - t0) * 1000:.0f} ms"
+            if r.status_code != 200:
+                detail += "".join(f"; {k}: {v}" for k, v in _failing_checks(r).items())
+            add(svc, r.status_code == 200, detail)
         except httpx.HTTPError as exc:
             add(svc, False, f"{url}: {type(exc).__name__}")
     for nats_url in settings.bus.nats_urls:  # every member of a cluster
@@ -55,9 +69,11 @@ def doctor(
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             quick = conn.execute("PRAGMA quick_check").fetchone()[0]
+            n_dead = count_open(conn)
         finally:
             conn.close()
         add("db", quick == "ok", f"{db} schema v{version}, quick_check {quick}")
+        add("dead-letters", n_dead == 0, f"{n_dead} open" + (" (aimem dead-letters list)" if n_dead else ""))
     except sqlite3.Error as exc:
         add("db", False, f"{db}: {exc}")
     try:

@@ -1,6 +1,7 @@
 """``aimem up``: the local stack as plain processes (nats-server + five services).
 
-Starts ``nats-server -js`` storing under ``<data_dir>/nats``, then each service as
+Starts ``nats-server -js`` storing under ``<data_dir>/nats`` (its log in
+``<data_dir>/logs/nats.log`` unless ``--log-dir`` says otherwise), then each service as
 ``python -m aimem_<svc>`` with the same config, waits for every ``/healthz``, prints the
 endpoints, restarts a crashed service or nats-server (same port and store) with exponential
 backoff (1 s → 30 s, logged), and on Ctrl-C/SIGTERM stops them all, children first, then
@@ -12,6 +13,14 @@ cluster (client ports NATS_PORT.., route ports ``--nats-route-port``..); the ser
 every member's URL and create the streams with 3 replicas, so the bus survives the loss of
 one server. With ``replication.s3_bucket`` configured it also runs ``litestream replicate``
 on ``db/memory.sqlite`` (see ``aimem_common.replication``).
+
+A service that exits with 2 (a configuration error: fixing it needs the operator) is not
+restarted; the supervisor says so once. Each nats-server (every cluster member) is probed
+every ``NATS_PROBE_S`` on its monitoring ``/healthz``: a JetStream store error (its disk
+filled: the server keeps refusing writes even after space returns) seen on
+``NATS_PROBE_FAILS`` probes in a row is logged and that server is restarted, which clears it
+once the disk has room again. Every server logs to ``nats.log`` (``nats-<i>.log`` in a
+cluster) in the log directory.
 """
 
 from __future__ import annotations
@@ -31,9 +40,12 @@ import typer
 from aimem_common import config
 from aimem_common.natsserver import NatsServer, cluster_nodes, free_port
 from aimem_common.replication import litestream_binary, write_litestream_config
+from aimem_common.service import CONFIG_ERROR_EXIT
 
 MAX_BACKOFF_S = 30.0
 PR_SET_PDEATHSIG = 1
+NATS_PROBE_S = 2.0
+NATS_PROBE_FAILS = 2
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -56,6 +68,9 @@ class Child:
     backoff_s: float = 1.0
     log: list[str] = field(default_factory=list)
     argv: list[str] | None = None  # a non-Python child (litestream); default python -m module
+    given_up: bool = False  # exited with a configuration error: not restarted
+    probe_at: float = 0.0  # nats-server only: last /healthz probe
+    probe_fails: int = 0  # nats-server only: store errors seen in a row
 
 
 def log(msg: str) -> None:
@@ -145,7 +160,13 @@ class Supervisor:
                 if now - child.started_at > 60:
                     child.backoff_s = 1.0  # ran long enough: reset the backoff
                 continue
-            if self.stopping:
+            if self.stopping or child.given_up:
+                continue
+            if rc == CONFIG_ERROR_EXIT:
+                child.given_up = True
+                where = f" (see {self.log_dir / (child.name + '.log')})" if self.log_dir else ""
+                log(f"{child.name} exited with a configuration error ({rc}){where}; not restarting it: "
+                    "fix the configuration and run aimem up again")
                 continue
             child.restarts += 1
             child.next_start = now + child.backoff_s
@@ -153,8 +174,40 @@ class Supervisor:
             child.backoff_s = min(child.backoff_s * 2, MAX_BACKOFF_S)
             child.proc = None
 
+    def probe_nats(self, node: NatsServer) -> str | None:
+        """Return the JetStream store error ``node`` reports on its monitoring ``/healthz``,
+        or None when fine (or when it has no monitoring port).
+
+        An unreachable monitoring port is None here: a dead server is ``_reap_nats``'s case.
+        """
+        import httpx
+
+        if not node.monitor_port:
+            return None
+        try:
+            r = httpx.get(f"http://{node.host}:{node.monitor_port}/healthz", timeout=1.0)
+        except httpx.HTTPError:
+            return None
+        if r.status_code == 200:
+            return None
+        try:
+            return str(r.json().get("error") or r.text)[:300]
+        except ValueError:
+            return r.text[:300]
+
+    def _probe(self, now: float, node: NatsServer, st: Child) -> None:
+        if now - st.probe_at < NATS_PROBE_S or now - st.started_at < NATS_PROBE_S:
+            return
+        st.probe_at = now
+        error = self.probe_nats(node)
+        st.probe_fails = st.probe_fails + 1 if error else 0
+        if error and st.probe_fails >= NATS_PROBE_FAILS:
+            log(f"{st.name} reports a JetStream store error ({error}); restarting it")
+            st.probe_fails = 0
+            node.stop()  # _reap_nats sees the exit and restarts it with the backoff
+
     def _reap_nats(self, now: float, node: NatsServer, st: Child) -> None:
-        """Restart a dead nats-server on the same port and store (the services reconnect)."""
+        """Restart a dead (or store-wedged) nats-server on the same port and store."""
         proc = node.proc
         if self.stopping or proc is None:
             return
@@ -163,6 +216,7 @@ class Supervisor:
             if rc is None:
                 if now - st.started_at > 60:
                     st.backoff_s = 1.0
+                self._probe(now, node, st)
                 return
             st.restarts += 1
             st.next_start = now + st.backoff_s
@@ -249,13 +303,17 @@ def up(
         nats_port = urlparse(settings.bus.nats_urls[0]).port or 4222
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
+    nats_logs = log_dir or settings.data_dir / "logs"  # nats-server's log is always kept
+    nats_logs.mkdir(parents=True, exist_ok=True)
     if nats_cluster == 1:
         nats_nodes = [NatsServer(settings.data_dir / "nats", port=nats_port or free_port(),
-                                 log_file=(log_dir / "nats.log") if log_dir else None)]
+                                 log_file=nats_logs / "nats.log")]
     else:
         client_ports = [nats_port + i if nats_port else free_port() for i in range(nats_cluster)]
         route_ports = [nats_route_port + i if nats_route_port else free_port() for i in range(nats_cluster)]
-        nats_nodes = cluster_nodes(settings.data_dir / "nats", client_ports, route_ports, log_dir=log_dir)
+        nats_nodes = cluster_nodes(settings.data_dir / "nats", client_ports, route_ports, log_dir=nats_logs)
+    for node in nats_nodes:  # monitoring /healthz: the supervisor's store-error probe
+        node.monitor_port = free_port()
     litestream = None
     if settings.replication.s3_bucket:
         try:

@@ -38,7 +38,7 @@ from nats.js.api import (
 from opentelemetry import propagate, trace
 from prometheus_client import CollectorRegistry, Histogram
 
-from aimem_common.config import BusSettings
+from aimem_common.config import BusSettings, ConfigError
 from aimem_common.errors import (
     AimemError,
     BackPressureError,
@@ -56,6 +56,8 @@ EVT_STREAM = "AIMEM_EVT"
 MUT_SUBJECTS = "aimem.mut.>"
 EVT_SUBJECTS = "aimem.evt.>"
 WRITER_DURABLE = "writer"
+# Core NATS (not JetStream): the writer announces whether it can store, about once a second.
+WRITER_STATUS_SUBJECT = "aimem.status.writer"
 REPLY_HEADER = "Aimem-Reply-To"
 MSG_ID_HEADER = "Nats-Msg-Id"
 
@@ -109,6 +111,12 @@ async def connect(settings: BusSettings, *, name: str, reconnect: bool = True) -
         raise UnavailableError(f"cannot connect to NATS at {settings.nats_url}: {exc}", code="nats_unavailable") from exc
 
 
+# err_code when a stream's limits do not fit the JetStream store (its disk).
+_INSUFFICIENT_RESOURCES = 10047
+_STREAM_NAME_IN_USE = 10058  # "stream name already in use with a different configuration"
+MIN_STREAM_BYTES = 4 * 1024 * 1024  # below this a stream is useless: a clear error instead
+
+
 async def _probe(url: str, timeout_s: float) -> bool:
     """Return True when ``url``'s host:port accepts a TCP connection within ``timeout_s``."""
     parsed = urlparse(url)
@@ -126,6 +134,15 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
     Both get ``settings.stream_replicas`` replicas (R3 on a three-server cluster: a PubAck
     then means a majority of the servers stored the command). The ``writer`` consumer
     inherits the stream's replica count.
+
+    Stream limits fit the store they live on: when JetStream refuses a ``max_bytes`` as more
+    than its store can hold (a small disk), the limit is halved until it fits and halved once
+    more (room for the other stream and the KV buckets), with one warning naming the
+    configured and the clamped size. An existing stream whose configured limit no longer
+    fits keeps its current one (warning), and never drops to fewer replicas.
+
+    Raises:
+        ConfigError: even ``MIN_STREAM_BYTES`` does not fit (the supervisor does not restart).
     """
     mut = StreamConfig(
         name=MUT_STREAM,
@@ -150,17 +167,56 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
         num_replicas=settings.stream_replicas,
     )
     for cfg in (mut, evt):
+        await _ensure_stream_fitting(js, cfg)
+
+
+async def _ensure_stream_fitting(js: JetStreamContext, cfg: StreamConfig) -> None:
+    try:
+        info = await js.stream_info(cfg.name)
+    except nats.js.errors.NotFoundError:
+        pass
+    else:
+        # Exists with other limits: converge, but never to fewer replicas (one service
+        # started with a single-server config must not strip a cluster's redundancy).
+        current = info.config.num_replicas or 1
+        if current > (cfg.num_replicas or 1):
+            log.warning("stream %s keeps %d replicas (this service asked for %d)", cfg.name, current,
+                        cfg.num_replicas)
+            cfg.num_replicas = current
+        try:
+            await js.update_stream(cfg)
+        except nats.js.errors.APIError as exc:
+            if exc.err_code != _INSUFFICIENT_RESOURCES:
+                raise
+            # Sized to the store when it was created (maybe by a sibling service just now).
+            log.warning("stream %s keeps its current limits: max_bytes %d does not fit the JetStream store",
+                        cfg.name, cfg.max_bytes)
+        return
+    wanted = cfg.max_bytes
+    while True:
         try:
             await js.add_stream(cfg)
-        except nats.js.errors.BadRequestError:
-            # Exists with other limits: converge, but never to fewer replicas (one service
-            # started with a single-server config must not strip a cluster's redundancy).
-            current = (await js.stream_info(cfg.name)).config.num_replicas or 1
-            if current > (cfg.num_replicas or 1):
-                log.warning("stream %s keeps %d replicas (this service asked for %d)", cfg.name, current,
-                            cfg.num_replicas)
-                cfg.num_replicas = current
+        except nats.js.errors.APIError as exc:
+            if exc.err_code == _STREAM_NAME_IN_USE:
+                return  # a sibling service created it meanwhile (sized to the store)
+            if exc.err_code != _INSUFFICIENT_RESOURCES:
+                raise
+            if cfg.max_bytes is None or cfg.max_bytes <= MIN_STREAM_BYTES:
+                raise ConfigError(
+                    f"JetStream has no room for stream {cfg.name} (even {MIN_STREAM_BYTES} bytes): "
+                    f"free space on the NATS store's disk or lower bus limits ({exc.description})"
+                ) from exc
+            cfg.max_bytes = max(MIN_STREAM_BYTES, cfg.max_bytes // 2)
+            if cfg.max_msg_size and cfg.max_msg_size > cfg.max_bytes:
+                cfg.max_msg_size = cfg.max_bytes
+            continue
+        if cfg.max_bytes != wanted:
+            # Half of what fits: the store needs room for the other stream and the KV buckets.
+            cfg.max_bytes = max(MIN_STREAM_BYTES, cfg.max_bytes // 2)
             await js.update_stream(cfg)
+            log.warning("stream %s: max_bytes clamped from %d to %d bytes to fit the JetStream store's disk",
+                        cfg.name, wanted, cfg.max_bytes)
+        return
 
 
 async def ensure_streams_when_ready(js: JetStreamContext, settings: BusSettings, *, deadline_s: float) -> None:
@@ -183,19 +239,38 @@ async def ensure_streams_when_ready(js: JetStreamContext, settings: BusSettings,
             await asyncio.sleep(0.5)
 
 
-async def ensure_writer_consumer(js: JetStreamContext, *, ack_wait_s: int, max_deliver: int) -> None:
-    """Create the durable pull consumer ``writer`` on ``AIMEM_MUT`` (explicit ack)."""
-    await js.add_consumer(
-        MUT_STREAM,
-        ConsumerConfig(
-            durable_name=WRITER_DURABLE,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=float(ack_wait_s),
-            max_deliver=max_deliver,
-            max_ack_pending=20_000,
-            filter_subject=MUT_SUBJECTS,
-        ),
+def writer_consumer_config(*, ack_wait_s: float) -> ConsumerConfig:
+    """Return the ``writer`` durable's config (explicit ack, unlimited deliveries).
+
+    ``max_deliver`` is -1 on purpose: the server must never stop redelivering a command on
+    its own (a store fault can last longer than any fixed count). The writer decides when a
+    command is given up and keeps it as a dead letter (``writer.max_deliver``).
+    """
+    return ConsumerConfig(
+        durable_name=WRITER_DURABLE,
+        ack_policy=AckPolicy.EXPLICIT,
+        ack_wait=float(ack_wait_s),
+        max_deliver=-1,
+        max_ack_pending=20_000,
+        filter_subject=MUT_SUBJECTS,
     )
+
+
+async def ensure_writer_consumer(js: JetStreamContext, *, ack_wait_s: float) -> None:
+    """Create the durable pull consumer ``writer`` on ``AIMEM_MUT``, or converge it.
+
+    An existing durable with other settings (an older ``ack_wait`` or a bounded
+    ``max_deliver``) is updated in place; its pending and in-flight messages stay.
+    """
+    cfg = writer_consumer_config(ack_wait_s=ack_wait_s)
+    try:
+        await js.add_consumer(MUT_STREAM, cfg)
+    except nats.js.errors.BadRequestError:
+        info = await js.consumer_info(MUT_STREAM, WRITER_DURABLE)
+        cur = info.config
+        cur.ack_wait = cfg.ack_wait
+        cur.max_deliver = cfg.max_deliver
+        await js.update_consumer(MUT_STREAM, cur)
 
 
 def trace_headers(headers: dict[str, str] | None = None) -> dict[str, str]:
@@ -243,14 +318,19 @@ class Bus:
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
         self._tracer = trace.get_tracer("aimem.bus")
+        self.publish_ok_at = 0.0  # monotonic s of the last PubAck
+        self.publish_failed_at = 0.0  # monotonic s of the last publish JetStream did not store
 
     async def publish(
-        self, env: Envelope, *, reply_to: str | None = None, timeout_s: float | None = None
+        self, env: Envelope, *, reply_to: str | None = None, timeout_s: float | None = None,
+        msg_id: str | None = None,
     ) -> PublishResult:
         """Publish ``env`` to ``aimem.mut.<op>`` and wait for the PubAck.
 
         Returns ``PublishResult(seq, duplicate)``; a duplicate (same ``Nats-Msg-Id`` within
-        the dedupe window) is not stored twice.
+        the dedupe window) is not stored twice. ``msg_id`` overrides the ``Nats-Msg-Id``
+        (default ``env.dedupe_id``): a dead-letter replay must get past the stream's dedupe
+        window while keeping the command's own idempotency key.
 
         Raises:
             BackPressureError: the stream is full (``discard=new``).
@@ -269,7 +349,7 @@ class Bus:
             },
         )
         with span:  # without an exporter: no span, the caller's trace context still travels
-            headers = trace_headers({MSG_ID_HEADER: env.dedupe_id})
+            headers = trace_headers({MSG_ID_HEADER: msg_id or env.dedupe_id})
             if reply_to:
                 headers[REPLY_HEADER] = reply_to
             data = env.model_dump_json().encode()
@@ -283,6 +363,7 @@ class Bus:
                     ) from exc
                 raise UnavailableError(f"JetStream refused the command: {exc.description}", code="bus_error") from exc
             except (nats.errors.TimeoutError, nats.errors.NoRespondersError, asyncio.TimeoutError) as exc:
+                self.publish_failed_at = time.monotonic()
                 raise UnavailableError("JetStream did not acknowledge in time", code="bus_timeout") from exc
             except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError, OSError) as exc:
                 raise UnavailableError(f"NATS connection unavailable: {exc}", code="nats_unavailable") from exc
@@ -293,7 +374,17 @@ class Bus:
                                        code="bus_unavailable") from exc
             finally:
                 self._publish_latency.labels(env.op).observe(time.perf_counter() - t0)
+            self.publish_ok_at = time.monotonic()
             return PublishResult(seq=ack.seq, duplicate=bool(ack.duplicate))
+
+    def jetstream_storing(self, window_s: float = 30.0) -> bool:
+        """Return False while the last publish (within ``window_s``) got no PubAck and none since.
+
+        A JetStream whose store failed (disk full) keeps accepting connections and API calls
+        but never acknowledges a publish: this is the one symptom a client sees.
+        """
+        failed = self.publish_failed_at
+        return not (failed > self.publish_ok_at and time.monotonic() - failed < window_s)
 
     async def request(self, env: Envelope, *, timeout_s: float | None = None) -> dict[str, Any]:
         """Publish ``env`` and wait for the writer's reply; return its ``result`` dict.
@@ -336,13 +427,32 @@ class Bus:
         Raises:
             UnavailableError: consumer info cannot be read.
         """
+        return (await self.writer_progress()).pending
+
+    async def writer_progress(self) -> WriterProgress:
+        """Return the writer consumer's pending count and its ack floor (one ``consumer_info``).
+
+        A missing consumer (the writer never started) reads as nothing pending.
+
+        Raises:
+            UnavailableError: consumer info cannot be read.
+        """
         try:
             info = await self.js.consumer_info(MUT_STREAM, WRITER_DURABLE, timeout=1.0)
         except nats.js.errors.NotFoundError:
-            return 0  # writer never started: nothing is consumed yet, the stream caps us
+            return WriterProgress(0, 0)
         except Exception as exc:
             raise UnavailableError(f"cannot read consumer info: {exc}", code="bus_error") from exc
-        return int(info.num_pending or 0) + int(info.num_ack_pending or 0)
+        floor = info.ack_floor.stream_seq if info.ack_floor else 0
+        return WriterProgress(int(info.num_pending or 0) + int(info.num_ack_pending or 0), int(floor or 0))
+
+
+@dataclass(slots=True, frozen=True)
+class WriterProgress:
+    """A ``writer`` consumer sample: commands not yet applied, and the acked stream sequence."""
+
+    pending: int
+    acked_seq: int
 
 
 def reply_body(cmd_id: str | None = None, *, result: dict[str, Any] | None = None,

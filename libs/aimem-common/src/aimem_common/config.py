@@ -102,8 +102,14 @@ class WriterSettings(BaseModel):
     batch_max_msgs: int = 512  # commands per fetch (= per transaction) when the writer keeps up
     batch_max_msgs_behind: int = 4096  # ... when the consumer still has commands pending after a fetch
     fetch_timeout_s: float = 0.25
-    ack_wait_s: int = 60
+    # A message unacked this long is redelivered (a killed writer's batch comes back this
+    # fast); a long apply sends in-progress acks every ack_wait_s/3 so it is not.
+    ack_wait_s: float = 5.0
+    # Deliveries of a command failing with a transient, non-store error before it becomes a
+    # dead letter. Store faults (disk full, I/O) never count: the batch is held and retried.
     max_deliver: int = 5
+    store_retry_max_s: float = 5.0  # backoff ceiling between retries of a batch on a store fault
+    status_interval_s: float = 1.0  # how often the writer announces its store state to ingress
     git_debounce_ms: int = 500  # a checkpoint waits this long to absorb more batches
     watch_wiki: bool = True  # reindex pages edited by hand (watchdog)
     max_page_bytes: int = 256 * 1024
@@ -115,7 +121,11 @@ class IngressSettings(BaseModel):
     max_body_bytes: int = 10 * 1024 * 1024
     max_json_depth: int = 64
     max_writer_lag: int = 100_000  # pending commands before ingress answers 429
-    lag_check_interval_s: float = 1.0
+    # Time bound: 429 once the writer is this many seconds behind (pending commands / its
+    # measured apply rate, or how long it has made no progress with work pending).
+    max_writer_delay_s: float = 15.0
+    lag_check_interval_s: float = 1.0  # ingress reads the writer's progress on its own clock
+    writer_status_stale_s: float = 5.0  # a store-fault announcement older than this is ignored
     retry_after_s: int = 2
     context_max_tokens: int = 2000  # session-start context budget (~4 chars/token)
     workers: int = Field(1, ge=1, le=64)  # uvicorn worker processes (ingress is stateless)
@@ -278,6 +288,12 @@ class Settings(BaseSettings):
     server_url: str = "http://127.0.0.1:8702"  # where the CLI finds the query/admin API
     ingress_url: str = "http://127.0.0.1:8701"  # where `aimem hook` posts
     mcp_allowed_hosts: list[str] = ["mcp-gateway", "aimem-mcp-gateway", "localhost", "127.0.0.1"]
+    # Host names every service answers (any port): loopback and the compose/Helm service
+    # names; add the name a reverse proxy forwards. A request with another Host header (a DNS
+    # rebinding page) or a foreign Origin is refused (aimem_common.web.DriveByGuard).
+    allowed_hosts: list[str] = ["localhost", "127.0.0.1", "::1", "ingress", "query", "mcp-gateway", "writer",
+                                "maintainer", "aimem-ingress", "aimem-query", "aimem-mcp-gateway", "aimem-writer",
+                                "aimem-maintainer"]
     otlp_endpoint: str | None = Field(
         None, validation_alias=AliasChoices("AIMEM_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
     )

@@ -20,6 +20,8 @@ class AimemError(Exception):
 
     code: str = "internal"
     status: int = 500
+    #: Seconds for the HTTP ``Retry-After`` header (set on 429/503/507 answers), or None.
+    retry_after_s: int | None = None
 
     def __init__(self, message: str, *, code: str | None = None, data: dict[str, Any] | None = None):
         super().__init__(message)
@@ -106,9 +108,10 @@ class BackPressureError(AimemError):
 
 
 class UnavailableError(AimemError):
-    """A dependency (NATS, the DB, an LLM provider) cannot be reached (503)."""
+    """A dependency (NATS, the DB, an LLM provider) cannot be reached (503, ``Retry-After: 2``)."""
 
     code, status = "unavailable", 503
+    retry_after_s = 2
 
 
 class BusTimeoutError(AimemError):
@@ -121,6 +124,27 @@ class RetryableError(AimemError):
     """Transient failure inside the writer: the message is nak'ed and redelivered."""
 
     code, status = "retryable", 503
+
+
+class StoreFaultError(RetryableError):
+    """The writer's store refused a write (disk full, I/O error, read-only file) (503).
+
+    Never a reason to drop a command: the writer keeps the batch, retries it with backoff
+    and reports itself unhealthy until the store accepts writes again. ``data.reason`` is
+    ``disk_full`` or ``io_error``.
+    """
+
+    code, status = "store_fault", 503
+
+
+class InsufficientStorageError(AimemError):
+    """The writer cannot store anything because its disk is full (507, with ``Retry-After``)."""
+
+    code, status = "insufficient_storage", 507
+
+    def __init__(self, message: str, *, retry_after_s: int = 5, data: dict[str, Any] | None = None):
+        super().__init__(message, data=data)
+        self.retry_after_s = retry_after_s
 
 
 class PermanentError(AimemError):
@@ -158,7 +182,7 @@ _BY_CODE: dict[str, type[AimemError]] = {
     for cls in (
         BadRequestError, UnauthorizedError, ForbiddenError, NotFoundError, ConflictError,
         UnprocessableError, PreconditionFailedError, PayloadTooLargeError, BackPressureError, UnavailableError,
-        BusTimeoutError, RetryableError, PermanentError, LlmNotConfiguredError,
+        BusTimeoutError, RetryableError, StoreFaultError, InsufficientStorageError, PermanentError, LlmNotConfiguredError,
         LlmUnavailableError, LlmOutputError, LlmRequestError,
     )
 }

@@ -9,10 +9,32 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Annotated
 from enum import StrEnum
 from pathlib import PurePosixPath
 
+from pydantic import AfterValidator
+
 from aimem_common.errors import BadRequestError
+
+#: The largest integer SQLite stores (a signed 64-bit INTEGER PRIMARY KEY).
+DB_INT_MAX = 2**63 - 1
+#: A row id as accepted from outside (path parameters, request bodies, tool arguments,
+#: command payloads): 1 ≤ id ≤ 2^63−1, so an out-of-range id is a 400, never a 500.
+def _db_range(lowest: int):
+    def check(value: int) -> int:
+        if not -DB_INT_MAX - 1 <= value <= DB_INT_MAX:
+            raise ValueError("out of range (a 64-bit integer)")
+        if value < lowest:
+            raise ValueError(f"must be at least {lowest}")
+        return value
+
+    return AfterValidator(check)
+
+
+DbId = Annotated[int, _db_range(1)]
+#: A row id where 0 means "none" (``expected_page_id=0``: the page must not exist yet).
+DbIdOrZero = Annotated[int, _db_range(0)]
 
 GLOBAL_PROJECT = "_global"  # reserved preferences scope for memory_write_page(scope="global")
 MAX_NAME_LEN = 128

@@ -152,11 +152,12 @@ class NatsServer:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         # The default 1 MiB max_payload would cap a page.write_batch far below its 100 pages.
         conf = self.store_dir.parent / f"{self.store_dir.name}.conf"
-        conf.write_text(f"max_payload: {MAX_PAYLOAD_BYTES}\n")
+        text = f"max_payload: {MAX_PAYLOAD_BYTES}\n"
+        if self.monitor_port:  # monitoring (/healthz, /jsz) on the same loopback host as clients
+            text += f'http: "{self.host}:{self.monitor_port}"\n'
+        conf.write_text(text)
         args = [nats_server_binary(), "-c", str(conf), "-a", self.host, "-p", str(self.port), "-js",
                 "-sd", str(self.store_dir)]
-        if self.monitor_port:
-            args += ["-m", str(self.monitor_port)]
         if self.cluster is not None:
             c = self.cluster
             args += ["-n", c.server_name, "--cluster_name", c.cluster_name,

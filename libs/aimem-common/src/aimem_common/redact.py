@@ -66,9 +66,35 @@ _AWS_ACCESS = re.compile(
     + _starts_here(4, "[A-Za-z0-9]")
     + r"[A-Z0-9]{16})(?![A-Za-z0-9])"
 )
-_AWS_SECRET = re.compile(
+_AWS_SECRET = re.compile(  # `key = v`, `key: v`, and the credentials-file/CLI form `key v`
     r"[SsAa](?i:(?<=s)ecret_?access_?key|(?<=a)ws_?secret_?key)"
-    r"\\*[\"']?[ \t]{0,4}(?:=>|[=:])[ \t]{0,4}\\*[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+    r"\\*[\"']?(?:[ \t]{0,4}(?:=>|[=:])[ \t]{0,4}|[ \t]{1,4})\\*[\"']?(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+)
+# Passwords on command lines, whatever their length (a short one is still a password):
+# `curl -u user:pw` / `--user user:pw` (any tool), `--password pw` / `--password=pw`,
+# `mysql -p'pw'` / `-ppw` (MySQL family), `-p pw` after `docker|podman|helm ... login` and
+# `sshpass`, PGPASSWORD= / MYSQL_PWD= / REDISCLI_AUTH=, and `.netrc` lines.
+_VAL = (r"(?:'(?P<sq>[^'\n]{1,256}+)'|\\*+\"(?P<dq>[^\"\\\n]{1,256}+)\\*+\""
+        r"|(?P<uq>[^\s'\"`;|&<>()\\]{1,256}+))")
+_CLI_PASSWORD = re.compile(
+    r"[-MmPpRrSs](?:"
+    r"(?<=-)(?:u|-user|a|-auth)(?<![\w-]-u)(?<![\w-]-a)(?<![\w-]--user)(?<![\w-]--auth)(?:[ \t]{1,4}+|=)"
+    r"[\"']?[^\s:'\"]{1,128}+:(?P<up>[^\s'\"]{1,256}+)"
+    r"|(?<=-)-(?i:password|passwd|pass)(?<![\w-]--password)(?<![\w-]--passwd)(?<![\w-]--pass)(?:[ \t]{1,4}+|=)"
+    + _VAL +
+    r"|(?<=[Mm])(?i:ysql(?:dump|admin|import|check)?|ariadb(?:-dump)?)\b[^\n]{0,200}?[ \t]-p" + _VAL.replace("?P<", "?P<m") +
+    r"|(?<=[Ss])shpass[ \t]{1,4}+-p[ \t]{0,4}+" + _VAL.replace("?P<", "?P<s") +
+    r"|(?<=[Rr])edis-cli\b[^\n]{0,200}?[ \t]-a[ \t]{1,4}+" + _VAL.replace("?P<", "?P<a") +
+    r"|(?<=[Pp])(?:GPASSWORD|ASSWORD)=(?<![\w]PASSWORD=)" + _VAL.replace("?P<", "?P<g") +
+    r"|(?<=[MmRr])(?:YSQL_PWD|EDISCLI_AUTH)=" + _VAL.replace("?P<", "?P<r") +
+    r")"
+)
+_LOGIN_P = re.compile(
+    r"(?i:docker|podman|nerdctl|helm|oras|skopeo|buildah)\b[^\n]{0,120}?\blogin\b[^\n]{0,200}?"
+    r"[ \t](?:-p|--password)(?:[ \t]{1,4}+|=)" + _VAL
+)
+_NETRC = re.compile(
+    r"(?i:machine|default)\b(?s:.{0,300}?)(?:\s|\\n){1,8}+(?i:password)[ \t]{1,8}+(?P<uq>[^\s\\]{1,256}+)"
 )
 _GCP_API = re.compile(r"(?P<s>AIza" + _starts_here(4) + r"[\w-]{35})(?![\w-])")
 _AZURE_KEY = re.compile(r"(?i:AccountKey)[ \t]{0,4}=[ \t]{0,4}(?P<s>[A-Za-z0-9+/]{20,}+={0,2})")
@@ -200,7 +226,7 @@ def contains_secret(text: str) -> bool:
 
 def _replace(kind: str, decide: _Decide | None, found: set[str], m: re.Match[str]) -> str:
     """Swap the value group of ``m`` for a marker when ``decide`` accepts it; else keep ``m``."""
-    name = "s" if m.re is not _ENV else m.lastgroup  # eq, dq, sq or uq: the value
+    name = m.lastgroup if m.re in _LASTGROUP_RULES else "s"  # the value's group
     value = m.group(name)
     if not value or _MARKER.search(value) or (decide is not None and not decide(m)):
         return m.group(0)
@@ -241,6 +267,14 @@ def _header_ok(m: re.Match[str]) -> bool:
     # "Authorization: <value>" without a scheme word: only a token-length value counts.
     bare_auth = not m.group("scheme") and m.group("h").lower().endswith("authorization")
     return not bare_auth or len(value) >= 16
+
+
+def _cli_ok(m: re.Match[str]) -> bool:
+    """A command-line password: any literal, not a variable, placeholder or ``uid:gid`` pair."""
+    value = m.group(m.lastgroup)
+    if m.lastgroup == "up" and value.isdigit():
+        return False  # docker -u 1000:1000
+    return not (value.startswith(("$", "-")) or _PLACEHOLDER.fullmatch(value))
 
 
 def _url_ok(m: re.Match[str]) -> bool:
@@ -340,6 +374,7 @@ def _env_ok(m: re.Match[str]) -> bool:
 
 
 _Decide = Callable[[re.Match[str]], bool]
+_LASTGROUP_RULES = (_ENV, _CLI_PASSWORD, _LOGIN_P, _NETRC)  # the value is the last group matched
 _AWS_TRIGGERS = ("akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "anpa", "a3t")
 _HIGH_ENTROPY_TRIGGERS = ("--", "-p", "key", "token", "secret", "pass", "sig", "auth", "code")
 # (kind, lower-case trigger substrings: the rule runs only if one occurs, pattern, decide
@@ -364,5 +399,10 @@ _RULES: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Decide | None], ...]
     ("url_password", ("://",), _URL_PASSWORD, _url_ok),
     ("high_entropy", _HIGH_ENTROPY_TRIGGERS, _HIGH_ENTROPY, _high_entropy_ok),
     ("env_secret", ("pass", "secret", "token", "key", "credential", "auth"), _ENV, _env_ok),
+    # Last: what the structural rules above leave (short values, no `=`) on command lines.
+    ("cli_password", ("-u", "--user", "-a", "--auth", "--pass", "mysql", "mariadb", "sshpass", "password=",
+                      "mysql_pwd=", "rediscli_auth=", "redis-cli"), _CLI_PASSWORD, _cli_ok),
+    ("cli_password", ("login",), _LOGIN_P, _cli_ok),
+    ("netrc_password", ("machine", "default"), _NETRC, _cli_ok),
 )
-KINDS: tuple[str, ...] = tuple(kind for kind, *_ in _RULES)  # every marker kind, rule order
+KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, *_ in _RULES))  # every marker kind, rule order

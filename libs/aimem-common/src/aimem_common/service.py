@@ -29,7 +29,7 @@ from aimem_common.config import ConfigError, Settings
 from aimem_common.errors import UnavailableError
 from aimem_common.read.pool import ReaderPool
 from aimem_common.telemetry import Telemetry, setup_logging, setup_tracing
-from aimem_common.web import install_error_handlers, install_observability
+from aimem_common.web import install_error_handlers, install_guard, install_observability
 
 log = logging.getLogger("aimem.service")
 
@@ -182,7 +182,8 @@ def create_service_app(
     not_ready: dict[str, Any] | None = None,
     **fastapi_kwargs: Any,
 ) -> FastAPI:
-    """The FastAPI app of ``service``: lifespan, error handlers, ``/healthz``, ``/metrics``.
+    """The FastAPI app of ``service``: lifespan, error handlers, ``/healthz``, ``/metrics``,
+    and the drive-by guard (Host, Origin, JSON bodies: ``aimem_common.web.DriveByGuard``).
 
     Args:
         start: builds the service's parts and returns its context (see the module docstring).
@@ -209,6 +210,7 @@ def create_service_app(
     app.state.ctx = None
     install_error_handlers(app)
     install_observability(app, telemetry, health)
+    install_guard(app, [*settings.allowed_hosts, *settings.mcp_allowed_hosts], settings.host)
     return app
 
 
@@ -227,20 +229,36 @@ def run_service(service: str, settings: Settings, app_factory: Callable[[Setting
     check_bind(settings, settings.host)
     log.info("starting aimem-%s on %s:%d (%d worker%s), data dir %s", service, settings.host, settings.port(service),
              workers, "" if workers == 1 else "s", settings.data_dir)
-    multi = workers > 1 and worker_factory is not None
-    uvicorn.run(
-        worker_factory if multi else app_factory(settings),
-        factory=multi,
-        workers=workers if multi else None,
-        host=settings.host,
-        port=settings.port(service),
-        loop="uvloop",
-        http="httptools",
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        timeout_graceful_shutdown=5,
-    )
+    common = dict(host=settings.host, port=settings.port(service), loop="uvloop", http="httptools",
+                  log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+    if workers > 1 and worker_factory is not None:
+        # Config errors are found by ``config.load`` and ``check_bind`` before uvicorn forks.
+        uvicorn.run(worker_factory, factory=True, workers=workers, **common)
+        return
+    app = app_factory(settings)
+    failed: list[ConfigError] = []
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: FastAPI):
+        # A configuration error found at start-up (streams that cannot fit the disk, ...)
+        # must exit 2 like one found while loading: the supervisor does not restart those.
+        try:
+            async with inner(a) as state:
+                yield state
+        except ConfigError as exc:
+            failed.append(exc)
+            raise
+
+    app.router.lifespan_context = lifespan
+    try:
+        uvicorn.run(app, **common)
+    except SystemExit:
+        if failed:
+            raise failed[0] from None
+        raise
+    if failed:
+        raise failed[0]
 
 
 def worker_app(service: str, app_factory: Callable[[Settings], FastAPI]) -> FastAPI:
@@ -253,9 +271,14 @@ def worker_app(service: str, app_factory: Callable[[Settings], FastAPI]) -> Fast
     return app_factory(settings)
 
 
+CONFIG_ERROR_EXIT = 2  # `aimem up` does not restart a service that exits with this
+
+
 def main_entry(service: str, app_factory: Callable[[Settings], FastAPI], *,
                workers: Callable[[Settings], int] | None = None, worker_factory: str | None = None) -> None:
-    """``python -m aimem_<service>``: load config once and run; config errors exit 2.
+    """``python -m aimem_<service>``: load config once and run; config errors exit 2
+    (``CONFIG_ERROR_EXIT``), whether found while loading or during start-up (in worker
+    mode: before uvicorn forks).
 
     ``workers(settings)`` and ``worker_factory``: see ``run_service`` (stateless services).
     """
@@ -269,4 +292,4 @@ def main_entry(service: str, app_factory: Callable[[Settings], FastAPI], *,
                     worker_factory=worker_factory)
     except ConfigError as exc:
         print(f"aimem-{service}: {exc.message}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(CONFIG_ERROR_EXIT)

@@ -1,4 +1,5 @@
-"""FastAPI pieces every service uses: error envelope, /healthz, /metrics, request timing.
+"""FastAPI pieces every service uses: error envelope, /healthz, /metrics, request timing,
+and the drive-by guard (Host, Origin, JSON bodies only).
 
 The one HTTP error mapper: ``AimemError`` → its status and ``{"error": {code, message,
 data?}}``; request validation → 400 ``bad_request``; anything else → 500 ``internal``
@@ -29,9 +30,9 @@ HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
 
 
 def error_response(exc: AimemError) -> JSONResponse:
-    """Render a typed error as its JSON envelope (adds ``Retry-After`` on 429)."""
+    """Render a typed error as its JSON envelope (``Retry-After`` when the error carries one)."""
     headers = {}
-    if isinstance(exc, BackPressureError):
+    if exc.retry_after_s is not None:
         headers["Retry-After"] = str(exc.retry_after_s)
     return JSONResponse(exc.envelope(), status_code=exc.status, headers=headers)
 
@@ -147,3 +148,79 @@ class TimingMiddleware:
             self.telemetry.http_latency.labels(self.telemetry.service, method, label, str(status)).observe(
                 time.perf_counter() - t0
             )
+
+
+def _error(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+
+
+class DriveByGuard:
+    """Refuse what a web page in the developer's browser can send (plain ASGI, every service).
+
+    * ``Host`` must be one of ``allowed`` (any port) — a DNS-rebinding page reaches us with
+      its own name as Host: 421 ``misdirected_host``;
+    * a present ``Origin`` must be ``http(s)://<allowed host>[:port]``: 403 ``forbidden_origin``;
+    * a request body must be JSON (``application/json`` or ``+json``): anything a form or a
+      ``no-cors`` fetch can send without a preflight (``text/plain``, form encodings) is
+      415 ``unsupported_media_type``.
+
+    ``/healthz`` and ``/metrics`` are exempt from the Host check (probes and scrapers use
+    the pod or container address). The web UI (``/web`` and ``/web/...``) posts url-encoded
+    forms: those pass the body check, still under the Host and Origin checks, and the UI
+    checks its own CSRF token on every form.
+
+    Args:
+        app: the ASGI app to guard.
+        allowed: host names (``::1`` may be given bare).
+    """
+
+    _OPEN_PATHS = ("/healthz", "/metrics")
+
+    def __init__(self, app: ASGIApp, allowed: list[str]):
+        self.app = app
+        self.hosts = {h.strip("[]").lower() for h in allowed if h and h not in ("0.0.0.0", "::")}
+
+    def _host_ok(self, value: str) -> bool:
+        host = value.strip().lower()
+        if host.startswith("["):  # [::1]:8701
+            host = host[1:].split("]", 1)[0]
+        elif host.count(":") == 1:
+            host = host.split(":", 1)[0]
+        return host in self.hosts
+
+    def _origin_ok(self, origin: str) -> bool:
+        scheme, sep, rest = origin.partition("://")
+        return bool(sep) and scheme in ("http", "https") and "/" not in rest and self._host_ok(rest)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refused = None
+        if path not in self._OPEN_PATHS and not self._host_ok(headers.get("host", "")):
+            refused = _error(421, "misdirected_host", "Host not allowed (add it to allowed_hosts)")
+        elif "origin" in headers and not self._origin_ok(headers["origin"]):  # "null" included
+            refused = _error(403, "forbidden_origin", "cross-origin requests are refused")
+        elif scope["method"] in ("POST", "PUT", "PATCH", "DELETE") and not _is_web(path) and (
+            headers.get("content-length", "0") not in ("0", "") or "transfer-encoding" in headers
+        ):
+            ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+            if not (ctype == "application/json" or ctype.endswith("+json")):
+                refused = _error(415, "unsupported_media_type", "request bodies must be application/json")
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _is_web(path: str) -> bool:
+    """True for the web UI's own paths (``/web``, ``/web/...``), not ``/webhook`` and the like."""
+    return path == "/web" or path.startswith("/web/")
+
+
+def install_guard(app: FastAPI, allowed_hosts: list[str], bind_host: str | None = None) -> None:
+    """Add ``DriveByGuard`` for ``allowed_hosts`` (plus ``bind_host`` when it is a name or address)."""
+    names = list(allowed_hosts) + ([bind_host] if bind_host else [])
+    app.add_middleware(DriveByGuard, allowed=names)

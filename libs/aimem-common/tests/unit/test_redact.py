@@ -143,6 +143,25 @@ SECRETS: list[tuple[str, str, str]] = [
     ("high_entropy", f"GET /v1/data?apikey={HI2}&format=json HTTP/1.1", HI2),
     ("high_entropy", f"https://acct.blob.core.windows.net/c/f.txt?sv=2022-11-02&sig={HI}", HI),
     ("high_entropy", f"secret={HI2}", HI2),
+    # Command-line passwords, however short (a short one is still a password).
+    ("cli_password", "curl -u alice:pw1 https://api.example.com", "pw1"),
+    ("cli_password", "curl --user bob:s3cr https://h", "s3cr"),
+    ("cli_password", "wget --user=me:hunter2 http://h/f", "hunter2"),
+    ("cli_password", "mysql -u root -p'pw' app", "pw"),
+    ("cli_password", 'mysqldump -uroot -p"x9y" app', "x9y"),
+    ("cli_password", "mysql -uroot -phunter2 app", "hunter2"),
+    ("cli_password", "deploy --password abc1", "abc1"),
+    ("env_secret", "deploy --passwd=abc2 now", "abc2"),
+    ("env_secret", "PGPASSWORD=pgpw psql -h db", "pgpw"),
+    ("cli_password", "MYSQL_PWD=mypw mysql", "mypw"),
+    ("cli_password", "docker login -u me -p dockpw registry.example.com", "dockpw"),
+    ("cli_password", "echo x | sshpass -p sshpw ssh host", "sshpw"),
+    ("cli_password", "redis-cli -h cache -a redpw ping", "redpw"),
+    ("cli_password", "http -a user:pa55 example.org", "pa55"),
+    ("aws_secret_key", "aws configure set aws_secret_access_key " + fake(B64, 40, "awsspace").replace("=", "A"),
+     fake(B64, 40, "awsspace").replace("=", "A")),
+    ("netrc_password", "machine api.example.com login me password netpw", "netpw"),
+    ("netrc_password", "machine git.example.com\n  login me\n  password netpw2", "netpw2"),
 ]
 
 
@@ -189,6 +208,12 @@ def test_secret_inside_a_json_hook_payload_is_redacted(kind: str, line: str, sec
     assert encoded not in res.text
     assert leftovers(payload, encoded, res.text) == []
     assert kind in res.kinds
+
+
+def test_cli_lookalikes_are_not_passwords() -> None:
+    for line in ("docker run -u 1000:1000 img", "ssh -p 22 host", "docker run -p 8080:80 img",
+                 "echo --password $PW", "git commit -a -m x", "mysql -p", "deploy --password ${PASS}"):
+        assert redact(line).text == line, line
 
 
 def test_corpus_covers_every_kind_and_is_large() -> None:

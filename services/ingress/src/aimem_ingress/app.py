@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from aimem_common.bus import WRITER_STATUS_SUBJECT
 from aimem_common.config import Settings
 from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
@@ -29,10 +30,13 @@ def create_app(settings: Settings) -> FastAPI:
     async def start(s: Startup) -> IngressContext:
         nc, bus = await s.connect_bus()
         cfg = settings.ingress
-        gate = LagGate(bus.writer_lag, max_lag=cfg.max_writer_lag, interval_s=cfg.lag_check_interval_s,
-                       retry_after_s=cfg.retry_after_s)
-        s.stack.push_async_callback(gate.close)
+        gate = LagGate(bus.writer_progress, max_lag=cfg.max_writer_lag, max_delay_s=cfg.max_writer_delay_s,
+                       interval_s=cfg.lag_check_interval_s, retry_after_s=cfg.retry_after_s,
+                       status_stale_s=cfg.writer_status_stale_s)
+        await nc.subscribe(WRITER_STATUS_SUBJECT, cb=gate.on_writer_status)
         await gate.refresh()
+        gate.start()
+        s.stack.push_async_callback(gate.close)
         pool = await s.read_pool(size=READ_POOL_SIZE, budget_ms=settings.query.query_budget_ms, wait_s=0, lazy=True)
         return IngressContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, gate=gate, metrics=metrics,
                               read_pool=pool, claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))

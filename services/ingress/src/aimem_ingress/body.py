@@ -6,7 +6,9 @@ Order of checks, each a typed 4xx in the JSON error envelope:
   too (chunked uploads), so the cap holds while reading, not after buffering.
 * invalid UTF-8 → 400 ``invalid_utf8``; not JSON → 400 ``invalid_json``;
 * nesting deeper than ``max_depth`` → 400 ``too_deep`` (checked on the parsed value, and a
-  ``RecursionError`` from the parser itself lands on the same code).
+  ``RecursionError`` from the parser itself lands on the same code);
+* a lone surrogate escape (``"\\ud800"``: valid JSON, not encodable text) becomes U+FFFD in
+  keys and values, so the event is kept instead of failing later.
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ def decode_json(raw: bytes, *, max_depth: int) -> Any:
 
 def _decode_slow(raw: bytes, max_depth: int) -> Any:
     """The standard library's decoder: precise error messages, and what orjson refuses or
-    changes but JSON allows (integers beyond 64 bits, lone surrogate escapes, NaN)."""
+    changes but JSON allows (integers beyond 64 bits, lone surrogate escapes, NaN). Lone
+    surrogates only ever arrive here (orjson refuses them), so the U+FFFD replacement is
+    done on this path."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -89,6 +93,27 @@ def _decode_slow(raw: bytes, max_depth: int) -> Any:
         raise BadRequestError(f"body is not JSON: {exc.msg} at line {exc.lineno}", code="invalid_json") from None
     except ValueError as exc:  # e.g. an integer literal over Python's 4,300-digit limit
         raise BadRequestError(f"body is not JSON: {exc}", code="invalid_json") from None
+    if json_depth(value) > max_depth:
+        raise _too_deep(max_depth)
+    return replace_lone_surrogates(value)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_lone_surrogates(value: Any) -> Any:
+    """Return ``value`` (decoded JSON) with every lone surrogate in strings and keys as U+FFFD.
+
+    ``json.loads`` joins escaped surrogate *pairs* into one character; what remains is
+    unpaired and cannot be encoded as UTF-8. Recursion is bounded by the depth check that
+    runs first; strings without one are returned as they are.
+    """
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value) if _LONE_SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {replace_lone_surrogates(k): replace_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [replace_lone_surrogates(v) for v in value]
     return value
 
 

@@ -60,6 +60,12 @@ class IngressContext(ServiceContext):
 
     async def health(self) -> dict[str, Any]:
         """``nats`` connected; ``db`` ``open`` or ``lazy`` (never a failure: hooks are buffered);
-        the last ``writer_lag`` read."""
+        the last ``writer_lag`` read; ``jetstream`` and ``writer_store`` red while either
+        cannot store."""
+        fault = self.gate.store_fault()
         return {"nats": self.nc.is_connected, "db": "open" if self.read_pool.opened else "lazy",
-                "writer_lag": self.gate.lag}
+                # False while JetStream leaves publishes unacknowledged (its store failed).
+                "jetstream": self.bus.jetstream_storing(),
+                "writer_lag": self.gate.lag, "writer_delay_s": round(self.gate.delay_s, 1),
+                # Red while the writer reports it cannot store: hooks get 507/503, not a 202.
+                "writer_store": {"ok": False, **fault} if fault else True}

@@ -24,6 +24,7 @@ import pytest
 
 from aimem_ingress.normalize import normalize
 
+JSON = {"Content-Type": "application/json"}
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 FIXTURES = Path(__file__).resolve().parents[4].parent / "shared" / "fixtures" / "hooks"
 
@@ -193,9 +194,9 @@ def test_bad_input_against_the_real_server_stores_nothing(stack, settings):
     url = stack
     with httpx.Client(base_url=url, timeout=10) as c:
         for body in BAD:
-            r = c.post("/hook?agent=claude-code", content=body)
+            r = c.post("/hook?agent=claude-code", content=body, headers=JSON)
             assert 400 <= r.status_code < 500 and r.json()["error"]["code"], body[:30]
-        r = c.post("/hook?agent=claude-code", content=b"x" * (11 * 1024 * 1024))
+        r = c.post("/hook?agent=claude-code", content=b"x" * (11 * 1024 * 1024), headers=JSON)
         assert r.status_code == 413
         good = claude("Stop", "good-1", "/home/dev/projects/acme-api", last_assistant_message="ok")
         assert c.post("/hook?agent=claude-code", json=good).status_code == 202

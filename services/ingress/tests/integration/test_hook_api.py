@@ -12,6 +12,7 @@ import pytest
 from aimem_common import bus as busmod
 from aimem_common.bus import MUT_STREAM
 
+JSON = {"Content-Type": "application/json"}
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
 CLAUDE_PROMPT = {
@@ -121,17 +122,27 @@ async def test_bad_input_is_a_4xx_json_error_and_stores_nothing(ingress, name, b
 async def test_eleven_mib_body_is_413_while_reading(ingress):
     client, app = ingress
     big = b'{"session_id": "s", "prompt": "' + b"a" * (11 * 1024 * 1024) + b'"}'
-    r = await client.post("/hook?agent=claude-code", content=big)
+    r = await client.post("/hook?agent=claude-code", content=big, headers=JSON)
     assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
 
     async def chunks():  # no Content-Length: the cap holds while streaming
         for _ in range(11):
             yield b"a" * (1024 * 1024)
 
-    r = await client.post("/hook?agent=claude-code", content=chunks())
+    r = await client.post("/hook?agent=claude-code", content=chunks(), headers=JSON)
     assert r.status_code == 413
     assert await stream_msgs(app) == []
     assert (await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT)).status_code == 202
+
+
+async def test_lone_surrogates_become_replacement_chars(ingress):
+    client, app = ingress
+    raw = json.dumps(CLAUDE_PROMPT)[:-1] + ', "prompt": "x\\ud800y", "extra\\udc00": "z\\udfff"}'
+    for path in ("/hook?agent=claude-code", "/hook/session-start-context?agent=claude-code"):
+        r = await client.post(path, content=raw.encode(), headers={"Content-Type": "application/json"})
+        assert r.status_code in (200, 202), (path, r.text)
+    [env] = [e for e, _ in await stream_msgs(app) if e["op"] == "observation.append"]
+    assert env["payload"]["body"] == "x\ufffdy"
 
 
 async def test_unknown_agent_and_bad_idempotency_key(ingress):
@@ -143,16 +154,48 @@ async def test_unknown_agent_and_bad_idempotency_key(ingress):
 
 
 async def test_writer_lag_over_bound_is_429_with_retry_after(settings):
+    """The gate reads the real consumer lag: 5 commands waiting for a writer that is not running."""
     from aimem_ingress.app import create_app
     import httpx
 
-    settings.ingress.max_writer_lag = -1  # any lag (even 0) is over the bound
+    nc = await busmod.connect(settings.bus, name="t", reconnect=False)
+    try:
+        js = nc.jetstream()
+        await busmod.ensure_streams(js, settings.bus)
+        await busmod.ensure_writer_consumer(js, ack_wait_s=5)
+        for i in range(5):
+            await js.publish("aimem.mut.observation.append", b"{}", headers={busmod.MSG_ID_HEADER: f"lag-{i}"})
+    finally:
+        await nc.close()
+    for bound, expected in ((10, 202), (3, 429)):
+        settings.ingress.max_writer_lag = bound
+        app = create_app(settings)
+        async with app.router.lifespan_context(app):
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ingress") as client:
+                r = await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT)
+        assert r.status_code == expected, (bound, r.text)
+    assert r.headers["retry-after"] == str(settings.ingress.retry_after_s)
+    assert r.json()["error"]["code"] == "back_pressure" and r.json()["error"]["data"]["writer_lag"] >= 5
+
+
+async def test_hook_requires_the_token_when_one_is_configured(settings):
+    from aimem_ingress.app import create_app
+    import httpx
+
+    settings.auth.token = "t0k3n-for-hooks"
     app = create_app(settings)
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://i") as client:
-            r = await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT)
-    assert r.status_code == 429 and r.headers["retry-after"] == str(settings.ingress.retry_after_s)
-    assert r.json()["error"]["code"] == "back_pressure"
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ingress") as client:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "t0k3n-for-hooks"}):
+                r = await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT, headers=headers)
+                assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized", headers
+                r = await client.post("/hook/session-start-context?agent=claude-code", json=CLAUDE_PROMPT,
+                                      headers=headers)
+                assert r.status_code == 401, headers
+            assert await stream_msgs(app) == []
+            ok = await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT,
+                                   headers={"Authorization": "Bearer t0k3n-for-hooks"})
+            assert ok.status_code == 202 and len(await stream_msgs(app)) == 1
 
 
 async def test_full_stream_is_429(settings):
@@ -163,7 +206,7 @@ async def test_full_stream_is_429(settings):
     app = create_app(settings)
     statuses = []
     async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://i") as client:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ingress") as client:
             for i in range(20):
                 r = await client.post("/hook?agent=claude-code", json={**CLAUDE_PROMPT, "prompt": "x" * 500 + str(i)})
                 statuses.append(r.status_code)
@@ -186,7 +229,7 @@ async def test_nats_down_is_a_fast_503(ingress, nats_server):
 async def test_metrics_count_events_and_statuses(ingress):
     client, _ = ingress
     await client.post("/hook?agent=claude-code", json=CLAUDE_PROMPT)
-    await client.post("/hook?agent=claude-code", content=b"nope")
+    await client.post("/hook?agent=claude-code", content=b"nope", headers=JSON)
     text = (await client.get("/metrics")).text
     assert 'aimem_hook_events_total{agent="claude-code",kind="user-prompt"} 1.0' in text
     assert 'aimem_hook_responses_total{status="202"} 1.0' in text

@@ -11,7 +11,7 @@ from aimem_ingress.body import decode_json
 def test_values_orjson_refuses_still_decode() -> None:
     # JSON (and Python's json) allow these; orjson alone would turn them into a 400.
     assert decode_json(b'{"n": 123456789012345678901234567890}', max_depth=8) == {"n": 123456789012345678901234567890}
-    assert decode_json(b'{"s": "\\ud800"}', max_depth=8) == {"s": "\ud800"}
+    assert decode_json(b'{"s": "\\ud800"}', max_depth=8) == {"s": "\ufffd"}  # lone surrogate: U+FFFD
     assert decode_json(b'{"x": NaN}', max_depth=8)["x"] != 0
 
 

@@ -16,7 +16,6 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-import nats.js.errors
 from fastapi import FastAPI
 from nats.aio.client import Client as NATS
 
@@ -54,28 +53,18 @@ class WriterContext(ServiceContext):
     task: asyncio.Task
 
     async def health(self) -> dict:
-        """``nats``, ``db`` (a ping on the writer thread within 3 s), ``wiki``, ``consumer`` running."""
+        """``nats``, ``db`` (a ping on the writer thread within 3 s), ``wiki``, ``consumer`` running,
+        ``store`` (``{ok: False, reason, ...}`` while a store fault holds a batch)."""
         try:
             db_ok = await asyncio.wait_for(self.thread.call(self.applier.ping), HEALTH_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - reported as a failed check
             db_ok = False
         wiki_ok = await asyncio.to_thread(self.applier.wiki.healthy)
-        return {"nats": bool(self.nc.is_connected), "db": db_ok, "wiki": wiki_ok, "consumer": not self.task.done()}
-
-
-async def _ensure_consumer(nc: NATS, settings: Settings) -> None:
-    js = nc.jetstream()
-    try:
-        await busmod.ensure_writer_consumer(
-            js, ack_wait_s=settings.writer.ack_wait_s, max_deliver=settings.writer.max_deliver
-        )
-    except nats.js.errors.BadRequestError:
-        # The durable exists with other settings (ack_wait changed): converge to ours.
-        info = await js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE)
-        cfg = info.config
-        cfg.ack_wait = float(settings.writer.ack_wait_s)
-        cfg.max_deliver = settings.writer.max_deliver
-        await js.update_consumer(busmod.MUT_STREAM, cfg)
+        # Red while a store fault holds a batch: the DB may still answer reads (SELECT 1).
+        status = self.consumer.status()
+        store = True if status["state"] == "ok" else {"ok": False, **status}
+        return {"nats": bool(self.nc.is_connected), "db": db_ok, "wiki": wiki_ok, "consumer": not self.task.done(),
+                "store": store}
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -111,7 +100,7 @@ def create_app(settings: Settings) -> FastAPI:
 
             stack.push_async_callback(stop_replication)
         nc, bus = await s.connect_bus()
-        await _ensure_consumer(nc, settings)
+        await busmod.ensure_writer_consumer(nc.jetstream(), ack_wait_s=settings.writer.ack_wait_s)
         consumer = Consumer(settings, nc, thread, applier, metrics)
         task = asyncio.create_task(consumer.run(), name="writer-consumer")
 

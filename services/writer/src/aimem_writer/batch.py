@@ -5,9 +5,20 @@
 handler; a typed error rolls back that command alone and becomes its error reply. The
 replies are stored in ``ingest_keys`` (a replayed or re-sent command gets the same reply),
 the merged wiki stage goes to ``wiki_outbox``, ``COMMIT``, then the files are flushed.
-A ``RetryableError`` or SQLite ``OperationalError`` (disk full, I/O) aborts the whole
-transaction: the failing command is nak'ed (or terminated with an error reply after
-``max_deliver``) and the batch is re-applied without it.
+
+Failures, by kind (``faults.py``):
+
+* a store fault anywhere (disk full, I/O error at a statement, at ``COMMIT`` or while
+  writing wiki files before the commit) rolls the batch back and raises
+  ``StoreFaultError``: nothing is settled, the consumer holds the batch and retries it.
+  A store fault *after* ``COMMIT`` (the file flush) keeps the effects in ``wiki_outbox``;
+  the batch is settled (it is stored) and ``recover()`` re-flushes them;
+* a ``RetryableError`` or another ``sqlite3.OperationalError`` aborts the transaction: the
+  failing command is nak'ed (or, after ``writer.max_deliver`` deliveries, terminated and
+  kept as a dead letter) and the batch is re-applied without it;
+* a handler bug, or a typed error on a command nobody waits for (no ``Aimem-Reply-To``),
+  is a dead letter: stored with its reason in ``dead_letters`` and not in ``ingest_keys``,
+  so a replay applies it afresh.
 """
 
 from __future__ import annotations
@@ -23,16 +34,17 @@ from typing import Any
 from opentelemetry import trace
 from pydantic import ValidationError
 
-from aimem_common.bus import extract_context, reply_body
+from aimem_common.bus import REPLY_HEADER, extract_context, reply_body
 from aimem_common.config import Settings
-from aimem_common.errors import AimemError, BadRequestError, RetryableError
+from aimem_common.errors import AimemError, BadRequestError, RetryableError, StoreFaultError
 from aimem_common.commands import Envelope, parse_payload
 from aimem_common.commands.envelope import first_error
 
 from aimem_writer import registry
+from aimem_writer.faults import store_fault
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.tx import Event, ScopeCache, Tx, utc_now
-from aimem_writer.wiki import WikiRepo, WikiStage, clear_outbox, store_outbox
+from aimem_writer.wiki import WikiRepo, WikiStage, clear_outbox, replay_outbox, store_outbox
 
 log = logging.getLogger("aimem.writer.batch")
 tracer = trace.get_tracer("aimem.writer")
@@ -55,6 +67,7 @@ class Outcome:
     reply: dict[str, Any] | None = None
     op: str = "unknown"
     error_code: str | None = None
+    dead_letter: str | None = None  # the reason, when this command is given up
 
 
 @dataclass(slots=True)
@@ -65,6 +78,7 @@ class BatchResult:
     events: list[Event] = field(default_factory=list)
     files: int = 0
     duration_s: float = 0.0
+    flush_fault: StoreFaultError | None = None  # committed, but the wiki files are still owed
 
 
 class _Abort(Exception):
@@ -74,6 +88,18 @@ class _Abort(Exception):
         super().__init__(error.message)
         self.index = index
         self.error = error
+
+
+# Answers to a command nobody waits for that are expected races, not lost work: the target
+# is gone (404), changed (409) or a condition did not hold (412).
+_EXPECTED_UNWAITED = {404, 409, 412}
+
+
+def _unwaited(err: AimemError, waited: bool) -> str | None:
+    """Return a dead-letter reason for an error no caller will see, or None."""
+    if waited or err.status in _EXPECTED_UNWAITED:
+        return None
+    return f"{err.code}: {err.message}"
 
 
 WIKI_COMMIT_KEY = "wiki_commit"
@@ -108,6 +134,23 @@ class Applier:
         self.settings = settings
         self.metrics = metrics
         self.max_deliver = settings.writer.max_deliver
+        self.outbox_owed = False  # effects committed to wiki_outbox but not yet on disk
+
+    def recover(self) -> None:
+        """Flush wiki effects a failed flush left in ``wiki_outbox`` (writer thread).
+
+        Raises:
+            StoreFaultError: the wiki or the DB still refuses writes.
+        """
+        if not self.outbox_owed:
+            return
+        try:
+            replay_outbox(self.conn, self.wiki)
+        except AimemError as exc:
+            raise StoreFaultError(exc.message, data={"reason": "io_error", "store": "wiki"}) from exc
+        except sqlite3.Error as exc:
+            raise (store_fault(exc) or StoreFaultError(f"database: {exc}", data={"reason": "io_error"})) from exc
+        self.outbox_owed = False
 
     # -- the batch ------------------------------------------------------------------
     def apply(self, items: list[Incoming]) -> BatchResult:
@@ -132,6 +175,7 @@ class Applier:
                 err = BadRequestError(f"invalid command envelope: {msg}", code="invalid_envelope")
                 cmd_id = raw.get("cmd_id", "") if isinstance(raw, dict) else ""
                 outcomes[i] = Outcome("ack", reply_body(str(cmd_id), error=err), "unknown", err.code)
+        self.recover()  # a previous batch's files first: they come before this batch's
         pending = [i for i in range(len(items)) if outcomes[i] is None]
         while True:
             try:
@@ -141,9 +185,10 @@ class Applier:
                 i = abort.index
                 env = envs[i]
                 if items[i].num_delivered >= self.max_deliver:
-                    outcomes[i] = Outcome("term", reply_body(env.cmd_id, error=abort.error), env.op, abort.error.code)
-                    log.error("terminating %s %s after %d deliveries: %s", env.op, env.cmd_id,
-                              items[i].num_delivered, abort.error.message)
+                    reason = f"{abort.error.code} after {items[i].num_delivered} deliveries: {abort.error.message}"
+                    outcomes[i] = Outcome("term", reply_body(env.cmd_id, error=abort.error), env.op,
+                                          abort.error.code, dead_letter=reason)
+                    log.error("giving up %s %s (dead letter): %s", env.op, env.cmd_id, reason)
                 else:
                     outcomes[i] = Outcome("nak", None, env.op, abort.error.code)
                     log.warning("transient failure on %s %s, will redeliver: %s", env.op, env.cmd_id,
@@ -162,8 +207,9 @@ class Applier:
         keys = {envs[i].dedupe_id for i in pending}
         stored = self._stored_replies(keys)
         seen_in_batch: dict[str, dict] = {}
-        conn.execute("BEGIN IMMEDIATE")
         try:
+            conn.execute("BEGIN IMMEDIATE")
+            self._store_dead_letters(items, envs, outcomes, now)
             for i in pending:
                 env = envs[i]
                 key = env.dedupe_id
@@ -172,8 +218,12 @@ class Applier:
                     local[i] = Outcome("ack", {**prior, "cmd_id": env.cmd_id, "duplicate": True}, env.op)
                     self.metrics.duplicates.labels(env.op).inc()
                     continue
-                reply, code = self._apply_one(i, items[i], env, now, stage, scopes, events)
-                local[i] = Outcome("ack", reply, env.op, code)
+                reply, code, dead = self._apply_one(i, items[i], env, now, stage, scopes, events)
+                local[i] = Outcome("ack", reply, env.op, code, dead_letter=dead)
+                if dead is not None:
+                    # Given up, not applied: no ingest key, so a replay applies it afresh.
+                    self._insert_dead_letter(items[i], env, dead, code or "internal", now)
+                    continue
                 seen_in_batch[key] = reply
                 conn.execute(
                     "INSERT INTO ingest_keys(key, cmd_id, op, result, created_at) VALUES (?, ?, ?, ?, ?)",
@@ -183,23 +233,60 @@ class Applier:
             if ops:
                 store_outbox(conn, ops, now)
             conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+        except BaseException as exc:
+            self._rollback()
+            fault = store_fault(exc)
+            if fault is not None and fault is not exc:
+                raise fault from exc
             raise
         self.metrics.commits.inc()
         for i, o in local.items():
             outcomes[i] = o
         files = 0
+        flush_fault = None
         if ops:
-            files = self.wiki.flush(ops)
-            clear_outbox(conn)
+            try:
+                files = self.wiki.flush(ops)
+                clear_outbox(conn)
+            except (OSError, sqlite3.Error) as exc:
+                # Committed: the batch is stored and will be settled; the files are owed.
+                flush_fault = store_fault(exc) or StoreFaultError(f"wiki flush: {exc}", data={"reason": "io_error"})
+                self.outbox_owed = True
+                log.error("wiki flush failed after commit (kept in wiki_outbox): %s", exc)
             self.wiki.note_ops(stage.op_names)
-        return BatchResult([o or Outcome() for o in outcomes], events, files)
+        return BatchResult([o or Outcome() for o in outcomes], events, files, flush_fault=flush_fault)
+
+    def _rollback(self) -> None:
+        if self.conn.in_transaction:
+            try:
+                self.conn.execute("ROLLBACK")
+            except sqlite3.Error as exc:  # the connection rolls back on its own when it can
+                log.warning("rollback failed: %s", exc)
+
+    def _store_dead_letters(self, items, envs, outcomes, now: str) -> None:
+        """Insert the batch's terminated commands (decided before this attempt) as dead letters."""
+        for i, o in enumerate(outcomes):
+            if o is not None and o.action == "term" and o.dead_letter and envs[i] is not None:
+                self._insert_dead_letter(items[i], envs[i], o.dead_letter, o.error_code or "retryable", now)
+
+    def _insert_dead_letter(self, item: Incoming, env: Envelope, reason: str, code: str, now: str) -> None:
+        self.conn.execute(
+            "INSERT INTO dead_letters(cmd_id, op, workspace, project, envelope, reason, error_code, deliveries,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (env.cmd_id, env.op, env.scope.workspace if env.scope else None, env.scope.project if env.scope else None,
+             item.data.decode("utf-8", "replace"), reason[:2000], code, item.num_delivered, now),
+        )
+        self.metrics.dead_letters.labels(env.op).inc()
 
     def _apply_one(self, i, item: Incoming, env: Envelope, now: str, stage: WikiStage,
-                   scopes: ScopeCache, events: list[Event]) -> tuple[dict, str | None]:
-        """Run one command in a SAVEPOINT; return ``(reply, error_code|None)``."""
+                   scopes: ScopeCache, events: list[Event]) -> tuple[dict, str | None, str | None]:
+        """Run one command in a SAVEPOINT; return ``(reply, error_code|None, dead_letter_reason|None)``.
+
+        Raises:
+            StoreFaultError: the store refused a write (the whole batch is held).
+            _Abort: a transient failure of this command (the batch is re-applied without it).
+        """
+        waited = bool(item.headers.get(REPLY_HEADER))
         conn = self.conn
         # Continue the caller's trace; untraced commands (the hot hook path without an
         # exporter) skip span bookkeeping entirely.
@@ -221,14 +308,20 @@ class Applier:
             except AimemError as err:
                 self.metrics.errors.labels(env.op, err.code).inc()
                 span.set_attribute("aimem.error_code", err.code)
-                return reply_body(env.cmd_id, error=err), err.code
+                return reply_body(env.cmd_id, error=err), err.code, _unwaited(err, waited)
             cmd_stage = WikiStage(self.wiki.root)
             tx = Tx(conn, env, now=now, settings=self.settings, wiki=cmd_stage, scopes=scopes)
             conn.execute("SAVEPOINT cmd")
             try:
                 result = h.fn(tx, env, cmd)
                 conn.execute("RELEASE cmd")
-            except (RetryableError, sqlite3.OperationalError) as exc:
+            except (RetryableError, sqlite3.OperationalError, OSError) as exc:
+                fault = store_fault(exc)
+                if fault is not None:
+                    self.metrics.errors.labels(env.op, fault.code).inc()
+                    raise fault from exc
+                if isinstance(exc, OSError):
+                    raise
                 err = exc if isinstance(exc, RetryableError) else RetryableError(f"database error: {exc}")
                 self.metrics.errors.labels(env.op, err.code).inc()
                 raise _Abort(i, err) from exc
@@ -237,21 +330,21 @@ class Applier:
                 conn.execute("RELEASE cmd")
                 self.metrics.errors.labels(env.op, err.code).inc()
                 span.set_attribute("aimem.error_code", err.code)
-                return reply_body(env.cmd_id, error=err), err.code
-            except Exception as exc:  # a bug in a handler: answer, never redeliver forever
+                return reply_body(env.cmd_id, error=err), err.code, _unwaited(err, waited)
+            except Exception as exc:  # a bug in a handler: answer, keep it as a dead letter
                 conn.execute("ROLLBACK TO cmd")
                 conn.execute("RELEASE cmd")
                 log.exception("handler %s failed on %s", env.op, env.cmd_id)
                 span.record_exception(exc)
                 err = AimemError(f"internal error applying {env.op}: {type(exc).__name__}")
                 self.metrics.errors.labels(env.op, err.code).inc()
-                return reply_body(env.cmd_id, error=err), err.code
+                return reply_body(env.cmd_id, error=err), err.code, f"{type(exc).__name__}: {exc}"
             stage.merge(cmd_stage)
             stage.op_names[env.op] += 1
             scopes.merge(tx.new_scopes)
             events.extend(tx.events)
             self.metrics.commands.labels(env.op).inc()
-            return reply_body(env.cmd_id, result=result), None
+            return reply_body(env.cmd_id, result=result), None, None
 
     def _stored_replies(self, keys: set[str]) -> dict[str, dict]:
         """Return stored replies of already-applied keys (crash replays, late retries)."""
@@ -284,6 +377,10 @@ class Applier:
         if oid or self.wiki.head() != read_wiki_commit(self.conn):
             record_wiki_commit(self.conn, self.wiki.head())
         return oid
+
+    def open_dead_letters(self) -> int:
+        """Return how many dead letters are not yet replayed."""
+        return int(self.conn.execute("SELECT count(*) FROM dead_letters WHERE replayed_at IS NULL").fetchone()[0])
 
     def ping(self) -> bool:
         """Return True when the DB answers (health check)."""

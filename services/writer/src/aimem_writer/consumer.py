@@ -3,8 +3,16 @@
 Order per batch (DESIGN.md "The bus"): one SQLite transaction and the wiki flush on the
 writer thread; then, on the event loop, each reply is published on its ``Aimem-Reply-To``
 inbox, events go to ``AIMEM_EVT``, and only then are the messages acked (``nak`` with a
-delay for transient failures, ``term`` after ``max_deliver``). A crash anywhere before the
+delay for transient failures, ``term`` for a dead letter). A crash anywhere before the
 ack replays the batch; ``ingest_keys`` turns the replay into stored replies.
+
+Store faults (disk full, I/O error) never drop a command: the batch stays in hand (an
+in-progress ack every ``ack_wait_s/3`` keeps JetStream from redelivering it), nothing more
+is fetched, ``/healthz`` turns red, the fault is announced on ``aimem.status.writer`` (so
+ingress answers 507/503 instead of 202), and the same batch is retried with backoff up to
+``writer.store_retry_max_s`` until the store takes it. Every message in hand gets the same
+in-progress acks during a long apply, so a killed writer's batch is redelivered within
+``ack_wait_s`` of its death, not after a long fixed timeout.
 
 Git checkpoints are debounced: the first batch that touched the wiki schedules one
 ``writer.git_debounce_ms`` later; the batches in between ride along.
@@ -23,6 +31,7 @@ from nats.aio.client import Client as NATS
 
 from aimem_common import bus as busmod
 from aimem_common.config import Settings, WriterSettings
+from aimem_common.errors import StoreFaultError
 
 from aimem_writer.batch import Applier, BatchResult, Incoming
 from aimem_writer.metrics import WriterMetrics
@@ -69,17 +78,25 @@ class Consumer:
         self._ckpt_pending = False
         self.ready = asyncio.Event()
         self.batches = 0
+        self.fault: StoreFaultError | None = None  # set while the store refuses writes
+        self.fault_since: float | None = None  # epoch s
+        self._in_hand: dict[int, object] = {}  # id(msg) → msg fetched, not yet settled (kept alive by in-progress acks)
 
     async def run(self) -> None:
         """Fetch and apply batches until ``stop()``; never raises on transient NATS errors."""
         w = self.settings.writer
         sub = await self.js.pull_subscribe_bind(durable=busmod.WRITER_DURABLE, stream=busmod.MUT_STREAM)
-        lag_task = asyncio.create_task(self._poll_lag(), name="writer-lag")
+        side = [asyncio.create_task(self._poll_lag(), name="writer-lag"),
+                asyncio.create_task(self._keep_alive(), name="writer-in-progress"),
+                asyncio.create_task(self._announce(), name="writer-status")]
+        await self._count_dead_letters()
         self.ready.set()
 
         async def fetch(size: int) -> list:
             try:
-                return await sub.fetch(size, timeout=w.fetch_timeout_s)
+                msgs = await sub.fetch(size, timeout=w.fetch_timeout_s)
+                self._in_hand.update((id(m), m) for m in msgs)
+                return msgs
             except (nats.errors.TimeoutError, asyncio.TimeoutError):
                 return []  # idle (nats-py raises either one from a partial fetch)
             except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
@@ -114,14 +131,110 @@ class Consumer:
                         await m.nak()  # fetched but never applied: hand back at once
                 except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
                     pass
-            lag_task.cancel()
+            for t in side:
+                t.cancel()
             try:
                 await sub.unsubscribe()
             except Exception:  # noqa: BLE001 - connection may already be closed at shutdown
                 pass
 
     async def process(self, msgs: list) -> BatchResult:
-        """Apply one fetched batch and settle every message."""
+        """Apply one fetched batch and settle every message.
+
+        A store fault holds the batch here, retried with backoff, until the store takes
+        it (or ``stop()``; the unsettled messages are then redelivered to the next writer).
+        """
+        try:
+            return await self._process(msgs)
+        finally:
+            for m in msgs:
+                self._in_hand.pop(id(m), None)
+
+    async def _apply_holding(self, items: list) -> BatchResult:
+        """Run ``applier.apply(items)``, retrying store faults with backoff until it succeeds."""
+        delay = 0.25
+        while True:
+            try:
+                result: BatchResult = await self.thread.call(self.applier.apply, items)
+            except StoreFaultError as fault:
+                self._enter_fault(fault)
+                if self._stop.is_set():
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.settings.writer.store_retry_max_s)
+                continue
+            return result
+
+    async def _recover_outbox(self) -> None:
+        """After a post-commit flush fault: re-flush the owed wiki files until the disk takes them."""
+        delay = 0.25
+        while not self._stop.is_set():
+            try:
+                await self.thread.call(self.applier.recover)
+                return
+            except StoreFaultError as fault:
+                self._enter_fault(fault)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.settings.writer.store_retry_max_s)
+
+    def _enter_fault(self, fault: StoreFaultError) -> None:
+        reason = (fault.data or {}).get("reason", "io_error")
+        if self.fault is None:
+            self.fault_since = time.time()
+            log.error("store fault (%s), holding the batch and retrying: %s", reason, fault.message)
+            self.metrics.store_faults.labels(reason).inc()
+            self.metrics.store_fault.labels(reason).set(1)
+            asyncio.get_running_loop().create_task(self._publish_status())
+        self.fault = fault
+
+    def _leave_fault(self) -> None:
+        if self.fault is None:
+            return
+        reason = (self.fault.data or {}).get("reason", "io_error")
+        log.warning("store accepts writes again after %.1f s (%s)", time.time() - (self.fault_since or 0), reason)
+        self.metrics.store_fault.labels(reason).set(0)
+        self.fault = self.fault_since = None
+        asyncio.get_running_loop().create_task(self._publish_status())
+
+    def status(self) -> dict:
+        """Return the store state announced to ingress: ``{state, reason?, detail?, since?, retry_after_s}``."""
+        if self.fault is None:
+            return {"state": "ok"}
+        return {"state": "store_fault", "reason": (self.fault.data or {}).get("reason", "io_error"),
+                "detail": self.fault.message[:300], "since": self.fault_since,
+                "retry_after_s": max(1, int(self.settings.writer.store_retry_max_s))}
+
+    async def _publish_status(self) -> None:
+        try:
+            await self.nc.publish(busmod.WRITER_STATUS_SUBJECT, json.dumps(self.status()).encode())
+        except nats.errors.Error as exc:
+            log.debug("status not announced: %s", exc)
+
+    async def _announce(self) -> None:
+        while True:
+            await self._publish_status()
+            await asyncio.sleep(self.settings.writer.status_interval_s)
+
+    async def _keep_alive(self) -> None:
+        """Send in-progress acks for every message in hand every ``ack_wait_s/3`` seconds."""
+        interval = max(0.2, self.settings.writer.ack_wait_s / 3)
+        while True:
+            await asyncio.sleep(interval)
+            for m in list(self._in_hand.values()):
+                try:
+                    await m.in_progress()
+                except Exception as exc:  # noqa: BLE001 - the next round tries again
+                    log.debug("in-progress ack failed: %s", exc)
+                    break
+
+    async def _count_dead_letters(self) -> None:
+        try:
+            n = await self.thread.call(self.applier.open_dead_letters)
+            self.metrics.dead_letters_open.set(n)
+        except Exception as exc:  # noqa: BLE001 - a gauge sample, retried after the next batch
+            log.debug("dead letters not counted: %s", exc)
+
+    async def _process(self, msgs: list) -> BatchResult:
         items = []
         for m in msgs:
             try:
@@ -130,7 +243,8 @@ class Consumer:
                 delivered = 1
             items.append(Incoming(m.data, dict(m.headers or {}), delivered))
         t0 = time.perf_counter()
-        result: BatchResult = await self.thread.call(self.applier.apply, items)
+        result = await self._apply_holding(items)
+        self._leave_fault()
         self.metrics.apply_seconds.observe(time.perf_counter() - t0)
         self.metrics.batch_size.observe(len(items))
         self.batches += 1
@@ -161,6 +275,13 @@ class Consumer:
             except nats.errors.Error as exc:  # redelivery replays it as a duplicate
                 log.warning("settling a message failed: %s", exc)
         if result.files:
+            self.schedule_checkpoint()
+        if any(o.dead_letter or o.op == "dead_letter.resolve" for o in result.outcomes):
+            await self._count_dead_letters()
+        if result.flush_fault is not None:
+            self._enter_fault(result.flush_fault)
+            await self._recover_outbox()
+            self._leave_fault()
             self.schedule_checkpoint()
         return result
 

@@ -27,6 +27,10 @@ class WriterMetrics:
     pending: Gauge
     acks: Counter
     watcher_reindexed: Counter
+    dead_letters: Counter
+    dead_letters_open: Gauge
+    store_fault: Gauge
+    store_faults: Counter
     replication_lag: Gauge
     wiki_pushes: Counter
 
@@ -34,7 +38,7 @@ class WriterMetrics:
     def create(cls, telemetry: Telemetry) -> "WriterMetrics":
         """Register every family on ``telemetry.registry``."""
         t = telemetry
-        return cls(
+        m = cls(
             batch_size=t.histogram("aimem_writer_batch_size", "Commands per applied batch", buckets=_SIZE_BUCKETS),
             apply_seconds=t.histogram(
                 "aimem_writer_apply_seconds", "Batch apply latency (transaction + file flush) in seconds",
@@ -54,6 +58,14 @@ class WriterMetrics:
             acks=t.counter("aimem_writer_messages_total", "Messages settled, by action (ack|nak|term)", ["action"]),
             watcher_reindexed=t.counter("aimem_writer_watcher_reindexed_total",
                                         "Hand-edited wiki files reindexed, by outcome", ["outcome"]),
+            dead_letters=t.counter("aimem_writer_dead_letters_total",
+                                   "Commands given up and kept as dead letters, by op", ["op"]),
+            dead_letters_open=t.gauge("aimem_writer_dead_letters_open",
+                                      "Dead letters not yet replayed (aimem dead-letters list)"),
+            store_fault=t.gauge("aimem_writer_store_fault",
+                                "1 while the writer cannot store (disk full, I/O error), by reason", ["reason"]),
+            store_faults=t.counter("aimem_writer_store_faults_total",
+                                   "Batches held because the store refused a write, by reason", ["reason"]),
             # Registered even when replication is off, so dashboards and rules always resolve.
             replication_lag=t.gauge("aimem_replication_lag_seconds",
                                     "Seconds the off-node copy is behind, by target (db = Litestream, wiki = git push)",
@@ -61,3 +73,6 @@ class WriterMetrics:
             wiki_pushes=t.counter("aimem_replication_wiki_pushes_total",
                                   "Pushes of the wiki to its git remote, by outcome (ok|error)", ["outcome"]),
         )
+        for reason in ("disk_full", "io_error"):  # exported at 0 from the start (alerts, dashboards)
+            m.store_fault.labels(reason).set(0)
+        return m

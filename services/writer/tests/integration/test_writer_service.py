@@ -68,7 +68,7 @@ async def test_request_reply_events_and_health(settings, services, bus) -> None:
     port = settings.port("writer")
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
         h = (await client.get("/healthz")).json()
-        assert h["checks"] == {"nats": True, "db": True, "wiki": True, "consumer": True}
+        assert h["checks"] == {"nats": True, "db": True, "wiki": True, "consumer": True, "store": True}
         metrics = (await client.get("/metrics")).text
     for name in ("aimem_writer_batch_size", "aimem_writer_apply_seconds", "aimem_writer_commits_total",
                  "aimem_writer_errors_total", "aimem_writer_consumer_pending"):

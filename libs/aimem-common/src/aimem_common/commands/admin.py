@@ -20,6 +20,7 @@ from pydantic import Field, field_validator, model_validator
 
 from aimem_common.models import validate_name, validate_page_path
 from aimem_common.commands.envelope import OpPayload, register
+from aimem_common.models import DbId
 
 OnConflict = Literal["block", "overwrite", "duplicate"]
 DEDUP_FROM_TOKEN = "-from-"  # duplicate policy: <stem>-from-<src_workspace>.md, then -2, -3, ...
@@ -147,7 +148,7 @@ class PageRestore(OpPayload):
 
     path: str | None = None
     rev: str | None = Field(None, min_length=4, max_length=64)
-    page_id: int | None = Field(None, ge=1)
+    page_id: DbId | None = None
 
     @field_validator("path")
     @classmethod
@@ -202,7 +203,7 @@ class ApiKeyCreate(OpPayload):
 class ApiKeyRevoke(OpPayload):
     """Revoke one API key by id (idempotent: revoking a revoked key is ``revoked: false``)."""
 
-    key_id: int = Field(ge=1)
+    key_id: DbId
 
 
 @register("grant.set")
@@ -230,3 +231,14 @@ class WikiCheckpoint(OpPayload):
     Sent by ``/admin/backup`` first, so the archived repository has no uncommitted files
     and a restore reproduces the git history exactly. Result ``{"commit": oid|null}``.
     """
+
+
+@register("dead_letter.resolve")
+class DeadLetterResolve(OpPayload):
+    """Mark dead letters as replayed (``/admin/dead-letters/replay`` sends them again first).
+
+    Result ``{"resolved": [ids]}``: the ids that were open; unknown or already replayed ids
+    are left out.
+    """
+
+    ids: list[DbId] = Field(min_length=1, max_length=10_000)

@@ -5,14 +5,16 @@ from __future__ import annotations
 from pydantic import Field
 
 from aimem_common.commands.envelope import OpPayload, register
+from aimem_common.commands.freetext import FreeText
+from aimem_common.models import DbId
 
 
 @register("handoff.begin", creates_scope=True)
 class HandoffBegin(OpPayload):
     """Open a manual handoff for the next agent (manual beats automatic on accept)."""
 
-    body: str = Field(min_length=1, max_length=16 * 1024)
-    title: str | None = Field(None, max_length=512)
+    body: FreeText = Field(min_length=1, max_length=16 * 1024)
+    title: FreeText | None = Field(None, max_length=512)
     cwd: str | None = Field(None, max_length=4096)
     to_agent: str | None = Field(None, max_length=64)
     from_agent: str | None = Field(None, max_length=64)
@@ -32,7 +34,7 @@ class HandoffAccept(OpPayload):
     "workspace", "project"}`` (the project's actual names).
     """
 
-    handoff_id: int | None = None
+    handoff_id: DbId | None = None
     cwd: str | None = Field(None, max_length=4096)
     agent: str | None = Field(None, max_length=64)
     session_id: str | None = Field(None, max_length=256)
@@ -42,4 +44,4 @@ class HandoffAccept(OpPayload):
 class HandoffCancel(OpPayload):
     """Expire an exact open handoff id."""
 
-    handoff_id: int
+    handoff_id: DbId

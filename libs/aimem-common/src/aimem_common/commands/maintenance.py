@@ -31,7 +31,9 @@ from pydantic import Field, field_validator
 
 from aimem_common.models import validate_page_path
 from aimem_common.commands.envelope import OpPayload, register
+from aimem_common.commands.freetext import FreeText
 from aimem_common.commands.pages import PageWrite
+from aimem_common.models import DbId
 
 # Directories consolidation and auto-improve may write into: knowledge pages (and, for
 # approved proposals, procedures and rules), never sessions/, _slots/ or a ledger.
@@ -56,9 +58,9 @@ class SweepApply(OpPayload):
       ``ended_observation_count`` are lowered by the same amount.
     """
 
-    expire_page_ids: list[int] = Field(default_factory=list, max_length=10_000)
-    evict_page_ids: list[int] = Field(default_factory=list, max_length=10_000)
-    purge_page_ids: list[int] = Field(default_factory=list, max_length=10_000)
+    expire_page_ids: list[DbId] = Field(default_factory=list, max_length=10_000)
+    evict_page_ids: list[DbId] = Field(default_factory=list, max_length=10_000)
+    purge_page_ids: list[DbId] = Field(default_factory=list, max_length=10_000)
     prune_observations_before: str | None = None
     prune_session_ids: list[str] = Field(default_factory=list, max_length=10_000)
     prune_batch: int = Field(5000, ge=1, le=100_000)
@@ -96,7 +98,7 @@ class ConsolidationComplete(OpPayload):
     writer. Refused (``conflict``) when ``owner`` no longer holds the lease.
     """
 
-    job_id: int
+    job_id: DbId
     owner: str = Field(min_length=1, max_length=128)
     pages: list[PageWrite] = Field(min_length=1, max_length=20)
 
@@ -114,7 +116,7 @@ class ConsolidationFail(OpPayload):
     """Record a failed attempt: back to ``pending`` at ``retry_at``, or ``parked`` once
     ``attempts`` ≥ ``max_attempts`` (or ``park`` is set)."""
 
-    job_id: int
+    job_id: DbId
     owner: str = Field(min_length=1, max_length=128)
     error: str = Field(max_length=2000)
     retry_at: str | None = None
@@ -146,11 +148,11 @@ class ProposalIn(OpPayload):
     """One validated auto-improve proposal."""
 
     path: str
-    title: str | None = Field(None, max_length=512)
-    body: str = Field(min_length=1, max_length=64 * 1024)
+    title: FreeText | None = Field(None, max_length=512)
+    body: FreeText = Field(min_length=1, max_length=64 * 1024)
     rationale: str | None = Field(None, max_length=4000)
     confidence: float = Field(ge=0.0, le=1.0)
-    target_page_id: int | None = None  # snapshot of the live page it would replace
+    target_page_id: DbId | None = None  # snapshot of the live page it would replace
 
     @field_validator("path")
     @classmethod
@@ -179,21 +181,21 @@ class ProposalStage(OpPayload):
 class ProposalApprove(OpPayload):
     """Approve pending proposals: write each through the normal page path."""
 
-    ids: list[int] = Field(min_length=1, max_length=100)
+    ids: list[DbId] = Field(min_length=1, max_length=100)
 
 
 @register("proposal.reject")
 class ProposalReject(OpPayload):
     """Reject pending proposals (nothing is written)."""
 
-    ids: list[int] = Field(min_length=1, max_length=100)
-    reason: str | None = Field(None, max_length=2000)
+    ids: list[DbId] = Field(min_length=1, max_length=100)
+    reason: FreeText | None = Field(None, max_length=2000)
 
 
 class EmbeddingItem(OpPayload):
     """One vector: float32 little-endian, base64, ``dim`` values."""
 
-    page_id: int
+    page_id: DbId
     vector_b64: str
     content_hash: str = Field(max_length=128)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from aimem_common.models import validate_page_path
 from aimem_common.commands.envelope import OpPayload, register
+from aimem_common.commands.freetext import FreeData, FreeText
+from aimem_common.models import DbId, DbIdOrZero
 
 MAX_PAGE_BODY_BYTES = 256 * 1024
 
@@ -22,13 +24,13 @@ class PageWrite(OpPayload):
     """
 
     path: str
-    title: str | None = Field(None, max_length=512)
-    body: str
-    frontmatter: dict[str, Any] = {}
+    title: FreeText | None = Field(None, max_length=512)
+    body: FreeText
+    frontmatter: Annotated[dict[str, Any], FreeData] = {}
     create_only: bool = False
-    expected_page_id: int | None = None
+    expected_page_id: DbIdOrZero | None = None
     expires_at: str | None = None
-    evidence: list[dict[str, str]] = []
+    evidence: Annotated[list[dict[str, str]], FreeData] = []
 
     @field_validator("path")
     @classmethod
@@ -71,7 +73,7 @@ class PageDelete(OpPayload):
 class PageAccess(OpPayload):
     """Bump ``access_count``/``last_accessed_at`` of pages (throttled once a minute per page)."""
 
-    page_ids: list[int] = Field(min_length=1, max_length=200)
+    page_ids: list[DbId] = Field(min_length=1, max_length=200)
     at: str | None = None
 
 
@@ -81,7 +83,7 @@ class PageFeedback(OpPayload):
 
     path: str
     signal: Literal["helpful", "not_helpful", "stale", "wrong"]
-    reason: str | None = Field(None, max_length=2000)
+    reason: FreeText | None = Field(None, max_length=2000)
 
     @field_validator("path")
     @classmethod

@@ -502,10 +502,29 @@ CREATE TRIGGER pages_tri_del AFTER DELETE ON pages WHEN old.is_latest = 1 AND {_
 END;
 """
 
-# Forward-only: append new migrations; never edit one that has shipped. Numbers are
-# reserved per feature, so a list may have a gap until its migration lands (5: dead
-# letters); a database is only ever moved forward from its ``user_version``.
+# Commands the writer gave up on (a handler bug, a transient failure past
+# writer.max_deliver, an error no caller was waiting for), kept whole with the reason so
+# `aimem dead-letters replay` can send them again. Store faults never land here.
+MIGRATION_5 = """
+CREATE TABLE dead_letters (
+  id           INTEGER PRIMARY KEY,
+  cmd_id       TEXT NOT NULL,
+  op           TEXT NOT NULL,
+  workspace    TEXT,
+  project      TEXT,
+  envelope     TEXT NOT NULL,                    -- the command as received (JSON)
+  reason       TEXT NOT NULL,                    -- why it was given up (one line)
+  error_code   TEXT NOT NULL,
+  deliveries   INTEGER NOT NULL DEFAULT 1,
+  created_at   TEXT NOT NULL,
+  replayed_at  TEXT                              -- set when sent again; NULL = open
+);
+CREATE INDEX dead_letters_open ON dead_letters(replayed_at, id);
+"""
+
+# Forward-only: append new migrations; never edit one that has shipped. A database is only
+# ever moved forward from its ``user_version``.
 MIGRATIONS: list[tuple[int, str]] = [
-    (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
+    (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (5, MIGRATION_5), (6, MIGRATION_6),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

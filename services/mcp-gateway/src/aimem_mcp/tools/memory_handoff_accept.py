@@ -9,10 +9,11 @@ from pydantic import Field
 from aimem_mcp.args import Scoped
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import tool
+from aimem_common.models import DbId
 
 
 class Args(Scoped):
-    handoff_id: int | None = Field(
+    handoff_id: DbId | None = Field(
         None, description="Exact id from memory_handoff_list / memory_handoff_begin; omit to claim the best eligible one."
     )
     cwd: str | None = Field(

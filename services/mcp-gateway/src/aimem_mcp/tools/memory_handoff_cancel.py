@@ -9,10 +9,11 @@ from pydantic import Field
 from aimem_mcp.args import Scoped
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import tool
+from aimem_common.models import DbId
 
 
 class Args(Scoped):
-    handoff_id: int = Field(description="Exact id of an open handoff you can see (from memory_handoff_list).", ge=1)
+    handoff_id: DbId = Field(description="Exact id of an open handoff you can see (from memory_handoff_list).", ge=1)
 
 
 @tool(name="memory_handoff_cancel", title="Cancel a handoff", args=Args, read_only=False, destructive=True, idempotent=True)

@@ -9,10 +9,11 @@ from pydantic import Field
 from aimem_mcp.args import Scoped
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import tool
+from aimem_common.models import DbId
 
 
 class Args(Scoped):
-    message_id: int | None = Field(None, description="Exact id of a pending sent message; omit to clear the whole outbox.", ge=1)
+    message_id: DbId | None = Field(None, description="Exact id of a pending sent message; omit to clear the whole outbox.", ge=1)
 
 
 @tool(name="memory_message_cancel", title="Retract sent messages", args=Args, read_only=False, destructive=True, idempotent=True)

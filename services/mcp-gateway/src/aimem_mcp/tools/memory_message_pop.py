@@ -9,10 +9,11 @@ from pydantic import Field
 from aimem_mcp.args import Scoped
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import tool
+from aimem_common.models import DbId
 
 
 class Args(Scoped):
-    message_id: int | None = Field(None, description="Exact message id from memory_message_list; omit for the oldest.", ge=1)
+    message_id: DbId | None = Field(None, description="Exact message id from memory_message_list; omit for the oldest.", ge=1)
 
 
 def fence(message: dict[str, Any]) -> dict[str, Any]:

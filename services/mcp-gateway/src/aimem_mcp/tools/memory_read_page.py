@@ -13,12 +13,13 @@ from aimem_common.read.search import QueryOptions, memory_query
 from aimem_mcp.args import Scoped
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import tool
+from aimem_common.models import DbId
 
 
 class Args(Scoped):
     path: str | None = Field(None, description="Exact page path (e.g. `decisions/retry-policy.md`).", max_length=512)
     query: str | None = Field(None, description="Instead of `path`: open the top search hit for this text.", max_length=4000)
-    page_id: int | None = Field(None, description="Instead of `path`: a specific (possibly superseded) version id.", ge=1)
+    page_id: DbId | None = Field(None, description="Instead of `path`: a specific (possibly superseded) version id.", ge=1)
 
     @model_validator(mode="after")
     def _one(self) -> "Args":

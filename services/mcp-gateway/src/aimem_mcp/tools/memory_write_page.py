@@ -11,6 +11,7 @@ from aimem_common.models import GLOBAL_PROJECT
 from aimem_mcp.args import Scoped
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import tool
+from aimem_common.models import DbId, DbIdOrZero
 
 
 class Args(Scoped):
@@ -34,7 +35,7 @@ class Args(Scoped):
         None, description="Hard TTL: RFC 3339 time or a date (YYYY-MM-DD); the page is deleted after it."
     )
     create_only: bool = Field(False, description="Fail with precondition_failed if a live page already exists at `path`.")
-    expected_page_id: int | None = Field(
+    expected_page_id: DbIdOrZero | None = Field(
         None,
         description="Write only if the live page's id (the `page_id` from memory_read_page) still equals this; "
         "0 means the page must not exist. Otherwise nothing is written and the call fails with "

@@ -11,6 +11,7 @@ from aimem_common.errors import BadRequestError, PayloadTooLargeError
 from aimem_mcp.args import Scoped
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import ToolArgs, tool
+from aimem_common.models import DbId, DbIdOrZero
 
 MAX_BATCH_BODY_BYTES = 8 * 1024 * 1024
 
@@ -22,7 +23,7 @@ class BatchPage(ToolArgs):
     frontmatter: dict[str, Any] | None = None
     expires_at: str | None = None
     create_only: bool | None = Field(None, description="Set true for a page that must not exist yet.")
-    expected_page_id: int | None = Field(None, description="The live page id this entry replaces.")
+    expected_page_id: DbIdOrZero | None = Field(None, description="The live page id this entry replaces.")
 
     @model_validator(mode="after")
     def _one_condition(self) -> "BatchPage":

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from aimem_common.errors import BadRequestError
 from aimem_common.models import validate_page_path
 from aimem_query.deps import read, resolve_scope, send, settings_of
+from aimem_common.models import DbId
 
 router = APIRouter()
 
@@ -103,7 +104,7 @@ class RestorePageBody(BaseModel):
     project: str
     path: str | None = None
     rev: str | None = Field(None, alias="from")
-    page_id: int | None = None
+    page_id: DbId | None = None
 
 
 @router.post("/restore-page")

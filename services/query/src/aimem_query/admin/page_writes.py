@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict
 
 from aimem_query.deps import send
+from aimem_common.models import DbIdOrZero
 
 router = APIRouter()
 
@@ -26,7 +27,7 @@ class PageWriteBody(BaseModel):
     title: str | None = None
     frontmatter: dict[str, Any] = {}
     create_only: bool = False
-    expected_page_id: int | None = None
+    expected_page_id: DbIdOrZero | None = None
 
 
 @router.post("/pages")

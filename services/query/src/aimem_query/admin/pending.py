@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from aimem_common.read import proposals, scopes
 from aimem_common.commands import make_envelope
 from aimem_query.deps import bus_of, read
+from aimem_common.models import DbId
 
 router = APIRouter()
 
@@ -47,12 +48,12 @@ async def list_pending(
 
 
 @router.get("/pending-writes/{proposal_id}")
-async def get_pending(request: Request, proposal_id: int) -> dict:
+async def get_pending(request: Request, proposal_id: DbId) -> dict:
     return await read(request, proposals.get_proposal, proposal_id)
 
 
 class Decision(BaseModel):
-    ids: list[int] = Field(min_length=1, max_length=100)
+    ids: list[DbId] = Field(min_length=1, max_length=100)
     reason: str | None = Field(None, max_length=2000)
     workspace: str | None = None
     project: str | None = None

@@ -17,6 +17,7 @@ from aimem_common.read.status import project_sizes
 from aimem_common.replication import read_status as read_replication_status
 from aimem_query.deps import bus_of, read, settings_of
 from aimem_query.admin.history import list_checkpoints
+from aimem_common.read import dead_letters
 
 router = APIRouter()
 
@@ -34,7 +35,8 @@ _COUNTS = {
 
 def _store(conn: sqlite3.Connection) -> dict[str, Any]:
     counts = {**scopes.counts(conn), **{k: conn.execute(sql).fetchone()[0] for k, sql in _COUNTS.items()}}
-    return {"schema_version": schema_version(conn), "counts": counts, "projects": project_sizes(conn)}
+    return {"schema_version": schema_version(conn), "counts": counts, "projects": project_sizes(conn),
+            "dead_letters_open": dead_letters.count_open(conn)}
 
 
 def _version() -> str:

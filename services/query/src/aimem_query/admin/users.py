@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aimem_common.auth import new_api_key
 from aimem_query.deps import read, send
+from aimem_common.models import DbId
 from aimem_query.web.passwords import hash_password
 
 router = APIRouter()
@@ -133,7 +134,7 @@ async def create_key(body: KeyBody, request: Request) -> dict:
 
 
 @router.delete("/api-keys/{key_id}")
-async def revoke_key(key_id: int, request: Request) -> dict:
+async def revoke_key(key_id: DbId, request: Request) -> dict:
     return await send(request, "apikey.revoke", {"key_id": key_id}, timeout_s=30)
 
 

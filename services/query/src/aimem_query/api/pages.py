@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request
 from aimem_common.models import validate_page_path
 from aimem_common.read import pages
 from aimem_query.deps import PrincipalDep, read, readable_scope
+from aimem_common.models import DbId
 
 router = APIRouter(prefix="/workspaces/{workspace}/projects/{project}", tags=["pages"])
 
@@ -24,7 +25,7 @@ async def page_by_path(
 
 
 @router.get("/pages/{page_id}", summary="One page version by id")
-async def page_by_id(request: Request, principal: PrincipalDep, workspace: str, project: str, page_id: int) -> dict[str, Any]:
+async def page_by_id(request: Request, principal: PrincipalDep, workspace: str, project: str, page_id: DbId) -> dict[str, Any]:
     """Return the ``PageRecord`` of any retained version of a page of this project."""
     scope = await readable_scope(request, principal, workspace, project)
     return await read(request, pages.get_page, scope, page_id=page_id)
