@@ -505,7 +505,7 @@ END;
 # Commands the writer gave up on (a handler bug, a transient failure past
 # writer.max_deliver, an error no caller was waiting for), kept whole with the reason so
 # `aimem dead-letters replay` can send them again. Store faults never land here.
-MIGRATION_5 = """
+MIGRATION_7 = """
 CREATE TABLE dead_letters (
   id           INTEGER PRIMARY KEY,
   cmd_id       TEXT NOT NULL,
@@ -523,8 +523,10 @@ CREATE INDEX dead_letters_open ON dead_letters(replayed_at, id);
 """
 
 # Forward-only: append new migrations; never edit one that has shipped. A database is only
-# ever moved forward from its ``user_version``.
+# ever moved forward from its ``user_version``; 5 was reserved and never shipped, so the list
+# has a gap there.
 MIGRATIONS: list[tuple[int, str]] = [
-    (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (5, MIGRATION_5), (6, MIGRATION_6),
+    (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
+    (7, MIGRATION_7),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
