@@ -54,3 +54,43 @@ def test_a_two_server_cluster_is_refused(tmp_path):
     res = CliRunner().invoke(build_app(), ["up", "--data-dir", str(tmp_path / "d"), "--nats-cluster", "2"])
     assert res.exit_code == 2 and "at least 3" in res.output
     assert not (tmp_path / "d" / "nats").exists()
+
+
+def test_only_store_errors_on_the_monitoring_port_count(data_dir):
+    """A cluster member that is electing is red on /healthz but must not be restarted."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    answer = {"status": 503, "body": {}}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # nats-server's /healthz shape: {"status": "unavailable", "error": "..."}
+            body = json.dumps(answer["body"]).encode()
+            self.send_response(answer["status"])
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        settings = config.load(data_dir, environ={})
+        node = NatsServer(settings.data_dir / "nats", monitor_port=server.server_address[1])
+        sup = Supervisor(settings, [node], env={}, log_dir=None)
+        for electing in ("JetStream is not current with the meta leader",
+                         "JetStream has not established contact with a meta leader"):
+            answer["body"] = {"status": "unavailable", "error": electing}
+            assert sup.probe_nats(node) is None
+        full = ("JetStream stream '$G > AIMEM_MUT' write error: write /d/nats/jetstream/$G/streams/AIMEM_MUT/"
+                "msgs/1.blk: no space left on device")
+        answer["body"] = {"status": "unavailable", "error": full}
+        assert sup.probe_nats(node) == full
+        answer.update(status=200, body={"status": "ok"})
+        assert sup.probe_nats(node) is None
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,6 +54,13 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:
         pass
+
+
+# What nats-server's /healthz says when its store cannot write (nats-server 2.10/2.11 wording:
+# "JetStream stream '$G > AIMEM_MUT' write error: ... no space left on device"); every other
+# red answer (meta leader elections, replicas catching up) heals without a restart.
+STORE_ERROR = re.compile(r"write error|no space left|disk quota|read-only file system|input/output error|"
+                         r"insufficient (storage|resources)|jetstream (has been |is )?disabled", re.IGNORECASE)
 
 
 @dataclass
@@ -178,7 +186,12 @@ class Supervisor:
         """Return the JetStream store error ``node`` reports on its monitoring ``/healthz``,
         or None when fine (or when it has no monitoring port).
 
-        An unreachable monitoring port is None here: a dead server is ``_reap_nats``'s case.
+        Only a store error counts (``STORE_ERROR``: a write error, a full or read-only disk,
+        JetStream disabled for lack of resources). A cluster member that is electing or
+        catching up ("not current with the meta leader", "has not established contact with a
+        meta leader") is not red here: restarting it would restart the whole cluster in turn
+        each time one member is lost. An unreachable monitoring port is None here: a dead
+        server is ``_reap_nats``'s case.
         """
         import httpx
 
@@ -191,9 +204,10 @@ class Supervisor:
         if r.status_code == 200:
             return None
         try:
-            return str(r.json().get("error") or r.text)[:300]
+            error = str(r.json().get("error") or r.text)[:300]
         except ValueError:
-            return r.text[:300]
+            error = r.text[:300]
+        return error if STORE_ERROR.search(error) else None
 
     def _probe(self, now: float, node: NatsServer, st: Child) -> None:
         if now - st.probe_at < NATS_PROBE_S or now - st.started_at < NATS_PROBE_S:
