@@ -300,6 +300,57 @@ async def run(data_path: Path, ingress: str, query: str, label: str, *, db_path:
             "query_ms_p50": sorted(lat)[len(lat) // 2] if lat else None, **extra}
 
 
+def keep_db(db: Path, dest: Path) -> None:
+    """Copy the live DB (``VACUUM INTO``: a consistent snapshot while the writer runs)."""
+    import sqlite3
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.unlink(missing_ok=True)
+    src = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        src.execute("VACUUM INTO ?", (str(dest),))
+    finally:
+        src.close()
+
+
+def offline(data_path: Path, db: Path, *, show_misses: int = 40) -> dict[str, Any]:
+    """Score the questions in-process (``memory_query`` through a ``ReaderPool``) against ``db``.
+
+    Prints the table, the query p50/p95 (wall and CPU ms) and the first ``show_misses``
+    questions whose evidence session is not in the top 5, with what ranked instead.
+    """
+    from aimem_common.read.pool import ReaderPool
+    from aimem_common.read.scopes import find
+    from aimem_common.read.search import QueryOptions, memory_query
+
+    data = load(data_path)
+    pool = ReaderPool(db, size=1, budget_ms=0)
+    opts = QueryOptions(limit=10)
+    rankings, wall, cpu, misses = [], [], [], []
+    with pool.connection() as conn:
+        scopes = {c.sample_id: find(conn, "default", c.project) for c in data.conversations}
+    for q in data.questions:
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = pool.call(memory_query, q.text, [scopes[q.sample_id]], options=opts)
+        cpu.append((time.process_time() - c0) * 1000)
+        wall.append((time.perf_counter() - t0) * 1000)
+        r = ranked_sessions(res, q.sample_id)
+        rankings.append(r)
+        if not set(r[:5]) & q.sessions:
+            misses.append((q, r))
+    pool.close()
+    rows = score(data.questions, rankings)
+    print(table(rows, ["category", "n", "hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "mrr"]))
+    wall.sort()
+    cpu.sort()
+    lat = {"p50_ms": round(wall[len(wall) // 2], 2), "p95_ms": round(wall[int(len(wall) * 0.95) - 1], 2),
+           "cpu_p50_ms": round(cpu[len(cpu) // 2], 2), "cpu_p95_ms": round(cpu[int(len(cpu) * 0.95) - 1], 2)}
+    print("query", lat)
+    for q, r in misses[:show_misses]:
+        print(f"MISS cat {q.category} want {sorted(q.sessions)} got {r[:5]}: {q.text}")
+    return {"rows": rows, "latency": lat, "misses": [(q.text, sorted(q.sessions), r[:10]) for q, r in misses]}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -308,7 +359,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--db", type=Path, help="that stack's memory.sqlite (read-only; to wait for embeddings)")
     ap.add_argument("--embedder", choices=["none", "local"], default="none",
                     help="also configure the local embedder (vector stream in RRF)")
+    ap.add_argument("--keep-db", type=Path, help="copy the stack's memory.sqlite here after the run (for --offline)")
+    ap.add_argument("--offline", type=Path, metavar="DB",
+                    help="no stack: ask the questions in-process against a DB kept by --keep-db (ranking work)")
     args = ap.parse_args(argv)
+    if args.offline:
+        return offline(args.data, args.offline)
     if not args.data.exists():
         raise SystemExit(f"LoCoMo data not found at {args.data} (expected ../shared/data/locomo)")
     label = "fts+entities+links" if args.embedder == "none" else "with local embedder"
@@ -322,8 +378,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                if args.embedder == "local" else {})
         with tempfile.TemporaryDirectory(prefix="aimem-locomo-") as tmp:
             with LocalStack(Path(tmp) / "data", Path(tmp) / "logs", extra_env=env) as stack:
+                db = Path(tmp) / "data" / "db" / "memory.sqlite"
                 result = asyncio.run(run(args.data, stack.url("ingress"), stack.url("query"), label,
-                                         db_path=Path(tmp) / "data" / "db" / "memory.sqlite", embedder=args.embedder))
+                                         db_path=db, embedder=args.embedder))
+                if args.keep_db:
+                    keep_db(db, args.keep_db)
     path = write_result(f"locomo-{args.embedder}", result)
     print(f"results: {path}")
     return result
