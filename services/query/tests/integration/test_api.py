@@ -33,6 +33,7 @@ def api(services, settings):
     for i in range(3):
         seed.observation(app, "s1", "user-prompt", f"prompt {i} about the websocket reconnect")
     seed.end_session(app, "s1")
+    seed.observation(app, "s2", "user-prompt", "the gateway handshake is flaky")  # a session without a page yet
     c = seed.conn
     c.execute("INSERT INTO users(id, name, created_at) VALUES (1, 'ann', 'now'), (2, 'bob', 'now')")
     c.execute("INSERT INTO api_keys(user_id, prefix, key_hash, created_at) VALUES (1, 'aim_app', ?, 'now'),"
@@ -110,8 +111,12 @@ def test_read_api_shapes(api):
         assert "fts" in res["streams_active"] and res["raw_hits"] == []
         sess = c.post("/api/v1/search", json={"query": "retry storms", "project": "app"}).json()["hits"]
         assert any(x.get("session_id") == "s1" for x in sess)
-        raw = c.get("/api/v1/search", params={"q": "websocket reconnect", "project": "app"}).json()
-        assert raw["hits"] == [] and raw["raw_hits"][0]["session_id"] == "s1"
+        # a session page is found by any of its turns (the turns stream), not only by its digest
+        turn = c.get("/api/v1/search", params={"q": "websocket reconnect", "project": "app", "explain": True}).json()
+        assert [x["path"] for x in turn["hits"]] == ["sessions/s1.md"] and turn["raw_hits"] == []
+        assert turn["hits"][0]["score_details"]["streams"]["turns"]["rank"] == 1
+        raw = c.get("/api/v1/search", params={"q": "gateway handshake", "project": "app"}).json()
+        assert raw["hits"] == [] and raw["raw_hits"][0]["session_id"] == "s2"
         glob = c.get("/api/v1/search", params={"q": "restart jetstream store", "global": True}).json()
         assert glob["hits"][0]["project"] == "infra"
         assert c.get("/api/v1/search", params={"q": "x", "project": "ghost"}).status_code == 404
