@@ -14,7 +14,7 @@ Pipeline, all inside one read snapshot:
    sentence is found though unicode61 makes one token of the whole run. Idle for a
    question without such characters.
    **turns** — bm25 over the captured observations (``observations_fts``) of the scope,
-   folded onto their session's live page (best turn + ``TURNS_REST_SHARE`` × the others):
+   folded onto their session's live page (its best turn; bm25 margin bonus as fts):
    a session page holds a bounded digest of the session (the prompts past its budget are
    cut), its observations every turn, so a long session is findable by any part of it.
 3. **vector** — optional: cosine (numpy) between a caller-supplied query vector and the
@@ -52,8 +52,9 @@ from aimem_common.read.text import fts_query, identifier_terms, query_terms, sni
 # local all-MiniLM-L6-v2 (bench/locomo.py): at 1.0 hit@5 0.930 -> 0.914 and MRR 0.794 -> 0.757;
 # at 0.3 hit@5 0.930, MRR 0.797. When no word or entity matched, the vector is the only
 # evidence and gets VECTOR_ALONE_WEIGHT (else its own hits would trail their link neighbours).
-# turns 1.5: on LoCoMo (bench/locomo.py, session pages of 20-45 turns) the turns stream
-# takes hit@5 0.927 -> 0.945 and MRR 0.791 -> 0.81 at 1.0-2.0; alone it ranks no better than fts.
+# turns 1.5: on LoCoMo (bench/locomo.py, session pages of 20-45 turns whose digest keeps the
+# first ~5 KiB of prompts) the turns stream takes hit@5 0.927 -> 0.954 and MRR 0.791 -> 0.817
+# (1.0-2.0 differ by < 0.005); alone it ranks no better than fts.
 STREAM_WEIGHTS = {"exact": 8.0, "fts": 1.0, "trigram": 1.0, "turns": 1.5, "entity": 0.8, "vector": 0.3,
                   "superseded": 0.6, "links": 0.5}
 VECTOR_ALONE_WEIGHT = 1.0
@@ -61,6 +62,7 @@ VECTOR_ALONE_WEIGHT = 1.0
 # 8%, less than the authority spread), so the fts stream adds a bounded margin bonus:
 # FTS_MARGIN_WEIGHT × (bm25 / best bm25) × the rank-1 RRF share. Close contests stay close.
 FTS_MARGIN_WEIGHT = 0.5
+MARGIN_STREAMS = frozenset({"fts", "trigram", "turns"})  # the bm25 streams that add the margin bonus
 TITLE_WEIGHT = 4.0  # bm25 column weight of the title against the body (1.0)
 SEED_COUNT = 5  # top fused hits whose link neighbours join the links stream
 MAX_ENTITY_NGRAM = 4
@@ -75,10 +77,10 @@ MAX_LIMIT = 100
 # pages that merely share the question's other words. A common "identifier" (more pages)
 # adds nothing: bm25 already weighs it.
 EXACT_MAX_DF = 10
-# turns: matching observations ranked per query before they are folded onto session pages;
-# a session's page scores its best turn plus this share of its other matching turns.
+# turns: matching observations ranked per query before they are folded onto session pages
+# (a session's page scores its best turn: on LoCoMo adding 0.1-0.3 of the other turns' bm25
+# made hit@5 0.954 -> 0.935-0.948, a long session then wins by length).
 TURN_CANDIDATES = 240
-TURNS_REST_SHARE = 0.1
 SHORT_TERM_TRIGRAMS = 64  # indexed trigrams a 1–2 character CJK/Hangul word expands to
 
 # Authority multiplier (bounded to [AUTHORITY_MIN, AUTHORITY_MAX]): maintained rules,
@@ -213,7 +215,7 @@ def _turns_stream(conn, q: str, scopes, opts: QueryOptions) -> list[tuple[int, f
     """Live session pages whose observations match ``q`` (an ``fts_query``), best first.
 
     The ``TURN_CANDIDATES`` best observations (bm25, title ×4; the project filter runs inside
-    FTS5) are grouped by session; a page scores its best turn + ``TURNS_REST_SHARE`` × the rest.
+    FTS5) are grouped by session; a page scores its best turn.
     """
     if scopes is None:
         sql = ("SELECT o.project_id, o.session_id, f.rank FROM (SELECT rowid, rank FROM observations_fts"
@@ -224,9 +226,9 @@ def _turns_stream(conn, q: str, scopes, opts: QueryOptions) -> list[tuple[int, f
         sql = ("SELECT o.project_id, o.session_id, bm25(observations_fts, 4.0, 1.0, 0.0) AS s FROM observations_fts"
                " JOIN observations o ON o.id = observations_fts.rowid WHERE observations_fts MATCH ? ORDER BY s LIMIT ?")
         match = _scoped_match(q, scopes)
-    turns: dict[tuple[str, str], list[float]] = {}
+    turns: dict[tuple[str, str], float] = {}
     for project_id, session_id, s in conn.execute(sql, [match, TURN_CANDIDATES]).fetchall():
-        turns.setdefault((project_id, session_id), []).append(-float(s))
+        turns.setdefault((project_id, session_id), -float(s))  # rows come best first
     if not turns:
         return []
     sids = sorted({sid for _pj, sid in turns})
@@ -236,10 +238,9 @@ def _turns_stream(conn, q: str, scopes, opts: QueryOptions) -> list[tuple[int, f
     ).fetchall()
     ranked = []
     for pid, project_id, session_id in pages:
-        xs = turns.get((project_id, session_id))
-        if xs:
-            best = max(xs)
-            ranked.append((pid, best + TURNS_REST_SHARE * (sum(xs) - best)))
+        best = turns.get((project_id, session_id))
+        if best is not None:
+            ranked.append((pid, best))
     ranked.sort(key=lambda kv: (-kv[1], kv[0]))
     return ranked[: opts.candidates]
 
@@ -449,7 +450,7 @@ def _fuse(cands: dict[int, _Cand], name: str, ranked: list[tuple[int, float]], k
     for rank, (pid, score) in enumerate(ranked, start=1):
         c = cands.setdefault(pid, _Cand(pid))
         contrib = w / (k + rank)
-        if name in ("fts", "trigram") and best > 0:
+        if name in MARGIN_STREAMS and best > 0:
             contrib += FTS_MARGIN_WEIGHT * w * max(score, 0.0) / best / (k + 1)
         c.streams[name] = {"rank": rank, "score": round(score, 6), "rrf": round(contrib, 8)}
         if name == "exact":
