@@ -140,6 +140,49 @@ def generate(db: Path, n_pages: int, n_projects: int, seed: int = 7) -> list[Sco
     return scopes
 
 
+def add_observations(db: Path, per_session: int, seed: int = 13) -> int:
+    """Give every session page ``per_session`` captured prompts (observations), once.
+
+    Their words follow the pages' distribution, so the turns stream meets a realistic
+    observation count (a vault keeps every turn; its pages keep a digest). Bulk-loaded as
+    ``generate`` does: ``observations_fts`` is built once. Returns the observations added.
+    """
+    conn = open_writer(db)
+    try:
+        if conn.execute("SELECT 1 FROM observations LIMIT 1").fetchone():
+            return 0
+        rng = random.Random(seed)
+        z = Zipf(rng, vocabulary(random.Random(7)))
+        trigger_sql = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'observations_fts_ins'").fetchone()[0]
+        conn.execute("PRAGMA synchronous = OFF")
+        conn.execute("BEGIN")
+        conn.execute("DROP TRIGGER observations_fts_ins")
+        rows, n = [], 0
+        for ws, pj, sid in conn.execute(
+                "SELECT workspace_id, project_id, session_id FROM pages WHERE session_id IS NOT NULL").fetchall():
+            for i in range(per_session):
+                text = " ".join(z.sample(rng.randint(8, 40)))
+                rows.append((ws, pj, sid, "user-prompt", "claude-code", text[:80], text,
+                             "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z"))
+            if len(rows) >= 50_000:
+                n += len(rows)
+                conn.executemany("INSERT INTO observations(workspace_id, project_id, session_id, kind, agent, title,"
+                                 " body, occurred_at, created_at) VALUES (?,?,?,?,?,?,?,?,?)", rows)
+                rows.clear()
+        n += len(rows)
+        conn.executemany("INSERT INTO observations(workspace_id, project_id, session_id, kind, agent, title,"
+                         " body, occurred_at, created_at) VALUES (?,?,?,?,?,?,?,?,?)", rows)
+        conn.execute("INSERT INTO observations_fts(observations_fts) VALUES ('rebuild')")
+        conn.execute(trigger_sql)
+        conn.execute("COMMIT")
+        conn.execute("INSERT INTO observations_fts(observations_fts) VALUES ('optimize')")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return n
+    finally:
+        conn.close()
+
+
 def questions(n: int, seed: int = 11, *, skip_top: int = 100) -> list[str]:
     """Questions of 2-6 content words plus stopwords.
 

@@ -81,6 +81,10 @@ EXACT_MAX_DF = 10
 # (a session's page scores its best turn: on LoCoMo adding 0.1-0.3 of the other turns' bm25
 # made hit@5 0.954 -> 0.935-0.948, a long session then wins by length).
 TURN_CANDIDATES = 240
+# Observations the question may match in scope before only its rarer terms are used (bounds the
+# bm25 work: at 100k pages with 20 turns per session page the full OR query doubled a search's CPU;
+# LoCoMo, ~600 turns a project, is unchanged by the cap: hit@5 0.956, MRR 0.816).
+TURN_MATCH_CAP = 500
 SHORT_TERM_TRIGRAMS = 64  # indexed trigrams a 1–2 character CJK/Hangul word expands to
 
 # Authority multiplier (bounded to [AUTHORITY_MIN, AUTHORITY_MAX]): maintained rules,
@@ -211,23 +215,36 @@ def _fts_stream(conn, q: str, scopes, opts: QueryOptions, table: str = "pages_ft
     return [(r[0], -float(r[1])) for r in rows]  # bm25 is "lower is better": report it positive
 
 
-def _turns_stream(conn, q: str, scopes, opts: QueryOptions) -> list[tuple[int, float]]:
-    """Live session pages whose observations match ``q`` (an ``fts_query``), best first.
+def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+    """Live session pages whose observations match the question's ``terms``, best first.
 
     The ``TURN_CANDIDATES`` best observations (bm25, title ×4; the project filter runs inside
-    FTS5) are grouped by session; a page scores its best turn.
+    FTS5) are grouped by session; a page scores its best turn. bm25 is computed for every
+    matching observation, and a vault keeps many more observations than pages, so when the
+    question's terms match more than ``TURN_MATCH_CAP`` observations in scope only the terms
+    that each match at most that many are used (none: the stream stays idle).
     """
-    if scopes is None:
-        sql = ("SELECT o.project_id, o.session_id, f.rank FROM (SELECT rowid, rank FROM observations_fts"
-               " WHERE observations_fts MATCH ? AND rank MATCH 'bm25(4.0, 1.0, 0.0)' ORDER BY rank LIMIT ?) f"
-               " JOIN observations o ON o.id = f.rowid")
-        match = "{title body} : (" + q + ")"
-    else:
-        sql = ("SELECT o.project_id, o.session_id, bm25(observations_fts, 4.0, 1.0, 0.0) AS s FROM observations_fts"
-               " JOIN observations o ON o.id = observations_fts.rowid WHERE observations_fts MATCH ? ORDER BY s LIMIT ?")
-        match = _scoped_match(q, scopes)
+    def scoped(q: str) -> str:
+        return "{title body} : (" + q + ")" if scopes is None else _scoped_match(q, scopes)
+
+    # FTS5 ranks alone; only the best rowids are joined (half the CPU of joining every match).
+    sql = ("SELECT o.project_id, o.session_id, f.s FROM (SELECT rowid, bm25(observations_fts, 4.0, 1.0, 0.0) AS s"
+           " FROM observations_fts WHERE observations_fts MATCH ? ORDER BY s LIMIT ?) f"
+           " JOIN observations o ON o.id = f.rowid ORDER BY f.s")
+
+    def matches(q: str) -> int:  # capped: stops counting past TURN_MATCH_CAP
+        return conn.execute("SELECT count(*) FROM (SELECT rowid FROM observations_fts WHERE observations_fts MATCH ?"
+                            " LIMIT ?)", (scoped(q), TURN_MATCH_CAP + 1)).fetchone()[0]
+
+    q = fts_query(terms)
+    if q is None:
+        return []
+    if matches(q) > TURN_MATCH_CAP:
+        q = fts_query([t for t in terms if matches(fts_query([t]) or '""') <= TURN_MATCH_CAP])
+        if q is None:
+            return []
     turns: dict[tuple[str, str], float] = {}
-    for project_id, session_id, s in conn.execute(sql, [match, TURN_CANDIDATES]).fetchall():
+    for project_id, session_id, s in conn.execute(sql, [scoped(q), TURN_CANDIDATES]).fetchall():
         turns.setdefault((project_id, session_id), -float(s))  # rows come best first
     if not turns:
         return []
@@ -526,7 +543,7 @@ def memory_query(
 
     if q:
         add("fts", _fts_stream(conn, q, scopes, opts_d))
-        add("turns", _turns_stream(conn, q, scopes, opts_d))
+        add("turns", _turns_stream(conn, terms, scopes, opts_d))
     idents = identifier_terms(query)
     if idents:
         add("exact", _exact_stream(conn, idents, scopes, opts_d))
