@@ -277,6 +277,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000])
     ap.add_argument("--projects", type=int, default=10)
     ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--turns", type=int, default=20,
+                    help="captured prompts (observations) per session page, for the turns stream (0: none)")
     ap.add_argument("--dir", type=Path, default=CACHE,
                     help="where the seeded DBs are kept and reused (default .cache/bench, never committed)")
     args = ap.parse_args(argv)
@@ -296,12 +298,14 @@ def main(argv: list[str] | None = None) -> None:
                 old.unlink()
             scopes = generate(part, size, args.projects)
             part.rename(db)
+        added = add_observations(db, args.turns) if args.turns else 0
         gen_s = time.perf_counter() - t0
         pool = ReaderPool(db, size=1, budget_ms=0)
         with pool.connection() as conn:
             from aimem_common.read.scopes import all_scopes
 
             scopes = scopes or all_scopes(conn)
+            n_obs = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
         one = measure(pool, qs, [scopes[0]])
         glob = measure(pool, qs, None)
         worst_one = measure(pool, worst, [scopes[0]])
@@ -310,7 +314,8 @@ def main(argv: list[str] | None = None) -> None:
                   "pessimistic_global": profile(pool, worst, None)}
         plans = query_plans(pool, scopes[0])
         pool.close()
-        row = {"pages": size, "projects": args.projects, "generate_s": round(gen_s, 1),
+        row = {"pages": size, "projects": args.projects, "observations": n_obs, "observations_added": added,
+               "generate_s": round(gen_s, 1),
                "load_avg": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
                "project_scoped": one, "global": glob,
                "pessimistic_project_scoped": worst_one, "pessimistic_global": worst_glob,
