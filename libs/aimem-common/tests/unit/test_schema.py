@@ -108,3 +108,32 @@ def test_a_database_of_an_earlier_release_is_moved_forward(tmp_path: Path) -> No
     conn = open_writer(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert "dead_letters" in tables(conn)
+
+
+def test_observations_fts_gains_project_id_and_keeps_rows(tmp_path: Path) -> None:
+    """Migration 8: observations captured before it are indexed again with their project, and
+    the triggers keep the project column in step."""
+    from aimem_common.db.schema import MIGRATIONS
+
+    path = tmp_path / "m.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for version, sql in MIGRATIONS:
+        if version > 7:
+            break
+        conn.executescript(sql)
+        conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute("INSERT INTO workspaces VALUES ('w', 'default', 'now')")
+    conn.execute("INSERT INTO projects(id, workspace_id, name, created_at) VALUES ('pa', 'w', 'a', 'now'), ('pb', 'w', 'b', 'now')")
+    obs = "INSERT INTO observations(workspace_id, project_id, session_id, kind, agent, body, occurred_at, created_at)" \
+          " VALUES ('w', ?, 's', 'user-prompt', 'x', ?, 'now', 'now')"
+    conn.execute(obs, ("pa", "the ledger partitions"))
+    conn.close()
+    conn = open_writer(path)
+    conn.execute(obs, ("pb", "ledger again"))
+    hits = lambda q: sorted(r[0] for r in conn.execute("SELECT rowid FROM observations_fts WHERE observations_fts MATCH ?", (q,)))
+    assert hits("ledger") == [1, 2]
+    assert hits('project_id : "pa" AND ledger') == [1] and hits('project_id : "pb" AND ledger') == [2]
+    conn.execute("UPDATE observations SET project_id = 'pb' WHERE id = 1")
+    assert hits('project_id : "pb" AND ledger') == [1, 2]
+    conn.execute("DELETE FROM observations WHERE id = 2")
+    assert hits("ledger") == [1]
