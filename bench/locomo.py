@@ -297,7 +297,8 @@ async def run(data_path: Path, ingress: str, query: str, label: str, *, db_path:
     print(table(rows, ["category", "n", "hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "mrr"]))
     return {"label": label, "rows": rows, "skipped": dict(data.skipped), "questions": len(data.questions),
             "events": events, "ingest_visible_s": ingest_s,
-            "query_ms_p50": sorted(lat)[len(lat) // 2] if lat else None, **extra}
+            "query_ms_p50": sorted(lat)[len(lat) // 2] if lat else None,
+            "query_ms_p95": sorted(lat)[int(len(lat) * 0.95) - 1] if lat else None, **extra}
 
 
 def keep_db(db: Path, dest: Path) -> None:
@@ -364,7 +365,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     help="no stack: ask the questions in-process against a DB kept by --keep-db (ranking work)")
     args = ap.parse_args(argv)
     if args.offline:
-        return offline(args.data, args.offline)
+        result = offline(args.data, args.offline)
+        print(f"results: {write_result('locomo-offline', result)}")
+        return result
     if not args.data.exists():
         raise SystemExit(f"LoCoMo data not found at {args.data} (expected ../shared/data/locomo)")
     label = "fts+entities+links" if args.embedder == "none" else "with local embedder"
