@@ -25,8 +25,10 @@ FOREIGN = {  # a user's own hook in each client's format, which we must never to
 
 
 def cli(*args: str) -> tuple[int, str]:
+    """Run the CLI; its output without the notes (no server data dir here: no credential)."""
     result = CliRunner().invoke(build_app(), list(args))
-    return result.exit_code, result.output
+    return result.exit_code, "".join(line for line in result.output.splitlines(keepends=True)
+                                     if not line.startswith("aimem: note:"))
 
 
 def hook_file(client: str, home: Path) -> Path:
