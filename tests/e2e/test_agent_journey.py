@@ -139,7 +139,7 @@ def test_agent_journey(stack, shared_dir: Path, tmp_path: Path) -> None:
     if npx is None:
         pytest.skip("npx (Node) is not installed: the MCP Inspector CLI leg cannot run")
     proc = subprocess.run(
-        [npx, "-y", "@modelcontextprotocol/inspector@0.16.4", "--cli", mcp_url, "--transport", "http",
+        [npx, "-y", "@modelcontextprotocol/inspector-cli@0.16.8", "--cli", mcp_url, "--transport", "http",
          "--header", f"Authorization: Bearer {stack.token}",
          "--method", "tools/call", "--tool-name", "memory_query",
          "--tool-arg", "workspace=default", f"--tool-arg", f"project={PROJECT}",
