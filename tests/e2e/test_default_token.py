@@ -191,6 +191,15 @@ def test_hook_takes_user_keys_with_a_write_grant_on_the_events_project(fresh, tm
     r = httpx.post(hook + "&project=proj-b", json=prompt("proj-a", "beta by query"),
                    headers={"Authorization": f"Bearer {writer_key}"}, timeout=10)
     assert r.status_code == 403, r.text
+    # The grant is checked on the project the event lands in: identity keys naming B's
+    # repository take it to B whatever the cwd's name says.
+    b_root = {"root": "/home/dev/repos/proj-b", "origin": "https://git.example/team/proj-b"}
+    assert httpx.post(hook, params=b_root, json=prompt("proj-b", "keyed by root"), headers=fresh.headers,
+                      timeout=10).status_code == 202
+    assert stored(fresh, "keyed by root") == ["proj-b"]
+    r = httpx.post(hook, params=b_root, json=prompt("proj-a", "into b by its keys"),
+                   headers={"Authorization": f"Bearer {writer_key}"}, timeout=10)
+    assert r.status_code == 403, r.text
     r = post(hook, reader_key, "proj-a", "read-only key")
     assert r.status_code == 403, r.text
     r = post(hook, "aim_" + "x" * 43, "proj-a", "unknown key")
@@ -201,6 +210,7 @@ def test_hook_takes_user_keys_with_a_write_grant_on_the_events_project(fresh, tm
     assert post(hook, fresh.token, "proj-b", "beta by root").status_code == 202
     assert stored(fresh, "beta by root") == ["proj-b"]
     assert stored(fresh, "beta by key", timeout_s=0) == stored(fresh, "read-only key", timeout_s=0) == []
+    assert stored(fresh, "into b by its keys", timeout_s=0) == []
 
     # `install-hooks --api-key`: the hook client sends the user's key, not the root token.
     home = tmp_path / "home"
