@@ -37,11 +37,8 @@ AIMEM = str(Path(sys.executable).with_name("aimem"))
 def fresh(tmp_path_factory) -> LocalStack:
     """One stack started the way a new user starts it: no token configured anywhere."""
     base = tmp_path_factory.mktemp("fresh")
-    stack = LocalStack(base / "data", base / "logs").start()
-    try:
+    with LocalStack(base / "data", base / "logs") as stack:
         yield stack
-    finally:
-        stack.stop()
 
 
 def clean_env(**extra: str) -> dict[str, str]:
