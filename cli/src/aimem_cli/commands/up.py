@@ -295,7 +295,8 @@ def up(
     nats_port: int = typer.Option(None, "--nats-port", help="NATS client port (default from bus.nats_url, 4222; 0 = any free)."),
     host: str = typer.Option(None, "--host", help="Bind address of the services (default 127.0.0.1)."),
     log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log instead of the terminal."),
-    insecure_bind: bool = typer.Option(False, "--insecure-bind", help="Allow a non-loopback bind without an auth token (aimem up always has one: the configured or its generated token)."),
+    insecure_bind: bool = typer.Option(False, "--insecure-bind", help="Allow a non-loopback bind without an auth "
+                                       "token (aimem up always has one: the configured or its generated token)."),
     health_timeout_s: float = typer.Option(30.0, "--health-timeout", help="Seconds to wait for every /healthz."),
     ingress_workers: int = typer.Option(None, "--ingress-workers", min=1, max=64,
                                         help="Ingress worker processes sharing its port (default ingress.workers, 1)."),

@@ -1,13 +1,14 @@
 """The OpenCode plugin aimem generates (OpenCode has no stdin hooks: plugins run in-process).
 
-The plugin sends the hook client's bearer token (``AIMEM_AUTH__TOKEN``, else the token files
-under ``<data dir>/auth/``, ``aimem_cli.hookclient``) and POSTs the envelope ``aimem_ingress.normalize`` documents (``agent``, ``event``,
+The plugin POSTs the envelope ``aimem_ingress.normalize`` documents (``agent``, ``event``,
 ``sessionID``, ``directory``, ``timestamp``, ``input``, ``output``) for the hooks and bus
 events that matter, each with its own idempotency key and a 200 ms abort; on
 ``session.created`` it fetches the session-start context once (1 s) and adds it to that
 session's system prompt through ``experimental.chat.system.transform``. Failures are
 dropped silently: the agent never waits on memory. (No local spool here: a plugin has no
-cheap durable storage; the Python hook client is the spooling path.)
+cheap durable storage; the Python hook client is the spooling path.) It sends the hook
+client's bearer token: ``AIMEM_AUTH__TOKEN``, else ``<data dir>/auth/client-token``, else
+``<data dir>/auth/token`` (``aimem_cli.hookclient``; its ``config.toml`` is not read).
 """
 
 from __future__ import annotations

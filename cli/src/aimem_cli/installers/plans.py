@@ -321,7 +321,8 @@ def _toml_with_mcp(text: str | None, url: str, path: Path | None = None, token: 
     if current is None:
         sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
         return f"{text}{sep}[mcp_servers.aimem]\nurl = {value}\n" + (f"{header_line}\n" if headers else "")
-    if isinstance(current, dict) and current.get("url") == url and (headers is None or current.get("http_headers") == headers):
+    if isinstance(current, dict) and current.get("url") == url and (
+            headers is None or current.get("http_headers") == headers):
         return text
     section = re.search(r"(?m)^\[mcp_servers\.aimem\][ \t]*(?:#.*)?$((?:\n(?!\s*\[).*)*)", text)
     body = section.group(1) if section else ""
