@@ -24,6 +24,17 @@ FOREIGN = {  # a user's own hook in each client's format, which we must never to
 }
 
 
+@pytest.fixture(autouse=True)
+def _no_server_here(tmp_path, monkeypatch):
+    """Run from an empty folder: the installers' default server data dir is ``./data``, and
+    a developer's own stack there must not hand its token to these tests."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("AIMEM_DATA_DIR", raising=False)
+    monkeypatch.delenv("AIMEM_AUTH__TOKEN", raising=False)
+
+
 def cli(*args: str) -> tuple[int, str]:
     """Run the CLI; its output without the notes (no server data dir here: no credential)."""
     result = CliRunner().invoke(build_app(), list(args))
