@@ -82,7 +82,7 @@ def _hook_target(token: str | None, home: Path | None) -> Path | None:
     return client_dir if token and client_config(env, client_dir)["token"] != token else None
 
 
-ApiKeyOpt = typer.Option(None, "--api-key", help="a user's API key (aimem users keys create) to send instead of "
+ApiKeyOpt = typer.Option(None, "--api-key", help="a user's API key (aimem api-key create) to send instead of "
                          "the root token")
 DataDirOpt = typer.Option(None, "--data-dir", help="the server's data dir, where its root token is "
                           "(default ./data or $AIMEM_DATA_DIR)")
