@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -287,8 +287,10 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port_base: int = DEFAULT_PORT_BASE
     workspace_default: str = "default"
-    server_url: str = "http://127.0.0.1:8702"  # where the CLI finds the query/admin API
-    ingress_url: str = "http://127.0.0.1:8701"  # where `aimem hook` posts
+    # Where the CLI finds the query/admin API and where `aimem hook` posts; unless set, the
+    # local stack's ports under port_base (AIMEM_PORT_BASE=9701 → query on 9702).
+    server_url: str = "http://127.0.0.1:8702"
+    ingress_url: str = "http://127.0.0.1:8701"
     mcp_allowed_hosts: list[str] = ["mcp-gateway", "aimem-mcp-gateway", "localhost", "127.0.0.1"]
     # Host names every service answers (any port): loopback and the compose/Helm service
     # names; add the name a reverse proxy forwards. A request with another Host header (a DNS
@@ -319,6 +321,14 @@ class Settings(BaseSettings):
 
     # Secrets named by `api_key_env` in [[llm_fallbacks]] are resolved once at load.
     resolved_env: dict[str, str] = Field(default_factory=dict, exclude=True)
+
+    @model_validator(mode="after")
+    def _local_urls_follow_port_base(self) -> "Settings":
+        if "server_url" not in self.model_fields_set:
+            self.server_url = f"http://127.0.0.1:{self.port_base + PORT_OFFSETS['query']}"
+        if "ingress_url" not in self.model_fields_set:
+            self.ingress_url = f"http://127.0.0.1:{self.port_base + PORT_OFFSETS['ingress']}"
+        return self
 
     @field_validator("log_level")
     @classmethod
