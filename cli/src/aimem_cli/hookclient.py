@@ -247,11 +247,15 @@ def client_data_dir(env: Any) -> Path:
     return Path(base) / "aimem"
 
 
-def client_settings() -> tuple[Path, dict[str, str | None]]:
+def client_settings(home: Path | None = None) -> tuple[Path, dict[str, str | None]]:
     """Return ``(data_dir, {"url", "token"})`` as this machine's hook client sees them
-    (``aimem import`` posts with the same server and token as the hooks)."""
-    data_dir = client_data_dir(os.environ)
-    return data_dir, client_config(os.environ, data_dir)
+    (``aimem import`` posts with the same server and token as the hooks). With ``home`` (an
+    installer's throwaway HOME), the default data dir is that home's."""
+    env = dict(os.environ)
+    if home is not None and not env.get("AIMEM_DATA_DIR"):
+        env["AIMEM_DATA_DIR"] = str(home / ".local" / "share" / "aimem")
+    data_dir = client_data_dir(env)
+    return data_dir, client_config(env, data_dir)
 
 
 CLIENT_TOKEN = Path("auth") / "client-token"  # written by the installers (aimem_cli.installers.credentials)

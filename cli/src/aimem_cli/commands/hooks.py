@@ -71,15 +71,10 @@ def server_credential(api_key: str | None, data_dir: Path | None, *, create: boo
 def _hook_target(token: str | None, home: Path | None) -> Path | None:
     """The hook client's data dir when it must be given ``token`` (it finds another one or
     none); under ``--home`` (a throwaway HOME) its default dir is that home's."""
-    import os
+    from aimem_cli.hookclient import client_settings
 
-    from aimem_cli.hookclient import client_config, client_data_dir
-
-    env = dict(os.environ)
-    if home is not None and not env.get("AIMEM_DATA_DIR"):
-        env["AIMEM_DATA_DIR"] = str(home / ".local" / "share" / "aimem")
-    client_dir = client_data_dir(env)
-    return client_dir if token and client_config(env, client_dir)["token"] != token else None
+    client_dir, seen = client_settings(home)
+    return client_dir if token and seen["token"] != token else None
 
 
 ApiKeyOpt = typer.Option(None, "--api-key", help="a user's API key (aimem api-key create) to send instead of "
