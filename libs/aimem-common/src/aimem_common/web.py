@@ -214,7 +214,7 @@ class DriveByGuard:
             if not (ctype == "application/json" or ctype.endswith("+json")):
                 refused = _error(415, "unsupported_media_type", "request bodies must be application/json")
         if refused is not None:
-            await _refuse(refused, scope, receive, send)
+            await refused(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -247,9 +247,10 @@ class RequestGate:
     * The request body must arrive in full within ``server.body_read_timeout_s`` of the
       headers: else the gate answers 408 ``body_timeout`` with ``Connection: close`` itself
       and tells the route the client went away (whatever the route answers after that is
-      dropped). A route that answers without reading the whole body (404, its own 401)
-      has the connection closed after its answer. Reading after the body (server-sent
-      events waiting for a disconnect) is not bounded.
+      dropped). Reading after the body (server-sent events waiting for a disconnect) is
+      not bounded. An answer given before the body was read (a refusal, a 404) keeps
+      the connection: the client finishes sending and reads it (closing at once would
+      reset a client still sending and lose the answer).
 
     Without a root token nothing is refused here (auth off, loopback only), the time
     bound still applies.
@@ -272,7 +273,7 @@ class RequestGate:
             return
         refused = await self._refusal(scope)
         if refused is not None:
-            await _refuse(refused, scope, receive, send)
+            await refused(scope, receive, send)
             return
         if not _has_body(scope):
             await self.app(scope, receive, send)
@@ -332,10 +333,6 @@ class RequestGate:
             nonlocal started
             if answered:
                 return
-            if message["type"] == "http.response.start" and not body_done:
-                # answered before the body was read (404, 401...): close rather than wait
-                # for the rest of a body nobody will read
-                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
             started = True
             await send(message)
 
@@ -353,14 +350,6 @@ async def _send_body_timeout(send: Send, timeout_s: float) -> None:
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})
     await send({"type": "http.response.body", "body": body})
-
-
-async def _refuse(response: Response, scope: Scope, receive: Receive, send: Send) -> None:
-    """Send a refusal without reading the request; close the connection when a body was
-    announced (nobody will read it, and the client must not hold the connection with it)."""
-    if _has_body(scope):
-        response.headers["connection"] = "close"
-    await response(scope, receive, send)
 
 
 def _has_body(scope: Scope) -> bool:
