@@ -262,9 +262,13 @@ class AuthSettings(BaseModel):
 class ServerSettings(BaseModel):
     """HTTP limits every service applies before a route runs (``aimem_common.web.RequestGate``)."""
 
-    # A request body must arrive in full within this many seconds of its headers, else 408
-    # and the connection is closed (a client that stalls mid-body holds nothing for long).
+    # A request body must arrive within this many seconds of its headers, extended by one
+    # second per ``body_min_rate_bytes_s`` bytes received (a 2 MiB import over a slow
+    # link), never past ``body_read_max_s``; else 408 and the connection is closed: a
+    # client that stalls mid-body holds nothing for long.
     body_read_timeout_s: float = Field(5.0, gt=0)
+    body_min_rate_bytes_s: int = Field(64 * 1024, gt=0)
+    body_read_max_s: float = Field(60.0, gt=0)
 
 
 class MetricsSettings(BaseModel):

@@ -244,8 +244,11 @@ class RequestGate:
       its own error body: ``/mcp``), and ``/metrics`` plus the API docs
       (``/openapi.json``, ``/docs``, ``/redoc``) unless ``metrics.require_token``, which
       makes those need a root credential (403 ``forbidden`` for a scoped key).
-    * The request body must arrive in full within ``server.body_read_timeout_s`` of the
-      headers: else the gate answers 408 ``body_timeout`` with ``Connection: close`` itself
+    * The request body must arrive within ``server.body_read_timeout_s`` of the headers,
+      extended by a second per ``server.body_min_rate_bytes_s`` bytes received, never past
+      ``server.body_read_max_s`` (a minimum rate, not a fixed time: a large body on a slow
+      link passes, a stalled or trickled one does not): else the gate answers 408
+      ``body_timeout`` with ``Connection: close`` itself
       and tells the route the client went away (whatever the route answers after that is
       dropped). Reading after the body (server-sent events waiting for a disconnect) is
       not bounded. An answer given before the body was read (a refusal, a 404) keeps
@@ -263,6 +266,8 @@ class RequestGate:
         self.app = app
         self.token: str | None = settings.auth.token
         self.timeout_s: float = settings.server.body_read_timeout_s
+        self.min_rate: int = settings.server.body_min_rate_bytes_s
+        self.max_s: float = settings.server.body_read_max_s
         self.root_only = ("/metrics", *docs_paths) if settings.metrics.require_token else ()
         self.open = self._OPEN + (() if settings.metrics.require_token else ("/metrics", *docs_paths))
         self.self_auth = self_auth
@@ -309,11 +314,12 @@ class RequestGate:
         return None
 
     async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        deadline = asyncio.get_running_loop().time() + self.timeout_s
+        start = asyncio.get_running_loop().time()
+        deadline = start + self.timeout_s
         body_done = answered = started = False
 
         async def bounded_receive() -> Message:
-            nonlocal body_done, answered
+            nonlocal body_done, answered, deadline
             if answered:
                 return {"type": "http.disconnect"}
             if body_done:
@@ -324,9 +330,10 @@ class RequestGate:
             except TimeoutError:
                 answered = True
                 if not started:
-                    await _send_body_timeout(send, self.timeout_s)
+                    await _send_body_timeout(send, deadline - start)
                 return {"type": "http.disconnect"}
             body_done = message["type"] != "http.request" or not message.get("more_body", False)
+            deadline = min(deadline + len(message.get("body", b"")) / self.min_rate, start + self.max_s)
             return message
 
         async def guarded_send(message: Message) -> None:
@@ -345,7 +352,7 @@ class RequestGate:
 
 async def _send_body_timeout(send: Send, timeout_s: float) -> None:
     body = JSONResponse({"error": {"code": "body_timeout",
-                                   "message": f"request body not received within {timeout_s:g} s"}}).body
+                                   "message": f"request body not received within {timeout_s:.3g} s"}}).body
     await send({"type": "http.response.start", "status": 408,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})

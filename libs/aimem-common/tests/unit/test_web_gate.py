@@ -16,9 +16,11 @@ pytestmark = [pytest.mark.asyncio]
 TOKEN = "root-token-for-the-gate"
 
 
-def _app(*, token: str | None = TOKEN, require_token: bool = False, timeout_s: float = 0.3) -> tuple[FastAPI, list]:
-    settings = config.Settings(auth={"token": token}, server={"body_read_timeout_s": timeout_s},
-                               metrics={"require_token": require_token})
+def _app(*, token: str | None = TOKEN, require_token: bool = False, timeout_s: float = 0.3,
+         min_rate: int = 65536) -> tuple[FastAPI, list]:
+    settings = config.Settings(auth={"token": token}, metrics={"require_token": require_token},
+                               server={"body_read_timeout_s": timeout_s, "body_min_rate_bytes_s": min_rate,
+                                       "body_read_max_s": 5.0})
     app = FastAPI()
     install_error_handlers(app)
     install_gate(app, settings, self_auth=("/mcp",))
@@ -80,13 +82,15 @@ async def test_without_a_token_nothing_is_refused() -> None:
         assert (await c.get("/metrics")).status_code == 200
 
 
-async def _call(app: FastAPI, messages: list[dict], stall: bool) -> tuple[list[dict], float]:
-    """Drive ``app`` with raw ASGI: ``messages`` as the body, then (``stall``) never more."""
+async def _call(app: FastAPI, messages: list[dict], stall: bool, gap_s: float = 0.0) -> tuple[list[dict], float]:
+    """Drive ``app`` with raw ASGI: ``messages`` as the body (``gap_s`` apart), then
+    (``stall``) never more."""
     queue = list(messages)
     sent: list[dict] = []
 
     async def receive() -> dict:
         if queue:
+            await asyncio.sleep(gap_s)
             return queue.pop(0)
         if stall:
             await asyncio.sleep(3600)
@@ -121,3 +125,16 @@ async def test_a_body_in_time_reaches_the_route_whole() -> None:
                                 {"type": "http.request", "body": b"1}", "more_body": False}], stall=False)
     assert sent[0]["status"] == 200 and seen == [b'{"p":1}']
     assert (b"connection", b"close") not in sent[0]["headers"]
+
+
+async def test_a_body_arriving_at_the_minimum_rate_may_take_longer_than_the_initial_bound() -> None:
+    app, seen = _app(timeout_s=0.3, min_rate=2000)  # each 1,000 bytes buy 0.5 s more
+    chunks = [{"type": "http.request", "body": b" " * 1000, "more_body": True} for _ in range(5)]
+    chunks.append({"type": "http.request", "body": b"{}", "more_body": False})
+    sent, took = await _call(app, chunks, stall=False, gap_s=0.2)
+    assert sent[0]["status"] == 200 and took > 0.3 and len(seen) == 1
+    # a trickle below the rate is cut at the bound
+    app, seen = _app(timeout_s=0.3, min_rate=2000)
+    trickle = [{"type": "http.request", "body": b" ", "more_body": True} for _ in range(20)]
+    sent, took = await _call(app, trickle, stall=False, gap_s=0.1)
+    assert sent[0]["status"] == 408 and took < 1.0 and seen == []
