@@ -378,7 +378,7 @@ def test_schemathesis_finds_no_server_error_on_any_service(stack, tmp_path):
         cmd = [*_schemathesis(), "run", stack.url(service) + "/openapi.json", "-H", f"Authorization: Bearer {TOKEN}",
                "--checks", "not_a_server_error", "--phases", "examples,coverage,fuzzing", "--max-examples", "6",
                "--seed", str(SEED), "--workers", "1", "--request-timeout", "15", "--no-color"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=tmp_path)  # its cache dir
         (tmp_path / f"{service}.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
             failures.append(f"{service} (exit {proc.returncode}):\n{(proc.stdout + proc.stderr)[:6000]}")
