@@ -14,7 +14,7 @@ import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -27,6 +27,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from aimem_common.auth import KEY_PREFIX, authenticate, bearer
 from aimem_common.errors import AimemError, BackPressureError, ForbiddenError, UnauthorizedError
 from aimem_common.telemetry import Telemetry, tracing_enabled
+
+if TYPE_CHECKING:
+    from aimem_common.config import Settings
 
 log = logging.getLogger("aimem.web")
 
@@ -248,12 +251,12 @@ class RequestGate:
       extended by a second per ``server.body_min_rate_bytes_s`` bytes received, never past
       ``server.body_read_max_s`` (a minimum rate, not a fixed time: a large body on a slow
       link passes, a stalled or trickled one does not): else the gate answers 408
-      ``body_timeout`` with ``Connection: close`` itself
-      and tells the route the client went away (whatever the route answers after that is
-      dropped). Reading after the body (server-sent events waiting for a disconnect) is
-      not bounded. An answer given before the body was read (a refusal, a 404) keeps
-      the connection: the client finishes sending and reads it (closing at once would
-      reset a client still sending and lose the answer).
+      ``body_timeout`` with ``Connection: close`` itself and tells the route the client
+      went away (whatever the route answers after that is dropped). Reading after the
+      body (server-sent events waiting for a disconnect) is not bounded. An answer given
+      before the body was read (a refusal, a 404) keeps the connection: the client
+      finishes sending and reads it (closing at once would reset a client still sending
+      and lose the answer).
 
     Without a root token nothing is refused here (auth off, loopback only), the time
     bound still applies.
@@ -261,7 +264,7 @@ class RequestGate:
 
     _OPEN = ("/healthz",)
 
-    def __init__(self, app: ASGIApp, settings: Any, docs_paths: tuple[str, ...] = (),
+    def __init__(self, app: ASGIApp, settings: Settings, docs_paths: tuple[str, ...] = (),
                  self_auth: tuple[str, ...] = ()):
         self.app = app
         self.token: str | None = settings.auth.token
@@ -367,7 +370,7 @@ def _has_body(scope: Scope) -> bool:
     return False
 
 
-def install_gate(app: FastAPI, settings: Any, self_auth: tuple[str, ...] = ()) -> None:
+def install_gate(app: FastAPI, settings: Settings, self_auth: tuple[str, ...] = ()) -> None:
     """Add ``RequestGate`` for ``settings`` (``self_auth``: path prefixes that authenticate
     before reading, with their own error body)."""
     docs = tuple(p for p in (app.openapi_url, app.docs_url, app.swagger_ui_oauth2_redirect_url, app.redoc_url) if p)
