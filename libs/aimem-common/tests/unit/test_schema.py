@@ -90,3 +90,21 @@ def test_fts_indexes_latest_versions_only(tmp_path: Path) -> None:
     hits = lambda q: [r[0] for r in conn.execute("SELECT rowid FROM pages_fts WHERE pages_fts MATCH ?", (q,))]
     assert hits("zebra") == []
     assert hits("lion") == [2]
+
+
+def test_a_database_of_an_earlier_release_is_moved_forward(tmp_path: Path) -> None:
+    """A DB last migrated to 6 (the release before dead letters) gains every later table."""
+    from aimem_common.db.schema import MIGRATIONS
+
+    path = tmp_path / "m.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for version, sql in MIGRATIONS:
+        if version > 6:
+            break
+        conn.executescript(sql)
+        conn.execute(f"PRAGMA user_version = {version}")
+    assert "dead_letters" not in tables(conn)
+    conn.close()
+    conn = open_writer(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert "dead_letters" in tables(conn)
