@@ -81,7 +81,7 @@ class _EvilSite(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     root = tmp_path_factory.mktemp("driveby")
-    with LocalStack(root / "data", root / "logs") as s:  # no token, no extra settings: `make up`
+    with LocalStack(root / "data", root / "logs") as s:  # no extra settings: `make up` (its generated token)
         yield s
 
 
@@ -97,18 +97,18 @@ def evil_site(stack):
 
 
 def _observations(stack) -> int:
-    return httpx.get(stack.url("query") + "/api/v1/status").json()["counts"]["observations"]
+    return httpx.get(stack.url("query") + "/api/v1/status", headers=stack.headers).json()["counts"]["observations"]
 
 
 def _projects(stack) -> set[str]:
-    ws = httpx.get(stack.url("query") + "/api/v1/workspaces").json()
+    ws = httpx.get(stack.url("query") + "/api/v1/workspaces", headers=stack.headers).json()
     return {p["project"] for w in ws for p in w["projects"]}
 
 
 def test_a_foreign_page_can_neither_write_nor_read_the_memory(stack, evil_site):
     # what the developer's own agent stored (the positive control: this path stores)
     r = httpx.post(stack.url("ingress") + "/hook", params={"agent": "claude-code", "project": SECRET_PROJECT},
-                   json={**EVENT, "session_id": "mine", "prompt": "the real plan"})
+                   json={**EVENT, "session_id": "mine", "prompt": "the real plan"}, headers=stack.headers)
     assert r.status_code == 202, r.text
     deadline = time.monotonic() + 30
     while _observations(stack) < 1 and time.monotonic() < deadline:
@@ -153,10 +153,10 @@ def test_a_foreign_page_can_neither_write_nor_read_the_memory(stack, evil_site):
 def test_a_rebinding_host_is_refused_by_every_service(stack):
     for service in SERVICES:
         for path in ("/openapi.json", "/api/v1/workspaces", "/mcp"):
-            r = httpx.get(stack.url(service) + path, headers={"Host": "evil.example"})
+            r = httpx.get(stack.url(service) + path, headers={"Host": "evil.example", **stack.headers})
             assert r.status_code == 421 and r.json()["error"]["code"] == "misdirected_host", (service, path)
             assert SECRET_PROJECT not in r.text
         assert httpx.get(stack.url(service) + "/healthz", headers={"Host": "evil.example"}).status_code == 200
     r = httpx.post(stack.url("ingress") + "/hook", params={"agent": "claude-code", "project": "victim"},
-                   headers={"Host": "evil.example"}, content=json.dumps(EVENT))
+                   headers={"Host": "evil.example", **stack.headers}, content=json.dumps(EVENT))
     assert r.status_code == 421
