@@ -261,6 +261,26 @@ class AuthSettings(BaseModel):
     insecure_bind: bool = False
 
 
+class ServerSettings(BaseModel):
+    """HTTP limits every service applies before a route runs (``aimem_common.web.RequestGate``)."""
+
+    # A request body must arrive within this many seconds of its headers, extended by one
+    # second per ``body_min_rate_bytes_s`` bytes received (a 2 MiB import over a slow
+    # link), never past ``body_read_max_s``; else 408 and the connection is closed: a
+    # client that stalls mid-body holds nothing for long.
+    body_read_timeout_s: float = Field(5.0, gt=0)
+    body_min_rate_bytes_s: int = Field(64 * 1024, gt=0)
+    body_read_max_s: float = Field(60.0, gt=0)
+
+
+class MetricsSettings(BaseModel):
+    """Exposure of ``/metrics``, ``/openapi.json`` and ``/docs`` on every service."""
+
+    # True: these need the root credential like any other route (Prometheus then sends
+    # ``Authorization: Bearer <token>``); False: open, as a loopback install needs.
+    require_token: bool = False
+
+
 class WebSettings(BaseModel):
     """The browser interface at query ``/web`` (``[web]``)."""
 
@@ -316,6 +336,8 @@ class Settings(BaseSettings):
     llm_fallbacks: list[LlmCandidate] = []
     embedding: EmbeddingSettings = EmbeddingSettings()
     auth: AuthSettings = AuthSettings()
+    server: ServerSettings = ServerSettings()
+    metrics: MetricsSettings = MetricsSettings()
     web: WebSettings = WebSettings()
     replication: ReplicationSettings = ReplicationSettings()
 

@@ -157,6 +157,9 @@ async def _authorize(ctx: IngressContext, request: Request) -> Principal:
     Raises:
         UnauthorizedError: 401 for a missing, wrong or revoked credential while auth is on.
     """
+    cached = getattr(request.state, "principal", None)  # the request gate already looked the key up
+    if cached is not None:
+        return cached
     header = request.headers.get("authorization")
     root_token = ctx.settings.auth.token
     token = bearer(header)
