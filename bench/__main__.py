@@ -15,8 +15,8 @@ import sys
 import time
 import traceback
 
-ORDER = ["footprint", "writer_throughput", "hook_ingest", "hook_identity", "visibility", "query_latency",
-         "web_screens", "import_throughput", "locomo", "locomo_local", "basic_memory", "read_replica"]
+ORDER = ["footprint", "writer_throughput", "hook_ingest", "hook_identity", "hook_auth", "visibility",
+         "query_latency", "web_screens", "import_throughput", "locomo", "locomo_local", "basic_memory", "read_replica"]
 
 
 def run(name: str) -> bool:

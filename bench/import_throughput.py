@@ -116,7 +116,8 @@ def run_size(sessions: int, work: Path, turns: tuple[int, int]) -> dict:
     tag = f"{sessions}-{turns[1]}"
     with LocalStack(work / f"data-{tag}", work / f"logs-{tag}") as stack:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
-        env.update(AIMEM_DATA_DIR=str(work / f"client-{tag}"), AIMEM_INGRESS_URL=stack.url("ingress"))
+        env.update(AIMEM_DATA_DIR=str(work / f"client-{tag}"), AIMEM_INGRESS_URL=stack.url("ingress"),
+                   AIMEM_AUTH__TOKEN=stack.token)
         procs = descendants(stack.proc.pid)
         cpu0 = _cpu(procs)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -269,10 +269,11 @@ async def check_vector_stream(client: httpx.AsyncClient, query: str, data: Loade
 
 
 async def run(data_path: Path, ingress: str, query: str, label: str, *, db_path: Path | None = None,
-              embedder: str = "none") -> dict[str, Any]:
+              embedder: str = "none", token: str | None = None) -> dict[str, Any]:
     data = load(data_path)
     extra: dict[str, Any] = {}
-    async with httpx.AsyncClient(timeout=30) as client:
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with httpx.AsyncClient(timeout=30, headers=headers) as client:
         t0 = time.perf_counter()
         events = sum(await asyncio.gather(*(ingest_conversation(client, ingress, c) for c in data.conversations)))
         await wait_visible(client, query, data.conversations, timeout_s=300)
@@ -358,6 +359,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--ingress", help="use a running stack (ingress base URL) instead of starting one")
     ap.add_argument("--query", help="query service base URL of that running stack")
     ap.add_argument("--db", type=Path, help="that stack's memory.sqlite (read-only; to wait for embeddings)")
+    ap.add_argument("--token", help="that stack's root token (its <data dir>/auth/token)")
     ap.add_argument("--embedder", choices=["none", "local"], default="none",
                     help="also configure the local embedder (vector stream in RRF)")
     ap.add_argument("--keep-db", type=Path, help="copy the stack's memory.sqlite here after the run (for --offline)")
@@ -372,7 +374,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"LoCoMo data not found at {args.data} (expected ../shared/data/locomo)")
     label = "fts+entities+links" if args.embedder == "none" else "with local embedder"
     if args.ingress and args.query:
-        result = asyncio.run(run(args.data, args.ingress, args.query, label, db_path=args.db, embedder=args.embedder))
+        result = asyncio.run(run(args.data, args.ingress, args.query, label, db_path=args.db, embedder=args.embedder,
+                                 token=args.token))
     else:
         from aimem_testing.stack import LocalStack
 
@@ -383,7 +386,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             with LocalStack(Path(tmp) / "data", Path(tmp) / "logs", extra_env=env) as stack:
                 db = Path(tmp) / "data" / "db" / "memory.sqlite"
                 result = asyncio.run(run(args.data, stack.url("ingress"), stack.url("query"), label,
-                                         db_path=db, embedder=args.embedder))
+                                         db_path=db, embedder=args.embedder, token=stack.token))
                 if args.keep_db:
                     keep_db(db, args.keep_db)
     path = write_result(f"locomo-{args.embedder}", result)

@@ -22,7 +22,8 @@ import httpx
 from bench.common import pct, table, write_result
 
 
-async def run_rate(ingress: str, db_path: Path, rate: int, seconds: float) -> dict[str, Any]:
+async def run_rate(ingress: str, db_path: Path, rate: int, seconds: float,
+                   headers: dict[str, str] | None = None) -> dict[str, Any]:
     from aimem_common.db.connect import open_reader
 
     reader = open_reader(db_path, wait_s=30)
@@ -30,7 +31,7 @@ async def run_rate(ingress: str, db_path: Path, rate: int, seconds: float) -> di
     seen: dict[str, float] = {}
     n = int(rate * seconds)
     limits = httpx.Limits(max_connections=32, max_keepalive_connections=32)
-    async with httpx.AsyncClient(timeout=5, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=5, limits=limits, headers=headers) as client:
 
         async def one(i: int, due: float) -> None:
             await asyncio.sleep(max(0.0, due - time.perf_counter()))
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with LocalStack(Path(tmp) / "data", Path(tmp) / "logs") as stack:
             db = Path(tmp) / "data" / "db" / "memory.sqlite"
             for rate in (int(r) for r in args.rates.split(",")):
-                rows.append(asyncio.run(run_rate(stack.url("ingress"), db, rate, args.seconds)))
+                rows.append(asyncio.run(run_rate(stack.url("ingress"), db, rate, args.seconds, stack.headers)))
     print("\n202 → visible to readers (read-only SQLite, what query/MCP read)")
     print(table(rows, ["rate", "accepted", "visible", "p50_ms", "p95_ms", "p99_ms", "max_ms"]))
     result = {"rows": rows, "seconds_per_rate": args.seconds}

@@ -237,3 +237,21 @@ def test_identity_travels_with_the_event_and_capture_rules_drop_in_the_client(tm
                    url=fake_ingress.url)
     assert proc.stdout == b"" and len(fake_ingress.requests) == before
     assert not (tmp_path / "c" / "spool" / "last-session.claude-code.json").exists()
+
+
+def test_token_order_env_installed_copy_config_then_the_servers_file(tmp_path):
+    from aimem_cli.hookclient import client_config
+
+    def token(env: dict) -> str | None:
+        return client_config(env, tmp_path)["token"]
+
+    auth = tmp_path / "auth"
+    auth.mkdir()
+    assert token({}) is None
+    (auth / "token").write_text("generated-by-up\n")  # this is also the server's data dir
+    assert token({}) == "generated-by-up"
+    (tmp_path / "config.toml").write_text('[auth]\ntoken = "from-config"\n')
+    assert token({}) == "from-config"
+    (auth / "client-token").write_text("aim_installed-key\n")  # `install-hooks --api-key`
+    assert token({}) == "aim_installed-key"
+    assert token({"AIMEM_AUTH__TOKEN": "from-env"}) == "from-env"

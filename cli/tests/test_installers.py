@@ -24,9 +24,22 @@ FOREIGN = {  # a user's own hook in each client's format, which we must never to
 }
 
 
+@pytest.fixture(autouse=True)
+def _no_server_here(tmp_path, monkeypatch):
+    """Run from an empty folder: the installers' default server data dir is ``./data``, and
+    a developer's own stack there must not hand its token to these tests."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("AIMEM_DATA_DIR", raising=False)
+    monkeypatch.delenv("AIMEM_AUTH__TOKEN", raising=False)
+
+
 def cli(*args: str) -> tuple[int, str]:
+    """Run the CLI; its output without the notes (no server data dir here: no credential)."""
     result = CliRunner().invoke(build_app(), list(args))
-    return result.exit_code, result.output
+    return result.exit_code, "".join(line for line in result.output.splitlines(keepends=True)
+                                     if not line.startswith("aimem: note:"))
 
 
 def hook_file(client: str, home: Path) -> Path:
@@ -246,3 +259,70 @@ def test_codex_follows_codex_home(tmp_path, monkeypatch):
     hooks = str(tmp_path / "codex-home/hooks.json")
     assert f"{hooks}:session_start:0:0" in conf["hooks"]["state"]
     assert not (tmp_path / "home/.codex").exists()
+
+
+KEY = "aim_" + "k" * 43  # a user API key as `aimem api-key create` prints it
+
+
+@pytest.mark.parametrize("client,rel,table", [
+    ("claude-code", ".claude.json", "mcpServers"), ("gemini-cli", ".gemini/settings.json", "mcpServers"),
+    ("cursor", ".cursor/mcp.json", "mcpServers"), ("copilot-cli", ".copilot/mcp-config.json", "mcpServers"),
+    ("opencode", ".config/opencode/opencode.json", "mcp"),
+])
+def test_install_mcp_writes_the_credential_as_a_header_owner_only(tmp_path, client, rel, table):
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}")
+    path.chmod(0o644)
+    dry = cli("install-mcp", "--client", client, "--home", str(tmp_path), "--api-key", KEY, "--dry-run")[1]
+    assert KEY not in dry and "Bearer <token>" in dry  # a diff never shows the key
+    assert cli("install-mcp", "--client", client, "--home", str(tmp_path), "--api-key", KEY)[0] == 0
+    assert json.loads(path.read_text())[table]["aimem"]["headers"] == {"Authorization": f"Bearer {KEY}"}
+    assert path.stat().st_mode & 0o777 == 0o600  # it now holds a credential
+    assert "already up to date" in cli("install-mcp", "--client", client, "--home", str(tmp_path), "--api-key", KEY)[1]
+
+
+def test_install_mcp_codex_http_headers_and_no_token_in_project_files(tmp_path):
+    import tomllib
+
+    cfg = tmp_path / ".codex/config.toml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text('[mcp_servers.aimem]\nurl = "http://old/mcp"\nhttp_headers = { Authorization = "Bearer old" }\n'
+                   '\n[mcp_servers.x]\nurl = "keep"\n')
+    assert cli("install-mcp", "--client", "codex", "--home", str(tmp_path), "--api-key", KEY)[0] == 0
+    doc = tomllib.loads(cfg.read_text())
+    assert doc["mcp_servers"]["aimem"] == {"url": "http://127.0.0.1:8703/mcp",
+                                           "http_headers": {"Authorization": f"Bearer {KEY}"}}
+    assert doc["mcp_servers"]["x"] == {"url": "keep"}
+    fresh = tmp_path / "fresh"
+    assert cli("install-mcp", "--client", "codex", "--home", str(fresh), "--api-key", KEY)[0] == 0
+    assert tomllib.loads((fresh / ".codex/config.toml").read_text())["mcp_servers"]["aimem"]["http_headers"] == {
+        "Authorization": f"Bearer {KEY}"}
+    project = tmp_path / "repo"
+    project.mkdir()
+    code, out = cli("install-mcp", "--client", "claude-code", "--scope", "project", "--project-dir", str(project),
+                    "--home", str(tmp_path), "--api-key", KEY)
+    assert code == 0 and KEY not in (project / ".mcp.json").read_text()  # committed with the repository
+
+
+def test_install_hooks_gives_the_hook_client_the_key_not_the_commands(tmp_path):
+    assert cli("install-hooks", "--client", "claude-code", "--home", str(tmp_path), "--api-key", KEY)[0] == 0
+    copy = tmp_path / ".local/share/aimem/auth/client-token"
+    assert copy.read_text().strip() == KEY and copy.stat().st_mode & 0o777 == 0o600
+    assert KEY not in (tmp_path / ".claude/settings.json").read_text()
+
+
+def test_installers_take_the_servers_token_from_its_data_dir(tmp_path):
+    from aimem_common import config
+
+    data = tmp_path / "server"
+    (data / "db").mkdir(parents=True)  # an aimem data dir before its first `aimem up`
+    home = tmp_path / "home"
+    assert cli("install-hooks", "--client", "gemini-cli", "--home", str(home), "--data-dir", str(data))[0] == 0
+    token = config.read_token_file(data)
+    assert token and (data / "auth/token").stat().st_mode & 0o777 == 0o600  # made here, as `aimem up` would
+    assert (home / ".local/share/aimem/auth/client-token").read_text().strip() == token
+    not_ours = tmp_path / "project-data"
+    not_ours.mkdir()
+    assert cli("install-hooks", "--client", "cursor", "--home", str(home), "--data-dir", str(not_ours))[0] == 0
+    assert not (not_ours / "auth").exists()  # a folder that is not an aimem data dir is left alone

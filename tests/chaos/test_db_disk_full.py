@@ -39,7 +39,7 @@ def test_db_disk_full_under_load_loses_nothing(tmp_path, tmpfs) -> None:
 
         async def load() -> None:
             w = asyncio.create_task(watch())
-            await post_paced(stack.url("ingress"), rate=100, seconds=10, log=log)
+            await post_paced(stack.url("ingress"), rate=100, seconds=10, log=log, token=stack.token)
             stop.set()
             await w
 

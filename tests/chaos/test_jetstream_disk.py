@@ -50,7 +50,7 @@ def test_jetstream_disk_full_recovers_without_a_manual_restart(tmp_path, tmpfs) 
                     await asyncio.sleep(0.5)
 
             w = asyncio.create_task(watch())
-            await post_paced(stack.url("ingress"), rate=20, seconds=10, log=log, filler=4000)
+            await post_paced(stack.url("ingress"), rate=20, seconds=10, log=log, filler=4000, token=stack.token)
             await w
 
         asyncio.run(run())
@@ -63,7 +63,7 @@ def test_jetstream_disk_full_recovers_without_a_manual_restart(tmp_path, tmpfs) 
         disk.unfill()  # space returns; nobody restarts anything by hand
         t0 = time.monotonic()
         accepted_again = None
-        with httpx.Client(base_url=stack.url("ingress"), timeout=5) as client:
+        with httpx.Client(base_url=stack.url("ingress"), timeout=5, headers=stack.headers) as client:
             while time.monotonic() - t0 < 60:
                 r = client.post("/hook?agent=claude-code", json={**PROMPT, "prompt": f"after {time.monotonic()}"})
                 if r.status_code == 202:

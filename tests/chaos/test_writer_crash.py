@@ -74,7 +74,7 @@ def test_sigstop_writer_429_within_bound_and_nothing_lost(tmp_path) -> None:
         log = PostLog()
         os.kill(writer, signal.SIGSTOP)
         try:
-            asyncio.run(post_paced(stack.url("ingress"), rate=50, seconds=bound_s + 5, log=log, filler=200))
+            asyncio.run(post_paced(stack.url("ingress"), rate=50, seconds=bound_s + 5, log=log, filler=200, token=stack.token))
         finally:
             os.kill(writer, signal.SIGCONT)
         first_429 = min((t for s, _, t in log.refused if s == 429), default=None)

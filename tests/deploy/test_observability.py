@@ -32,12 +32,12 @@ def post_hook(base_url: str, shared_dir: Path, name: str = FIXTURE, **headers: s
 def test_promql_metric_names_exist_in_running_stack(stack, shared_dir):
     # Exercise a few endpoints so labelled series exist too (families are checked anyway).
     for name in ("SessionStart.json", FIXTURE, "PostToolUse.Bash.json"):
-        post_hook(stack.url("ingress"), shared_dir, name)
-    httpx.get(stack.url("query") + "/api/v1/status", timeout=10)
+        assert post_hook(stack.url("ingress"), shared_dir, name, **stack.headers).status_code == 202
+    httpx.get(stack.url("query") + "/api/v1/status", timeout=10, headers=stack.headers)
     time.sleep(1.0)
     exposed: set[str] = set()
     for svc in SERVICES:
-        resp = httpx.get(stack.url(svc) + "/metrics", timeout=10)
+        resp = httpx.get(stack.url(svc) + "/metrics", timeout=10, headers=stack.headers)
         assert resp.status_code == 200, svc
         exposed |= promql.exposed_names(resp.text)
     used = {f"rule {n}": e for n, e in promql.rule_exprs(RULES).items()}

@@ -37,7 +37,7 @@ def hook(stack, tmp_path: Path, agent: str, event_file: Path) -> subprocess.Comp
     event = event_file.stem.split(".")[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
     env.update(AIMEM_INGRESS_URL=stack.url("ingress"), AIMEM_DATA_DIR=str(tmp_path / "client-data"),
-               AIMEM_HOOK_BUDGET_MS="3000")  # a loaded CI box: the budget, not the behaviour, grows
+               AIMEM_HOOK_BUDGET_MS="3000", AIMEM_AUTH__TOKEN=stack.token)  # a loaded CI box: the budget, not the behaviour, grows
     return subprocess.run(
         [sys.executable, "-m", "aimem_cli", "hook", "--agent", agent, "--event", event],
         input=event_file.read_bytes(), env=env, capture_output=True, timeout=30,
@@ -68,13 +68,16 @@ def tool_result(res: Any) -> Any:
     return json.loads(text)
 
 
-async def mcp_call(url: str, name: str, args: dict[str, Any]) -> Any:
+async def mcp_call(url: str, name: str, args: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
-    async with Client(url) as client:
-        res = await client.call_tool(name, args)
-        assert not getattr(res, "is_error", False) and not getattr(res, "isError", False), res
-        return tool_result(res)
+    async with create_mcp_http_client(headers=headers) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            res = await client.call_tool(name, args)
+            assert not getattr(res, "is_error", False) and not getattr(res, "isError", False), res
+            return tool_result(res)
 
 
 def test_agent_journey(stack, shared_dir: Path, tmp_path: Path) -> None:
@@ -87,7 +90,8 @@ def test_agent_journey(stack, shared_dir: Path, tmp_path: Path) -> None:
     for name in CLAUDE_EVENTS:
         out = hook(stack, tmp_path, "claude-code", fixtures / "claude-code" / f"{name}.json")
         assert out.returncode == 0, out.stderr
-    page = wait_for(lambda: (r := httpx.get(f"{query}/page", params={"path": f"sessions/{claude_sid}.md"})).status_code == 200 and r.json(),
+    page = wait_for(lambda: (r := httpx.get(f"{query}/page", params={"path": f"sessions/{claude_sid}.md"},
+                                                headers=stack.headers)).status_code == 200 and r.json(),
                     what="the session page")
     body = page["body"]
     assert "Add pagination to GET /v1/invoices" in body  # the user's prompt
@@ -117,12 +121,12 @@ def test_agent_journey(stack, shared_dir: Path, tmp_path: Path) -> None:
                 f"not used. Agreed in session {claude_sid}.\n")
     written = asyncio.run(mcp_call(mcp_url, "memory_write_page", {
         "workspace": "default", "project": PROJECT, "path": DECISION, "body": decision,
-        "frontmatter": {"entities": ["pagination", "invoices API"]}}))
+        "frontmatter": {"entities": ["pagination", "invoices API"]}}, stack.headers))
     assert written["path"] == DECISION and written["page_id"] > 0
 
     # 3. Gemini finds both through memory_query (official client) ...
     found = asyncio.run(mcp_call(mcp_url, "memory_query", {
-        "workspace": "default", "project": PROJECT, "query": "how do we paginate the invoices endpoint?"}))
+        "workspace": "default", "project": PROJECT, "query": "how do we paginate the invoices endpoint?"}, stack.headers))
     paths = [h["path"] for h in found["hits"]]
     assert DECISION in paths and f"sessions/{claude_sid}.md" in paths, paths
     session_hit = next(h for h in found["hits"] if h["path"] == f"sessions/{claude_sid}.md")
@@ -135,7 +139,8 @@ def test_agent_journey(stack, shared_dir: Path, tmp_path: Path) -> None:
     if npx is None:
         pytest.skip("npx (Node) is not installed: the MCP Inspector CLI leg cannot run")
     proc = subprocess.run(
-        [npx, "-y", "@modelcontextprotocol/inspector@0.15.0", "--cli", mcp_url, "--transport", "http",
+        [npx, "-y", "@modelcontextprotocol/inspector-cli@0.16.8", "--cli", mcp_url, "--transport", "http",
+         "--header", f"Authorization: Bearer {stack.token}",
          "--method", "tools/call", "--tool-name", "memory_query",
          "--tool-arg", "workspace=default", f"--tool-arg", f"project={PROJECT}",
          "--tool-arg", "query=cursor pagination invoices"],

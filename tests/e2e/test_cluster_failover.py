@@ -125,7 +125,8 @@ async def _drive(url: str, stack: LocalStack, data_dir: Path) -> dict:
             conn = await pool.get()
             sent = time.monotonic()
             try:
-                status = await conn.post("/hook?agent=claude-code", body, {"Idempotency-Key": key}, 10.0)
+                status = await conn.post("/hook?agent=claude-code", body, {"Idempotency-Key": key, **stack.headers},
+                                         10.0)
             finally:
                 pool.put_nowait(conn)
             answers.append((sent - t0, time.monotonic() - sent, status))

@@ -47,7 +47,7 @@ def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
 def env_for(stack: LocalStack, client: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
     env.update(AIMEM_DATA_DIR=str(client), AIMEM_INGRESS_URL=stack.url("ingress"),
-               AIMEM_SERVER_URL=stack.url("query"))
+               AIMEM_SERVER_URL=stack.url("query"), AIMEM_AUTH__TOKEN=stack.token)
     return env
 
 
@@ -55,7 +55,7 @@ def live_pages(stack: LocalStack) -> dict[str, tuple[str, str]]:
     items, after = [], 0
     while True:
         r = httpx.get(stack.url("query") + "/api/v1/workspaces/default/projects/acme-api/export",
-                      params={"part": "pages", "after": after}, timeout=30)
+                      params={"part": "pages", "after": after}, timeout=30, headers=stack.headers)
         if r.status_code == 404:
             return {}
         data = r.json()
@@ -75,11 +75,14 @@ def wait_for(fn, timeout_s: float = 120.0, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-async def top_hits(mcp_url: str) -> dict[str, list[str]]:
+async def top_hits(mcp_url: str, headers: dict[str, str]) -> dict[str, list[str]]:
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
 
     out = {}
-    async with Client(mcp_url) as client:
+    async with create_mcp_http_client(headers=headers) as http, \
+            Client(streamable_http_client(mcp_url, http_client=http)) as client:
         for q in QUERIES:
             res = await client.call_tool("memory_query", {"query": q, "workspace": "default",
                                                           "project": "acme-api", "limit": 5})
@@ -104,7 +107,7 @@ def test_export_then_restore_into_a_fresh_stack_round_trips(tmp_path):
         sessions = sum(1 for s, p in corpus.projects.items() if p == "acme-api")
         pages_a = wait_for(lambda: (p := live_pages(a)) and len(p) >= len(PAGES) + sessions and p,
                            what="stack A's pages")
-        hits_a = asyncio.run(top_hits(a.url("mcp-gateway") + "/mcp"))
+        hits_a = asyncio.run(top_hits(a.url("mcp-gateway") + "/mcp", a.headers))
         vault, zipped = tmp_path / "vault", tmp_path / "acme.zip"
         manifest = json.loads(cli(env_a, "export", "--project", "acme-api", "--to", str(vault), "--json").stdout)
         cli(env_a, "export", "--project", "acme-api", "--to", str(zipped), "--format", "jsonl")
@@ -130,7 +133,7 @@ def test_export_then_restore_into_a_fresh_stack_round_trips(tmp_path):
             assert out["pages"] == len(pages_a) and out["observations"] == manifest["counts"]["observations"]
             pages_b = wait_for(lambda: (p := live_pages(b)) == pages_a and p, what="the same pages in stack B")
             assert pages_b == pages_a
-            hits_b = asyncio.run(top_hits(b.url("mcp-gateway") + "/mcp"))
+            hits_b = asyncio.run(top_hits(b.url("mcp-gateway") + "/mcp", b.headers))
             assert hits_b == hits_a and any(hits_a.values())
             assert httpx.get(b.url("query") + "/api/v1/workspaces/default/projects/acme-api/handoffs",
-                             timeout=30).json() in ([], {"handoffs": []})
+                             timeout=30, headers=b.headers).json() in ([], {"handoffs": []})

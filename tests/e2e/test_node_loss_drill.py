@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from aimem_common import config
 from aimem_common.natsserver import free_port, wait_port
 from aimem_testing.stack import LocalStack, free_port_block
 
@@ -83,9 +84,9 @@ def _hook(c: httpx.Client, sid: str, event: str, **extra) -> int:
     return c.post("/hook?agent=claude-code", json=body).status_code
 
 
-def _searches(query_url: str) -> dict:
+def _searches(query_url: str, headers: dict[str, str]) -> dict:
     out = {}
-    with httpx.Client(base_url=query_url, timeout=10) as c:
+    with httpx.Client(base_url=query_url, timeout=10, headers=headers) as c:
         for q in QUERIES:
             r = c.get("/api/v1/search", params={"q": q, "project": "drill", "limit": 10})
             r.raise_for_status()
@@ -148,7 +149,7 @@ def test_node_loss_drill_restores_everything_before_the_replication_point(tmp_pa
     stack = LocalStack(node_a, tmp_path / "logs-a", extra_env=ENV).start()
     try:
         # -- phase 1: pages and hook sessions, then wait for the replication point ------------
-        with httpx.Client(base_url=stack.url("query"), timeout=30) as q:
+        with httpx.Client(base_url=stack.url("query"), timeout=30, headers=stack.headers) as q:
             for i in range(20):
                 topic = TOPICS[i % len(TOPICS)]
                 r = q.post("/admin/pages", json={"workspace": "default", "project": "drill",
@@ -156,7 +157,7 @@ def test_node_loss_drill_restores_everything_before_the_replication_point(tmp_pa
                                                  "body": f"# Note {i}: {topic}\n\nWhat we learned about {topic} (#{i}).\n"})
                 assert r.status_code == 200, r.text
         phase1_keys = []
-        with httpx.Client(base_url=stack.url("ingress"), timeout=10) as c:
+        with httpx.Client(base_url=stack.url("ingress"), timeout=10, headers=stack.headers) as c:
             for s in range(3):
                 sid = f"drill-s{s}"
                 assert _hook(c, sid, "SessionStart", source="startup") == 202
@@ -171,13 +172,13 @@ def test_node_loss_drill_restores_everything_before_the_replication_point(tmp_pa
         t_written = time.time()
 
         def caught_up():
-            st = httpx.get(stack.url("query") + "/admin/status", timeout=5).json()["replication"]
+            st = httpx.get(stack.url("query") + "/admin/status", timeout=5, headers=stack.headers).json()["replication"]
             wiki, db = st.get("wiki", {}), st.get("db", {})
             return (wiki.get("head") and wiki.get("head") == wiki.get("pushed")
                     and (db.get("last_sync_at") or 0) > t_written + 1.5 and st)
 
         status_a = _wait(caught_up, 60, "both replicas to catch up")
-        searches = _searches(stack.url("query"))
+        searches = _searches(stack.url("query"), stack.headers)
         pages_a = sorted(_db_rows(db_a, "SELECT path, content_hash FROM pages WHERE is_latest = 1"))
         remote_head = _git(remote, "rev-parse", "main")
         remote_log = _git(remote, "log", "--format=%H %s", "main").splitlines()
@@ -186,7 +187,7 @@ def test_node_loss_drill_restores_everything_before_the_replication_point(tmp_pa
 
         # -- phase 2: hooks keep coming; then the node is lost -------------------------------
         acked: list[tuple[float, str]] = []
-        with httpx.Client(base_url=stack.url("ingress"), timeout=10) as c:
+        with httpx.Client(base_url=stack.url("ingress"), timeout=10, headers=stack.headers) as c:
             t_end = time.time() + PHASE2_S
             i = 0
             while time.time() < t_end:
@@ -216,14 +217,15 @@ def test_node_loss_drill_restores_everything_before_the_replication_point(tmp_pa
         start_s = time.monotonic() - t1
         db_b = node_b / "db" / "memory.sqlite"
         pages_b = sorted(_db_rows(db_b, "SELECT path, content_hash FROM pages WHERE is_latest = 1"))
-        searches_b = _searches(stack_b.url("query"))
+        searches_b = _searches(stack_b.url("query"), stack_b.headers)
         bodies = " ".join(b for (b,) in _db_rows(db_b, "SELECT body FROM observations"))
         history_b = _git(node_b / "wiki", "log", "--format=%H %s").splitlines()
         # the restored node refuses a second restore while its writer runs
         again = subprocess.run([sys.executable, "-m", "aimem_cli", "restore", "--from-replica", "--data-dir",
                                 str(node_b)], capture_output=True, text=True, env=env, timeout=60)
         # and keeps replicating: its checkpoints reach the same remote
-        _wait(lambda: httpx.get(stack_b.url("query") + "/admin/status").json()["replication"]["wiki"].get("pushed"),
+        _wait(lambda: httpx.get(stack_b.url("query") + "/admin/status", headers=stack_b.headers).json()[
+              "replication"]["wiki"].get("pushed"),
               30, "the new node's first push")
 
     restored = {k for _, k in acked if k in bodies.split()}
@@ -255,7 +257,7 @@ def test_read_replica_follows_the_primary_within_seconds(tmp_path, s3):
         (d / "config.toml").write_text(f'[replication]\ns3_bucket = "{BUCKET}"\ns3_endpoint = "{s3}"\n'
                                        "sync_interval_s = 1.0\n")
     with LocalStack(primary, tmp_path / "logs-p", extra_env=ENV) as stack:
-        q = httpx.Client(base_url=stack.url("query"), timeout=30)
+        q = httpx.Client(base_url=stack.url("query"), timeout=30, headers=stack.headers)
         assert q.post("/admin/pages", json={"project": "drill", "path": "concepts/first.md",
                                             "body": "# First\n\nreplicated before the replica starts\n"}).status_code == 200
         base = free_port_block()
@@ -269,9 +271,14 @@ def test_read_replica_follows_the_primary_within_seconds(tmp_path, s3):
         try:
             r_url = f"http://127.0.0.1:{base + 1}"
 
+            def replica_auth() -> dict[str, str]:  # the replica's own generated root token
+                token = config.read_token_file(node_r)
+                return {"Authorization": f"Bearer {token}"} if token else {}
+
             def found(text: str):
                 try:
-                    hits = httpx.get(r_url + "/api/v1/search", params={"q": text, "project": "drill"}, timeout=5)
+                    hits = httpx.get(r_url + "/api/v1/search", params={"q": text, "project": "drill"}, timeout=5,
+                                     headers=replica_auth())
                 except httpx.HTTPError:
                     return None
                 return hits.status_code == 200 and [h["path"] for h in hits.json()["hits"]]
@@ -289,7 +296,7 @@ def test_read_replica_follows_the_primary_within_seconds(tmp_path, s3):
             # the replica's writes go to the primary's writer over the bus
             r = httpx.post(r_url + "/admin/pages", json={"project": "drill", "path": "concepts/from-replica.md",
                                                          "body": "# From the replica\n\nwritten through it\n"},
-                           timeout=30)
+                           timeout=30, headers=replica_auth())
             assert r.status_code == 200, r.text
             assert _wait(lambda: found("written through it"), 30, "the replica's own write to come back")
             assert _wait(lambda: q.get("/api/v1/search", params={"q": "written through", "project": "drill"}).json()[

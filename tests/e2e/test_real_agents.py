@@ -79,7 +79,9 @@ class Agent:
                 "NODE_USE_ENV_PROXY": "1", **extra}
 
     def aimem(self, *args: str) -> str:
-        proc = subprocess.run([AIMEM, *args, "--home", str(self.home)], capture_output=True, text=True, timeout=60,
+        """Run an installer as its user would: the stack's data dir is where it finds the token."""
+        where = ["--data-dir", str(self.stack.data_dir)] if args[0] in ("install-hooks", "install-mcp") else []
+        proc = subprocess.run([AIMEM, *args, *where, "--home", str(self.home)], capture_output=True, text=True, timeout=60,
                               env={**{k: v for k, v in os.environ.items() if k != "CODEX_HOME"},
                                    "HOME": str(self.home)})
         assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -41,7 +41,7 @@ TEXT = "\n".join(LINES)
 
 
 def _hook(stack, event: dict) -> None:
-    r = httpx.post(stack.url("ingress") + "/hook?agent=claude-code", json=event, timeout=10)
+    r = httpx.post(stack.url("ingress") + "/hook?agent=claude-code", json=event, timeout=10, headers=stack.headers)
     assert r.status_code == 202, r.text
 
 
@@ -93,24 +93,24 @@ def test_no_raw_secret_on_any_write_path(stack, tmp_path: Path) -> None:
 
     async def mcp_writes() -> None:
         await mcp_call(mcp, "memory_write_page", {**scope, "path": "notes/creds.md", "title": LINES[0],
-                                                   "body": "# Creds\n" + TEXT})
-        await mcp_call(mcp, "memory_write_page", {**scope, "project": "other-proj", "path": "notes/x.md", "body": "x"})
+                                                   "body": "# Creds\n" + TEXT}, stack.headers)
+        await mcp_call(mcp, "memory_write_page", {**scope, "project": "other-proj", "path": "notes/x.md", "body": "x"}, stack.headers)
         await mcp_call(mcp, "memory_message_send", {**scope, "to_project": "other-proj", "subject": LINES[2],
-                                                    "body": TEXT})
+                                                    "body": TEXT}, stack.headers)
         await mcp_call(mcp, "memory_handoff_begin", {**scope, "summary": TEXT, "title": LINES[1],
-                                                     "next_steps": LINES[:3]})
+                                                     "next_steps": LINES[:3]}, stack.headers)
         await mcp_call(mcp, "memory_feedback", {**scope, "path": "notes/creds.md", "signal": "wrong",
-                                                "reason": TEXT})
+                                                "reason": TEXT}, stack.headers)
 
     asyncio.run(mcp_writes())
     # 3. admin REST
-    r = httpx.post(stack.url("query") + "/admin/pages", timeout=30,
+    r = httpx.post(stack.url("query") + "/admin/pages", timeout=30, headers=stack.headers,
                    json={**scope, "path": "notes/admin.md", "title": LINES[3], "body": TEXT})
     assert r.status_code == 200, r.text
     # 4. the CLI
     body_file = tmp_path / "page.md"
     body_file.write_text("# From the CLI\n" + TEXT)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")} | {"AIMEM_DATA_DIR": str(stack.data_dir)}
     out = subprocess.run([sys.executable, "-m", "aimem_cli", "write-page", "notes/cli.md", "--file", str(body_file),
                           "--title", LINES[4], "-w", "default", "-p", "secret-proj",
                           "--server", stack.url("query")], capture_output=True, text=True, env=env, timeout=60)
@@ -119,10 +119,10 @@ def test_no_raw_secret_on_any_write_path(stack, tmp_path: Path) -> None:
     # Everything applied and checkpointed: the session page exists and git has committed.
     query = stack.url("query") + "/api/v1/workspaces/default/projects/secret-proj"
     deadline = time.monotonic() + 30
-    while httpx.get(f"{query}/page", params={"path": f"sessions/{sid}.md"}).status_code != 200:
+    while httpx.get(f"{query}/page", params={"path": f"sessions/{sid}.md"}, headers=stack.headers).status_code != 200:
         assert time.monotonic() < deadline, "the session page never appeared"
         time.sleep(0.25)
-    page = httpx.get(f"{query}/page", params={"path": "notes/creds.md"}).json()
+    page = httpx.get(f"{query}/page", params={"path": "notes/creds.md"}, headers=stack.headers).json()
     assert "[REDACTED:" in page["body"] and "[REDACTED:" in page["title"]
     time.sleep(2.0)  # the debounced git checkpoint (500 ms) and ledger appends
     hits = _raw_hits(stack)

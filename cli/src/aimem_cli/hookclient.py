@@ -26,8 +26,11 @@ identity resolution and capture rules (the server then falls back to the cwd's n
 
 Configuration (the one config read outside ``aimem_common.config.load``, allowed for
 speed: pydantic alone costs ~100 ms to import): ``AIMEM_INGRESS_URL``, else
-``ingress_url`` in ``<data_dir>/config.toml``, else ``http://127.0.0.1:8701``; the root token
-from ``AIMEM_AUTH__TOKEN`` or ``[auth] token``. ``<data_dir>`` is ``AIMEM_DATA_DIR``, else
+``ingress_url`` in ``<data_dir>/config.toml``, else ``http://127.0.0.1:8701``; the bearer
+token from ``AIMEM_AUTH__TOKEN``, else ``<data_dir>/auth/client-token`` (the root token or
+user API key the installers wrote, mode 0600), else ``[auth] token``, else
+``<data_dir>/auth/token`` (the root token ``aimem up`` generates when this is also the
+server's data dir). ``<data_dir>`` is ``AIMEM_DATA_DIR``, else
 ``$XDG_DATA_HOME/aimem`` (``~/.local/share/aimem``): the user's data dir, never a path
 relative to the agent's cwd. The spool lives in ``<data_dir>/spool/``.
 """
@@ -244,16 +247,34 @@ def client_data_dir(env: Any) -> Path:
     return Path(base) / "aimem"
 
 
-def client_settings() -> tuple[Path, dict[str, str | None]]:
+def client_settings(home: Path | None = None) -> tuple[Path, dict[str, str | None]]:
     """Return ``(data_dir, {"url", "token"})`` as this machine's hook client sees them
-    (``aimem import`` posts with the same server and token as the hooks)."""
-    data_dir = client_data_dir(os.environ)
-    return data_dir, client_config(os.environ, data_dir)
+    (``aimem import`` posts with the same server and token as the hooks). With ``home`` (an
+    installer's throwaway HOME), the default data dir is that home's."""
+    env = dict(os.environ)
+    if home is not None and not env.get("AIMEM_DATA_DIR"):
+        env["AIMEM_DATA_DIR"] = str(home / ".local" / "share" / "aimem")
+    data_dir = client_data_dir(env)
+    return data_dir, client_config(env, data_dir)
+
+
+CLIENT_TOKEN = Path("auth") / "client-token"  # written by the installers (aimem_cli.installers.credentials)
+SERVER_TOKEN = Path("auth") / "token"  # aimem_common.config.token_path: what `aimem up` generates
+
+
+def read_secret(path: Path) -> str | None:
+    """The stripped first line of a token file; None when absent, empty or unreadable."""
+    try:
+        return path.read_text("utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def client_config(env: Any, data_dir: Path) -> dict[str, str | None]:
-    """Return ``{"url", "token"}`` from env, else ``<data_dir>/config.toml``, else defaults."""
+    """Return ``{"url", "token"}`` from env, else ``<data_dir>``'s files, else defaults (the
+    order is the module docstring's)."""
     url, token = env.get("AIMEM_INGRESS_URL"), env.get("AIMEM_AUTH__TOKEN")
+    token = token or read_secret(data_dir / CLIENT_TOKEN)
     if not (url and token):
         toml = data_dir / "config.toml"
         if toml.is_file():
@@ -266,6 +287,7 @@ def client_config(env: Any, data_dir: Path) -> dict[str, str | None]:
             url = url or doc.get("ingress_url")
             auth = doc.get("auth")
             token = token or (auth.get("token") if isinstance(auth, dict) else None)
+    token = token or read_secret(data_dir / SERVER_TOKEN)
     return {"url": str(url or DEFAULT_URL), "token": token}
 
 

@@ -18,7 +18,8 @@ from aimem_cli.client import CliError, Client
 from aimem_common import config
 
 ServerOpt = typer.Option(None, "--server", help="Query service URL (default: settings.server_url).")
-TokenOpt = typer.Option(None, "--token", help="Bearer token (default: AIMEM_AUTH__TOKEN / config.toml).")
+TokenOpt = typer.Option(None, "--token", help="Bearer token (default: AIMEM_AUTH__TOKEN, config.toml, the data dir's "
+                        "auth/token, else the hook client's token).")
 JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
 WsOpt = typer.Option(None, "--workspace", "-w", help="Workspace (default: settings.workspace_default).")
 PjOpt = typer.Option(None, "--project", "-p", help="Project (default: this directory's .aimem.toml, else its repository's name).")
@@ -42,13 +43,25 @@ def load_settings(data_dir: Path | None = None) -> config.Settings:
 def client(server: str | None, token: str | None) -> Iterator[Client]:
     """Yield a ``Client`` for the configured server; turn ``CliError`` into exit 1."""
     s = load_settings()
-    c = Client(server or s.server_url, token if token is not None else s.auth.token)
+    c = Client(server or s.server_url, token if token is not None else default_token(s))
     try:
         yield c
     except CliError as exc:
         fail(str(exc))
     finally:
         c.close()
+
+
+def default_token(settings: config.Settings) -> str | None:
+    """The bearer token of a command without ``--token``: the settings' root token (env,
+    ``config.toml``, else ``<data_dir>/auth/token``), else the one the hook client sends
+    (``aimem_cli.hookclient.client_config``), so commands run outside the server's data dir
+    still authenticate."""
+    if settings.auth.token:
+        return settings.auth.token
+    from aimem_cli.hookclient import client_settings
+
+    return client_settings()[1]["token"]
 
 
 def scope(workspace: str | None, project: str | None) -> tuple[str, str]:

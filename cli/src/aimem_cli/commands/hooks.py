@@ -5,6 +5,14 @@ existing hooks are kept, running twice changes nothing, ``--dry-run`` prints the
 diff instead of writing, and ``uninstall-hooks`` removes only the handlers running
 ``aimem hook``. For Codex the same plan switches hooks on and trusts aimem's hooks in
 ``~/.codex/config.toml`` (one marked block, removed again by ``uninstall-hooks``).
+
+Both installers carry a credential so a fresh install works against a server that is never
+open: ``--api-key`` (a user's ``aim_`` key), else the server's root token (``AIMEM_AUTH__TOKEN``,
+``config.toml`` or ``<data_dir>/auth/token``, generated here when the data dir exists and has
+none yet, as ``aimem up`` would). ``install-hooks`` writes it to the hook client's
+``<client data dir>/auth/client-token`` (0600) unless the hook client already finds that
+credential; ``install-mcp`` writes it as an ``Authorization`` header into the user-scope
+MCP entry (a project's file gets none: it is usually committed).
 """
 
 from __future__ import annotations
@@ -22,11 +30,57 @@ FINALIZE_NOTE = "Codex before 0.145, Antigravity and any client without a reliab
 
 
 def _target(scope: str, project_dir: Path | None, home: Path | None, ingress_url: str,
-            codex_home: Path | None = None) -> Target:
+            codex_home: Path | None = None, token: str | None = None, client_dir: Path | None = None) -> Target:
     if scope not in ("user", "project"):
         raise typer.BadParameter("--scope must be user or project")
     return Target(scope=scope, home=(home or Path.home()), project_dir=(project_dir or Path.cwd()).resolve(),
-                  ingress_url=ingress_url, codex_home=codex_home.expanduser() if codex_home else None)
+                  ingress_url=ingress_url, codex_home=codex_home.expanduser() if codex_home else None,
+                  token=token, client_dir=client_dir)
+
+
+# A directory holding one of these is an aimem data dir (a plain ./data folder is not).
+_DATA_DIR_MARKS = ("config.toml", "auth", "db", "nats", "wiki")
+
+
+def server_credential(api_key: str | None, data_dir: Path | None, *, create: bool = True) -> str | None:
+    """The credential clients should send: ``api_key``, else the server's root token (see the
+    module docstring); None when there is no server data dir to take one from.
+
+    Raises:
+        typer.Exit: the configuration cannot be loaded or the token file cannot be created.
+    """
+    from aimem_common import config
+
+    if api_key:
+        return api_key.strip()
+    try:
+        settings = config.load(data_dir, check_writable=False)
+        if settings.auth.token:
+            return settings.auth.token
+        if create and any((settings.data_dir / m).exists() for m in _DATA_DIR_MARKS):
+            return config.ensure_token_file(settings.data_dir)[0]
+    except config.ConfigError as exc:
+        typer.echo(f"aimem: {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    if create:  # --dry-run prints the diff only
+        typer.echo(f"aimem: note: no aimem data dir at {settings.data_dir} (pass --data-dir or --api-key):"
+                   " installing without a credential", err=True)
+    return None
+
+
+def _hook_target(token: str | None, home: Path | None) -> Path | None:
+    """The hook client's data dir when it must be given ``token`` (it finds another one or
+    none); under ``--home`` (a throwaway HOME) its default dir is that home's."""
+    from aimem_cli.hookclient import client_settings
+
+    client_dir, seen = client_settings(home)
+    return client_dir if token and seen["token"] != token else None
+
+
+ApiKeyOpt = typer.Option(None, "--api-key", help="a user's API key (aimem api-key create) to send instead of "
+                         "the root token")
+DataDirOpt = typer.Option(None, "--data-dir", help="the server's data dir, where its root token is "
+                          "(default ./data or $AIMEM_DATA_DIR)")
 
 
 # Codex keeps its user files in $CODEX_HOME when set: the installers follow it.
@@ -65,9 +119,12 @@ def register(app: typer.Typer) -> None:
         ingress_url: str = typer.Option(DEFAULT_INGRESS_URL, "--ingress-url",
                                         help="default ingress for the OpenCode plugin"),
         codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
+        api_key: str = ApiKeyOpt,
+        data_dir: Path = DataDirOpt,
     ) -> None:
         """Wire `aimem hook` into a client's lifecycle hooks (merges, never clobbers)."""
-        target = _target(scope, project_dir, home, ingress_url, codex_home)
+        token = server_credential(api_key, data_dir, create=not dry_run)
+        target = _target(scope, project_dir, home, ingress_url, codex_home, token, _hook_target(token, home))
         _run(lambda: plan_hooks(client, target), dry_run)
 
     @app.command("uninstall-hooks")
@@ -92,9 +149,15 @@ def register(app: typer.Typer) -> None:
         project_dir: Path = typer.Option(None, "--project-dir"),
         home: Path = typer.Option(None, "--home", hidden=True),
         codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
+        api_key: str = ApiKeyOpt,
+        data_dir: Path = DataDirOpt,
     ) -> None:
         """Register the aimem MCP server (Streamable HTTP) with a client."""
-        target = _target(scope, project_dir, home, DEFAULT_INGRESS_URL, codex_home)
+        token = server_credential(api_key, data_dir, create=not dry_run)
+        target = _target(scope, project_dir, home, DEFAULT_INGRESS_URL, codex_home, token)
+        if token and scope == "project":
+            typer.echo("aimem: note: the project's MCP file gets no token (it is usually committed); add an "
+                       "Authorization header by hand or use --scope user", err=True)
         _run(lambda: plan_mcp(client, target, url), dry_run)
 
     @app.command("finalize-session")

@@ -17,7 +17,7 @@ import typer
 from aimem_common import config
 from aimem_common.replication import litestream_binary, litestream_env, write_litestream_config
 
-from aimem_cli.commands.up import Supervisor, log, run_foreground
+from aimem_cli.commands.up import Supervisor, ensure_root_token, log, run_foreground
 
 REPLICA_SERVICES = ["query", "mcp-gateway"]
 
@@ -33,7 +33,9 @@ def replica(
     """Run a read replica: Litestream follows the primary's DB; query and mcp-gateway serve it.
 
     Needs ``replication.s3_bucket`` (the primary's bucket) and ``bus.nats_url`` (the primary's
-    NATS) in the config; refuses a data dir where a writer runs.
+    NATS) in the config; refuses a data dir where a writer runs. Without a configured root
+    token it generates its own in ``<data_dir>/auth/token``, as ``aimem up`` does (user API
+    keys, in the replicated database, work on both).
     """
     overrides = {k: v for k, v in (("port_base", port_base), ("host", host)) if v is not None}
     try:
@@ -52,6 +54,7 @@ def replica(
         if why and "writer" in why:
             typer.echo(f"aimem replica: {why}; a replica never runs beside a writer", err=True)
             raise typer.Exit(2)
+    token_note = ensure_root_token(settings, "aimem replica")  # as `aimem up`: never open
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
     settings.db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -67,6 +70,7 @@ def replica(
                AIMEM_QUERY__READ_REOPEN="true")
     sup = Supervisor(settings, [], litestream_env(env), log_dir, litestream=follow, services=REPLICA_SERVICES)
     log(f"read replica of s3://{settings.replication.s3_bucket}/{settings.replication.s3_path} in {settings.data_dir}")
+    log(token_note)
     run_foreground(sup, health_timeout_s, "replica healthy:")
 
 

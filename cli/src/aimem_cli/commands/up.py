@@ -14,6 +14,11 @@ every member's URL and create the streams with 3 replicas, so the bus survives t
 one server. With ``replication.s3_bucket`` configured it also runs ``litestream replicate``
 on ``db/memory.sqlite`` (see ``aimem_common.replication``).
 
+Without a configured root token (``AIMEM_AUTH__TOKEN`` / ``[auth] token``) it generates one at
+first start, ``<data_dir>/auth/token`` (mode 0600, ``config.ensure_token_file``); the
+services, the CLI and the installers read it from there (``config.load``), so a fresh stack
+is never open, on loopback or on ``--host 0.0.0.0``.
+
 A service that exits with 2 (a configuration error: fixing it needs the operator) is not
 restarted; the supervisor says so once. Each nats-server (every cluster member) is probed
 every ``NATS_PROBE_S`` on its monitoring ``/healthz``: a JetStream store error (its disk
@@ -290,7 +295,8 @@ def up(
     nats_port: int = typer.Option(None, "--nats-port", help="NATS client port (default from bus.nats_url, 4222; 0 = any free)."),
     host: str = typer.Option(None, "--host", help="Bind address of the services (default 127.0.0.1)."),
     log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log instead of the terminal."),
-    insecure_bind: bool = typer.Option(False, "--insecure-bind", help="Allow a non-loopback bind without an auth token."),
+    insecure_bind: bool = typer.Option(False, "--insecure-bind", help="Allow a non-loopback bind without an auth "
+                                       "token (aimem up always has one: the configured or its generated token)."),
     health_timeout_s: float = typer.Option(30.0, "--health-timeout", help="Seconds to wait for every /healthz."),
     ingress_workers: int = typer.Option(None, "--ingress-workers", min=1, max=64,
                                         help="Ingress worker processes sharing its port (default ingress.workers, 1)."),
@@ -310,6 +316,7 @@ def up(
     except config.ConfigError as exc:
         typer.echo(f"aimem up: {exc.message}", err=True)
         raise typer.Exit(2)
+    token_note = ensure_root_token(settings, "aimem up")
     if nats_cluster == 2:
         typer.echo("aimem up: --nats-cluster needs 1 or at least 3 servers (2 cannot elect a leader after a loss)", err=True)
         raise typer.Exit(2)
@@ -352,7 +359,26 @@ def up(
         env.pop("AWS_CA_BUNDLE", None)  # litestream refuses custom root CAs ("unable to add custom RootCAs")
     sup = Supervisor(settings, nats_nodes, env, log_dir, litestream)
     log(f"data dir: {settings.data_dir}")
+    log(token_note)
     run_foreground(sup, health_timeout_s, "all services healthy:")
+
+
+def ensure_root_token(settings: config.Settings, command: str) -> str:
+    """Give ``settings`` a root token: the configured one, else ``<data_dir>/auth/token``
+    (generated, mode 0600, on the first start). The services find it there themselves
+    (``config.load``). Return the line to log.
+
+    Raises:
+        typer.Exit: code 2 when the token file cannot be created or read.
+    """
+    if settings.auth.token is not None:
+        return "auth: the configured root token"
+    try:
+        settings.auth.token, created = config.ensure_token_file(settings.data_dir)
+    except config.ConfigError as exc:
+        typer.echo(f"{command}: {exc.message}", err=True)
+        raise typer.Exit(2)
+    return f"auth: root token {'created in' if created else 'read from'} {config.token_path(settings.data_dir)}"
 
 
 def run_foreground(sup: Supervisor, health_timeout_s: float, ready: str) -> None:

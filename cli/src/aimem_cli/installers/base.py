@@ -27,6 +27,7 @@ class FileChange:
     path: Path
     old: str | None
     new: str | None
+    secret: str | None = None  # a credential in ``new``: written mode 0600, masked in diffs
 
     @property
     def changed(self) -> bool:
@@ -98,12 +99,15 @@ def diff(changes: list[FileChange]) -> str:
         new = (ch.new or "").splitlines(keepends=True)
         a = str(ch.path) if ch.old is not None else "/dev/null"
         b = str(ch.path) if ch.new is not None else "/dev/null"
-        out.extend(difflib.unified_diff(old, new, a, b))
+        lines = difflib.unified_diff(old, new, a, b)
+        out.extend(line.replace(ch.secret, "<token>") if ch.secret else line for line in lines)
     return "".join(line if line.endswith("\n") else line + "\n" for line in out)
 
 
 def apply(changes: list[FileChange]) -> list[Path]:
-    """Write every changed file atomically (tmp + fsync + rename); return the paths touched."""
+    """Write every changed file atomically (tmp + fsync + rename); return the paths touched.
+
+    A file keeps its mode; one carrying a credential (``FileChange.secret``) is made 0600."""
     touched = []
     for ch in changes:
         if not ch.changed:
@@ -118,7 +122,9 @@ def apply(changes: list[FileChange]) -> list[Path]:
                     fh.write(ch.new)
                     fh.flush()
                     os.fsync(fh.fileno())
-                if ch.path.exists():
+                if ch.secret:  # a credential: owner only, whatever the file's mode was
+                    os.chmod(tmp, 0o600)
+                elif ch.path.exists():
                     os.chmod(tmp, ch.path.stat().st_mode & 0o777)
                 os.replace(tmp, ch.path)
             except BaseException:

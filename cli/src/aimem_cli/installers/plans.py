@@ -79,6 +79,8 @@ class Target:
     binary: str | None = None
     ingress_url: str = "http://127.0.0.1:8701"
     codex_home: Path | None = None  # $CODEX_HOME: Codex's user files live there instead of ~/.codex
+    token: str | None = None  # the bearer credential (root token or user API key) clients send
+    client_dir: Path | None = None  # the hook client's data dir (its token file); None: not written
 
     def path(self, pair: tuple[str | None, str | None], client: str) -> Path:
         rel = pair[0] if self.scope == "user" else pair[1]
@@ -119,7 +121,20 @@ def plan_hooks(client: str, target: Target) -> list[FileChange]:
     changes = [json_change(path, text, doc)]
     if client == "codex":
         changes.append(_codex_config(target, path, doc))
-    return changes
+    return changes + plan_credential(target)
+
+
+def plan_credential(target: Target) -> list[FileChange]:
+    """The hook client's token file ``<client_dir>/auth/client-token`` (mode 0600) holding
+    ``target.token``, when both are set; the hook commands themselves carry no secret (a
+    command line is visible to every user of the machine, settings files are often shared)."""
+    if not (target.token and target.client_dir):
+        return []
+    from aimem_cli.hookclient import CLIENT_TOKEN
+
+    path = target.client_dir / CLIENT_TOKEN
+    text = read_text(path)
+    return [FileChange(path, text, target.token + "\n", secret=target.token)]
 
 
 def plan_unhooks(client: str, target: Target) -> list[FileChange]:
@@ -183,8 +198,9 @@ def plan_mcp(client: str, target: Target, url: str) -> list[FileChange]:
     _check(client)
     path = target.path(MCP_FILES[client], client)
     text = read_text(path)
+    token = mcp_token(target)
     if client == "codex":
-        return [FileChange(path, text, _toml_with_mcp(text, url, path))]
+        return [FileChange(path, text, _toml_with_mcp(text, url, path, token), secret=token)]
     doc = load_json(path, text)
     if client == "opencode":
         doc.setdefault("$schema", "https://opencode.ai/config.json")
@@ -197,10 +213,19 @@ def plan_mcp(client: str, target: Target, url: str) -> list[FileChange]:
             "cursor": {"url": url},
             "copilot-cli": {"type": "http", "url": url, "tools": ["*"]},
         }[client]
+    if token:
+        entry["headers"] = {"Authorization": f"Bearer {token}"}
     if not isinstance(table, dict):
         raise InstallError(f"{path}: the MCP server table is not an object")
     table["aimem"] = entry
-    return [json_change(path, text, doc)]
+    change = json_change(path, text, doc)
+    return [FileChange(change.path, change.old, change.new, secret=token)]
+
+
+def mcp_token(target: Target) -> str | None:
+    """The credential the MCP entry carries: ``target.token`` in the user's own files; none in
+    a project's, which is usually committed with the repository (README "Authentication")."""
+    return target.token if target.scope == "user" else None
 
 
 def _opencode_ok(path: Path, text: str | None) -> bool:
@@ -271,11 +296,13 @@ def _put(groups: list[Any], entry: dict[str, Any], *, flat: bool) -> None:
     groups[:] = [*rest[0], entry, *rest[1]]
 
 
-def _toml_with_mcp(text: str | None, url: str, path: Path | None = None) -> str:
-    """Return Codex's ``config.toml`` with ``[mcp_servers.aimem]`` pointing at ``url``.
+def _toml_with_mcp(text: str | None, url: str, path: Path | None = None, token: str | None = None) -> str:
+    """Return Codex's ``config.toml`` with ``[mcp_servers.aimem]`` pointing at ``url`` (and,
+    with ``token``, ``http_headers = { Authorization = "Bearer <token>" }``).
 
-    Appends the table when absent, rewrites its ``url`` line when it points elsewhere, and
-    refuses a file that is not valid TOML (or holds aimem in a form it cannot edit safely).
+    Appends the table when absent, rewrites its ``url``/``http_headers`` lines when they
+    differ, and refuses a file that is not valid TOML (or holds aimem in a form it cannot
+    edit safely).
     """
     import json
     import re
@@ -287,16 +314,34 @@ def _toml_with_mcp(text: str | None, url: str, path: Path | None = None) -> str:
     except tomllib.TOMLDecodeError as exc:
         raise InstallError(f"{path}: not valid TOML ({exc}); merge the aimem entries by hand") from None
     value = json.dumps(url)  # a TOML basic string: quotes and backslashes escaped
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    header_line = f"http_headers = {{ Authorization = {json.dumps(headers['Authorization'])} }}" if headers else ""
     servers = doc.get("mcp_servers")
     current = servers.get("aimem") if isinstance(servers, dict) else None
     if current is None:
         sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
-        return f"{text}{sep}[mcp_servers.aimem]\nurl = {value}\n"
-    if isinstance(current, dict) and current.get("url") == url:
+        return f"{text}{sep}[mcp_servers.aimem]\nurl = {value}\n" + (f"{header_line}\n" if headers else "")
+    if isinstance(current, dict) and current.get("url") == url and (
+            headers is None or current.get("http_headers") == headers):
         return text
     section = re.search(r"(?m)^\[mcp_servers\.aimem\][ \t]*(?:#.*)?$((?:\n(?!\s*\[).*)*)", text)
-    line = re.search(r"(?m)^[ \t]*url[ \t]*=.*$", section.group(1)) if section else None
+    body = section.group(1) if section else ""
+    line = re.search(r"(?m)^[ \t]*url[ \t]*=.*$", body)
     if line is None:
         raise InstallError(f"{path}: [mcp_servers.aimem] is not in a form aimem can update; set url = {value} by hand")
-    start = section.start(1) + line.start()
-    return text[:start] + f"url = {value}" + text[section.start(1) + line.end():]
+    body = body[:line.start()] + f"url = {value}" + body[line.end():]
+    if headers:
+        old_headers = re.search(r"(?m)^[ \t]*http_headers[ \t]*=.*$", body)
+        if old_headers is not None:
+            body = body[:old_headers.start()] + header_line + body[old_headers.end():]
+        else:
+            at = re.search(r"(?m)^[ \t]*url[ \t]*=.*$", body).end()
+            body = body[:at] + "\n" + header_line + body[at:]
+    out = text[:section.start(1)] + body + text[section.end(1):]
+    try:
+        got = tomllib.loads(out)["mcp_servers"]["aimem"]
+    except (tomllib.TOMLDecodeError, KeyError, TypeError):
+        got = None
+    if not got or got.get("url") != url or (headers and got.get("http_headers") != headers):
+        raise InstallError(f"{path}: [mcp_servers.aimem] is not in a form aimem can update; merge it by hand")
+    return out

@@ -1,4 +1,4 @@
-"""Authentication and authorization shared by ``/api``, ``/admin`` and ``/mcp``.
+"""Authentication and authorization shared by ``/api``, ``/admin``, ``/mcp`` and the hook routes.
 
 Credentials (``Authorization: Bearer <token>``):
 

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -253,10 +253,32 @@ class EmbeddingSettings(BaseModel):
 
 
 class AuthSettings(BaseModel):
-    """Root bearer token (``AIMEM_AUTH__TOKEN``); None = unauthenticated, loopback only."""
+    """Root bearer token (``AIMEM_AUTH__TOKEN`` or ``[auth] token``; else ``load`` reads the
+    token file ``aimem up`` generates, ``<data_dir>/auth/token``); None = unauthenticated,
+    loopback only."""
 
     token: str | None = None
     insecure_bind: bool = False
+
+
+class ServerSettings(BaseModel):
+    """HTTP limits every service applies before a route runs (``aimem_common.web.RequestGate``)."""
+
+    # A request body must arrive within this many seconds of its headers, extended by one
+    # second per ``body_min_rate_bytes_s`` bytes received (a 2 MiB import over a slow
+    # link), never past ``body_read_max_s``; else 408 and the connection is closed: a
+    # client that stalls mid-body holds nothing for long.
+    body_read_timeout_s: float = Field(5.0, gt=0)
+    body_min_rate_bytes_s: int = Field(64 * 1024, gt=0)
+    body_read_max_s: float = Field(60.0, gt=0)
+
+
+class MetricsSettings(BaseModel):
+    """Exposure of ``/metrics``, ``/openapi.json`` and ``/docs`` on every service."""
+
+    # True: these need the root credential like any other route (Prometheus then sends
+    # ``Authorization: Bearer <token>``); False: open, as a loopback install needs.
+    require_token: bool = False
 
 
 class WebSettings(BaseModel):
@@ -285,8 +307,10 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port_base: int = DEFAULT_PORT_BASE
     workspace_default: str = "default"
-    server_url: str = "http://127.0.0.1:8702"  # where the CLI finds the query/admin API
-    ingress_url: str = "http://127.0.0.1:8701"  # where `aimem hook` posts
+    # Where the CLI finds the query/admin API and where `aimem hook` posts; unless set, the
+    # local stack's ports under port_base (AIMEM_PORT_BASE=9701 → query on 9702).
+    server_url: str = "http://127.0.0.1:8702"
+    ingress_url: str = "http://127.0.0.1:8701"
     mcp_allowed_hosts: list[str] = ["mcp-gateway", "aimem-mcp-gateway", "localhost", "127.0.0.1"]
     # Host names every service answers (any port): loopback and the compose/Helm service
     # names; add the name a reverse proxy forwards. A request with another Host header (a DNS
@@ -312,11 +336,21 @@ class Settings(BaseSettings):
     llm_fallbacks: list[LlmCandidate] = []
     embedding: EmbeddingSettings = EmbeddingSettings()
     auth: AuthSettings = AuthSettings()
+    server: ServerSettings = ServerSettings()
+    metrics: MetricsSettings = MetricsSettings()
     web: WebSettings = WebSettings()
     replication: ReplicationSettings = ReplicationSettings()
 
     # Secrets named by `api_key_env` in [[llm_fallbacks]] are resolved once at load.
     resolved_env: dict[str, str] = Field(default_factory=dict, exclude=True)
+
+    @model_validator(mode="after")
+    def _local_urls_follow_port_base(self) -> "Settings":
+        if "server_url" not in self.model_fields_set:
+            self.server_url = f"http://127.0.0.1:{self.port_base + PORT_OFFSETS['query']}"
+        if "ingress_url" not in self.model_fields_set:
+            self.ingress_url = f"http://127.0.0.1:{self.port_base + PORT_OFFSETS['ingress']}"
+        return self
 
     @field_validator("log_level")
     @classmethod
@@ -414,8 +448,57 @@ def load(
         if key:
             settings.llm.api_key = key
     settings.resolved_env = resolved
+    if settings.auth.token is None:
+        settings.auth.token = read_token_file(abs_dir)
     log.info("aimem data dir: %s", abs_dir)
     return settings
+
+
+def token_path(data_dir: Path) -> Path:
+    """``<data_dir>/auth/token``: the root token ``aimem up`` generates when none is configured."""
+    return Path(data_dir) / "auth" / "token"
+
+
+def read_token_file(data_dir: Path) -> str | None:
+    """Return the token in ``token_path(data_dir)`` (stripped), or None when absent, empty or
+    unreadable (another user's data dir: the server then answers 401, which says why)."""
+    try:
+        return token_path(data_dir).read_text("utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def ensure_token_file(data_dir: Path) -> tuple[str, bool]:
+    """Return ``(token, created)``: the token of ``token_path(data_dir)``, generating it first
+    when absent (32 random bytes, URL-safe; the file is created with mode 0600 and never
+    rewritten; a file readable by others is narrowed to 0600).
+
+    Raises:
+        ConfigError: the file cannot be created or read.
+    """
+    import secrets
+
+    path = token_path(data_dir)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            if path.stat().st_mode & 0o077:
+                os.chmod(path, 0o600)
+                log.warning("%s was readable by others; its mode is now 0600", path)
+            token = path.read_text("utf-8").strip()
+            if not token:
+                raise ConfigError(f"{path} is empty: delete it to generate a new token") from None
+            return token, False
+        token = secrets.token_urlsafe(32)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(token + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        return token, True
+    except OSError as exc:
+        raise ConfigError(f"cannot create the auth token {path}: {exc.strerror or exc}") from exc
 
 
 def child_environ() -> dict[str, str]:

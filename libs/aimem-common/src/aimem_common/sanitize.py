@@ -82,8 +82,16 @@ class SanitizedObservation:
         )
 
 
+def _cut(text: str | None, max_chars: int) -> str | None:
+    """A metadata field cut to the ``observation.append`` limit (a client's odd value is
+    shortened, never a reason to refuse the event)."""
+    return text[:max_chars] if text and len(text) > max_chars else text
+
+
 def sanitize(obs: RawObservation) -> SanitizedObservation:
-    """Redact secrets in title/body/cwd/tool name, then cap title (512 B) and body (16 KiB).
+    """Redact secrets in title/body/cwd/tool name/model, then cap title (512 B) and body
+    (16 KiB), and cut the metadata fields to their payload limits (agent, extension 64;
+    model, source event 128; tool name 256; cwd 4096 characters).
 
     Returns the only kind of observation the writer accepts.
     """
@@ -109,14 +117,14 @@ def sanitize(obs: RawObservation) -> SanitizedObservation:
     raw = RawObservation(
         session_id=obs.session_id,
         kind=obs.kind,
-        agent=obs.agent,
-        cwd=clean(obs.cwd),
+        agent=_cut(obs.agent, 64) or "generic",
+        cwd=_cut(clean(obs.cwd), 4096),
         title=title,
         body=body,
-        tool_name=clean(obs.tool_name),
-        source_event=obs.source_event,
-        extension=obs.extension,
-        model=obs.model,
+        tool_name=_cut(clean(obs.tool_name), 256),
+        source_event=_cut(obs.source_event, 128),
+        extension=_cut(obs.extension, 64),
+        model=_cut(clean(obs.model), 128),
         occurred_at=obs.occurred_at,
     )
     return SanitizedObservation(raw, tuple(dict.fromkeys(kinds)), _token=_TOKEN)

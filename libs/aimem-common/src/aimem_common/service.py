@@ -29,7 +29,7 @@ from aimem_common.config import ConfigError, Settings
 from aimem_common.errors import UnavailableError
 from aimem_common.read.pool import ReaderPool
 from aimem_common.telemetry import Telemetry, setup_logging, setup_tracing
-from aimem_common.web import install_error_handlers, install_guard, install_observability
+from aimem_common.web import install_error_handlers, install_gate, install_guard, install_observability
 
 log = logging.getLogger("aimem.service")
 
@@ -180,14 +180,19 @@ def create_service_app(
     start: Callable[[Startup], Awaitable[ServiceContext]],
     *,
     not_ready: dict[str, Any] | None = None,
+    self_auth: tuple[str, ...] = (),
     **fastapi_kwargs: Any,
 ) -> FastAPI:
     """The FastAPI app of ``service``: lifespan, error handlers, ``/healthz``, ``/metrics``,
-    and the drive-by guard (Host, Origin, JSON bodies: ``aimem_common.web.DriveByGuard``).
+    the drive-by guard (Host, Origin, JSON bodies: ``aimem_common.web.DriveByGuard``) and
+    the request gate (credentials before the body, body-read time bound:
+    ``aimem_common.web.RequestGate``).
 
     Args:
         start: builds the service's parts and returns its context (see the module docstring).
         not_ready: ``/healthz`` checks before ``start`` has finished (default ``{"nats": False}``).
+        self_auth: path prefixes whose endpoint authenticates before reading, with its own
+            error body (the gate leaves their credentials alone, still bounds their bodies).
         fastapi_kwargs: passed to ``FastAPI`` (``summary``...); ``title`` is ``aimem-<service>``.
 
     The caller adds its routers to the returned app.
@@ -209,6 +214,7 @@ def create_service_app(
     app = FastAPI(title=f"aimem-{service}", lifespan=lifespan, **fastapi_kwargs)
     app.state.ctx = None
     install_error_handlers(app)
+    install_gate(app, settings, self_auth)  # innermost: timed and traced, behind the guard
     install_observability(app, telemetry, health)
     install_guard(app, [*settings.allowed_hosts, *settings.mcp_allowed_hosts], settings.host)
     return app

@@ -1,5 +1,6 @@
 """FastAPI pieces every service uses: error envelope, /healthz, /metrics, request timing,
-and the drive-by guard (Host, Origin, JSON bodies only).
+the drive-by guard (Host, Origin, JSON bodies only) and the request gate (credentials
+before the body, a time bound on reading it).
 
 The one HTTP error mapper: ``AimemError`` → its status and ``{"error": {code, message,
 data?}}``; request validation → 400 ``bad_request``; anything else → 500 ``internal``
@@ -8,10 +9,12 @@ data?}}``; request validation → 400 ``bad_request``; anything else → 500 ``i
 
 from __future__ import annotations
 
+import asyncio
+import hmac
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,8 +24,12 @@ from opentelemetry.propagate import extract
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aimem_common.errors import AimemError, BackPressureError
+from aimem_common.auth import KEY_PREFIX, authenticate, bearer
+from aimem_common.errors import AimemError, BackPressureError, ForbiddenError, UnauthorizedError
 from aimem_common.telemetry import Telemetry, tracing_enabled
+
+if TYPE_CHECKING:
+    from aimem_common.config import Settings
 
 log = logging.getLogger("aimem.web")
 
@@ -224,3 +231,147 @@ def install_guard(app: FastAPI, allowed_hosts: list[str], bind_host: str | None 
     """Add ``DriveByGuard`` for ``allowed_hosts`` (plus ``bind_host`` when it is a name or address)."""
     names = list(allowed_hosts) + ([bind_host] if bind_host else [])
     app.add_middleware(DriveByGuard, allowed=names)
+
+
+class RequestGate:
+    """Credentials from the headers before any body byte, and a bound on reading the body
+    (plain ASGI, every service).
+
+    * With a root token configured (``auth.token``), a request without a valid bearer
+      credential is answered 401 ``unauthorized`` at once, before its body is read: the
+      root token is compared here, a user API key (``aim_...``) is looked up through the
+      service's read pool (``app.state.ctx.read_pool``) and the resulting ``Principal`` is
+      left on ``request.state.principal`` for the route (``auth.get_principal``). Open:
+      ``/healthz``, the web UI (``/web``, ``/web/...``: its own login and session cookie),
+      the ``self_auth`` path prefixes (an endpoint that authenticates before reading, with
+      its own error body: ``/mcp``), and ``/metrics`` plus the API docs
+      (``/openapi.json``, ``/docs``, ``/redoc``) unless ``metrics.require_token``, which
+      makes those need a root credential (403 ``forbidden`` for a scoped key).
+    * The request body must arrive within ``server.body_read_timeout_s`` of the headers,
+      extended by a second per ``server.body_min_rate_bytes_s`` bytes received, never past
+      ``server.body_read_max_s`` (a minimum rate, not a fixed time: a large body on a slow
+      link passes, a stalled or trickled one does not): else the gate answers 408
+      ``body_timeout`` with ``Connection: close`` itself and tells the route the client
+      went away (whatever the route answers after that is dropped). Reading after the
+      body (server-sent events waiting for a disconnect) is not bounded. An answer given
+      before the body was read (a refusal, a 404) keeps the connection: the client
+      finishes sending and reads it (closing at once would reset a client still sending
+      and lose the answer).
+
+    Without a root token nothing is refused here (auth off, loopback only), the time
+    bound still applies.
+    """
+
+    _OPEN = ("/healthz",)
+
+    def __init__(self, app: ASGIApp, settings: Settings, docs_paths: tuple[str, ...] = (),
+                 self_auth: tuple[str, ...] = ()):
+        self.app = app
+        self.token: str | None = settings.auth.token
+        self.timeout_s: float = settings.server.body_read_timeout_s
+        self.min_rate: int = settings.server.body_min_rate_bytes_s
+        self.max_s: float = settings.server.body_read_max_s
+        self.root_only = ("/metrics", *docs_paths) if settings.metrics.require_token else ()
+        self.open = self._OPEN + (() if settings.metrics.require_token else ("/metrics", *docs_paths))
+        self.self_auth = self_auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refused = await self._refusal(scope)
+        if refused is not None:
+            await refused(scope, receive, send)
+            return
+        if not _has_body(scope):
+            await self.app(scope, receive, send)
+            return
+        await self._bounded(scope, receive, send)
+
+    async def _refusal(self, scope: Scope) -> Response | None:
+        """The answer to a request whose credentials do not let it in, else None."""
+        path = scope.get("path", "")
+        if (self.token is None or path in self.open or _is_web(path)
+                or any(path == p or path.startswith(p + "/") for p in self.self_auth)):
+            return None
+        header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), None)
+        token = bearer(header)
+        try:
+            if token is None:
+                raise UnauthorizedError("missing bearer token")
+            if hmac.compare_digest(token.encode("utf-8"), self.token.encode("utf-8")):
+                return None
+            ctx = getattr(scope["app"].state, "ctx", None) if "app" in scope else None
+            pool = getattr(ctx, "read_pool", None)
+            if pool is None or not token.startswith(KEY_PREFIX):  # not a user key, or none here (writer)
+                raise UnauthorizedError("unknown bearer token")
+            principal = await pool.run(authenticate, header, root_token=self.token)
+            if path in self.root_only and not principal.is_real_root:
+                raise ForbiddenError(f"{path} needs the root credential (metrics.require_token)")
+            scope.setdefault("state", {})["principal"] = principal
+        except AimemError as exc:
+            response = error_response(exc)
+            if exc.status == 401:
+                response.headers["WWW-Authenticate"] = 'Bearer realm="aimem"'
+            return response
+        return None
+
+    async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = asyncio.get_running_loop().time()
+        deadline = start + self.timeout_s
+        body_done = answered = started = False
+
+        async def bounded_receive() -> Message:
+            nonlocal body_done, answered, deadline
+            if answered:
+                return {"type": "http.disconnect"}
+            if body_done:
+                return await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                answered = True
+                if not started:
+                    await _send_body_timeout(send, deadline - start)
+                return {"type": "http.disconnect"}
+            body_done = message["type"] != "http.request" or not message.get("more_body", False)
+            deadline = min(deadline + len(message.get("body", b"")) / self.min_rate, start + self.max_s)
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if answered:
+                return
+            started = True
+            await send(message)
+
+        try:
+            await self.app(scope, bounded_receive, guarded_send)
+        except Exception:
+            if not answered:  # after the 408 the route's own failure (client gone) is expected
+                raise
+
+
+async def _send_body_timeout(send: Send, timeout_s: float) -> None:
+    body = JSONResponse({"error": {"code": "body_timeout",
+                                   "message": f"request body not received within {timeout_s:.3g} s"}}).body
+    await send({"type": "http.response.start", "status": 408,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _has_body(scope: Scope) -> bool:
+    """True when the headers announce a request body (a non-zero length or a chunked one)."""
+    for k, v in scope["headers"]:
+        if (k == b"content-length" and v.strip() not in (b"0", b"")) or k == b"transfer-encoding":
+            return True
+    return False
+
+
+def install_gate(app: FastAPI, settings: Settings, self_auth: tuple[str, ...] = ()) -> None:
+    """Add ``RequestGate`` for ``settings`` (``self_auth``: path prefixes that authenticate
+    before reading, with their own error body)."""
+    docs = tuple(p for p in (app.openapi_url, app.docs_url, app.swagger_ui_oauth2_redirect_url, app.redoc_url) if p)
+    app.add_middleware(RequestGate, settings=settings, docs_paths=docs, self_auth=self_auth)

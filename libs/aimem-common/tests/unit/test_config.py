@@ -88,3 +88,13 @@ def test_llm_fallback_needs_its_key(tmp_path: Path) -> None:
         config.load(tmp_path, environ={})
     s = config.load(tmp_path, environ={"MY_KEY": "k"})
     assert s.llm_fallbacks[0].model == "m" and s.resolved_env == {"MY_KEY": "k"}
+
+
+def test_local_urls_follow_the_port_base_unless_set(tmp_path):
+    """`make up PORT_BASE=9701` and `AIMEM_PORT_BASE=9701 aimem status` must meet."""
+    s = config.load(tmp_path, environ={"AIMEM_PORT_BASE": "9701"})
+    assert (s.ingress_url, s.server_url) == ("http://127.0.0.1:9701", "http://127.0.0.1:9702")
+    s = config.load(tmp_path, environ={"AIMEM_PORT_BASE": "9701", "AIMEM_SERVER_URL": "https://mem.lan"})
+    assert (s.ingress_url, s.server_url) == ("http://127.0.0.1:9701", "https://mem.lan")
+    s = config.load(tmp_path, environ={})
+    assert (s.ingress_url, s.server_url) == ("http://127.0.0.1:8701", "http://127.0.0.1:8702")

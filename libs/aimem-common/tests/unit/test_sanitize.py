@@ -48,3 +48,11 @@ def test_cap_utf8_boundaries() -> None:
     emoji = "😀" * 10  # 4 bytes each
     out = cap_utf8(emoji, 10)
     assert len(out.encode()) <= 10 and out.startswith("😀") and out.endswith("…")
+
+
+def test_overlong_metadata_is_cut_to_the_payload_limits_not_refused() -> None:
+    raw = RawObservation(session_id="s", kind=ObservationKind.USER_PROMPT, agent="a" * 500, cwd="/" + "d" * 9000,
+                         tool_name="t" * 900, source_event="e" * 300, extension="x" * 300, model="m" * 70_000)
+    payload = sanitize(raw).to_payload()  # a ValidationError here was a 500 on /hook
+    assert (len(payload.agent), len(payload.cwd), len(payload.tool_name)) == (64, 4096, 256)
+    assert (len(payload.source_event), len(payload.extension), len(payload.model)) == (128, 64, 128)

@@ -4,7 +4,9 @@
   environment that makes it load exactly ``settings`` and waits for its ``/healthz``.
 * ``LocalStack(data_dir, log_dir).start()`` picks free ports, runs ``python -m aimem_cli up``
   in its own session and waits for every service's ``/healthz``; ``stop()`` sends SIGINT
-  (Ctrl-C) and reaps it, SIGKILLing the process group if it hangs.
+  (Ctrl-C) and reaps it, SIGKILLing the process group if it hangs. ``aimem up`` is never
+  open: ``token`` is the root token it uses (the one in ``extra_env``, else the one it
+  generated in ``<data_dir>/auth/token``); send ``headers``, or ``client_env()`` to a CLI.
 """
 
 from __future__ import annotations
@@ -124,6 +126,22 @@ class LocalStack:
         self.route_port = free_port_block(nats_cluster) if nats_cluster > 1 else 0
         self.extra_env = extra_env or {}
         self.proc: subprocess.Popen | None = None
+        self.token: str | None = None  # the root token, known once start() returned
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """``{"Authorization": "Bearer <token>"}`` for requests to the running stack."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def client_env(self, **extra: str) -> dict[str, str]:
+        """This process's environment without ``AIMEM_*``, plus the stack's URLs and token,
+        for ``aimem`` CLI/hook subprocesses (``extra`` last)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
+        env.update(AIMEM_INGRESS_URL=self.url("ingress"), AIMEM_SERVER_URL=self.url("query"))
+        if self.token:
+            env["AIMEM_AUTH__TOKEN"] = self.token
+        env.update(extra)
+        return env
 
     def url(self, service: str) -> str:
         """Base URL of ``service`` (``ingress``, ``query``, ``mcp-gateway``, ``writer``, ``maintainer``)."""
@@ -164,6 +182,7 @@ class LocalStack:
             logs = log_tail(sorted(self.log_dir.glob("*.log")), 1500)
             self.stop()
             raise RuntimeError(f"stack not healthy: {pending}\n{logs}")
+        self.token = config.load(self.data_dir, environ=env, check_writable=False).auth.token
         return self
 
     def stop(self) -> None:

@@ -52,6 +52,7 @@ from aimem_ingress.normalize import AGENTS, AGENT_ALIASES, HookPayloadError, nor
 from aimem_ingress.deps import CtxDep
 from aimem_ingress.routes import (
     HOOK_ACTOR, MAX_KEY_CHARS, MAX_ORIGIN_CHARS, MAX_ROOT_CHARS, HookScope, _authorize, _check_ready, _key_field,
+    require_hook_write,
 )
 
 router = APIRouter()
@@ -84,7 +85,7 @@ class ImportBatch(BaseModel):
 @router.post("/hook/import", status_code=202)
 async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
     """Accept a batch of imported transcript events; see the module docstring."""
-    _authorize(ctx, request)
+    principal = await _authorize(ctx, request)
     cfg = ctx.settings.ingress
     body = decode_json(await read_capped(request, cfg.max_body_bytes), max_depth=cfg.max_json_depth)
     try:
@@ -97,6 +98,7 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
     scope = HookScope(validate_name(batch.workspace, "workspace"), validate_name(batch.project, "project"),
                       _key_field(batch.root, "root", MAX_ROOT_CHARS),
                       _key_field(batch.origin, "origin", MAX_ORIGIN_CHARS), batch.named)
+    await require_hook_write(ctx, principal, scope)
     segments, rejected = _envelopes(batch, agent, scope)
     _check_ready(ctx)
     ctx.gate.check()

@@ -13,6 +13,11 @@ the project identity the hook client resolved where the files are; the writer ke
 project by them (``ScopeRef``). Without them (clients posting directly) the project is
 the query/body ``project``, else the cwd's basename, as before.
 
+Credentials (``Authorization: Bearer``, checked before the body is read): the root token,
+or a user API key with a write grant on the event's project (``require_hook_write``: 401
+for a missing or unknown credential, 403 without the grant, on all three hook routes); with
+no root token configured anyone on loopback.
+
 ``POST /hook/session-start-context`` (same query, same native session-start payload)
 claims the pending handoff for that project root (else cwd) through the writer
 (``handoff.accept``, exactly once) and answers ``200 {"context": str, "handoff_id":
@@ -27,7 +32,6 @@ user cleared) and gets the brief; any other start claims the handoff and gets th
 
 from __future__ import annotations
 
-import hmac
 import logging
 import re
 import time
@@ -39,12 +43,12 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from aimem_common.auth import KEY_PREFIX, Principal, authenticate, bearer
 from aimem_common.errors import (
     AimemError,
     BackPressureError,
     BadRequestError,
     BusTimeoutError,
-    UnauthorizedError,
     UnavailableError,
 )
 from aimem_common.models import ObservationKind, validate_name
@@ -101,9 +105,10 @@ async def post_hook(request: Request) -> Response:
     status = 500
     ctx = await ctx_of(request)
     try:
-        _authorize(ctx, request)
+        principal = await _authorize(ctx, request)
         ev, payload = await _read_event(ctx, request)
         scope = _scope(request, payload, ev)
+        await require_hook_write(ctx, principal, scope)
         key = _idempotency_key(request, payload)
         _check_ready(ctx)
         ctx.gate.check()
@@ -127,10 +132,12 @@ router.add_route("/hook", post_hook, methods=["POST"])
 
 @router.post("/hook/session-start-context")
 async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
-    """Claim the pending handoff for the caller's project and return the fenced context."""
-    _authorize(ctx, request)
+    """Claim the pending handoff for the caller's project and return the fenced context
+    (a user API key needs a write grant on that project: claiming is a write)."""
+    principal = await _authorize(ctx, request)
     ev, payload = await _read_event(ctx, request)
     scope = _scope(request, payload, ev)
+    await require_hook_write(ctx, principal, scope)
     source = str(ev.extra.get("source") or "").casefold()
     claim, brief = START_SOURCES.get(source, DEFAULT_START)
     handoff = await _claim_handoff(ctx, ev, scope) if claim else None
@@ -142,14 +149,43 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
     return JSONResponse({"context": text, "handoff_id": (handoff or {}).get("id")})
 
 
-def _authorize(ctx: IngressContext, request: Request) -> None:
-    """Require the root bearer token when one is configured (unauthenticated = loopback only)."""
-    token = ctx.settings.auth.token
-    if not token:
+async def _authorize(ctx: IngressContext, request: Request) -> Principal:
+    """Authenticate a hook request before its body is read (``aimem_common.auth``): the root
+    token, a user API key (``aim_…``, looked up on the read pool; 503 ``db_not_ready``
+    before the writer created the database), or, with no root token configured, anyone.
+
+    Raises:
+        UnauthorizedError: 401 for a missing, wrong or revoked credential while auth is on.
+    """
+    cached = getattr(request.state, "principal", None)  # the request gate already looked the key up
+    if cached is not None:
+        return cached
+    header = request.headers.get("authorization")
+    root_token = ctx.settings.auth.token
+    token = bearer(header)
+    if token is not None and token.startswith(KEY_PREFIX):
+        return await ctx.read_pool.run(authenticate, header, root_token=root_token)
+    return authenticate(None, header, root_token=root_token)  # no user key: the connection is unused
+
+
+async def require_hook_write(ctx: IngressContext, principal: Principal, scope: HookScope) -> None:
+    """Allow a user API key only with a write grant on the project the event lands in: the
+    existing project ``scopes.lookup`` finds for the scope's identity keys or name (as the
+    writer resolves it), else the requested name. Root and anonymous callers pass.
+
+    Raises:
+        ForbiddenError: 403 ``forbidden`` without that grant.
+    """
+    if principal.is_root:
         return
-    got = request.headers.get("authorization", "")
-    if not (got.startswith("Bearer ") and hmac.compare_digest(got[7:].encode(), token.encode())):
-        raise UnauthorizedError("missing or wrong bearer token")
+    workspace, project = await ctx.read_pool.run(_target_names, scope)
+    principal.require_write(workspace, project)
+
+
+def _target_names(conn, scope: HookScope) -> tuple[str, str]:
+    found = scopes.lookup(conn, scope.workspace, scope.project, root=scope.root, origin=scope.origin,
+                          explicit=scope.explicit)
+    return (found.workspace, found.project) if found is not None else (scope.workspace, scope.project)
 
 
 async def _read_event(ctx: IngressContext, request: Request) -> tuple[NormalizedEvent, dict[str, Any]]:

