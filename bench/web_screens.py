@@ -149,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
                     args.commits)
         print(f"generated {args.pages} pages, 10,000 observations, {args.commits} commits in"
               f" {time.perf_counter() - t0:.1f} s", flush=True)
+    else:
+        open_writer(settings.db_path).close()  # a store kept from an older schema is migrated
     paths = sample_paths(settings.db_path)  # the first 50 are the ones the git history changes
     conn = sqlite3.connect(settings.db_path)
     sids = [r[0] for r in conn.execute("SELECT session_id FROM sessions ORDER BY session_id")]
