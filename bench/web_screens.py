@@ -5,11 +5,16 @@ worst case for the brief and the tree), plus sessions with observations, handoff
 audit rows, a web session, and a wiki git history of ``--commits`` checkpoints (made
 with ``git fast-import``) for the history screen. The query app runs in this process
 with its real lifespan (reader pool, a real nats-server for the bus) and is called
-through ASGI, so the figure is the server's time per screen without the network.
+through ASGI, so the figure is the server's time per screen without the network: until
+the response's last byte (``p50_ms``/``p95_ms`` and ``cpu_*``, the process's CPU time,
+every thread, over the same span); ``done_p95_ms`` also counts the background work run
+after the response (a search's access-count publish). A shared machine inflates wall
+times: the load average is printed beside each screen.
 
 Usage::
 
-    python -m bench web_screens            # or: python bench/web_screens.py [--pages N] [--n 200]
+    python -m bench web_screens            # or: python -m bench.web_screens [--pages N] [--n 200]
+    python -m bench.web_screens --dir /tmp/web-store --only search history   # keep the store, some screens
 """
 
 from __future__ import annotations
@@ -99,29 +104,53 @@ def sample_paths(db: Path) -> list[str]:
         conn.close()
 
 
+class ResponseSent:
+    """ASGI wrapper noting when the response's last body byte was handed to the server.
+
+    httpx's ASGI transport returns only once the app returns, i.e. after the background
+    tasks a server such as uvicorn runs *after* sending the response (the search's
+    access-count publish to the bus); the screen's time is up to the response.
+    """
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.wall = self.cpu = 0.0
+
+    async def __call__(self, scope, receive, send) -> None:
+        async def noting(message) -> None:
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+        await self.app(scope, receive, noting)
+
+
 async def measure(settings: config.Settings, screens: dict[str, list[str]], n: int, cookie: str) -> list[dict]:
     from aimem_query.app import create_app
 
     app = create_app(settings)
+    sent = ResponseSent(app)
     rows = []
     async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
+        transport = httpx.ASGITransport(app=sent)
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1",
                                      cookies={"aimem_session": cookie}) as client:
             for name, urls in screens.items():
                 for u in urls[:10]:  # warm the page cache and the template cache
                     await client.get(u)
-                times, cpu = [], []
+                times, cpu, done = [], [], []
                 for i in range(n):
                     url = urls[i % len(urls)]
                     t0, c0 = time.perf_counter(), time.process_time()
                     r = await client.get(url)
-                    cpu.append((time.process_time() - c0) * 1000)
-                    times.append((time.perf_counter() - t0) * 1000)
+                    done.append((time.perf_counter() - t0) * 1000)
+                    times.append((sent.wall - t0) * 1000)
+                    cpu.append((sent.cpu - c0) * 1000)
                     assert r.status_code in (200, 404), (url, r.status_code, r.text[:300])
                 rows.append({"screen": name, "p50_ms": pct(times, 50), "p95_ms": pct(times, 95),
-                             "max_ms": max(times), "cpu_p50_ms": pct(cpu, 50), "cpu_p95_ms": pct(cpu, 95), "n": n,
-                             "load1": round(os.getloadavg()[0], 1), "ok": pct(times, 95) <= TARGET_P95_MS})
+                             "max_ms": max(times), "cpu_p50_ms": pct(cpu, 50), "cpu_p95_ms": pct(cpu, 95),
+                             "done_p95_ms": pct(done, 95), "n": n, "load1": round(os.getloadavg()[0], 1),
+                             "ok": pct(times, 95) <= TARGET_P95_MS})
                 print(table(rows[-1:]).splitlines()[-1], flush=True)
     return rows
 
@@ -181,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     with NatsServer(base / "nats") as nats:
         settings.bus.nats_url = nats.url
         print(table([{"screen": "", "p50_ms": 0.0, "p95_ms": 0.0, "max_ms": 0.0, "cpu_p50_ms": 0.0,
-                      "cpu_p95_ms": 0.0, "n": 0, "load1": 0.0, "ok": ""}]).splitlines()[0])
+                      "cpu_p95_ms": 0.0, "done_p95_ms": 0.0, "n": 0, "load1": 0.0, "ok": ""}]).splitlines()[0])
         rows = asyncio.run(measure(settings, screens, args.n, cookie))
     print()
     print(table(rows))
