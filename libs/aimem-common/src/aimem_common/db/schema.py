@@ -524,7 +524,7 @@ CREATE INDEX dead_letters_open ON dead_letters(replayed_at, id);
 
 # A project's counts (the brief, status) scanned the whole links and page_embeddings tables:
 # 1.6 ms at 20,000 links, linear in the store (and a scan of every vector blob once
-# embeddings are on). Numbered 9: 8 is taken by another change in flight.
+# embeddings are on). Index-only and idempotent (IF NOT EXISTS).
 MIGRATION_9 = """
 CREATE INDEX IF NOT EXISTS links_project ON links(project_id);
 CREATE INDEX IF NOT EXISTS page_embeddings_project ON page_embeddings(project_id);

@@ -20,7 +20,7 @@ from aimem_common.read import scopes as scopes_mod
 from aimem_common.read.access import AccessThrottle, publish_access
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder, QueryEmbedding, annotate
-from aimem_common.read.search import QueryOptions, memory_query, resolve_search_scopes
+from aimem_common.read.search import QueryOptions, QueryVector, memory_query, resolve_search_scopes
 
 if TYPE_CHECKING:
     from aimem_common.auth import Principal
@@ -136,7 +136,7 @@ async def readable_scopes(pool: ReaderPool, principal: "Principal", found: list[
     return found
 
 
-def _query(conn: Any, query: str, scope_list: list[Scope] | None, opts: QueryOptions, vector: Any,
+def _query(conn: Any, query: str, scope_list: list[Scope] | None, opts: QueryOptions, vector: QueryVector | None,
            principal: "Principal", global_of: str | None) -> dict[str, Any]:
     """``memory_query`` plus, with ``global_of`` (a workspace), the ``global_scope_hits`` of its
     ``_global`` project when it exists and ``principal`` may read it: one trip to a reader thread."""
