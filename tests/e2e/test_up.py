@@ -19,6 +19,10 @@ from aimem_common.natsserver import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e]
+# Healthy within this many seconds: ~3 s on an idle 2-core box; a box running other test
+# suites (load average 10+) has taken over 15 s to start five Python processes. Startup speed
+# is measured by the benchmarks, not here: this guards against a stack that never comes up.
+HEALTHY_BUDGET_S = 60.0
 
 
 def processes_mentioning(needle: str) -> list[int]:
@@ -62,7 +66,7 @@ def test_make_up_healthy_streams_then_sigint_cleans_up(tmp_path: Path) -> None:
     env.update(AIMEM_DATA_DIR=str(data_dir), AIMEM_BUS__NATS_URL=f"nats://127.0.0.1:{nats_port}")
     venv = Path(sys.executable).parent.parent
     log = open(tmp_path / "make-up.log", "wb")
-    # `make up` installs first when a pyproject changed; do that outside the 15 s budget.
+    # `make up` installs first when a pyproject changed; do that outside the health budget.
     subprocess.run(["make", "-s", "install", f"VENV={venv}"], cwd=REPO, env=env, stdout=log, stderr=log, check=True)
     proc = subprocess.Popen(
         ["make", "-s", "up", f"VENV={venv}", f"PORT_BASE={base}"],
@@ -71,7 +75,7 @@ def test_make_up_healthy_streams_then_sigint_cleans_up(tmp_path: Path) -> None:
     try:
         t0 = time.monotonic()
         pending = set(PORT_OFFSETS)
-        while pending and time.monotonic() - t0 < 15:
+        while pending and time.monotonic() - t0 < HEALTHY_BUDGET_S:
             for svc in list(pending):
                 try:
                     r = httpx.get(f"http://127.0.0.1:{base + PORT_OFFSETS[svc]}/healthz", timeout=0.5)
@@ -81,8 +85,8 @@ def test_make_up_healthy_streams_then_sigint_cleans_up(tmp_path: Path) -> None:
                     pass
             time.sleep(0.1)
         elapsed = time.monotonic() - t0
-        assert not pending, f"not healthy within 15 s: {pending}\n{(tmp_path / 'make-up.log').read_text()[-3000:]}"
-        assert elapsed < 15
+        assert not pending, f"not healthy within {HEALTHY_BUDGET_S:g} s: {pending}\n{(tmp_path / 'make-up.log').read_text()[-3000:]}"
+        print(f"make up: every service healthy after {elapsed:.1f} s")
 
         async def stream_names() -> set[str]:
             nc = await busmod.connect(BusSettings(nats_url=f"nats://127.0.0.1:{nats_port}"), name="t", reconnect=False)

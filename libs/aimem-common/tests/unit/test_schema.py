@@ -107,3 +107,21 @@ def test_a_projects_counts_search_an_index(tmp_path: Path) -> None:
     assert len(counts) >= 10
     plans = {s: [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + s)] for s in counts}
     assert {s: p for s, p in plans.items() if any(x.startswith("SCAN") for x in p)} == {}
+
+
+def test_a_database_of_an_earlier_release_is_moved_forward(tmp_path: Path) -> None:
+    """A DB last migrated to 6 (the release before dead letters) gains every later table."""
+    from aimem_common.db.schema import MIGRATIONS
+
+    path = tmp_path / "m.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    for version, sql in MIGRATIONS:
+        if version > 6:
+            break
+        conn.executescript(sql)
+        conn.execute(f"PRAGMA user_version = {version}")
+    assert "dead_letters" not in tables(conn)
+    conn.close()
+    conn = open_writer(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert "dead_letters" in tables(conn)
