@@ -92,6 +92,23 @@ def test_fts_indexes_latest_versions_only(tmp_path: Path) -> None:
     assert hits("lion") == [2]
 
 
+def test_a_projects_counts_search_an_index(tmp_path: Path) -> None:
+    """``read.status.counts`` of one project (the brief, status): no table scan, which grew with
+    every project's links and read every vector blob once embeddings were on."""
+    from aimem_common.models import Scope
+    from aimem_common.read import status
+
+    conn = open_writer(tmp_path / "m.sqlite")
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)  # each statement with its values bound
+    status.counts(conn, Scope("default", "app", "w", "p"))
+    conn.set_trace_callback(None)
+    counts = [s for s in statements if s.startswith("SELECT count(*)")]
+    assert len(counts) >= 10
+    plans = {s: [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + s)] for s in counts}
+    assert {s: p for s, p in plans.items() if any(x.startswith("SCAN") for x in p)} == {}
+
+
 def test_a_database_of_an_earlier_release_is_moved_forward(tmp_path: Path) -> None:
     """A DB last migrated to 6 (the release before dead letters) gains every later table."""
     from aimem_common.db.schema import MIGRATIONS

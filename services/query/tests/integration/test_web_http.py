@@ -77,6 +77,20 @@ def test_api_key_and_root_token_log_in(web):
         assert "web.login" in c.get("/web/audit").text
 
 
+def test_status_shows_services_writer_lag_and_store_counts_to_root_only(web):
+    with client(web) as c:
+        assert login(c, token=web.root_token).status_code == 303
+        html = c.get("/web/status").text
+        for name in ("writer", "ingress", "query"):
+            assert re.search(rf'<th scope="row">{name}</th><td class="ok">up', html), name
+        assert re.search(r"<dt>Writer lag</dt><dd>\d+ commands not yet applied", html)
+        assert re.search(r"<dt>pages</dt><dd>[1-9]\d*</dd>", html)  # the store section
+    with client(web) as c:
+        login(c, name="carl", password="carl's long password")
+        html = c.get("/web/status").text
+        assert "Writer lag" in html and "<dt>pages</dt>" not in html
+
+
 def test_wrong_password_is_401_then_rate_limited_with_retry_after(web):
     with client(web) as c:
         for _ in range(5):

@@ -82,3 +82,17 @@ def test_decay_view_follows_the_sweep_rules():
     assert old["decays"] and old["cold"] and old["retention"] < d.cold_threshold
     assert decay_state({**base, "pinned": True}, d) == {"decays": False, "why": "pinned", "salience": 1.0}
     assert not decay_state({**base, "tier": "semantic"}, d)["decays"]
+
+
+def test_a_dict_field_reads_as_jinja2_reads_it(r):
+    """The renderer looks ``row.field`` of a dict up as a key first (fast), with Jinja2's answers:
+    a dict method still wins over a key of its name, a missing key is undefined, and
+    untrusted text stays escaped."""
+    from jinja2 import Environment
+
+    row = {"title": "<b>T</b>", "items": "not the method", "n": 0}
+    src = "{{ row.title }}|{{ row.n }}|{{ row.missing }}|{{ row.items is callable }}|{{ row.get('n') }}|{{ obj.real }}"
+    plain = Environment(autoescape=True)
+    ours = r.env.from_string(src).render(row=row, obj=3)
+    assert ours == plain.from_string(src).render(row=row, obj=3)
+    assert ours == "&lt;b&gt;T&lt;/b&gt;|0||True|0|3"

@@ -549,11 +549,19 @@ CREATE TRIGGER observations_fts_upd AFTER UPDATE OF title, body, project_id ON o
 END;
 """
 
+# A project's counts (the brief, status) scanned the whole links and page_embeddings tables:
+# 1.6 ms at 20,000 links, linear in the store (and a scan of every vector blob once
+# embeddings are on). Index-only and idempotent (IF NOT EXISTS).
+MIGRATION_9 = """
+CREATE INDEX IF NOT EXISTS links_project ON links(project_id);
+CREATE INDEX IF NOT EXISTS page_embeddings_project ON page_embeddings(project_id);
+"""
+
 # Forward-only: append new migrations; never edit one that has shipped. A database is only
 # ever moved forward from its ``user_version``; 5 was reserved and never shipped, so the list
 # has a gap there.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
-    (7, MIGRATION_7), (8, MIGRATION_8),
+    (7, MIGRATION_7), (8, MIGRATION_8), (9, MIGRATION_9),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

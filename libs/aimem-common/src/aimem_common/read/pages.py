@@ -385,14 +385,18 @@ def tree(conn: sqlite3.Connection, scope: Scope, folder: str = "", *, limit: int
     limit = max(1, min(limit, MAX_TREE_PAGES))
     n = len(folder)
     upper = folder[:-1] + "0" if folder else "\U0010ffff"  # '/' + 1 = '0': just past the folder
-    live = "FROM pages WHERE project_id = ? AND is_latest = 1 AND path >= ? AND path < ?"
+    where = "WHERE project_id = ? AND is_latest = 1 AND path >= ? AND path < ?"
+    live = f"FROM pages {where}"
     folders: list[dict[str, Any]] = []
     pages: list[dict[str, Any]] = []
     truncated = False
     cursor = folder
     while True:
-        rows = conn.execute(f"SELECT id, path, title, kind, updated_at {live} ORDER BY path LIMIT 200",
-                            (scope.project_id, cursor, upper)).fetchall()
+        # Once the page list is full only paths matter (subfolders further on): read them from
+        # the live-path index alone, without a table row each (~6x cheaper a row).
+        sql = (f"SELECT path FROM pages INDEXED BY pages_live_path {where}" if len(pages) >= limit
+               else f"SELECT id, path, title, kind, updated_at {live}")
+        rows = conn.execute(f"{sql} ORDER BY path LIMIT 200", (scope.project_id, cursor, upper)).fetchall()
         jumped = False
         for r in rows:
             rest = r["path"][n:]

@@ -20,7 +20,7 @@ from aimem_common.read import scopes as scopes_mod
 from aimem_common.read.access import AccessThrottle, publish_access
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder, QueryEmbedding, annotate
-from aimem_common.read.search import QueryOptions, memory_query, resolve_search_scopes
+from aimem_common.read.search import QueryOptions, QueryVector, memory_query, resolve_search_scopes
 
 if TYPE_CHECKING:
     from aimem_common.auth import Principal
@@ -98,15 +98,9 @@ async def search(
         raw_limit=settings.retrieval.raw_fallback_limit,
     )
     qe = await embedder.embed(request.query) if embedder is not None else QueryEmbedding(None)
-    result = await pool.run(memory_query, request.query, scope_list, options=opts, vector=qe.vector)
+    result = await pool.run(_query, request.query, scope_list, opts, qe.vector, principal,
+                            ws if request.default_scoped else None)
     annotate(result, qe, explain=request.explain)
-    if request.default_scoped:
-        g = await pool.run(_global_scope, ws)
-        if g is not None and principal.can_read(g.workspace, g.project):
-            gopts = QueryOptions(limit=GLOBAL_SCOPE_LIMIT, snippet_words=opts.snippet_words, raw_fallback=False)
-            result["global_scope_hits"] = (
-                await pool.run(memory_query, request.query, [g], options=gopts, vector=qe.vector)
-            )["hits"]
     if bus is not None and throttle is not None:
         await record_access(bus, throttle, result, actor=principal.name)
     return result
@@ -142,6 +136,13 @@ async def readable_scopes(pool: ReaderPool, principal: "Principal", found: list[
     return found
 
 
-def _global_scope(conn: Any, workspace: str) -> Scope | None:
-    """The workspace's ``_global`` preferences scope, or None when it was never written."""
-    return scopes_mod.find(conn, workspace, GLOBAL_PROJECT)
+def _query(conn: Any, query: str, scope_list: list[Scope] | None, opts: QueryOptions, vector: QueryVector | None,
+           principal: "Principal", global_of: str | None) -> dict[str, Any]:
+    """``memory_query`` plus, with ``global_of`` (a workspace), the ``global_scope_hits`` of its
+    ``_global`` project when it exists and ``principal`` may read it: one trip to a reader thread."""
+    result = memory_query(conn, query, scope_list, options=opts, vector=vector)
+    g = scopes_mod.find(conn, global_of, GLOBAL_PROJECT) if global_of else None
+    if g is not None and principal.can_read(g.workspace, g.project):
+        gopts = QueryOptions(limit=GLOBAL_SCOPE_LIMIT, snippet_words=opts.snippet_words, raw_fallback=False)
+        result["global_scope_hits"] = memory_query(conn, query, [g], options=gopts, vector=vector)["hits"]
+    return result

@@ -94,8 +94,8 @@ async def feedback(request: Request, user: UserDep, workspace: str, project: str
 async def history(request: Request, user: UserDep, workspace: str, project: str, path: str,
                   a: int | None = None, b: int | None = None, git: bool = False) -> Response:
     """Versions of ``path``; with ``a`` and ``b`` (version ids) their diff; with ``git`` also
-    the wiki's git checkpoints that changed the file (a walk of up to 5,000 commits, so only
-    on request)."""
+    the wiki's git checkpoints that changed the file (among its newest 5,000 commits, from the
+    process's ``CheckpointLog``: the first such request after a start walks that history)."""
     scope = await scope_for(request, user, workspace, project)
     path = validate_page_path(path)
     versions = await read(request, pages.versions, scope, path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -40,9 +41,14 @@ SECURITY_HEADERS = {
 }
 
 
+@lru_cache(maxsize=256)
+def _project_base(workspace: str, project: str) -> str:
+    return f"/web/p/{quote(workspace, safe='')}/{quote(project, safe='')}"
+
+
 def page_url(workspace: str, project: str, path: str = "", screen: str = "page") -> str:
     """Return ``/web/p/<ws>/<project>/<screen>/<path>`` with every part percent-encoded."""
-    base = f"/web/p/{quote(workspace, safe='')}/{quote(project, safe='')}"
+    base = _project_base(workspace, project)
     if not screen:
         return base
     return f"{base}/{screen}" + (f"/{quote(path, safe='/')}" if path else "")
@@ -113,11 +119,32 @@ def make_markdown() -> MarkdownIt:
     return md
 
 
+_DICT_ATTRIBUTES = frozenset(dir(dict))
+
+
+class _Environment(Environment):
+    """Jinja2 with a fast ``row.field`` on a dict.
+
+    Jinja2 tries ``getattr`` first, and on a dict that raises ``AttributeError`` before the
+    key is looked up: on a screen of 500 rows that exception was a third of the render time.
+    A name that is not a dict attribute gives the same answer looked up as a key first
+    (``items``, ``keys``, ``get``... keep Jinja2's order: the method wins, as before).
+    """
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if type(obj) is dict and attribute not in _DICT_ATTRIBUTES:
+            try:
+                return obj[attribute]
+            except KeyError:
+                return self.undefined(obj=obj, name=attribute)
+        return super().getattr(obj, attribute)
+
+
 class Renderer:
     """Templates + markdown for one app (built once in ``install``)."""
 
     def __init__(self) -> None:
-        self.env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
+        self.env = _Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
                                trim_blocks=True, lstrip_blocks=True)
         self.env.globals.update(page_url=page_url, quote=quote)
         self.env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
