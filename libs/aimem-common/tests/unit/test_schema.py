@@ -109,17 +109,23 @@ def test_a_projects_counts_search_an_index(tmp_path: Path) -> None:
     assert {s: p for s, p in plans.items() if any(x.startswith("SCAN") for x in p)} == {}
 
 
-def test_a_database_of_an_earlier_release_is_moved_forward(tmp_path: Path) -> None:
-    """A DB last migrated to 6 (the release before dead letters) gains every later table."""
+def database_at(path: Path, last: int) -> sqlite3.Connection:
+    """A database as a release whose newest migration was ``last`` left it (autocommit)."""
     from aimem_common.db.schema import MIGRATIONS
 
-    path = tmp_path / "m.sqlite"
     conn = sqlite3.connect(path, isolation_level=None)
     for version, sql in MIGRATIONS:
-        if version > 6:
+        if version > last:
             break
         conn.executescript(sql)
         conn.execute(f"PRAGMA user_version = {version}")
+    return conn
+
+
+def test_a_database_of_an_earlier_release_is_moved_forward(tmp_path: Path) -> None:
+    """A DB last migrated to 6 (the release before dead letters) gains every later table."""
+    path = tmp_path / "m.sqlite"
+    conn = database_at(path, 6)
     assert "dead_letters" not in tables(conn)
     conn.close()
     conn = open_writer(path)
@@ -130,15 +136,8 @@ def test_a_database_of_an_earlier_release_is_moved_forward(tmp_path: Path) -> No
 def test_observations_fts_gains_project_id_and_keeps_rows(tmp_path: Path) -> None:
     """Migration 8: observations captured before it are indexed again with their project, and
     the triggers keep the project column in step."""
-    from aimem_common.db.schema import MIGRATIONS
-
     path = tmp_path / "m.sqlite"
-    conn = sqlite3.connect(path, isolation_level=None)
-    for version, sql in MIGRATIONS:
-        if version > 7:
-            break
-        conn.executescript(sql)
-        conn.execute(f"PRAGMA user_version = {version}")
+    conn = database_at(path, 7)
     conn.execute("INSERT INTO workspaces VALUES ('w', 'default', 'now')")
     conn.execute("INSERT INTO projects(id, workspace_id, name, created_at) VALUES ('pa', 'w', 'a', 'now'), ('pb', 'w', 'b', 'now')")
     obs = "INSERT INTO observations(workspace_id, project_id, session_id, kind, agent, body, occurred_at, created_at)" \
