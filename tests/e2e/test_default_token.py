@@ -223,3 +223,59 @@ def test_hook_takes_user_keys_with_a_write_grant_on_the_events_project(fresh, tm
                        env=env | {"AIMEM_INGRESS_URL": fresh.url("ingress"), "AIMEM_HOOK_BUDGET_MS": "3000"})
     assert stored(fresh, "alpha via installed key") == ["proj-a"]
     assert stored(fresh, "beta via installed key", timeout_s=1) == []  # 403: kept in the spool, not stored
+
+
+def _projects(stack: LocalStack) -> dict[str, str | None]:
+    """``{project name: origin}`` of every project of the default workspace."""
+    conn = sqlite3.connect(f"file:{stack.data_dir / 'db' / 'memory.sqlite'}?mode=ro", uri=True)
+    try:
+        return dict(conn.execute("SELECT p.name, p.origin FROM projects p JOIN workspaces w ON w.id = p.workspace_id"
+                                 " WHERE w.name = 'default'"))
+    finally:
+        conn.close()
+
+
+def test_a_user_key_never_creates_a_project_under_another_name(fresh) -> None:
+    """A key granted ``acme-api`` cannot post another repository's identity keys under that
+    name: the writer would create ``acme-api-2`` keyed to that repository, a project no grant
+    names, and the repository's own key (granted ``payments``) would be shut out for good."""
+    keys = {}
+    for user, project in (("acme-dev", "acme-api"), ("carol", "payments")):
+        _admin(fresh, "POST", "/admin/users", {"name": user})
+        _admin(fresh, "PUT", "/admin/grants", {"user": user, "workspace": "*", "project": project,
+                                                "can_read": True, "can_write": True})
+        keys[user] = _admin(fresh, "POST", "/admin/api-keys", {"user": user})["key"]
+    hook = fresh.url("ingress") + "/hook?agent=claude-code"
+    acme = {"project": "acme-api", "root": "/home/dev/acme-api", "origin": "github.com/acme/api"}
+    carol = {"root": "/home/carol/payments", "origin": "github.com/acme/payments"}
+
+    def post(user: str, params: dict, text: str) -> httpx.Response:
+        return httpx.post(hook, params=params, json=prompt(str(params.get("project", "payments")), text),
+                          headers={"Authorization": f"Bearer {keys[user]}"}, timeout=10)
+
+    # A new repository under a granted name that does not exist yet: created under that name.
+    assert post("acme-dev", acme, "acme first").status_code == 202
+    assert stored(fresh, "acme first") == ["acme-api"]
+    # Another repository's keys under the key's granted name: refused, nothing published.
+    r = post("acme-dev", {**carol, "project": "acme-api"}, "capture payments")
+    assert r.status_code == 403, r.text
+    err = r.json()["error"]
+    assert err["code"] == "forbidden" and "belongs to another repository" in err["message"], err
+    assert err["data"]["would_create"] == "acme-api-2"
+    start = fresh.url("ingress") + "/hook/session-start-context?agent=claude-code"
+    assert httpx.post(start, params={**carol, "project": "acme-api"}, json=prompt("acme-api", "start"),
+                      headers={"Authorization": f"Bearer {keys['acme-dev']}"}, timeout=10).status_code == 403
+    # The key's own repository still lands in its project, whatever name the cwd gives.
+    assert post("acme-dev", {**acme, "project": "acme-api-clone"}, "acme again").status_code == 202
+    assert stored(fresh, "acme again") == ["acme-api"]
+    # The other repository's own key still gets its project, keyed to its repository.
+    assert post("carol", {**carol, "project": "payments"}, "carol first").status_code == 202
+    assert stored(fresh, "carol first") == ["payments"]
+    assert stored(fresh, "capture payments", timeout_s=0) == []
+    projects = _projects(fresh)
+    assert projects["payments"] == "github.com/acme/payments" and projects["acme-api"] == "github.com/acme/api"
+    assert not any(name.startswith("acme-api-") for name in projects), projects
+    # The root token keeps its behaviour: a second repository under a taken name gets `name-2`.
+    assert httpx.post(hook, params={"project": "acme-api", "root": "/srv/other", "origin": "github.com/other/api"},
+                      json=prompt("acme-api", "root second repo"), headers=fresh.headers, timeout=10).status_code == 202
+    assert stored(fresh, "root second repo") == ["acme-api-2"]

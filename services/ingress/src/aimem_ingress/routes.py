@@ -15,7 +15,8 @@ the query/body ``project``, else the cwd's basename, as before.
 
 Credentials (``Authorization: Bearer``, checked before the body is read): the root token,
 or a user API key with a write grant on the event's project (``require_hook_write``: 401
-for a missing or unknown credential, 403 without the grant, on all three hook routes); with
+for a missing or unknown credential, 403 without the grant or when the event would create a
+project under another name than the one asked for, on all three hook routes); with
 no root token configured anyone on loopback.
 
 ``POST /hook/session-start-context`` (same query, same native session-start payload)
@@ -49,6 +50,7 @@ from aimem_common.errors import (
     BackPressureError,
     BadRequestError,
     BusTimeoutError,
+    ForbiddenError,
     UnavailableError,
 )
 from aimem_common.models import ObservationKind, validate_name
@@ -171,21 +173,39 @@ async def _authorize(ctx: IngressContext, request: Request) -> Principal:
 async def require_hook_write(ctx: IngressContext, principal: Principal, scope: HookScope) -> None:
     """Allow a user API key only with a write grant on the project the event lands in: the
     existing project ``scopes.lookup`` finds for the scope's identity keys or name (as the
-    writer resolves it), else the requested name. Root and anonymous callers pass.
+    writer resolves it), else the project the writer would create. Root and anonymous
+    callers pass.
+
+    A user key never creates a project under a name other than the one it asked for: when
+    the event's identity keys (``root``/``origin``) find no project and the requested name
+    already belongs to another repository, the writer would create ``name-2`` keyed to these
+    keys — a project no grant names, which would then hold that repository's identity for
+    good. That is refused; an admin (root) resolves it by granting or naming a project.
 
     Raises:
-        ForbiddenError: 403 ``forbidden`` without that grant.
+        ForbiddenError: 403 ``forbidden`` without that grant, or when the event would
+            create a project under another name (``data.would_create`` holds it).
     """
     if principal.is_root:
         return
-    workspace, project = await ctx.read_pool.run(_target_names, scope)
+    workspace, project, created = await ctx.read_pool.run(_target_names, scope)
+    if created and project != scope.project:
+        raise ForbiddenError(
+            f"project {workspace}/{scope.project} belongs to another repository; ask an admin to grant "
+            f"this key a project for this repository (or post it under a name the key may write)",
+            data={"workspace": workspace, "project": scope.project, "would_create": project})
     principal.require_write(workspace, project)
 
 
-def _target_names(conn, scope: HookScope) -> tuple[str, str]:
+def _target_names(conn, scope: HookScope) -> tuple[str, str, bool]:
+    """``(workspace, project, created)``: where the writer puts this event — the existing
+    project, else the name it would create (``created`` True)."""
     found = scopes.lookup(conn, scope.workspace, scope.project, root=scope.root, origin=scope.origin,
                           explicit=scope.explicit)
-    return (found.workspace, found.project) if found is not None else (scope.workspace, scope.project)
+    if found is not None:
+        return found.workspace, found.project, False
+    keyed = not scope.explicit and bool(scope.root or scope.origin)
+    return scope.workspace, scopes.new_project_name(conn, scope.workspace, scope.project, keyed=keyed), True
 
 
 async def _read_event(ctx: IngressContext, request: Request) -> tuple[NormalizedEvent, dict[str, Any]]:

@@ -199,8 +199,7 @@ class Tx:
             raise NotFoundError(
                 f"project {workspace}/{project} not found", data={"workspace": workspace, "project": project}
             )
-        if keyed:
-            project = scopes.free_project_name(self.conn, workspace, project)
+        project = scopes.new_project_name(self.conn, workspace, project, keyed=keyed)
         scope = self._create(workspace, ws_id, project, root, origin)
         self.new_scopes.by_name[key] = scope
         return scope

@@ -123,6 +123,15 @@ def free_project_name(conn: sqlite3.Connection, workspace: str, base: str) -> st
     return f"{base[:120]}-{n}"
 
 
+def new_project_name(conn: sqlite3.Connection, workspace: str, project: str, *, keyed: bool) -> str:
+    """Return the name the writer creates a missing project under: for an event with
+    identity keys (and no explicit name) the first free one (``free_project_name``: the
+    requested name is another repository's, so this one gets ``name-2``), else ``project``
+    itself. Ingress asks the same before it lets a user API key create a project.
+    """
+    return free_project_name(conn, workspace, project) if keyed else project
+
+
 def projects_of(conn: sqlite3.Connection, workspace_id: str) -> list[Scope]:
     """Return every project of the workspace with id ``workspace_id`` as a ``Scope`` (by name)."""
     return [_row_scope(r) for r in conn.execute(_SCOPE_SQL + " WHERE w.id = ? ORDER BY p.name", (workspace_id,))]

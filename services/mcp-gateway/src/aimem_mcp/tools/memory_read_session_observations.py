@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
+from aimem_common.models import DB_INT_MAX
 from aimem_common.read.sessions import session_observations
 
 from aimem_mcp.args import Scoped, limit_field
@@ -15,7 +16,7 @@ from aimem_mcp.registry import tool
 
 class Args(Scoped):
     session_id: str | None = Field(None, description="Session id; omit for the latest completed session.", max_length=256)
-    offset: int = Field(0, ge=0, description="Observations to skip (arrival order).")
+    offset: int = Field(0, ge=0, le=DB_INT_MAX, description="Observations to skip (arrival order).")
     limit: int = limit_field(100, 500, "observations")
     body_max_chars: int = Field(4000, ge=1, le=16 * 1024, description="Per-observation body cap in characters.")
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from aimem_common.models import DbIdOrZero
 from aimem_common.read import export
 from aimem_query.deps import PrincipalDep, read, readable_scope
 
@@ -16,7 +17,7 @@ router = APIRouter(prefix="/workspaces/{workspace}/projects/{project}", tags=["e
 async def export_part(
     request: Request, principal: PrincipalDep, workspace: str, project: str,
     part: str = Query(..., description="pages | sessions | observations | handoffs"),
-    after: int = Query(0, ge=0, description="the previous answer's `next`"),
+    after: Annotated[DbIdOrZero, Query(description="the previous answer's `next`")] = 0,
     limit: int = Query(500, ge=1, le=export.MAX_ROWS),
 ) -> dict[str, Any]:
     """Return ``{"part", "items", "next"}`` (``aimem_common.read.export``); 400 ``invalid_part``."""

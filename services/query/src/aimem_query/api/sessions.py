@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
+from aimem_common.models import DB_INT_MAX
 from aimem_common.read import sessions
 from aimem_query.deps import PrincipalDep, read, readable_scope
 
@@ -25,7 +26,7 @@ async def list_sessions(
 @router.get("/sessions/{session_id}/observations", summary="One session's observations")
 async def session_observations(
     request: Request, principal: PrincipalDep, workspace: str, project: str, session_id: str,
-    offset: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=500),
+    offset: int = Query(0, ge=0, le=DB_INT_MAX), limit: int = Query(100, ge=1, le=500),
     body_max_chars: int = Query(sessions.DEFAULT_BODY_MAX_CHARS, ge=1, le=sessions.MAX_BODY_MAX_CHARS),
 ) -> dict[str, Any]:
     """Return ``{session, observations, total, elided_other_scope, offset, limit, next_offset}``."""

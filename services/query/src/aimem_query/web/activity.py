@@ -9,6 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
+from aimem_common.models import DB_INT_MAX
 from aimem_common.read import handoffs, messages, sessions
 from aimem_query.deps import read
 from aimem_query.web.deps import UserDep, form, renderer, scope_for, send
@@ -29,7 +30,7 @@ async def session_list(request: Request, user: UserDep, workspace: str, project:
 
 @router.get("/sessions/{session_id}")
 async def timeline(request: Request, user: UserDep, workspace: str, project: str, session_id: str,
-                   offset: int = Query(0, ge=0)) -> Response:
+                   offset: int = Query(0, ge=0, le=DB_INT_MAX)) -> Response:
     """One session's observations in arrival order, with their kinds (200 a screen)."""
     scope = await scope_for(request, user, workspace, project)
     data = await read(request, sessions.session_observations, scope, session_id, offset=offset,

@@ -16,6 +16,7 @@ from fastapi.responses import RedirectResponse, Response
 from aimem_common import maint_rpc
 from aimem_common.config import PORT_OFFSETS
 from aimem_common.errors import AimemError, NotFoundError
+from aimem_common.models import DbId
 from aimem_common.read import audit, pages, proposals, scopes
 from aimem_common.read import status as status_reads
 from aimem_query.deps import ctx_of, read
@@ -139,7 +140,7 @@ async def status(request: Request, user: UserDep) -> Response:
 
 @router.get("/audit")
 async def audit_log(request: Request, user: UserDep, op: str | None = None,
-                    before: int | None = Query(None, ge=1)) -> Response:
+                    before: DbId | None = None) -> Response:
     """The audit log, newest first, 100 a screen (``before`` pages back, ``op`` filters)."""
     require_root(user)
     rows = await read(request, audit.list_audit, limit=AUDIT_PAGE, op=op or None, before_id=before)

@@ -18,7 +18,7 @@ from aimem_common import wikifmt
 from aimem_common.config import DecaySettings
 from aimem_common.decay import is_cold, retention
 from aimem_common.errors import AimemError, BadRequestError, PreconditionFailedError
-from aimem_common.models import Scope, validate_page_path
+from aimem_common.models import DbId, Scope, validate_page_path
 from aimem_common.read import pages
 from aimem_query.deps import ctx_of, read
 from aimem_query.admin.history import list_checkpoints
@@ -65,7 +65,7 @@ def _resolved(page: dict[str, Any], scope: Scope) -> dict[tuple, bool]:
 
 @router.get("/page/{path:path}")
 async def view(request: Request, user: UserDep, workspace: str, project: str, path: str,
-               v: int | None = None, notice: str | None = None) -> Response:
+               v: DbId | None = None, notice: str | None = None) -> Response:
     """One page (live, or version ``v``): rendered body, frontmatter, links, backlinks, decay."""
     scope = await scope_for(request, user, workspace, project)
     if v is not None:
@@ -92,7 +92,7 @@ async def feedback(request: Request, user: UserDep, workspace: str, project: str
 
 @router.get("/history/{path:path}")
 async def history(request: Request, user: UserDep, workspace: str, project: str, path: str,
-                  a: int | None = None, b: int | None = None, git: bool = False) -> Response:
+                  a: DbId | None = None, b: DbId | None = None, git: bool = False) -> Response:
     """Versions of ``path``; with ``a`` and ``b`` (version ids) their diff; with ``git`` also
     the wiki's git checkpoints that changed the file (among its newest 5,000 commits, from the
     process's ``CheckpointLog``: the first such request after a start walks that history)."""
