@@ -227,6 +227,18 @@ def test_live_events_reach_only_readers_of_the_project(web):
         assert any("runbooks/live-http.md" in x for x in got["bob"])
 
 
+def test_out_of_range_version_cursor_and_offset_are_400_not_500(web):
+    """Version ids, the audit cursor and the timeline offset reach SQLite: the 64-bit bound."""
+    huge = str(2**64)
+    with client(web) as c:
+        login(c, name="ann", password="correct horse battery")
+        for url in (f"/web/p/default/app/page/concepts/retry.md?v={huge}",
+                    f"/web/p/default/app/history/concepts/retry.md?a={huge}&b=1",
+                    f"/web/p/default/app/sessions/s1?offset={huge}",
+                    f"/web/audit?before={huge}"):
+            assert c.get(url).status_code == 400, url
+
+
 def test_aimem_user_passwd_sets_a_password_that_logs_in(web, tmp_path):
     import subprocess
     import sys
