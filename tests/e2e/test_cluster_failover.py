@@ -59,8 +59,8 @@ def _nats_pid(data_dir: Path, node: int) -> int:
     raise AssertionError(f"no nats-server for {store}")
 
 
-async def _stream_leader(nats_url: str) -> str:
-    nc = await nats.connect(nats_url.split(","), allow_reconnect=False, connect_timeout=2)
+async def _stream_leader(nats_url: str, token: str | None) -> str:
+    nc = await nats.connect(nats_url.split(","), token=token, allow_reconnect=False, connect_timeout=2)
     try:
         info = await nc.jetstream(timeout=5).stream_info("AIMEM_MUT")
         return info.cluster.leader
@@ -139,7 +139,7 @@ async def _drive(url: str, stack: LocalStack, data_dir: Path) -> dict:
 
     async def killer() -> None:
         await asyncio.sleep(KILL_AT_S)
-        leader = await _stream_leader(stack.nats_url)
+        leader = await _stream_leader(stack.nats_url, stack.token)
         node = int(leader.rsplit("-", 1)[1])
         os.kill(_nats_pid(data_dir, node), signal.SIGKILL)
         killed.update(leader=leader, at=time.monotonic() - t0)

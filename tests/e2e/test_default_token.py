@@ -88,6 +88,10 @@ def test_first_start_writes_a_private_token_and_every_service_wants_it(fresh) ->
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert fresh.token == path.read_text().strip() and len(fresh.token) >= 40
+    # the memory itself is the owner's only: data dir 0700, DB and wiki files 0600
+    assert stat.S_IMODE(fresh.data_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE((fresh.data_dir / "db" / "memory.sqlite").stat().st_mode) == 0o600
+    assert stat.S_IMODE((fresh.data_dir / "wiki").stat().st_mode) == 0o700
     assert f"root token created in {path}" in (fresh.log_dir / "up.log").read_text()
 
     hook = fresh.url("ingress") + "/hook?agent=claude-code"
@@ -119,6 +123,30 @@ def test_first_start_writes_a_private_token_and_every_service_wants_it(fresh) ->
                 "status", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["data_dir"] == str(fresh.data_dir)
+
+
+def test_the_bus_wants_the_token_too(fresh) -> None:
+    """A local process without the token cannot publish commands to the writer over NATS."""
+    import nats
+    from nats.errors import Error as NatsError
+
+    async def attempt(token: str | None) -> str:
+        try:
+            nc = await nats.connect(fresh.nats_url, token=token, allow_reconnect=False, connect_timeout=2,
+                                    max_reconnect_attempts=0)
+        except (NatsError, OSError, asyncio.TimeoutError) as exc:
+            return f"refused: {exc!r}"
+        try:
+            await nc.jetstream().stream_info("AIMEM_MUT")
+            return "connected"
+        finally:
+            await nc.close()
+
+    for bad in (None, "not-the-token"):
+        assert asyncio.run(attempt(bad)).startswith("refused"), bad
+    assert asyncio.run(attempt(fresh.token)) == "connected"
+    conf = fresh.data_dir / "nats.conf"
+    assert stat.S_IMODE(conf.stat().st_mode) == 0o600 and fresh.token in conf.read_text()
 
 
 def test_installers_carry_the_token_to_the_hook_client_and_the_mcp_client(fresh, tmp_path) -> None:

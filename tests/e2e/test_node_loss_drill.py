@@ -262,7 +262,7 @@ def test_read_replica_follows_the_primary_within_seconds(tmp_path, s3):
                                             "body": "# First\n\nreplicated before the replica starts\n"}).status_code == 200
         base = free_port_block()
         env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")} | ENV | {
-            "AIMEM_BUS__NATS_URL": stack.nats_url}
+            "AIMEM_BUS__NATS_URL": stack.nats_url, "AIMEM_BUS__TOKEN": stack.token}
         logs = tmp_path / "logs-r"
         proc = subprocess.Popen([sys.executable, "-m", "aimem_cli", "replica", "--data-dir", str(node_r),
                                  "--port-base", str(base), "--log-dir", str(logs)],

@@ -89,7 +89,9 @@ def test_make_up_healthy_streams_then_sigint_cleans_up(tmp_path: Path) -> None:
         print(f"make up: every service healthy after {elapsed:.1f} s")
 
         async def stream_names() -> set[str]:
-            nc = await busmod.connect(BusSettings(nats_url=f"nats://127.0.0.1:{nats_port}"), name="t", reconnect=False)
+            token = (data_dir / "auth" / "token").read_text().strip()  # the NATS of `make up` requires it
+            nc = await busmod.connect(BusSettings(nats_url=f"nats://127.0.0.1:{nats_port}", token=token), name="t",
+                                      reconnect=False)
             try:
                 js = nc.jetstream()
                 return {(await js.stream_info(n)).config.name for n in (busmod.MUT_STREAM, busmod.EVT_STREAM)}

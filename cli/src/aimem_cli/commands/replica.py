@@ -17,7 +17,7 @@ import typer
 from aimem_common import config
 from aimem_common.replication import litestream_binary, litestream_env, write_litestream_config
 
-from aimem_cli.commands.up import Supervisor, ensure_root_token, log, run_foreground
+from aimem_cli.commands.up import Supervisor, ensure_root_token, log, private_data_dir, run_foreground
 
 REPLICA_SERVICES = ["query", "mcp-gateway"]
 
@@ -54,6 +54,7 @@ def replica(
         if why and "writer" in why:
             typer.echo(f"aimem replica: {why}; a replica never runs beside a writer", err=True)
             raise typer.Exit(2)
+    private_data_dir(settings.data_dir)
     token_note = ensure_root_token(settings, "aimem replica")  # as `aimem up`: never open
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)

@@ -316,6 +316,7 @@ def up(
     except config.ConfigError as exc:
         typer.echo(f"aimem up: {exc.message}", err=True)
         raise typer.Exit(2)
+    private_data_dir(settings.data_dir)
     token_note = ensure_root_token(settings, "aimem up")
     if nats_cluster == 2:
         typer.echo("aimem up: --nats-cluster needs 1 or at least 3 servers (2 cannot elect a leader after a loss)", err=True)
@@ -335,6 +336,7 @@ def up(
         nats_nodes = cluster_nodes(settings.data_dir / "nats", client_ports, route_ports, log_dir=nats_logs)
     for node in nats_nodes:  # monitoring /healthz: the supervisor's store-error probe
         node.monitor_port = free_port()
+        node.token = settings.bus.token or settings.auth.token  # clients present the root token
     litestream = None
     if settings.replication.s3_bucket:
         try:
@@ -361,6 +363,18 @@ def up(
     log(f"data dir: {settings.data_dir}")
     log(token_note)
     run_foreground(sup, health_timeout_s, "all services healthy:")
+
+
+def private_data_dir(data_dir: Path) -> None:
+    """Keep the memory to its owner: the data dir becomes 0700 and everything this process and
+    its children create (the DB, the wiki, the NATS store, logs) is made with umask 077, so
+    another account on the machine cannot read the projects from disk."""
+    os.umask(0o077)
+    try:
+        if data_dir.is_dir() and data_dir.stat().st_uid == os.getuid():
+            data_dir.chmod(0o700)
+    except OSError:
+        pass
 
 
 def ensure_root_token(settings: config.Settings, command: str) -> str:

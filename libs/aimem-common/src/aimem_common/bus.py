@@ -99,6 +99,7 @@ async def connect(settings: BusSettings, *, name: str, reconnect: bool = True) -
             nats.connect(
                 urls,  # nats-py spreads clients over them and fails over between them
                 name=name,
+                token=settings.token,
                 connect_timeout=settings.connect_timeout_s,
                 allow_reconnect=reconnect,
                 max_reconnect_attempts=-1 if reconnect else 0,

@@ -58,6 +58,10 @@ class BusSettings(BaseModel):
     """
 
     nats_url: str = "nats://127.0.0.1:4222"
+    # The NATS server's client token. Unset: the root token (auth.token or the token file),
+    # which is what the nats-server of `aimem up` requires; a server without authorization
+    # accepts any. A read replica sets it to the primary's token.
+    token: str | None = None
     stream_replicas: int = Field(1, ge=1, le=5)
     connect_timeout_s: float = 2.0
     mut_max_bytes: int = 1024 * 1024 * 1024  # AIMEM_MUT cap; full stream = 429 back-pressure
@@ -450,6 +454,8 @@ def load(
     settings.resolved_env = resolved
     if settings.auth.token is None:
         settings.auth.token = read_token_file(abs_dir)
+    if settings.bus.token is None:
+        settings.bus.token = settings.auth.token
     log.info("aimem data dir: %s", abs_dir)
     return settings
 

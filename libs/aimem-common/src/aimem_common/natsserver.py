@@ -8,6 +8,7 @@ with its own name, store dir, client and route port), for ``aimem up --nats-clus
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -124,6 +125,7 @@ class NatsServer:
         monitor_port: int | None = None,
         log_file: str | Path | None = None,
         cluster: "ClusterMember | None" = None,
+        token: str | None = None,
     ):
         self.store_dir = Path(store_dir)
         self.host = host
@@ -131,6 +133,7 @@ class NatsServer:
         self.monitor_port = monitor_port
         self.log_file = Path(log_file) if log_file else None
         self.cluster = cluster
+        self.token = token  # clients must present it (authorization { token }); None: open
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -155,7 +158,12 @@ class NatsServer:
         text = f"max_payload: {MAX_PAYLOAD_BYTES}\n"
         if self.monitor_port:  # monitoring (/healthz, /jsz) on the same loopback host as clients
             text += f'http: "{self.host}:{self.monitor_port}"\n'
-        conf.write_text(text)
+        if self.token:  # without it any local process could publish commands as any actor
+            text += f"authorization {{ token: {json.dumps(self.token)} }}\n"
+        fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(conf, 0o600)
         args = [nats_server_binary(), "-c", str(conf), "-a", self.host, "-p", str(self.port), "-js",
                 "-sd", str(self.store_dir)]
         if self.cluster is not None:

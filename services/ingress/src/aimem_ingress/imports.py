@@ -41,6 +41,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aimem_common.auth import Principal
 from aimem_common.commands import Envelope, make_envelope
 from aimem_common.commands.envelope import first_error
 from aimem_common.commands.observations import SessionEnd
@@ -52,7 +53,7 @@ from aimem_ingress.normalize import AGENTS, AGENT_ALIASES, HookPayloadError, nor
 from aimem_ingress.deps import CtxDep
 from aimem_ingress.routes import (
     HOOK_ACTOR, MAX_KEY_CHARS, MAX_ORIGIN_CHARS, MAX_ROOT_CHARS, HookScope, _authorize, _check_ready, _key_field,
-    require_hook_write,
+    caller_key, require_hook_write,
 )
 
 router = APIRouter()
@@ -99,7 +100,7 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
                       _key_field(batch.root, "root", MAX_ROOT_CHARS),
                       _key_field(batch.origin, "origin", MAX_ORIGIN_CHARS), batch.named)
     await require_hook_write(ctx, principal, scope)
-    segments, rejected = _envelopes(batch, agent, scope)
+    segments, rejected = _envelopes(batch, agent, scope, principal)
     _check_ready(ctx)
     ctx.gate.check()
     accepted = duplicates = 0
@@ -119,7 +120,7 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
                         status_code=202)
 
 
-def _envelopes(batch: ImportBatch, agent: str, scope: HookScope
+def _envelopes(batch: ImportBatch, agent: str, scope: HookScope, principal: Principal
                ) -> tuple[list[tuple[list[Envelope], Envelope | None]], list[dict[str, Any]]]:
     """Normalise and sanitise every item; return ``([(observations, end|None)], rejected)``."""
     segments: list[tuple[list[Envelope], Envelope | None]] = []
@@ -134,7 +135,7 @@ def _envelopes(batch: ImportBatch, agent: str, scope: HookScope
         if item.end:
             end = SessionEnd(session_id=ev.session_id, agent=agent, cwd=ev.cwd,
                              ended_at=ev.occurred_at, historical=True)
-            segments.append((current, make_envelope("session.end", end, actor=HOOK_ACTOR, idempotency_key=item.key,
+            segments.append((current, make_envelope("session.end", end, actor=HOOK_ACTOR, idempotency_key=caller_key(principal, scope, item.key),
                                                     **scope.envelope_kwargs())))
             current = []
             continue
@@ -144,7 +145,7 @@ def _envelopes(batch: ImportBatch, agent: str, scope: HookScope
             occurred_at=ev.occurred_at,
         )
         payload = sanitize(raw).to_payload().model_copy(update={"imported": True})
-        current.append(make_envelope("observation.append", payload, actor=HOOK_ACTOR, idempotency_key=item.key,
+        current.append(make_envelope("observation.append", payload, actor=HOOK_ACTOR, idempotency_key=caller_key(principal, scope, item.key),
                                      **scope.envelope_kwargs()))
     if current:
         segments.append((current, None))

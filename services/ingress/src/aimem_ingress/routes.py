@@ -32,6 +32,7 @@ user cleared) and gets the brief; any other start claims the handoff and gets th
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import time
@@ -109,7 +110,7 @@ async def post_hook(request: Request) -> Response:
         ev, payload = await _read_event(ctx, request)
         scope = _scope(request, payload, ev)
         await require_hook_write(ctx, principal, scope)
-        key = _idempotency_key(request, payload)
+        key = caller_key(principal, scope, _idempotency_key(request, payload))
         _check_ready(ctx)
         ctx.gate.check()
         cmd_id, duplicate = await _publish(ctx, ev, scope, key)
@@ -268,6 +269,22 @@ def _idempotency_key(request: Request, payload: dict[str, Any]) -> str | None:
         raise BadRequestError(f"Idempotency-Key must be 1-{MAX_KEY_CHARS} printable chars",
                               code="invalid_idempotency_key")
     return key
+
+
+def caller_key(principal: Principal, scope: HookScope, key: str | None) -> str | None:
+    """The client's idempotency key made the caller's own: ``<12 hex>:<key>`` (≤ MAX_KEY_CHARS).
+
+    The prefix hashes who sends (root, or which user) and where the event goes (workspace,
+    project, root, origin). A client's retry of its own event (the spool, an import re-run)
+    carries the same key and still dedupes; someone else's event with a key they guessed
+    (import keys are predictable: ``<client>:<session>:<offset>``) no longer reads as a
+    duplicate of it — which answered 202 while the victim's event was never stored.
+    """
+    if key is None:
+        return None
+    who = f"user:{principal.user_id}" if principal.kind == "user" else "root"  # auth on or off: one namespace
+    where = "\0".join((who, scope.workspace, scope.project, scope.root or "", scope.origin or ""))
+    return f"{hashlib.sha256(where.encode()).hexdigest()[:12]}:{key}"[:MAX_KEY_CHARS]
 
 
 def _check_ready(ctx: IngressContext) -> None:

@@ -43,7 +43,10 @@ async def test_accepts_and_publishes_with_idempotency_key(ingress):
     [(env, headers)] = await stream_msgs(app)
     assert env["cmd_id"] == cmd_id and env["op"] == "observation.append"
     assert env["scope"] == {"workspace": "default", "project": "acme-api"}
-    assert env["idempotency_key"] == "k-1" and headers[busmod.MSG_ID_HEADER] == "k-1"
+    # the client's key, prefixed with the caller's namespace (who sends, where it goes)
+    assert env["idempotency_key"] == headers[busmod.MSG_ID_HEADER]
+    prefix, key = env["idempotency_key"].split(":", 1)
+    assert key == "k-1" and len(prefix) == 12 and int(prefix, 16) >= 0
     p = env["payload"]
     assert (p["kind"], p["session_id"], p["agent"], p["sanitized"]) == ("user-prompt", "s-1", "claude-code", True)
     assert "cursor pagination" in p["body"]
@@ -53,12 +56,26 @@ async def test_accepts_and_publishes_with_idempotency_key(ingress):
     assert len(await stream_msgs(app)) == 1
 
 
+async def test_a_key_guessed_for_another_place_is_not_a_duplicate(ingress):
+    """Someone who knows a session's key (import keys are predictable) cannot make that
+    session's own event read as an already-stored duplicate: keys are per caller and place."""
+    client, app = ingress
+    theirs = {**CLAUDE_PROMPT, "cwd": "/home/eve/projects/eve", "prompt": "planted first"}
+    r = await client.post("/hook?agent=claude-code", json=theirs, headers={"Idempotency-Key": "claude-code:s-1:7"})
+    assert r.status_code == 202 and "duplicate" not in r.json()
+    r = await client.post("/hook?agent=claude-code&root=/home/bob/secret", json=CLAUDE_PROMPT,
+                          headers={"Idempotency-Key": "claude-code:s-1:7"})
+    assert r.status_code == 202 and "duplicate" not in r.json(), r.text
+    bodies = [e["payload"]["body"] for e, _ in await stream_msgs(app)]
+    assert len(bodies) == 2 and any("cursor pagination" in b for b in bodies)
+
+
 async def test_body_idempotency_key_and_detected_agent(ingress):
     client, app = ingress
     r = await client.post("/hook", json={**CLAUDE_PROMPT, "idempotency_key": "body-key"})
     assert r.status_code == 202
     [(env, headers)] = await stream_msgs(app)
-    assert headers[busmod.MSG_ID_HEADER] == "body-key" and env["payload"]["agent"] == "claude-code"
+    assert headers[busmod.MSG_ID_HEADER].split(":", 1)[1] == "body-key" and env["payload"]["agent"] == "claude-code"
 
 
 async def test_session_end_publishes_session_end_command(ingress):
@@ -70,7 +87,7 @@ async def test_session_end_publishes_session_end_command(ingress):
     msgs = await stream_msgs(app)
     assert [e["op"] for e, _ in msgs] == ["observation.append", "session.end"]
     assert msgs[1][0]["payload"]["session_id"] == "s-1"
-    assert msgs[1][1][busmod.MSG_ID_HEADER] == "end-1:session.end"
+    assert msgs[1][1][busmod.MSG_ID_HEADER].split(":", 1)[1] == "end-1:session.end"
 
 
 async def test_secrets_are_redacted_before_publishing(ingress):
