@@ -42,15 +42,19 @@ def _starts_here(n: int, cls: str = r"[\w-]") -> str:
     return rf"(?:(?<!{cls}.{{{n}}})|(?<=\\[ntr].{{{n}}}))"
 
 
-# PEM: header lines (Proc-Type, DEK-Info, Version) only at a line start, then base64,
-# whitespace and JSON-escaped newlines; no '-' in the body, so it stops at the END line.
-# Without an END (an excerpt cut short) only the key-shaped lines that follow are taken.
+# PEM and PGP armor: header lines (Proc-Type, DEK-Info, Version, Comment) only at a line
+# start, then base64, whitespace and JSON-escaped newlines and tabs; no '-' in the body, so
+# it stops at the END line. A line may carry a prefix a tool added: a line number and a tab
+# or '→' (`cat -n`, an agent's file reader) or a '> ' quote. Without an END (an excerpt cut
+# short) only the key-shaped lines that follow are taken.
 _PEM_LABEL = r"(?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----"
-_PEM_HEADER = r"[A-Z][A-Za-z-]{1,30}: [^\n\\\"]{0,200}"
+_PEM_HEADER = r"[A-Z][A-Za-z-]{1,30}: (?:[^\n\\\"]|\\++[^nr\n]){0,200}+"
+_PEM_LINE_START = r"(?:(?<=\n)|(?<=\\[nt])|(?<=\t)|(?<=→)|(?<=> ))"
+_PEM_GAP = r"(?:\s|\\++[nrt]|→|>|\d{1,7}+(?:\t|\\++t|→))++"  # line ends, prefixes
 _PEM = (
-    r"-----BEGIN " + _PEM_LABEL + r"(?:(?P<body>(?:(?:(?<=\n)|(?<=\\n))" + _PEM_HEADER
-    + r"|\\++[nr]|[A-Za-z0-9+/=\s])*+)-----END " + _PEM_LABEL + r"(?:\\++n)*+"
-    + r"|(?P<cut>(?:(?:\s|\\++[nr])++(?:" + _PEM_HEADER
+    r"-----BEGIN " + _PEM_LABEL + r"(?:(?P<body>(?:" + _PEM_LINE_START + _PEM_HEADER
+    + r"|\\++[nrt]|[A-Za-z0-9+/=\s>→])*+)-----END " + _PEM_LABEL + r"(?:\\++n)*+"
+    + r"|(?P<cut>(?:" + _PEM_GAP + r"(?:" + _PEM_HEADER
     + r"|[A-Za-z0-9+/=]{16,}+|[A-Za-z0-9+/=]++\Z))*+))"
 )
 _GCP_SA = re.compile(r'private_key\\*"[ \t]{0,8}:[ \t]{0,8}\\*"(?P<s>' + _PEM + ")")
@@ -73,12 +77,14 @@ _AWS_SECRET = re.compile(  # `key = v`, `key: v`, and the credentials-file/CLI f
 # Passwords on command lines, whatever their length (a short one is still a password):
 # `curl -u user:pw` / `--user user:pw` (any tool), `--password pw` / `--password=pw`,
 # `mysql -p'pw'` / `-ppw` (MySQL family), `-p pw` after `docker|podman|helm ... login` and
-# `sshpass`, PGPASSWORD= / MYSQL_PWD= / REDISCLI_AUTH=, and `.netrc` lines.
+# `sshpass`, PGPASSWORD= / MYSQL_PWD= / REDISCLI_AUTH= / SSHPASS=, and `.netrc` lines;
+# `curl -uuser:pw` needs no space. Tool-specific slots follow below.
 _VAL = (r"(?:'(?P<sq>[^'\n]{1,256}+)'|\\*+\"(?P<dq>[^\"\\\n]{1,256}+)\\*+\""
         r"|(?P<uq>[^\s'\"`;|&<>()\\]{1,256}+))")
 _CLI_PASSWORD = re.compile(
     r"[-MmPpRrSs](?:"
-    r"(?<=-)(?:u|-user|a|-auth)(?<![\w-]-u)(?<![\w-]-a)(?<![\w-]--user)(?<![\w-]--auth)(?:[ \t]{1,4}+|=)"
+    r"(?<=-)(?:u(?<![\w-]-u)(?:=|[ \t]{0,4}+)|(?:-user|a|-auth)(?<![\w-]-a)(?<![\w-]--user)(?<![\w-]--auth)"
+    r"(?:[ \t]{1,4}+|=))"
     r"[\"']?[^\s:'\"]{1,128}+:(?P<up>[^\s'\"]{1,256}+)"
     r"|(?<=-)-(?i:password|passwd|pass)(?<![\w-]--password)(?<![\w-]--passwd)(?<![\w-]--pass)(?:[ \t]{1,4}+|=)"
     + _VAL +
@@ -87,12 +93,50 @@ _CLI_PASSWORD = re.compile(
     r"|(?<=[Rr])edis-cli\b[^\n]{0,200}?[ \t]-a[ \t]{1,4}+" + _VAL.replace("?P<", "?P<a") +
     r"|(?<=[Pp])(?:GPASSWORD|ASSWORD)=(?<![\w]PASSWORD=)" + _VAL.replace("?P<", "?P<g") +
     r"|(?<=[MmRr])(?:YSQL_PWD|EDISCLI_AUTH)=" + _VAL.replace("?P<", "?P<r") +
+    r"|(?<=S)SHPASS=" + _VAL.replace("?P<", "?P<e") +
     r")"
 )
 _LOGIN_P = re.compile(
-    r"(?i:docker|podman|nerdctl|helm|oras|skopeo|buildah)\b[^\n]{0,120}?\blogin\b[^\n]{0,200}?"
+    r"(?i:docker|podman|nerdctl|helm|oras|skopeo|buildah|(?<![\w-])az|(?<=\\[ntr])az)\b[^\n]{0,120}?\blogin\b[^\n]{0,200}?"
     r"[ \t](?:-p|--password)(?:[ \t]{1,4}+|=)" + _VAL
 )
+
+def _tool_val(prefix: str) -> str:
+    """``_VAL`` with its groups renamed (one pattern cannot repeat a group name)."""
+    return _VAL.replace("?P<", f"?P<{prefix}")
+
+
+# Tool-specific password slots; `[^\n;|&]` keeps the flag in the same command as the tool.
+_CMD = r"\b[^\n;|&]{0,200}?[ \t]"
+_TOOL_PASSWORD = re.compile(
+    r"(?:sqlcmd|bcp|osql)" + _CMD + r"-P[ \t]{0,4}+" + _tool_val("q")  # SQL Server
+    + r"|ldap[a-z]{2,12}+" + _CMD + r"-w[ \t]{0,4}+" + _tool_val("l")  # -W prompts
+    + r"|(?:un)?zip(?:cloak)?" + _CMD + r"-P[ \t]{1,4}+" + _tool_val("z")
+    + r"|7z[ar]?" + _CMD + r"-p" + _tool_val("s")  # 7-Zip: `-ppw`, no space; bare -p prompts
+    + r"|(?:smb[a-z]{0,10}+|rpcclient|mount\.cifs)" + _CMD
+    + r"(?:-U|--user(?:name)?=?)[ \t]{0,4}+[\"']?[^\s%'\"]{1,128}+%" + _tool_val("b")  # user%pw
+)
+# keytool / jarsigner `-storepass pw` (`-storepass:env VAR` and `:file` name no secret),
+# openssl `-passin pass:pw` (`env:VAR`, `file:path`, `fd:N`, `stdin` name no secret).
+_PASS_FLAG = re.compile(
+    r"-(?<![\w-].)(?:(?:src|dest|new)?(?:store|key)pass[ \t]{1,4}+"
+    r"|(?:passin|passout|pass|password)[ \t]{1,4}+[\"']?pass:)" + _VAL
+)
+# `htpasswd -b[c|n|B..] [file] user pw`: with -n no file argument comes first.
+_HTPASSWD = re.compile(
+    r"htpasswd(?P<ho>(?:[ \t]{1,4}+-(?:[A-Za-z]{0,8}?(?P<hn>n)[A-Za-z]{0,8}+|[A-Za-z]{1,8}+)"
+    r"(?:[ \t]{1,4}+\d{1,3}+)?){1,4})[ \t]{1,4}+(?(hn)|[^\s;|&<>]{1,256}+[ \t]{1,4}+)"
+    r"[^\s;|&<>-][^\s;|&<>]{0,255}+[ \t]{1,4}+" + _VAL
+)
+# A password piped or fed to a tool that reads it from stdin: `echo pw | docker login
+# --password-stdin`, `echo pw | sudo -S cmd`, `sudo -S cmd <<< pw`.
+_STDIN_PASSWORD = re.compile(
+    r"(?:echo|printf)[ \t]{1,4}+(?:-[neE]{1,3}+[ \t]{1,4}+)?" + _VAL
+    + r"(?=[ \t]{0,4}+\|[ \t]{0,4}+(?:[^\n;|&]{0,200}?--password-stdin|sudo[ \t]{1,4}+(?:-[A-Za-z]*S\b)))"
+    + r"|sudo[ \t]{1,4}+(?:-[A-Za-z]*S\b)[^\n;|&<]{0,200}?<<<[ \t]{0,4}+" + _tool_val("h")
+)
+# A credential prompt echoed into output: git's `Password for 'https://user@host': pw`.
+_PROMPT_PASSWORD = re.compile(r"Password for '[^'\n]{1,256}+':[ \t]{1,4}+(?P<uq>[^\s\\]{1,256}+)")
 _NETRC = re.compile(
     r"(?i:machine|default)\b(?s:.{0,300}?)(?:\s|\\n){1,8}+(?i:password)[ \t]{1,8}+(?P<uq>[^\s\\]{1,256}+)"
 )
@@ -277,6 +321,11 @@ def _cli_ok(m: re.Match[str]) -> bool:
     return not (value.startswith(("$", "-")) or _PLACEHOLDER.fullmatch(value))
 
 
+def _htpasswd_ok(m: re.Match[str]) -> bool:
+    """``htpasswd`` takes the password on the command line only in batch mode (``-b``)."""
+    return "b" in m.group("ho") and _cli_ok(m)
+
+
 def _url_ok(m: re.Match[str]) -> bool:
     return _PLACEHOLDER.fullmatch(m.group("s")) is None
 
@@ -374,7 +423,8 @@ def _env_ok(m: re.Match[str]) -> bool:
 
 
 _Decide = Callable[[re.Match[str]], bool]
-_LASTGROUP_RULES = (_ENV, _CLI_PASSWORD, _LOGIN_P, _NETRC)  # the value is the last group matched
+_LASTGROUP_RULES = (_ENV, _CLI_PASSWORD, _LOGIN_P, _NETRC, _TOOL_PASSWORD, _PASS_FLAG, _HTPASSWD,
+                    _STDIN_PASSWORD, _PROMPT_PASSWORD)  # the value is the last group matched
 _AWS_TRIGGERS = ("akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "anpa", "a3t")
 _HIGH_ENTROPY_TRIGGERS = ("--", "-p", "key", "token", "secret", "pass", "sig", "auth", "code")
 # (kind, lower-case trigger substrings: the rule runs only if one occurs, pattern, decide
@@ -403,6 +453,12 @@ _RULES: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Decide | None], ...]
     ("cli_password", ("-u", "--user", "-a", "--auth", "--pass", "mysql", "mariadb", "sshpass", "password=",
                       "mysql_pwd=", "rediscli_auth=", "redis-cli"), _CLI_PASSWORD, _cli_ok),
     ("cli_password", ("login",), _LOGIN_P, _cli_ok),
+    ("cli_password", ("sqlcmd", "bcp", "osql", "ldap", "zip", "7z", "smb", "rpcclient", "mount.cifs"),
+     _TOOL_PASSWORD, _cli_ok),
+    ("cli_password", ("pass ", "pass\t", "pass:"), _PASS_FLAG, _cli_ok),
+    ("cli_password", ("htpasswd",), _HTPASSWD, _htpasswd_ok),
+    ("cli_password", ("sudo", "password-stdin"), _STDIN_PASSWORD, _cli_ok),
+    ("cli_password", ("password for '",), _PROMPT_PASSWORD, _cli_ok),
     ("netrc_password", ("machine", "default"), _NETRC, _cli_ok),
 )
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, *_ in _RULES))  # every marker kind, rule order

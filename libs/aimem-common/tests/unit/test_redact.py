@@ -160,6 +160,24 @@ SECRETS: list[tuple[str, str, str]] = [
     ("cli_password", "http -a user:pa55 example.org", "pa55"),
     ("aws_secret_key", "aws configure set aws_secret_access_key " + fake(B64, 40, "awsspace").replace("=", "A"),
      fake(B64, 40, "awsspace").replace("=", "A")),
+    ("cli_password", "curl -uadmin:pw7 https://api.example.com", "pw7"),
+    ("cli_password", "SSHPASS=sshenvpw sshpass -e ssh deploy@host", "sshenvpw"),
+    ("cli_password", "az login --service-principal -u app -p azpw1 --tenant t", "azpw1"),
+    ("cli_password", "sqlcmd -S db -U sa -P sqlpw1 -Q 'select 1'", "sqlpw1"),
+    ("cli_password", "ldapsearch -x -D cn=admin,dc=x -w ldappw1 -b dc=x", "ldappw1"),
+    ("cli_password", "openssl pkcs12 -export -in c.pem -passout pass:sslpw1 -out c.p12", "sslpw1"),
+    ("cli_password", "openssl rsa -in k.pem -passin 'pass:sslpw2'", "sslpw2"),
+    ("cli_password", "keytool -list -keystore ks.jks -storepass storepw1", "storepw1"),
+    ("cli_password", "keytool -genkeypair -alias a -keypass keypw1 -keystore ks.jks", "keypw1"),
+    ("cli_password", "zip -P zippw1 out.zip notes.txt", "zippw1"),
+    ("cli_password", "7z a -p7zpw1 -mhe=on out.7z dir", "7zpw1"),
+    ("cli_password", "smbclient //srv/share -U 'CORP\\alice%smbpw1'", "smbpw1"),
+    ("cli_password", "htpasswd -cb /etc/nginx/.htpasswd alice htpw1", "htpw1"),
+    ("cli_password", "htpasswd -nbB -C 10 alice htpw2 2>/dev/null", "htpw2"),
+    ("cli_password", "echo 'regpw1' | docker login -u me --password-stdin reg.example.com", "regpw1"),
+    ("cli_password", "sudo -S apt-get update <<< sudopw1", "sudopw1"),
+    ("cli_password", "echo sudopw2 | sudo -S systemctl restart nginx", "sudopw2"),
+    ("cli_password", "Password for 'https://alice@github.com': gitpw1", "gitpw1"),
     ("netrc_password", "machine api.example.com login me password netpw", "netpw"),
     ("netrc_password", "machine git.example.com\n  login me\n  password netpw2", "netpw2"),
 ]
@@ -214,6 +232,61 @@ def test_cli_lookalikes_are_not_passwords() -> None:
     for line in ("docker run -u 1000:1000 img", "ssh -p 22 host", "docker run -p 8080:80 img",
                  "echo --password $PW", "git commit -a -m x", "mysql -p", "deploy --password ${PASS}"):
         assert redact(line).text == line, line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "curl -u admin https://h", "git diff -u a b", "top -u1000:1000", "az group list",
+        "sqlcmd -S db -E -Q 'select 1'", "ldapsearch -W -D cn=admin -b dc=x",
+        "openssl rsa -passin env:KEY_PASS -in k.pem", "openssl rsa -passin file:/run/pw -in k.pem",
+        "openssl pkcs12 -passout stdin -out c.p12", "keytool -list -storepass:env STOREPASS -keystore ks.jks",
+        "zip -r out.zip dir", "zip -r a.zip dir && rsync -P a.zip host:", "7z x archive.7z",
+        "7z x -p archive.7z", "smbclient -U alice //srv/share", "htpasswd -c .htpasswd alice",
+        "htpasswd -D .htpasswd alice", "echo $PW | docker login --password-stdin",
+        "cat pw.txt | docker login -u me --password-stdin", "echo hi | sudo tee /etc/motd",
+        "sudo -S true", 'sudo -S cat <<< "$PW"', "Password for 'https://alice@github.com': ",
+        "SSHPASS=$PW sshpass -e ssh host",
+    ],
+)
+def test_tool_password_lookalikes_stay(line: str) -> None:
+    assert redact(line).text == line
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("curl -uadmin:pw https://h", "curl -uadmin:[REDACTED:cli_password] https://h"),
+        ("7z a -ppw out.7z d", "7z a -p[REDACTED:cli_password] out.7z d"),
+        ("smbclient -U user%pw //s/x", "smbclient -U user%[REDACTED:cli_password] //s/x"),
+        ("openssl rsa -passin pass:pw", "openssl rsa -passin pass:[REDACTED:cli_password]"),
+        ("htpasswd -b f user pw", "htpasswd -b f user [REDACTED:cli_password]"),
+        ("htpasswd -nb user pw", "htpasswd -nb user [REDACTED:cli_password]"),
+    ],
+)
+def test_tool_password_keeps_the_flag(line: str, expected: str) -> None:
+    assert redact(line).text == expected
+
+
+GPG_BODY = [fake(B64, 64, f"gpg{i}") for i in range(4)] + [fake(B64, 12, "gpgtail"), "=" + fake(B64, 4, "crc")]
+GPG_ARMOR = ["-----BEGIN PGP PRIVATE KEY BLOCK-----", "Comment: User-ID:\tAlice <a@example.org>", "",
+             *GPG_BODY, "-----END PGP PRIVATE KEY BLOCK-----"]  # fmt: skip
+
+
+@pytest.mark.parametrize("form", ["plain", "cat -n", "arrow", "quoted"])
+@pytest.mark.parametrize("cut", [False, True])
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_pgp_armor_is_redacted_as_a_tool_printed_it(form: str, cut: bool, depth: int) -> None:
+    # A file reader prefixes line numbers (tab or arrow), a mail or markdown quote adds '> ';
+    # an excerpt may stop before the END line.
+    lines = GPG_ARMOR[:5] if cut else GPG_ARMOR
+    prefix = {"cat -n": "{:6}\t", "arrow": "{:6}\u2192", "quoted": "> "}.get(form, "")
+    text = "".join(prefix.format(i) + line + "\n" for i, line in enumerate(lines, 1))
+    for _ in range(depth):
+        text = json.dumps(text, ensure_ascii=False)
+    res = redact(text)
+    assert [b for b in GPG_BODY[:3] if b[:16] in res.text] == []
+    assert res.kinds == ("private_key",)
 
 
 def test_corpus_covers_every_kind_and_is_large() -> None:
@@ -401,6 +474,13 @@ ADVERSARIAL = {
     "escaped-quotes": _fill('password: \\"\\\\'),
     "escaped-pem": _fill("-----BEGIN PRIVATE KEY-----\\\\\\\\n"),
     "yaml-lines": _fill('"\n  - password: x'),
+    "tool-flags": _fill("sqlcmd ldapx zip 7z smbclient -U u"),
+    "tool-far-flag": _fill("ldapsearch " + "a" * 190 + " -w"),
+    "pass-flags": _fill("-storepass -passin pass:"),
+    "htpasswd-opts": _fill("htpasswd -b -n -c 12 "),
+    "stdin-pipes": _fill("echo a | sudo -S x <<< "),
+    "prompts": _fill("Password for 'x': "),
+    "pem-numbered": "-----BEGIN PRIVATE KEY-----\n" + _fill("  12\tMIIEvQIBADANBgkq\n> "),
     "mixed": _fill(
         'password=ghp_AKIA eyJ.eyJ sk-ant- postgres://a:b@ -----BEGIN PRIVATE KEY-----\n"private_key": "'
     ),
@@ -424,7 +504,8 @@ FRAGMENTS = [
     "password", "Token", "api_key", "auth", "=", ":", " = ", '"', "'", "\\n", "\\", "\n", " ", "://",
     "@", "Authorization: Bearer ", "X-Api-Key: ", "eyJ", ".", "AKIA", "ghp_", "sk-", "sk-ant-",
     "--token ", "-p", "?key=", "&sig=", "[REDACTED:jwt]", "[", "]", "(", ")", ",", "f", "${", "}",
-    "AccountKey=", "xoxb-", "glpat-", HI, PASSWORD, "日本🔑", "\x00", "\ud800", "é",
+    "AccountKey=", "xoxb-", "glpat-", "sqlcmd -P ", "htpasswd -nb ", "7z -p", "-storepass ", " | sudo -S",
+    "<<< ", "echo ", "Password for '", "': ", "→", "\t", HI, PASSWORD, "日本🔑", "\x00", "\ud800", "é",
 ]  # fmt: skip
 
 
