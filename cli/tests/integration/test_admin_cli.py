@@ -218,6 +218,12 @@ def test_admin_auth_matrix(stack2) -> None:
     assert [u["name"] for u in json.loads(r.output)["users"]] == ["alice"]
     r = cli("status", "--token", "wrong")
     assert r.exit_code == 1 and r.output.startswith("aimem: ") and r.output.count("\n") == 1
+    # a user key gets its own projects' figures, not a 403 from the store-wide status
+    r = cli("status", "--token", alice_key, "--json")
+    assert r.exit_code == 0, r.output
+    mine = json.loads(r.output)
+    assert mine["data_dir"] is None and isinstance(mine["counts"]["projects"], int)  # the root view names it
+    assert cli("status", "--token", alice_key).exit_code == 0
 
 
 def test_doctor_and_unreachable_server(stack2, settings) -> None:

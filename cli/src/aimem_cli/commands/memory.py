@@ -14,19 +14,29 @@ from typing import Any
 
 import typer
 
+from aimem_cli.client import CliError
 from aimem_cli.commands.base import (
     JsonOpt, PjOpt, ServerOpt, TokenOpt, WsOpt, client, emit, fail, project_prefix, scope, table,
 )
 
 
 def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
-    """Show store counts, versions, data dir, DB size, writer lag and the last checkpoint."""
+    """Show store counts, versions, data dir, DB size, writer lag and the last checkpoint.
+
+    A user key (no root grant) gets the figures of the projects it can read
+    (``/api/v1/status``) instead of the store-wide ``/admin/status``.
+    """
     with client(server, token) as c:
-        data = c.get("/admin/status")
+        try:
+            data = c.get("/admin/status")
+        except CliError as exc:
+            if exc.status != 403:
+                raise
+            data = c.get("/api/v1/status")
 
     def human(d: dict) -> None:
         typer.echo(f"aimem {d.get('version')}  schema v{d.get('schema_version')}  data dir {d.get('data_dir')}")
-        typer.echo(f"db {d.get('db_bytes', 0) / 1e6:.1f} MB  writer lag {d.get('writer_lag')}"
+        typer.echo(f"db {(d.get('db_bytes') or 0) / 1e6:.1f} MB  writer lag {d.get('writer_lag')}"
                    f"  dead letters {d.get('dead_letters_open', 0)}")
         last = d.get("last_checkpoint") or {}
         typer.echo(f"last checkpoint {last.get('short', '-')} {last.get('time', '')}")
