@@ -202,9 +202,10 @@ def index_aimem(tmp: Path, notes: list[tuple[str, str, str]]) -> float:
     from aimem_common.commands import make_envelope
     from aimem_testing.stack import LocalStack
 
-    async def push(nats_url: str) -> float:
-        nc = await busmod.connect(BusSettings(nats_url=nats_url, request_timeout_s=120), name="bench", reconnect=False)
-        bus = busmod.Bus(nc, BusSettings(nats_url=nats_url, request_timeout_s=120))
+    async def push(nats_url: str, token: str | None) -> float:
+        settings = BusSettings(nats_url=nats_url, token=token, request_timeout_s=120)
+        nc = await busmod.connect(settings, name="bench", reconnect=False)
+        bus = busmod.Bus(nc, settings)
         t0 = time.perf_counter()
         batches = [notes[i:i + 100] for i in range(0, len(notes), 100)]
         sem = asyncio.Semaphore(4)
@@ -221,7 +222,7 @@ def index_aimem(tmp: Path, notes: list[tuple[str, str, str]]) -> float:
         return took
 
     with LocalStack(tmp / "aimem-vault", tmp / "aimem-vault-logs") as stack:
-        return asyncio.run(push(stack.nats_url))
+        return asyncio.run(push(stack.nats_url, stack.token))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -58,7 +58,7 @@ class WebStack:
         from aimem_common.config import BusSettings
 
         async def go() -> dict:
-            bus_settings = BusSettings(nats_url=self.nats_url)
+            bus_settings = BusSettings(nats_url=self.nats_url, token=WEB_ROOT_TOKEN)  # aimem up's NATS wants it
             nc = await busmod.connect(bus_settings, name="web-test", reconnect=False)
             try:
                 env = make_envelope(op, payload, workspace="default" if project else None, project=project,
