@@ -68,7 +68,7 @@ def tmpfs():
             m.umount()
 
 
-PROMPT = {"session_id": "chaos-1", "hook_event_name": "UserPromptSubmit", "cwd": "/work/chaos-proj"}
+PROMPT = {"session_id": "chaos-1", "hook_event_name": "UserPromptSubmit", "cwd": "/home/dev/chaos-proj"}
 
 
 @dataclass

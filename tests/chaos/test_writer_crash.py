@@ -34,7 +34,7 @@ async def _publish_backlog(settings, n: int) -> set[str]:
         envs = []
         for i in range(n):
             raw = RawObservation(session_id="chaos-1", kind=ObservationKind.USER_PROMPT, agent="claude-code",
-                                 cwd="/work/chaos-proj", title="", body=f"backlog {i} " + "y" * 500)
+                                 cwd="/home/dev/chaos-proj", title="", body=f"backlog {i} " + "y" * 500)
             envs.append(make_envelope("observation.append", sanitize(raw).to_payload(), project="chaos-proj"))
         for start in range(0, n, 200):
             await asyncio.gather(*(bus.publish(e, timeout_s=10) for e in envs[start:start + 200]))

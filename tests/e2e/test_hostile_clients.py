@@ -141,7 +141,7 @@ def test_metrics_and_api_docs_need_the_root_token_when_configured(stack):
 def _hook(stack, project: str, session: str, prompt: str) -> None:
     r = httpx.post(stack.url("ingress") + "/hook", params={"agent": "claude-code", "project": project},
                    json={"hook_event_name": "UserPromptSubmit", "session_id": session, "prompt": prompt,
-                         "cwd": f"/work/{project}"},
+                         "cwd": f"/home/dev/{project}"},
                    headers={"Authorization": f"Bearer {TOKEN}"})
     assert r.status_code == 202, r.text
 
@@ -187,12 +187,12 @@ def test_a_scoped_key_sees_only_its_projects_figures_in_status(stack):
 
 # -- the hook fuzzer -----------------------------------------------------------------------
 BASE_EVENTS = [
-    {"hook_event_name": "UserPromptSubmit", "session_id": "fz", "prompt": "hello", "cwd": "/work/fuzz"},
-    {"hook_event_name": "PostToolUse", "session_id": "fz", "tool_name": "Bash", "cwd": "/work/fuzz",
+    {"hook_event_name": "UserPromptSubmit", "session_id": "fz", "prompt": "hello", "cwd": "/home/dev/fuzz"},
+    {"hook_event_name": "PostToolUse", "session_id": "fz", "tool_name": "Bash", "cwd": "/home/dev/fuzz",
      "tool_input": {"command": "ls"}, "tool_response": {"stdout": "a\nb"}},
-    {"hook_event_name": "SessionStart", "session_id": "fz", "source": "startup", "cwd": "/work/fuzz"},
-    {"hook_event_name": "SessionEnd", "session_id": "fz", "reason": "exit", "cwd": "/work/fuzz"},
-    {"hook_event_name": "Stop", "session_id": "fz", "cwd": "/work/fuzz"},
+    {"hook_event_name": "SessionStart", "session_id": "fz", "source": "startup", "cwd": "/home/dev/fuzz"},
+    {"hook_event_name": "SessionEnd", "session_id": "fz", "reason": "exit", "cwd": "/home/dev/fuzz"},
+    {"hook_event_name": "Stop", "session_id": "fz", "cwd": "/home/dev/fuzz"},
 ]
 NASTY_VALUES = [
     "\ud800", "x\udfffy", "\udc00\ud800", "\u0000", "\ufeff", "\u202e", "a" * 70_000, "../../etc/passwd",
@@ -204,9 +204,9 @@ NASTY_PARAMS = {
     "event": ["", "UserPromptSubmit", "bogus", "\u00e9v\u00e9nement", "x" * 300],
     "project": ["fuzz", None, "a/b", "..", ".hidden", "x" * 300, "\u00fcber", "sp ace"],
     "workspace": [None, "default", "../w", "x" * 300],
-    "cwd": ["/work/fuzz", None, "", "x" * 5000, "C:\\work\\fuzz"],
+    "cwd": ["/home/dev/fuzz", None, "", "x" * 5000, "C:\\work\\fuzz"],
     "ts": ["1700000000.5", None, "0", "-1", "1e309", "nan", "99999999999999999999", "abc", "1700000000.5"],
-    "root": [None, "/work/fuzz", "\u0007bell", "y" * 5000],
+    "root": [None, "/home/dev/fuzz", "\u0007bell", "y" * 5000],
     "origin": [None, "github.com/o/r", "z" * 2000],
     "named": [None, "1", "0"],
     "extension": [None, "x", "y" * 300],
@@ -266,7 +266,7 @@ def _raw(url: str, request: bytes, *, close_after_send: bool = False) -> int:
 
 def _raw_cases(host: str, path: str) -> list[tuple[str, bytes, bool]]:
     head = f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {TOKEN}\r\n"
-    body = b'{"hook_event_name": "UserPromptSubmit", "session_id": "raw", "prompt": "p", "cwd": "/work/raw"}'
+    body = b'{"hook_event_name": "UserPromptSubmit", "session_id": "raw", "prompt": "p", "cwd": "/home/dev/raw"}'
     ct = "Content-Type: application/json\r\n"
     return [
         ("non-integer length", (head + ct + "Content-Length: abc\r\n\r\n").encode() + body, False),
@@ -318,7 +318,7 @@ def test_hook_fuzzer_gets_no_server_error_and_loses_nothing(stack):
     for i in range(10):  # stored before the fuzzing: must all still be there afterwards
         r = httpx.post(ingress + "/hook", params={"agent": "claude-code", "project": "keep"}, headers=AUTH,
                        json={"hook_event_name": "UserPromptSubmit", "session_id": "keep", "prompt": f"keep me {i}",
-                             "cwd": "/work/keep"})
+                             "cwd": "/home/dev/keep"})
         assert r.status_code == 202, r.text
         kept += 1
     assert _wait_observations(stack, before + kept) == before + kept

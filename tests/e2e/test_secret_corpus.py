@@ -75,7 +75,7 @@ def _raw_hits(stack) -> list[str]:
 
 def test_no_raw_secret_on_any_write_path(stack, tmp_path: Path) -> None:
     sid = "secret-session-1"
-    base = {"session_id": sid, "cwd": "/work/secret-proj"}
+    base = {"session_id": sid, "cwd": "/home/dev/secret-proj"}
     # 1. hooks: a prompt, a tool call, its output, the session end (session page, handoff, ledger)
     _hook(stack, {**base, "hook_event_name": "SessionStart", "source": "startup"})
     _hook(stack, {**base, "hook_event_name": "UserPromptSubmit", "prompt": "run these:\n" + TEXT})
