@@ -5,6 +5,8 @@ Benchmarks: footprint, writer_throughput, hook_ingest, hook_identity, visibility
 import_throughput, locomo,
 locomo_local (LoCoMo with the local embedder; skipped when it is not installed),
 basic_memory (side by side; needs Python ≥ 3.12 for the peer), read_replica (Litestream follow-mode lag).
+After a full run (or ``python -m bench report``) ``bench/report.py`` writes ``bench/RESULTS.md``
+from the newest raw file of each benchmark.
 """
 
 from __future__ import annotations
@@ -50,10 +52,14 @@ def _takes_argv(fn) -> bool:
 
 def main() -> None:
     names = sys.argv[1:] or ORDER
+    if names == ["report"]:
+        importlib.import_module("bench.report").main()
+        return
     unknown = [n for n in names if n not in ORDER]
     if unknown:
         raise SystemExit(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(ORDER)}")
     failed = [n for n in names if not run(n)]
+    importlib.import_module("bench.report").main()
     if failed:
         raise SystemExit(f"failed: {', '.join(failed)}")
 

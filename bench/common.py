@@ -17,7 +17,7 @@ SHARED = REPO.parent / "shared"
 
 
 def machine_info() -> dict[str, Any]:
-    """CPU model/count, memory, OS, Python, the commit — printed beside every figure."""
+    """CPU model/count, memory, OS, Python, the commit, the load average — printed beside every figure."""
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -38,6 +38,7 @@ def machine_info() -> dict[str, Any]:
         commit = "unknown"
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "loadavg": [round(v, 2) for v in os.getloadavg()],  # 1, 5, 15 min at the time of writing
         "commit": commit,
         "cpu": cpu,
         "cores": os.cpu_count(),

@@ -1,0 +1,189 @@
+"""``python -m bench report``: write ``bench/RESULTS.md`` from the newest raw result of each benchmark.
+
+Every benchmark writes its raw figures to ``bench/results/<name>-<stamp>.json`` (with the
+machine, the commit and the load average); this module reads the newest file of each and
+renders one table of targets — the figure, its reference measured in the same run, the
+ratio, the CPU cost beside the wall clock, and the machine — followed by a section per
+benchmark. ``python -m bench`` (``make bench``) calls it after the benchmarks ran, so the
+page always says what the files say; the reasoning behind the figures (profiles, what was
+tried) lives in ``bench/NOTES.md``, written by hand.
+
+A benchmark whose file is missing is listed as "not run". Nothing here measures anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.common import RESULTS
+
+OUT = Path(__file__).resolve().parent / "RESULTS.md"
+_STAMP = re.compile(r"-(\d{8}T\d{6})\.json$")
+
+
+@dataclass(slots=True)
+class Row:
+    """One line of the targets table; ``met`` is None where the issue sets no target."""
+
+    what: str
+    target: str
+    measured: str
+    reference: str
+    met: bool | None
+    source: str
+
+
+def newest(name: str, results: Path = RESULTS) -> tuple[Path, dict[str, Any]] | None:
+    """The newest ``<name>-<stamp>.json`` under ``results`` and its content, or None."""
+    files = sorted((p for p in results.glob(f"{name}-*.json") if _STAMP.search(p.name)
+                    and p.name[len(name) + 1:len(name) + 2].isdigit()), key=lambda p: _STAMP.search(p.name).group(1))
+    if not files:
+        return None
+    return files[-1], json.loads(files[-1].read_text())
+
+
+def _ms(v: Any) -> str:
+    return "—" if v is None else f"{v:,.1f} ms"
+
+
+def _num(v: Any, unit: str = "") -> str:
+    if v is None:
+        return "—"
+    return f"{v:,.0f}{unit}" if abs(v) >= 100 else f"{v:,.2f}{unit}" if abs(v) < 10 else f"{v:,.1f}{unit}"
+
+
+def _load(data: dict[str, Any]) -> str:
+    m = data.get("machine", {})
+    la = m.get("loadavg")
+    return f"load {la[0]:.1f}/{la[1]:.1f}" if la else ""
+
+
+def _hook_ingest(path: Path, data: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    runs = data.get("runs") or [data]  # one entry per ingress worker count
+    for run in runs:
+        workers = run.get("ingress_workers", 1)
+        tag = f" ({workers} ingress worker{'s' if workers != 1 else ''})"
+        for r in run.get("rates", []):
+            if r["rate"] == 500:
+                rows.append(Row(f"`/hook` p99 ÷ `/healthz` p99 at 500 ev/s{tag}", "≤ 2×",
+                                f"{r['p99_ratio']:.2f}× ({_ms(r['hook_p99_ms'])} / {_ms(r['healthz_p99_ms'])})",
+                                f"`/healthz` p99 {_ms(r['healthz_p99_ms'])}, same seconds", r["p99_ratio"] <= 2, path.name))
+                rows.append(Row(f"ingress CPU per accepted hook at 500 ev/s{tag}", "≤ 250 µs",
+                                f"{r['ingress_cpu_us_per_req']:,.0f} µs", f"{r.get('ingress_cpu_share', 0):.2f} of a core",
+                                r["ingress_cpu_us_per_req"] <= 250, path.name))
+            elif r["rate"] == "max":
+                rows.append(Row(f"accepted ev/s, unthrottled{tag}", "≥ 3,000 ev/s",
+                                f"{r['accepted_per_s']:,.0f} ev/s ({r['ingress_cpu_us_per_req']:,.0f} µs CPU each)",
+                                f"p99 {_ms(r['hook_p99_ms'])}, 429 share {r.get('share_429', 0):.1%}",
+                                r["accepted_per_s"] >= 3000, path.name))
+        if "stored_total" in run:
+            rows.append(Row(f"accepted hooks stored{tag}", "0 lost",
+                            f"{run['stored_total']:,} / {run['accepted_total']:,}", "counted in SQLite after the drain",
+                            bool(run.get("zero_loss")), path.name))
+    return rows
+
+
+def _writer(path: Path, data: dict[str, Any]) -> list[Row]:
+    return [Row("writer apply rate, 20,000-observation backlog", "≥ 6,000 obs/s",
+                f"{data['obs_per_s']:,} obs/s", f"{data.get('obs_per_cpu_s', 0):,} per writer CPU-second, "
+                f"mean batch {data.get('mean_batch', 0):,.0f}", data["obs_per_s"] >= 6000, path.name)]
+
+
+def _query(path: Path, data: dict[str, Any]) -> list[Row]:
+    rows = []
+    for s in data.get("sizes", []):
+        n = s["pages"]
+        target = 25.0 if n <= 100_000 else 100.0
+        label = f"{n // 1000:,}k" if n < 1_000_000 else f"{n / 1e6:g}M"
+        ps, gl = s.get("project_scoped") or {}, s.get("global") or {}
+        if ps:
+            rows.append(Row(f"`memory_query` p95 at {label} pages, project-scoped", f"≤ {target:g} ms",
+                            _ms(ps["p95_ms"]), f"CPU p95 {_ms(ps.get('cpu_p95_ms'))}, p50 {_ms(ps['p50_ms'])}",
+                            ps["p95_ms"] <= target, path.name))
+        if gl:
+            rows.append(Row(f"`memory_query` p95 at {label} pages, global", f"≤ {2 * target:g} ms",
+                            _ms(gl["p95_ms"]), f"CPU p95 {_ms(gl.get('cpu_p95_ms'))}; ÷ scoped "
+                            f"{gl['p95_ms'] / ps['p95_ms']:.2f}×" if ps else "", gl["p95_ms"] <= 2 * target, path.name))
+        fp = s.get("footprint") or {}
+        if fp:
+            rows.append(Row(f"footprint at {label} pages", "reported",
+                            f"{fp.get('disk_mb_per_100k', 0):,.0f} MB on disk per 100k pages",
+                            f"peak RSS {fp.get('peak_rss_mb', 0):,.0f} MB (querying process)", None, path.name))
+    return rows
+
+
+def _locomo_all(data: dict[str, Any]) -> dict[str, Any]:
+    return next((r for r in data.get("rows", []) if r.get("category") == "all"), {})
+
+
+def _locomo(path: Path, data: dict[str, Any]) -> list[Row]:
+    a = _locomo_all(data)
+    if not a:
+        return []
+    ref = newest("basic-memory")
+    bm = _locomo_all(ref[1].get("locomo", {})) if ref else {}
+    bm_txt = (lambda k: f"basic-memory {bm[k]:.3f} ({a[k] / bm[k]:.2f}×)" if bm.get(k) else "basic-memory not run")
+    return [
+        Row("LoCoMo dev hit@5, default configuration", "≥ 0.95", f"{a['hit@5']:.3f}", bm_txt("hit@5"),
+            a["hit@5"] >= 0.95, path.name),
+        Row("LoCoMo dev MRR, default configuration", "≥ 0.85", f"{a['mrr']:.3f}", bm_txt("mrr"), a["mrr"] >= 0.85, path.name),
+        Row("LoCoMo query p95 (HTTP, full stack)", "≤ 30 ms", _ms(data.get("query_ms_p95")),
+            f"p50 {_ms(data.get('query_ms_p50'))}" + (f", CPU p95 {_ms(data['query_cpu_ms_p95'])}" if data.get("query_cpu_ms_p95") else ""),
+            data.get("query_ms_p95") is not None and data["query_ms_p95"] <= 30, path.name),
+    ]
+
+
+# name of the result files → what its targets are
+TARGETS: dict[str, Callable[[Path, dict[str, Any]], list[Row]]] = {
+    "hook_ingest": _hook_ingest,
+    "writer_throughput": _writer,
+    "query_latency": _query,
+    "locomo-none": _locomo,
+}
+
+
+def _machine(data: dict[str, Any]) -> str:
+    m = data.get("machine", {})
+    return (f"{m.get('cores', '?')} × {m.get('cpu', '?')}, {m.get('mem_gib', '?')} GiB, Python {m.get('python', '?')}, "
+            f"commit `{m.get('commit', '?')}`, {m.get('date', '?')}" + (f", {_load(data)}" if _load(data) else ""))
+
+
+def render(results: Path = RESULTS) -> str:
+    """The markdown of RESULTS.md from the newest files under ``results``."""
+    out = ["# Benchmark results", "",
+           "Written by `make bench` (`python -m bench`, then `python -m bench report`) from the newest raw "
+           "file of each benchmark in `bench/results/`; do not edit by hand. Each figure stands beside its "
+           "reference measured in the same run. What limits a figure, the profiles and what was tried: "
+           "`bench/NOTES.md`.", "", "## Against the targets", "",
+           "| what | target | measured | reference in the same run | | file |", "|---|---|---|---|---|---|"]
+    machines: dict[str, str] = {}
+    for name, fn in TARGETS.items():
+        found = newest(name, results)
+        if found is None:
+            out.append(f"| {name} | | not run | | | |")
+            continue
+        path, data = found
+        machines[path.name] = _machine(data)
+        for r in fn(path, data):
+            verdict = "—" if r.met is None else ("**met**" if r.met else "not met")
+            out.append(f"| {r.what} | {r.target} | {r.measured} | {r.reference} | {verdict} | `{r.source}` |")
+    out += ["", "## Machines", ""]
+    out += [f"- `{f}`: {m}" for f, m in machines.items()]
+    out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Write ``bench/RESULTS.md`` and print where."""
+    OUT.write_text(render())
+    print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
