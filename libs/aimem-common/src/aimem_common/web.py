@@ -412,21 +412,23 @@ class ServiceApp(FastAPI):
     own per-request layers, behind exactly the same guards as every other request.
 
     ``add_lean_route(path, handler)`` registers ``handler`` (``async (Request) -> Response``,
-    raising ``AimemError`` for a typed answer) as a plain route and also in front of the
-    built middleware stack (``LeanRoutes``). A request for exactly that method and path goes
-    through the app's 500 handler (Starlette's ``ServerErrorMiddleware``) and every user
+    raising ``AimemError`` for a typed answer) as a plain route, and ``__call__`` sends a
+    request for exactly that method and path to it before anything else. On the way it
+    passes the app's 500 handler (Starlette's ``ServerErrorMiddleware``) and every user
     middleware of the app — the drive-by guard, timing and tracing, the request gate —
-    rebuilt from ``user_middleware`` with the same arguments, so a guard added to the app is
-    a guard of its lean routes too. What it skips: FastAPI's exception telemetry and body
-    limit wrappers, the exception middleware, the exit stack, the router's matching and the
-    route's request wrapper (about a fifth of a hook's CPU). ``AimemError`` becomes its JSON
-    envelope as in ``install_error_handlers``. Any other method on the path (a ``GET``, a
-    trailing slash) takes the full stack and gets its usual answer (405, redirect).
+    rebuilt from ``user_middleware`` with the same arguments, so a guard added to the app
+    is a guard of its lean routes too. What it skips: FastAPI's native telemetry check,
+    its exception telemetry and body limit wrappers, the exception middleware, the exit
+    stack, the router's matching and the route's request wrapper (about a fifth of a
+    hook's CPU). ``AimemError`` becomes its JSON envelope as in ``install_error_handlers``.
+    Any other method on the path (a ``GET``, a trailing slash) takes the full stack and
+    gets its usual answer (405, redirect).
     """
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.lean_routes: dict[tuple[str, str], Handler] = {}
+        self._lean_apps: dict[tuple[str, str], ASGIApp] = {}
 
     def add_lean_route(self, path: str, handler: Handler, *, methods: tuple[str, ...] = ("POST",)) -> None:
         """Serve ``methods path`` with ``handler`` in front of the stack (see the class)."""
@@ -435,33 +437,26 @@ class ServiceApp(FastAPI):
             self.lean_routes[(method, path)] = handler
 
     def build_middleware_stack(self) -> ASGIApp:
-        full = super().build_middleware_stack()
-        if not self.lean_routes:
-            return full
+        """The full stack (FastAPI's), and beside it the lean apps of ``lean_routes``."""
         error_handler = self.exception_handlers.get(Exception) or self.exception_handlers.get(500)
-        lean: dict[tuple[str, str], ASGIApp] = {}
+        self._lean_apps = {}
         for (method, path), handler in self.lean_routes.items():
             app: ASGIApp = lean_endpoint(handler, path)
             for cls, args, kwargs in reversed(self.user_middleware):  # as Starlette builds them
                 app = cls(app, *args, **kwargs)
-            lean[(method, path)] = ServerErrorMiddleware(app, handler=error_handler, debug=self.debug)
-        return LeanRoutes(full, lean)
-
-
-class LeanRoutes:
-    """Dispatch ``(method, path)`` to its lean app; everything else to the full stack."""
-
-    def __init__(self, app: ASGIApp, routes: dict[tuple[str, str], ASGIApp]):
-        self.app = app
-        self.routes = routes
+            self._lean_apps[(method, path)] = ServerErrorMiddleware(app, handler=error_handler, debug=self.debug)
+        return super().build_middleware_stack()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.middleware_stack is None:
+            self.middleware_stack = self.build_middleware_stack()
         if scope["type"] == "http":
-            lean = self.routes.get((scope["method"], scope["path"]))
+            lean = self._lean_apps.get((scope["method"], scope["path"]))
             if lean is not None:
+                scope["app"] = self  # as Starlette sets it: the gate finds the service context there
                 await lean(scope, receive, send)
                 return
-        await self.app(scope, receive, send)
+        await super().__call__(scope, receive, send)
 
 
 class _RouteLabel:

@@ -10,8 +10,6 @@ import json
 import httpx
 import pytest
 
-from aimem_common.web import LeanRoutes
-
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
 TOKEN = "lean-route-root-token"
@@ -81,10 +79,25 @@ def _never_read():
     return receive, asked
 
 
-async def test_post_hook_is_served_by_the_lean_dispatch(settings):
+async def test_post_hook_is_served_in_front_of_the_router(settings):
+    """POST /hook never reaches FastAPI's router; everything else still does."""
     app = _app(settings)
-    assert isinstance(app.build_middleware_stack(), LeanRoutes)
     assert set(app.lean_routes) == {("POST", "/hook")}
+    routed: list[str] = []
+    inner = app.router.middleware_stack
+
+    async def spy(scope, receive, send):
+        routed.append(f"{scope['method']} {scope['path']}")
+        await inner(scope, receive, send)
+
+    app.router.middleware_stack = spy
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8702",
+                                     headers=AUTH) as client:
+            assert (await client.post(HOOK, json=EVENT)).status_code == 202
+            assert (await client.get("/healthz")).status_code == 200
+            assert (await client.get("/hook")).status_code == 405
+    assert routed == ["GET /healthz", "GET /hook"]
 
 
 async def test_every_guard_refuses_before_any_body_byte_on_the_lean_route(settings):
