@@ -1,16 +1,21 @@
-"""Hook ingest: POST /hook under a Go load generator, side by side with /healthz in the same run.
+"""Hook ingest: POST /hook on the whole stack under a Go load generator, beside /healthz.
 
-Starts a tmp ``nats-server -js``, a real writer and a real ingress (``python -m``, the
-ingress with ``--ingress-workers`` uvicorn workers), then, per offered rate, runs two ``hey``
-processes at once (a Go client: it does not eat the CPU the server needs like a Python loop
-would): one posting Claude Code ``PostToolUse`` payloads to ``/hook`` at the rate, one
-reading ``/healthz`` at 50 req/s on the same server — the reference: what the same server
-answers, under the same load, for a request that does no work. Reported per rate: accepted
-(202/s), ``/hook`` and ``/healthz`` p50/p99 and their p99 ratio, 429/other shares, the
-ingress's CPU µs per request (``/proc``, all workers: load-independent), the machine's load
-average. Then ``max`` (no rate limit, 64 connections): the sustained accepted rate; then
-"zero loss": every 202 is in SQLite once the writer caught up. Finally ``aimem hook`` (the
-real console script, a fresh process each time): p50/p95 wall time.
+Starts the stack with ``aimem up`` (its generated root token, every service, the ingress
+with ``--ingress-workers N`` uvicorn workers) for each worker count asked, then runs, per
+offered rate, two ``hey`` processes at once (a Go client: it does not eat the CPU the
+server needs like a Python loop would): one posting Claude Code ``PostToolUse`` payloads to
+``/hook`` with the root token at the rate, one reading ``/healthz`` at 50 req/s on the same
+server — the reference: what the same server answers, under the same load, for a request
+that does no work. Then ``max``: no rate limit, 64 connections, the sustained accepted rate.
+After the runs it waits until the writer caught up and counts what reached SQLite: every
+202 must be there (zero loss). Finally ``aimem hook`` (the real console script, a fresh
+process each time): p50/p95 wall time.
+
+Reported per rate: accepted (202/s), ``/hook`` and ``/healthz`` p50/p99 and their p99 ratio,
+the 429/other shares, the ingress's CPU µs per accepted hook (``/proc``, every worker
+process: load-independent; ``net``: less what the ingress spends per second serving only the
+``/healthz`` reference and its own background work, measured first), the CPU of the other
+parts per hook (nats-server, writer, the ``hey`` clients), the machine's load average.
 
 Targets on a 2-core machine: at 500 ev/s ``/hook`` p99 ≤ 2× ``/healthz`` p99, ≤ 250 µs ingress
 CPU per hook; ≥ 3,000 ev/s accepted with zero loss.
@@ -19,10 +24,10 @@ CPU per hook; ≥ 3,000 ev/s accepted with zero loss.
 that connection's next request: latencies under saturation are closed-loop figures.
 
     .venv/bin/python -m bench hook_ingest            # or: python -m bench.hook_ingest
-        [--rates 500,1000,2000] [--seconds 10] [--ingress-workers 1] [--profile DIR]
+        [--rates 500,1000,2000] [--seconds 10] [--ingress-workers 1,2] [--profile DIR]
 
-``--profile DIR`` records the ingress with py-spy during the 500 ev/s run (folded stacks).
-Needs ``hey`` (``apt-get install hey``).
+``--profile DIR`` records the ingress with py-spy (every worker) during the 500 ev/s run
+(``DIR/ingress-w<N>-500.folded``, folded stacks). Needs ``hey`` (``apt-get install hey``).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import csv
 import io
 import json
 import os
+import resource
 import shutil
 import sqlite3
 import subprocess
@@ -39,20 +45,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from aimem_common import config
-from aimem_common.natsserver import NatsServer, free_port
 
 try:
-    from bench.common import cpu_seconds, pct, table, write_result
+    from bench.common import cpu_seconds, machine_info, pct, table, write_result
+    from bench.footprint import stack_processes
 except ImportError:  # run as a plain script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from bench.common import cpu_seconds, pct, table, write_result
+    from bench.common import cpu_seconds, machine_info, pct, table, write_result
+    from bench.footprint import stack_processes
 
 CWD = "/home/dev/projects/acme-api"
 HEALTHZ_RATE = 50
+REFERENCE_S = 5.0  # the /healthz-only run that measures the ingress's cost outside hooks
 
 
 def payload(i: int) -> bytes:
@@ -64,12 +73,15 @@ def payload(i: int) -> bytes:
     }).encode()
 
 
-def _hey(url: str, *, rate: int | None, seconds: float, conns: int, body: Path | None = None) -> subprocess.Popen:
+def _hey(url: str, *, rate: int | None, seconds: float, conns: int, body: Path | None = None,
+         token: str | None = None) -> subprocess.Popen:
     cmd = ["hey", "-z", f"{seconds}s", "-c", str(conns), "-o", "csv", "-disable-compression"]
     if rate:
         cmd += ["-q", f"{rate / conns:.3f}"]
     if body is not None:
         cmd += ["-m", "POST", "-T", "application/json", "-D", str(body)]
+    if token:
+        cmd += ["-H", f"Authorization: Bearer {token}"]
     return subprocess.Popen(cmd + [url], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -86,7 +98,7 @@ def _parse(out: bytes) -> tuple[list[float], dict[int, int]]:
 
 
 def _tree_pids(pid: int) -> list[int]:
-    """``pid`` and its children (uvicorn workers)."""
+    """``pid`` and its descendants (uvicorn's workers)."""
     out = [pid]
     try:
         kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
@@ -107,25 +119,64 @@ def _cpu(pids: list[int]) -> float:
     return total
 
 
-def load_step(port: int, rate: int | None, seconds: float, conns: int, body: Path, ingress_pid: int,
-              profile: Path | None = None) -> dict:
+def _children_cpu() -> float:
+    """CPU seconds of this process's reaped children (the ``hey`` runs)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _sys_cpu(pids: list[int]) -> float:
+    """System (kernel) CPU seconds of ``pids``: the socket and scheduler work of a request."""
+    total = 0.0
+    for p in pids:
+        try:
+            total += int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[12])
+        except OSError:
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class Parts:
+    """The pids of the stack's parts whose CPU a step reports (ingress: all its workers)."""
+
+    def __init__(self, data_dir: Path):
+        procs = stack_processes(data_dir)
+        self.ingress = _tree_pids(procs["ingress"])
+        self.others = {name: [procs[name]] for name in ("nats-server", "writer") if name in procs}
+
+    def cpu(self) -> dict[str, float]:
+        return {"ingress": _cpu(self.ingress), "ingress_sys": _sys_cpu(self.ingress),
+                **{k: _cpu(v) for k, v in self.others.items()}, "hey": _children_cpu()}
+
+
+def _spy(pids: list[int], seconds: float, out: Path) -> subprocess.Popen:
+    """py-spy on the ingress (its uvicorn master and workers: ``--subprocesses``)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pids[0]),
+                             "--subprocesses", "-d", str(int(seconds)), "-r", "250", "-f", "raw",
+                             "--nonblocking", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def reference_cpu_per_s(port: int, parts: Parts, seconds: float = REFERENCE_S) -> float:
+    """Ingress CPU seconds per second while it serves only the ``/healthz`` reference."""
+    cpu0, t0 = parts.cpu()["ingress"], time.perf_counter()
+    health = _hey(f"http://127.0.0.1:{port}/healthz", rate=HEALTHZ_RATE, seconds=seconds, conns=2)
+    health.communicate()
+    return (parts.cpu()["ingress"] - cpu0) / (time.perf_counter() - t0)
+
+
+def load_step(port: int, token: str | None, rate: int | None, seconds: float, conns: int, body: Path,
+              parts: Parts, reference_per_s: float, profile: Path | None = None) -> dict[str, Any]:
     """One run: ``/hook`` at ``rate`` (None = as fast as ``conns`` connections go) beside ``/healthz``."""
-    pids = _tree_pids(ingress_pid)
-    spy = None
-    if profile is not None:
-        profile.mkdir(parents=True, exist_ok=True)
-        spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pids[-1]),
-                                "-d", str(int(seconds)), "-r", "250", "-f", "raw", "--nonblocking", "-o",
-                                str(profile / f"ingress-{rate or 'max'}.folded")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    spy = _spy(parts.ingress, seconds, profile) if profile is not None else None
     base = f"http://127.0.0.1:{port}"
-    load0, cpu0, t0 = os.getloadavg()[0], _cpu(pids), time.perf_counter()
-    hook = _hey(f"{base}/hook?agent=claude-code", rate=rate, seconds=seconds, conns=conns, body=body)
+    load0, cpu0, t0 = os.getloadavg()[0], parts.cpu(), time.perf_counter()
+    hook = _hey(f"{base}/hook?agent=claude-code", rate=rate, seconds=seconds, conns=conns, body=body, token=token)
     health = _hey(f"{base}/healthz", rate=HEALTHZ_RATE, seconds=seconds, conns=2)
     hook_out, hook_err = hook.communicate()
     health_out, _ = health.communicate()
     elapsed = time.perf_counter() - t0
-    cpu = _cpu(pids) - cpu0
+    cpu = {k: v - cpu0[k] for k, v in parts.cpu().items()}
     if spy is not None:
         spy.wait(60)
     if hook.returncode:
@@ -134,23 +185,35 @@ def load_step(port: int, rate: int | None, seconds: float, conns: int, body: Pat
     hlat, _ = _parse(health_out)
     sent = sum(statuses.values())
     accepted = statuses.get(202, 0)
+    per_hook = 1e6 / max(1, accepted)
     hook_p99, health_p99 = pct(lat, 99) * 1000, pct(hlat, 99) * 1000
     return {
-        "rate": rate or "max", "sent": sent, "accepted": accepted, "accepted_per_s": accepted / seconds,
+        "rate": rate or "max", "connections": conns, "sent": sent, "accepted": accepted,
+        "accepted_per_s": accepted / elapsed,
         "hook_p50_ms": pct(lat, 50) * 1000, "hook_p99_ms": hook_p99,
         "healthz_p50_ms": pct(hlat, 50) * 1000, "healthz_p99_ms": health_p99,
         "p99_ratio": hook_p99 / health_p99 if health_p99 else 0.0,
         "share_429": statuses.get(429, 0) / max(1, sent),
         "other_errors": sent - accepted - statuses.get(429, 0),
-        "ingress_cpu_us_per_req": cpu / max(1, sent + len(hlat)) * 1e6,
-        "ingress_cpu_share": cpu / elapsed,
+        "statuses": statuses,
+        "ingress_cpu_us_per_hook": cpu["ingress"] * per_hook,
+        "ingress_cpu_us_per_hook_net": max(0.0, cpu["ingress"] - reference_per_s * elapsed) * per_hook,
+        "ingress_cpu_share": cpu["ingress"] / elapsed,
+        "ingress_sys_share_of_cpu": cpu["ingress_sys"] / max(1e-9, cpu["ingress"]),
+        "nats_cpu_us_per_hook": cpu.get("nats-server", 0.0) * per_hook,
+        "writer_cpu_us_per_hook": cpu.get("writer", 0.0) * per_hook,
+        "hey_cpu_us_per_hook": cpu["hey"] * per_hook,
+        "cpu_share": {k: round(v / elapsed, 3) for k, v in cpu.items()},
+        "seconds": round(elapsed, 2),
         "loadavg_1m": round((load0 + os.getloadavg()[0]) / 2, 2),
     }
 
 
-def hook_walls(url: str, client_dir: Path, runs: int) -> dict:
+def hook_walls(url: str, token: str | None, client_dir: Path, runs: int) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
     env.update(AIMEM_DATA_DIR=str(client_dir), AIMEM_INGRESS_URL=url)
+    if token:
+        env["AIMEM_AUTH__TOKEN"] = token
     aimem = str(Path(sys.executable).with_name("aimem"))
     walls = []
     for i in range(runs):
@@ -164,6 +227,8 @@ def hook_walls(url: str, client_dir: Path, runs: int) -> dict:
 
 def start(service: str, settings: config.Settings, nats_url: str, log: Path,
           extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start one service (``writer`` or ``ingress``) alone on ``nats_url`` and wait for its
+    ``/healthz`` (benches that need only those two, without a token)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
     env.update(AIMEM_DATA_DIR=str(settings.data_dir), AIMEM_PORT_BASE=str(settings.port_base),
                AIMEM_BUS__NATS_URL=nats_url, AIMEM_LOG_LEVEL="warning", AIMEM_WRITER__WATCH_WIKI="false",
@@ -183,78 +248,106 @@ def start(service: str, settings: config.Settings, nats_url: str, log: Path,
     raise RuntimeError(f"{service} did not start:\n{log.read_text()[-2000:]}")
 
 
-def run(rates: list[int], seconds: float, conns: int, hook_runs: int, workers: int,
-        profile: Path | None = None, max_run: bool = True) -> dict:
-    if shutil.which("hey") is None:
-        raise SystemExit("hook_ingest needs the hey load generator: apt-get install -y hey")
+def _stored(db_path: Path, expected: int, writer_alive, timeout_s: float = 300) -> int:
+    """Observations in SQLite once the writer caught up to ``expected`` (or ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    got = 0
+    while time.monotonic() < deadline:
+        try:
+            conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+            got = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
+            conn.close()
+        except sqlite3.Error:
+            got = 0
+        if got >= expected:
+            break
+        if not writer_alive():
+            raise RuntimeError(f"the stack stopped with {got}/{expected} stored")
+        time.sleep(0.2)
+    time.sleep(0.5)  # nothing more may arrive: a count above `expected` is a duplicate
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+    got = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
+    conn.close()
+    return got
+
+
+def run_stack(workers: int, rates: list[int], seconds: float, conns: int, hook_runs: int,
+              profile: Path | None = None, max_run: bool = True) -> dict[str, Any]:
+    """Every step on one fresh ``aimem up`` stack with ``workers`` ingress workers."""
+    from aimem_testing.stack import LocalStack
+
     with tempfile.TemporaryDirectory(prefix="aimem-bench-hook-") as tmp:
         tmp_path = Path(tmp)
         body = tmp_path / "body.json"
         body.write_bytes(payload(1))
-        with NatsServer(tmp_path / "nats") as nats_srv:
-            settings = config.load(tmp_path / "data", environ={}, bus={"nats_url": nats_srv.url},
-                                   port_base=free_port())
-            procs = [start("writer", settings, nats_srv.url, tmp_path / "writer.log")]
-            try:
-                procs.append(start("ingress", settings, nats_srv.url, tmp_path / "ingress.log",
-                                   {"AIMEM_INGRESS__WORKERS": str(workers)}))
-                time.sleep(0.5 * workers)  # every worker up
-                port = settings.port("ingress")
-                warm = load_step(port, 200, 1.0, 4, body, procs[1].pid)
-                rows, accepted = [], warm["accepted"]
-                writer_cpu0 = cpu_seconds(procs[0].pid)
-                steps: list[int | None] = [*rates, None] if max_run else list(rates)
-                for rate in steps:
-                    row = load_step(port, rate, seconds, conns if rate is None else max(8, min(conns, rate // 12)),
-                                    body, procs[1].pid, profile if rate == 500 else None)
-                    accepted += row["accepted"]
-                    rows.append(row)
-                    time.sleep(1.0)
-                conn = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True, timeout=5)
-                got, deadline = 0, time.monotonic() + 300
-                while time.monotonic() < deadline:
-                    got = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
-                    if got >= accepted:
-                        break
-                    if procs[0].poll() is not None:
-                        raise RuntimeError(f"writer exited ({procs[0].returncode}) with {got}/{accepted} stored:\n"
-                                           + (tmp_path / "writer.log").read_text()[-2000:])
-                    time.sleep(0.2)
-                time.sleep(0.5)
-                got = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
-                writer_cpu_us = (cpu_seconds(procs[0].pid) - writer_cpu0) / max(1, got - warm["accepted"]) * 1e6
-                hook = hook_walls(f"http://127.0.0.1:{port}", tmp_path / "client", hook_runs) if hook_runs else None
-            finally:
-                for p in reversed(procs):
-                    p.terminate()
-                    p.wait(20)
-    return {"rates": rows, "accepted_total": accepted, "stored_total": got, "zero_loss": got == accepted,
-            "writer_cpu_us_per_obs": writer_cpu_us, "hook_client": hook, "seconds_per_rate": seconds,
-            "max_connections": conns, "ingress_workers": workers, "healthz_rate": HEALTHZ_RATE}
+        with LocalStack(tmp_path / "data", tmp_path / "logs", {"AIMEM_INGRESS__WORKERS": str(workers)}) as stack:
+            time.sleep(0.5 * workers)  # every worker up
+            parts = Parts(stack.data_dir)
+            port = int(stack.url("ingress").rsplit(":", 1)[1])
+            token = stack.token
+            warm = load_step(port, token, 200, 2.0, 4, body, parts, 0.0)
+            reference = reference_cpu_per_s(port, parts)
+            rows, accepted = [], warm["accepted"]
+            steps: list[int | None] = [*rates, None] if max_run else list(rates)
+            for rate in steps:
+                spy_to = profile / f"ingress-w{workers}-{rate}.folded" if profile is not None and rate == 500 else None
+                row = load_step(port, token, rate, seconds, conns if rate is None else max(8, min(conns, rate // 12)),
+                                body, parts, reference, spy_to)
+                accepted += row["accepted"]
+                rows.append(row)
+                time.sleep(1.0)
+            db_path = config.load(stack.data_dir, environ={}, check_writable=False).db_path
+            got = _stored(db_path, accepted, lambda: stack.proc is not None and stack.proc.poll() is None)
+            hook = hook_walls(stack.url("ingress"), token, tmp_path / "client", hook_runs) if hook_runs else None
+    return {"ingress_workers": workers, "rates": rows, "accepted_total": accepted, "stored_total": got,
+            "lost": accepted - got if got < accepted else 0, "zero_loss": got == accepted,
+            "reference_ingress_cpu_per_s": reference, "hook_client": hook, "auth": bool(token)}
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default="500,1000,2000")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--conns", type=int, default=64, help="connections of the unthrottled (max) run")
     ap.add_argument("--hook-runs", type=int, default=30)
-    ap.add_argument("--ingress-workers", type=int, default=1)
+    ap.add_argument("--ingress-workers", default="1,2", help="comma-separated: one fresh stack per count")
     ap.add_argument("--no-max", action="store_true", help="skip the unthrottled run")
     ap.add_argument("--profile", type=Path, default=None, help="py-spy the ingress at 500 ev/s into DIR")
     args = ap.parse_args(argv)
-    res = run([int(r) for r in args.rates.split(",") if r], args.seconds, args.conns, args.hook_runs,
-              args.ingress_workers, args.profile, not args.no_max)
-    print(table(res["rates"], ["rate", "sent", "accepted_per_s", "hook_p50_ms", "hook_p99_ms", "healthz_p99_ms",
-                               "p99_ratio", "share_429", "other_errors", "ingress_cpu_us_per_req",
-                               "ingress_cpu_share", "loadavg_1m"]))
-    print(f"\ningress workers {res['ingress_workers']}; stored {res['stored_total']} / accepted {res['accepted_total']} "
-          f"(zero loss: {res['zero_loss']}); writer CPU {res['writer_cpu_us_per_obs']:.0f} µs per observation")
-    if h := res["hook_client"]:
-        print(f"aimem hook wall time over {h['runs']} runs: p50 {h['p50_ms']:.1f} ms, p95 {h['p95_ms']:.1f} ms, "
-              f"max {h['max_ms']:.1f} ms")
-    name = "hook_ingest" if res["ingress_workers"] == 1 else f"hook_ingest-w{res['ingress_workers']}"
-    print(f"written to {write_result(name, res)}")
+    if shutil.which("hey") is None:
+        raise SystemExit("hook_ingest needs the hey load generator: apt-get install -y hey")
+    rates = [int(r) for r in args.rates.split(",") if r]
+    info = machine_info()
+    print(f"{info['cpu']}, {info['cores']} cores, {info['mem_gib']} GiB, Python {info['python']}, "
+          f"commit {info['commit']}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    stacks = []
+    for i, workers in enumerate(int(w) for w in args.ingress_workers.split(",") if w):
+        res = run_stack(workers, rates, args.seconds, args.conns, args.hook_runs if i == 0 else 0,
+                        args.profile, not args.no_max)
+        stacks.append(res)
+        print(f"\n### ingress workers {workers} (aimem up, root token {'on' if res['auth'] else 'off'}; "
+              f"ingress alone on /healthz + background: {res['reference_ingress_cpu_per_s'] * 1000:.1f} ms CPU/s)")
+        print(table(res["rates"], ["rate", "connections", "sent", "accepted_per_s", "hook_p50_ms", "hook_p99_ms",
+                                   "healthz_p50_ms", "healthz_p99_ms", "p99_ratio", "share_429", "other_errors",
+                                   "ingress_cpu_us_per_hook", "ingress_cpu_us_per_hook_net", "ingress_cpu_share",
+                                   "ingress_sys_share_of_cpu", "nats_cpu_us_per_hook", "writer_cpu_us_per_hook", "hey_cpu_us_per_hook",
+                                   "loadavg_1m"]))
+        print(f"stored {res['stored_total']} / accepted {res['accepted_total']} (lost {res['lost']}, "
+              f"zero loss: {res['zero_loss']})")
+        if h := res["hook_client"]:
+            print(f"aimem hook wall time over {h['runs']} runs: p50 {h['p50_ms']:.1f} ms, p95 {h['p95_ms']:.1f} ms, "
+                  f"max {h['max_ms']:.1f} ms")
+    scaling = [{"ingress_workers": s["ingress_workers"],
+                **{k: r[k] for r in s["rates"] if r["rate"] == "max"
+                   for k in ("accepted_per_s", "ingress_cpu_us_per_hook", "ingress_cpu_share", "share_429",
+                             "loadavg_1m")},
+                "zero_loss": s["zero_loss"]} for s in stacks]
+    if not args.no_max:
+        print("\n### unthrottled, by ingress workers\n" + table(scaling))
+    res = {"stacks": stacks, "scaling": scaling, "seconds_per_rate": args.seconds, "max_connections": args.conns,
+           "healthz_rate": HEALTHZ_RATE, "loadavg_end": os.getloadavg()}
+    print(f"written to {write_result('hook_ingest', res)}")
+    return res
 
 
 if __name__ == "__main__":

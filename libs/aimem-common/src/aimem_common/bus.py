@@ -24,7 +24,9 @@ from urllib.parse import urlparse
 
 import nats
 import nats.errors
+import nats.js.api
 import nats.js.errors
+import orjson
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import (
@@ -286,6 +288,67 @@ def extract_context(headers: dict[str, str] | None):
     return propagate.extract(headers or {})
 
 
+class PubAcks:
+    """JetStream publishes on one connection, each waiting for its own PubAck, with one
+    reply subscription for all of them.
+
+    ``JetStreamContext.publish`` is a full request per call (a reply future behind
+    ``asyncio.wait_for`` and a done-callback, the PubAck decoded into a dataclass). Here a
+    publish is the core ``publish`` with ``reply=<prefix>.<n>`` plus a future in a dict that
+    the reply callback resolves; the PubAck stays a dict. Publishes are pipelined on the
+    connection as before (PubAcks may come back in any order), and every caller still
+    waits for the PubAck of its own message. nats-py re-subscribes the reply subject after a
+    reconnect, as it does for its own request inbox.
+    """
+
+    def __init__(self, nc: NATS):
+        self.nc = nc
+        self._prefix: str | None = None
+        self._waiting: dict[str, asyncio.Future] = {}
+        self._next = 0
+        self._subscribing = asyncio.Lock()
+
+    async def publish(self, subject: str, data: bytes, *, headers: dict[str, str], timeout_s: float) -> dict[str, Any]:
+        """Publish and return the stream's PubAck (``{"stream", "seq", "duplicate"?}``).
+
+        Raises:
+            nats.js.errors.APIError: JetStream refused the message (its error object).
+            nats.js.errors.NoStreamResponseError: no stream answered (no responders).
+            asyncio.TimeoutError: no PubAck within ``timeout_s``.
+            nats.errors.Error / OSError: the connection is closed or reconnecting.
+        """
+        if self._prefix is None:
+            async with self._subscribing:  # one reply subscription, even for concurrent first publishes
+                if self._prefix is None:
+                    prefix = self.nc.new_inbox()
+                    await self.nc.subscribe(f"{prefix}.*", cb=self._on_ack)
+                    self._prefix = prefix
+        self._next += 1
+        token = str(self._next)
+        fut = asyncio.get_running_loop().create_future()
+        self._waiting[token] = fut
+        try:
+            await self.nc.publish(subject, data, reply=f"{self._prefix}.{token}", headers=headers)
+            async with asyncio.timeout(timeout_s):
+                msg = await fut
+        finally:
+            self._waiting.pop(token, None)
+        if msg.headers and msg.headers.get(nats.js.api.Header.STATUS) == _NO_RESPONDERS:
+            raise nats.js.errors.NoStreamResponseError
+        ack = orjson.loads(msg.data)
+        if "error" in ack:
+            raise nats.js.errors.APIError.from_error(ack["error"])
+        return ack
+
+    async def _on_ack(self, msg) -> None:
+        fut = self._waiting.get(msg.subject.rpartition(".")[2])
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+
+
+_NO_RESPONDERS = "503"  # the status of the empty reply when no stream listens on the subject
+
+
 @dataclass(slots=True)
 class PublishResult:
     """Outcome of a publish: the JetStream sequence and whether it was a duplicate."""
@@ -303,6 +366,7 @@ class Bus:
     def __init__(self, nc: NATS, settings: BusSettings, registry: CollectorRegistry | None = None):
         self.nc = nc
         self.js = nc.jetstream()
+        self.acks = PubAcks(nc)
         self.settings = settings
         self._publish_latency = Histogram(
             "aimem_bus_publish_seconds",
@@ -356,7 +420,7 @@ class Bus:
             data = env.model_dump_json().encode()
             t0 = time.perf_counter()
             try:
-                ack = await self.js.publish(subject, data, timeout=timeout, headers=headers)
+                ack = await self.acks.publish(subject, data, headers=headers, timeout_s=timeout)
             except nats.js.errors.APIError as exc:
                 if exc.err_code in _FULL_ERR_CODES or "maximum" in (exc.description or "").lower():
                     raise BackPressureError(
@@ -376,7 +440,7 @@ class Bus:
             finally:
                 self._publish_latency.labels(env.op).observe(time.perf_counter() - t0)
             self.publish_ok_at = time.monotonic()
-            return PublishResult(seq=ack.seq, duplicate=bool(ack.duplicate))
+            return PublishResult(seq=int(ack.get("seq") or 0), duplicate=bool(ack.get("duplicate")))
 
     def jetstream_storing(self, window_s: float = 30.0) -> bool:
         """Return False while the last publish (within ``window_s``) got no PubAck and none since.

@@ -10,9 +10,11 @@ Rules run in a fixed order, most specific first: vendor formats, then structural
 with a secret-looking key). A value that already holds a marker is never touched again,
 and the rules repeat until the text stops changing (a redaction can change what an
 earlier rule sees), so ``redact`` is idempotent. A rule runs only when one of its trigger
-substrings occurs outside a marker; its regex opens with a literal, uses possessive or
-bounded quantifiers and checks token boundaries with fixed-width look-behinds, so the
-cost is linear in ``len(text)``. Pure stdlib, no I/O, any thread.
+substrings occurs outside a marker: one Aho-Corasick scan (``ahocorasick_rs``) finds every
+trigger of every rule at once, so text that holds none costs one pass over it; each
+rule's regex opens with a literal, uses possessive or bounded quantifiers and checks token
+boundaries with fixed-width look-behinds, so the cost is linear in ``len(text)``. No I/O,
+any thread.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
+
+import ahocorasick_rs
 
 __all__ = ["KINDS", "RedactResult", "contains_secret", "redact"]
 
@@ -254,13 +258,26 @@ def redact(text: str) -> RedactResult:
     for _ in range(_MAX_PASSES):
         # A redaction can change what an earlier rule sees (a value that ended at a '['
         # now ends at a marker), so repeat until nothing changes: that makes it idempotent.
-        before, lowered = text, _MARKER.sub(" ", text).lower()  # markers trigger nothing
-        for kind, triggers, pattern, decide in _RULES:
-            if any(t in lowered for t in triggers):
+        before, present = text, _triggers_in(text)
+        if not present:
+            break  # no rule can match: the text stays as it is
+        for kind, triggers, pattern, decide in _TRIGGERED_RULES:
+            if not present.isdisjoint(triggers):
                 text = pattern.sub(partial(_replace, kind, decide, found), text)
         if text == before:
             break
     return RedactResult(text, tuple(sorted(found)))
+
+
+def _triggers_in(text: str) -> set[str]:
+    """The trigger substrings (of every rule) that occur in ``text`` outside a marker,
+    case-insensitively: one scan for all of them."""
+    lowered = _MARKER.sub(" ", text).lower() if "[REDACTED:" in text else text.lower()  # markers trigger nothing
+    try:
+        return set(_TRIGGER_SCAN.find_matches_as_strings(lowered, overlapping=True))
+    except UnicodeEncodeError:  # a lone surrogate: not part of any (ASCII) trigger, so any stand-in will do
+        lowered = lowered.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        return set(_TRIGGER_SCAN.find_matches_as_strings(lowered, overlapping=True))
 
 
 def contains_secret(text: str) -> bool:
@@ -462,3 +479,6 @@ _RULES: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Decide | None], ...]
     ("netrc_password", ("machine", "default"), _NETRC, _cli_ok),
 )
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, *_ in _RULES))  # every marker kind, rule order
+_TRIGGERED_RULES = tuple((kind, frozenset(triggers), pattern, decide) for kind, triggers, pattern, decide in _RULES)
+# Overlapping matches: every occurrence of every trigger, also one inside a longer one.
+_TRIGGER_SCAN = ahocorasick_rs.AhoCorasick(sorted({t for _, triggers, _, _ in _RULES for t in triggers}))

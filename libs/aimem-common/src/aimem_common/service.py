@@ -29,7 +29,7 @@ from aimem_common.config import ConfigError, Settings
 from aimem_common.errors import UnavailableError
 from aimem_common.read.pool import ReaderPool
 from aimem_common.telemetry import Telemetry, setup_logging, setup_tracing
-from aimem_common.web import install_error_handlers, install_gate, install_guard, install_observability
+from aimem_common.web import ServiceApp, install_error_handlers, install_gate, install_guard, install_observability
 
 log = logging.getLogger("aimem.service")
 
@@ -182,11 +182,12 @@ def create_service_app(
     not_ready: dict[str, Any] | None = None,
     self_auth: tuple[str, ...] = (),
     **fastapi_kwargs: Any,
-) -> FastAPI:
+) -> ServiceApp:
     """The FastAPI app of ``service``: lifespan, error handlers, ``/healthz``, ``/metrics``,
     the drive-by guard (Host, Origin, JSON bodies: ``aimem_common.web.DriveByGuard``) and
     the request gate (credentials before the body, body-read time bound:
-    ``aimem_common.web.RequestGate``).
+    ``aimem_common.web.RequestGate``). A ``ServiceApp``: a hot endpoint may be added with
+    ``add_lean_route`` (the same guards, without the framework's own layers).
 
     Args:
         start: builds the service's parts and returns its context (see the module docstring).
@@ -211,7 +212,7 @@ def create_service_app(
         ctx = getattr(app.state, "ctx", None)
         return await ctx.health() if ctx is not None else dict(not_ready or {"nats": False})
 
-    app = FastAPI(title=f"aimem-{service}", lifespan=lifespan, **fastapi_kwargs)
+    app = ServiceApp(title=f"aimem-{service}", lifespan=lifespan, **fastapi_kwargs)
     app.state.ctx = None
     install_error_handlers(app)
     install_gate(app, settings, self_auth)  # innermost: timed and traced, behind the guard

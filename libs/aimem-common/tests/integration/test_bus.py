@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import nats.js.errors
 import pytest
 
 from aimem_common import bus as busmod
@@ -113,3 +114,57 @@ async def test_unreachable_nats_is_unavailable() -> None:
     settings = BusSettings(nats_url=f"nats://127.0.0.1:{free_port()}", connect_timeout_s=0.5)
     with pytest.raises(UnavailableError, match="cannot connect"):
         await asyncio.wait_for(busmod.connect(settings, name="t", reconnect=False), 5)
+
+
+async def test_concurrent_publishes_each_get_their_own_puback(nats_server) -> None:
+    """Pipelined publishes on one connection: each caller gets the PubAck of its own message
+    (its sequence holds its envelope), on one reply subscription."""
+    settings = BusSettings(nats_url=nats_server.url)
+    nc = await busmod.connect(settings, name="t", reconnect=False)
+    try:
+        await busmod.ensure_streams(nc.jetstream(), settings)
+        bus = busmod.Bus(nc, settings)
+        envs = [env_for(f"body-{i}", key=f"c{i}") for i in range(200)]
+        subs_before = len(nc._subs)
+        results = await asyncio.gather(*(bus.publish(e) for e in envs))
+        assert sorted(r.seq for r in results) == list(range(1, 201))
+        for env, res in zip(envs[::37], results[::37]):
+            msg = await nc.jetstream().get_msg(busmod.MUT_STREAM, res.seq)
+            assert json.loads(msg.data)["cmd_id"] == env.cmd_id
+        assert len(nc._subs) == subs_before + 1  # the one reply subscription
+        # Interleaved with publishes no stream takes (answered at once by the server): each
+        # caller still gets its own answer.
+        subjects = [busmod.mut_subject("page.write") if i % 3 else f"nostream.{i}" for i in range(30)]
+        outcomes = await asyncio.gather(*(bus.acks.publish(subj, f"m{i}".encode(), headers={}, timeout_s=2)
+                                          for i, subj in enumerate(subjects)), return_exceptions=True)
+        for i, (subj, got) in enumerate(zip(subjects, outcomes)):
+            if subj.startswith("nostream"):
+                assert isinstance(got, nats.js.errors.NoStreamResponseError), (i, got)
+            else:
+                msg = await nc.jetstream().get_msg(busmod.MUT_STREAM, got["seq"])
+                assert msg.data == f"m{i}".encode()
+        assert bus.acks._waiting == {}
+    finally:
+        await nc.close()
+
+
+async def test_a_publish_without_a_stream_or_a_puback_is_unavailable(nats_server) -> None:
+    settings = BusSettings(nats_url=nats_server.url, publish_timeout_s=0.3)
+    nc = await busmod.connect(settings, name="t", reconnect=False)
+    try:
+        bus = busmod.Bus(nc, settings)  # no streams yet: nobody stores aimem.mut.*
+        with pytest.raises(UnavailableError) as info:
+            await bus.publish(env_for("lost"))
+        assert info.value.code == "bus_unavailable"
+        # Something answers nothing on the subject (a core subscriber, not a stream): no PubAck in time.
+        async def silent(msg) -> None:
+            pass
+
+        sub = await nc.subscribe("aimem.mut.page.write", cb=silent)
+        with pytest.raises(UnavailableError) as info:
+            await bus.publish(env_for("unacknowledged"))
+        assert info.value.code == "bus_timeout" and not bus.jetstream_storing()
+        await sub.unsubscribe()
+        assert bus.acks._waiting == {}
+    finally:
+        await nc.close()

@@ -528,3 +528,25 @@ def test_any_string_never_raises_and_stays_idempotent(seed: int) -> None:
 )  # fmt: skip
 def test_degenerate_fragments_pass_through(text: str) -> None:
     assert redact(text) == RedactResult(text, ())
+
+
+def _triggers_by_substring(text: str) -> set[str]:
+    """What the one-scan trigger search must find: each trigger that is a substring of the
+    marker-free, lower-cased text (the plain definition, one ``in`` per trigger)."""
+    from aimem_common.redact import _MARKER, _RULES
+
+    lowered = _MARKER.sub(" ", text).lower()
+    return {t for _, triggers, _, _ in _RULES for t in triggers if t in lowered}
+
+
+def test_one_scan_finds_exactly_the_triggers_that_occur() -> None:
+    """A rule runs iff one of its triggers occurs: the Aho-Corasick scan must find every
+    trigger that occurs (also inside a longer one: ``pass`` in ``password=``) and no other."""
+    from aimem_common.redact import _triggers_in
+
+    rng = random.Random(7)
+    texts = [line for _, line, _ in SECRETS] + ORDINARY + ["\n".join(ORDINARY)]
+    texts += ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(0, 40))) for _ in range(2000)]
+    for text in texts:
+        assert _triggers_in(text) == _triggers_by_substring(text), text
+    assert _triggers_in("PassWord= x [REDACTED:jwt] \ud800 mysql") == {"pass", "password=", "mysql"}

@@ -8,21 +8,20 @@ live in ``routes.py`` and reach the context through ``deps.py``.
 
 from __future__ import annotations
 
-from fastapi import FastAPI
-
 from aimem_common.bus import WRITER_STATUS_SUBJECT
 from aimem_common.config import Settings
 from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
+from aimem_common.web import ServiceApp
 from aimem_ingress.context import HookMetrics, IngressContext
 from aimem_ingress.gate import LagGate
 from aimem_ingress.imports import router as import_router
-from aimem_ingress.routes import router
+from aimem_ingress.routes import post_hook, router
 
 READ_POOL_SIZE = 2  # session-start briefs read concurrently; hooks themselves never read
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings) -> ServiceApp:
     """Build the ingress app for ``settings`` (nothing starts until the lifespan runs)."""
     telemetry = Telemetry("ingress")
     metrics = HookMetrics(telemetry)
@@ -43,6 +42,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = create_service_app("ingress", settings, telemetry, start,
                              not_ready={"nats": False, "db": "lazy", "writer_lag": None})
+    app.add_lean_route("/hook", post_hook)  # the hot path: the same guards, not the framework's layers
     app.include_router(router)
     app.include_router(import_router)
     return app
