@@ -1,10 +1,17 @@
 """Apply a batch of commands in one SQLite transaction (writer thread only).
 
 ``Applier.apply(items)``: parse envelopes, answer duplicates from ``ingest_keys``, then
-``BEGIN IMMEDIATE``; each command runs in its own ``SAVEPOINT`` through its registered
-handler; a typed error rolls back that command alone and becomes its error reply. The
-replies are stored in ``ingest_keys`` (a replayed or re-sent command gets the same reply),
-the merged wiki stage goes to ``wiki_outbox``, ``COMMIT``, then the files are flushed.
+``BEGIN IMMEDIATE``; each command runs through its registered handler; a typed error rolls
+back that command alone and becomes its error reply. The replies are stored in
+``ingest_keys`` (a replayed or re-sent command gets the same reply), the merged wiki stage
+goes to ``wiki_outbox``, ``COMMIT``, then the files are flushed.
+
+A batch is first applied without a ``SAVEPOINT`` per command: a savepoint makes SQLite copy
+every page a command touches into a statement journal, which costs about as much as the
+command's own inserts. When a command fails in a way that needs its own rollback (a typed
+error, a handler bug), the whole attempt is rolled back and the batch is applied again with
+a ``SAVEPOINT`` around each command, which gives the same outcome as if it had had one from
+the start (handlers are re-runnable: a batch is re-applied after any rollback anyway).
 
 Failures, by kind (``faults.py``):
 
@@ -79,6 +86,10 @@ class BatchResult:
     files: int = 0
     duration_s: float = 0.0
     flush_fault: StoreFaultError | None = None  # committed, but the wiki files are still owed
+
+
+class _NeedSavepoints(Exception):
+    """Internal: a command failed in a batch applied without savepoints; apply it again with them."""
 
 
 class _Abort(Exception):
@@ -177,10 +188,14 @@ class Applier:
                 outcomes[i] = Outcome("ack", reply_body(str(cmd_id), error=err), "unknown", err.code)
         self.recover()  # a previous batch's files first: they come before this batch's
         pending = [i for i in range(len(items)) if outcomes[i] is None]
+        savepoints = False  # see the module docstring: the first attempt runs without them
         while True:
             try:
-                result = self._apply_once(items, envs, outcomes, pending)
+                result = self._apply_once(items, envs, outcomes, pending, savepoints)
                 break
+            except _NeedSavepoints:
+                savepoints = True
+                continue
             except _Abort as abort:
                 i = abort.index
                 env = envs[i]
@@ -197,7 +212,7 @@ class Applier:
         result.duration_s = time.perf_counter() - t0
         return result
 
-    def _apply_once(self, items, envs, outcomes, pending) -> BatchResult:
+    def _apply_once(self, items, envs, outcomes, pending, savepoints: bool = True) -> BatchResult:
         conn = self.conn
         now = utc_now()
         stage = WikiStage(self.wiki.root)
@@ -218,7 +233,7 @@ class Applier:
                     local[i] = Outcome("ack", {**prior, "cmd_id": env.cmd_id, "duplicate": True}, env.op)
                     self.metrics.duplicates.labels(env.op).inc()
                     continue
-                reply, code, dead = self._apply_one(i, items[i], env, now, stage, scopes, events)
+                reply, code, dead = self._apply_one(i, items[i], env, now, stage, scopes, events, savepoints)
                 local[i] = Outcome("ack", reply, env.op, code, dead_letter=dead)
                 if dead is not None:
                     # Given up, not applied: no ingest key, so a replay applies it afresh.
@@ -279,12 +294,14 @@ class Applier:
         self.metrics.dead_letters.labels(env.op).inc()
 
     def _apply_one(self, i, item: Incoming, env: Envelope, now: str, stage: WikiStage,
-                   scopes: ScopeCache, events: list[Event]) -> tuple[dict, str | None, str | None]:
-        """Run one command in a SAVEPOINT; return ``(reply, error_code|None, dead_letter_reason|None)``.
+                   scopes: ScopeCache, events: list[Event], savepoint: bool = True) -> tuple[dict, str | None, str | None]:
+        """Run one command (in a SAVEPOINT when ``savepoint``); return ``(reply, error_code|None, dead_letter_reason|None)``.
 
         Raises:
             StoreFaultError: the store refused a write (the whole batch is held).
             _Abort: a transient failure of this command (the batch is re-applied without it).
+            _NeedSavepoints: without ``savepoint``, the command failed after it may have
+                written (the batch is re-applied with savepoints).
         """
         waited = bool(item.headers.get(REPLY_HEADER))
         conn = self.conn
@@ -311,10 +328,12 @@ class Applier:
                 return reply_body(env.cmd_id, error=err), err.code, _unwaited(err, waited)
             cmd_stage = WikiStage(self.wiki.root)
             tx = Tx(conn, env, now=now, settings=self.settings, wiki=cmd_stage, scopes=scopes)
-            conn.execute("SAVEPOINT cmd")
+            if savepoint:
+                conn.execute("SAVEPOINT cmd")
             try:
                 result = h.fn(tx, env, cmd)
-                conn.execute("RELEASE cmd")
+                if savepoint:
+                    conn.execute("RELEASE cmd")
             except (RetryableError, sqlite3.OperationalError, OSError) as exc:
                 fault = store_fault(exc)
                 if fault is not None:
@@ -326,12 +345,16 @@ class Applier:
                 self.metrics.errors.labels(env.op, err.code).inc()
                 raise _Abort(i, err) from exc
             except AimemError as err:
+                if not savepoint:
+                    raise _NeedSavepoints(env.cmd_id) from err
                 conn.execute("ROLLBACK TO cmd")
                 conn.execute("RELEASE cmd")
                 self.metrics.errors.labels(env.op, err.code).inc()
                 span.set_attribute("aimem.error_code", err.code)
                 return reply_body(env.cmd_id, error=err), err.code, _unwaited(err, waited)
             except Exception as exc:  # a bug in a handler: answer, keep it as a dead letter
+                if not savepoint:
+                    raise _NeedSavepoints(env.cmd_id) from exc
                 conn.execute("ROLLBACK TO cmd")
                 conn.execute("RELEASE cmd")
                 log.exception("handler %s failed on %s", env.op, env.cmd_id)
