@@ -38,6 +38,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from opentelemetry import trace
 from pydantic import ValidationError
 
@@ -111,6 +112,15 @@ def _unwaited(err: AimemError, waited: bool) -> str | None:
     if waited or err.status in _EXPECTED_UNWAITED:
         return None
     return f"{err.code}: {err.message}"
+
+
+def _reply_json(reply: dict[str, Any]) -> str:
+    """``reply`` as JSON text for ``ingest_keys`` (orjson; ``json`` for what it refuses, such
+    as an integer beyond 64 bits)."""
+    try:
+        return orjson.dumps(reply, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(reply, ensure_ascii=False)
 
 
 WIKI_COMMIT_KEY = "wiki_commit"
@@ -242,7 +252,7 @@ class Applier:
                 seen_in_batch[key] = reply
                 conn.execute(
                     "INSERT INTO ingest_keys(key, cmd_id, op, result, created_at) VALUES (?, ?, ?, ?, ?)",
-                    (key, env.cmd_id, env.op, json.dumps(reply, ensure_ascii=False), now),
+                    (key, env.cmd_id, env.op, _reply_json(reply), now),
                 )
             ops = stage.coalesced()
             if ops:
@@ -255,6 +265,8 @@ class Applier:
                 raise fault from exc
             raise
         self.metrics.commits.inc()
+        for op, n in stage.op_names.items():  # counted once committed (an attempt may be re-applied)
+            self.metrics.commands.labels(op).inc(n)
         for i, o in local.items():
             outcomes[i] = o
         files = 0
@@ -366,7 +378,6 @@ class Applier:
             stage.op_names[env.op] += 1
             scopes.merge(tx.new_scopes)
             events.extend(tx.events)
-            self.metrics.commands.labels(env.op).inc()
             return reply_body(env.cmd_id, result=result), None, None
 
     def _stored_replies(self, keys: set[str]) -> dict[str, dict]:
