@@ -448,7 +448,9 @@ _Decide = Callable[[re.Match[str]], bool]
 _LASTGROUP_RULES = (_ENV, _CLI_PASSWORD, _LOGIN_P, _NETRC, _TOOL_PASSWORD, _PASS_FLAG, _HTPASSWD,
                     _STDIN_PASSWORD, _PROMPT_PASSWORD)  # the value is the last group matched
 _AWS_TRIGGERS = ("akia", "asia", "abia", "acca", "agpa", "aida", "aroa", "anpa", "a3t")
-_HIGH_ENTROPY_TRIGGERS = ("--", "-p", "key", "token", "secret", "pass", "sig", "auth", "code")
+# A trigger is a substring every match of its rule holds (lower-cased), no looser: "passw"
+# and "pass=", not "pass", so pytest's "passed" runs neither rule below.
+_HIGH_ENTROPY_TRIGGERS = ("--", "-p", "key", "token", "secret", "passw", "pass=", "sig", "auth", "code")
 # (kind, lower-case trigger substrings: the rule runs only if one occurs, pattern, decide
 # or None for "always"); most specific first, so a later rule sees a marker, not the value.
 _RULES: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Decide | None], ...] = (
@@ -470,7 +472,7 @@ _RULES: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Decide | None], ...]
     ("authorization_header", ("authorization", "api-key", "-token"), _AUTH_HEADER, _header_ok),
     ("url_password", ("://",), _URL_PASSWORD, _url_ok),
     ("high_entropy", _HIGH_ENTROPY_TRIGGERS, _HIGH_ENTROPY, _high_entropy_ok),
-    ("env_secret", ("pass", "secret", "token", "key", "credential", "auth"), _ENV, _env_ok),
+    ("env_secret", ("passw", "secret", "token", "key", "credential", "auth"), _ENV, _env_ok),
     # Last: what the structural rules above leave (short values, no `=`) on command lines.
     ("cli_password", ("-u", "--user", "-a", "--auth", "--pass", "mysql", "mariadb", "sshpass", "password=",
                       "mysql_pwd=", "rediscli_auth=", "redis-cli"), _CLI_PASSWORD, _cli_ok),

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from aimem_common import redact as redact_mod
 from aimem_common.redact import KINDS, RedactResult, contains_secret, redact
 
 ALNUM = string.ascii_letters + string.digits
@@ -528,3 +529,17 @@ def test_any_string_never_raises_and_stays_idempotent(seed: int) -> None:
 )  # fmt: skip
 def test_degenerate_fragments_pass_through(text: str) -> None:
     assert redact(text) == RedactResult(text, ())
+
+
+def test_triggers_only_skip_rules_that_cannot_match(monkeypatch) -> None:
+    # A rule runs only when one of its triggers occurs; a trigger is a substring every
+    # match of the rule holds. Running every rule on every text must change nothing.
+    texts = [line for _, line, _ in SECRETS] + ORDINARY
+    rng = random.Random(7)
+    texts += ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(0, 40))) for _ in range(1000)]
+    texts += ["all 12 tests passed", "PASSWORD=Zq1pwA9x", "https://h/?pass=Qx8vZr2LmN4pT6wY9sKd", "passwd: hunter2x"]
+    gated = [(redact(t), contains_secret(t)) for t in texts]
+    every = set(redact_mod._TRIGGERS)
+    monkeypatch.setattr(redact_mod, "_present_triggers", lambda lowered: every)
+    assert [(redact(t), contains_secret(t)) for t in texts] == gated
+    assert sum(found for _, found in gated) >= len(SECRETS)
