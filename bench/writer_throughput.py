@@ -100,7 +100,8 @@ def stop_profiler(spy: subprocess.Popen) -> None:
 def folded_summary(path: Path, top: int = 25) -> list[tuple[str, float, float]]:
     """Return the ``top`` frames of a py-spy folded file as ``(frame, inclusive %, self %)``.
 
-    Percentages are of all samples (every thread). A frame counts once per sample even
+    Percentages are of all samples (every thread) but those taken while the writer was still
+    importing its modules (it starts with the backlog pending). A frame counts once per sample even
     when it recurses. Frames are ``function (file:line)`` with the line number dropped.
     """
     incl: dict[str, int] = {}
@@ -108,8 +109,8 @@ def folded_summary(path: Path, top: int = 25) -> list[tuple[str, float, float]]:
     total = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
+        if not stack or not count.isdigit() or "_find_and_load" in stack:
+            continue  # not a sample, or the writer still importing its modules (startup)
         n = int(count)
         total += n
         frames = [f.rsplit(":", 1)[0] + ")" if f.endswith(")") and ":" in f else f for f in stack.split(";")]

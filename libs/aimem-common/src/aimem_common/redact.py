@@ -12,7 +12,8 @@ and the rules repeat until the text stops changing (a redaction can change what 
 earlier rule sees), so ``redact`` is idempotent. A rule runs only when one of its trigger
 substrings occurs outside a marker (each trigger is looked for once per round); its regex opens with a literal, uses possessive or
 bounded quantifiers and checks token boundaries with fixed-width look-behinds, so the
-cost is linear in ``len(text)``. Pure stdlib, no I/O, any thread.
+cost is linear in ``len(text)``. Stdlib regexes and one Aho-Corasick automaton
+(``ahocorasick-rs``) for the triggers; no I/O, any thread.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache, partial
+
+import ahocorasick_rs
 
 __all__ = ["KINDS", "RedactResult", "contains_secret", "redact"]
 
@@ -487,18 +490,15 @@ _RULES: tuple[tuple[str, tuple[str, ...], re.Pattern[str], _Decide | None], ...]
 )
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, *_ in _RULES))  # every marker kind, rule order
 
-# Each trigger is looked for once per round, not once per rule naming it. One that contains
-# a shorter trigger ("--pass" holds "--" and "pass") can only occur where all of those
-# occur, so it is looked for only then: clean text costs one scan per base trigger.
+# Every trigger of every rule is found in one Aho-Corasick pass per round (one `in` scan per
+# trigger cost ~20 us on a 1 KB observation). Triggers are ASCII, so they occur in the
+# text's UTF-8 exactly where they occur in the text ("surrogatepass" keeps a lone
+# surrogate, which a hook payload may carry, encodable).
 _TRIGGERS = tuple(sorted({t for _, triggers, _, _ in _RULES for t in triggers}))
-_BASE_TRIGGERS = tuple(t for t in _TRIGGERS if not any(o != t and o in t for o in _TRIGGERS))
-_COMPOUND_TRIGGERS = tuple((t, frozenset(o for o in _BASE_TRIGGERS if o in t))
-                           for t in _TRIGGERS if t not in _BASE_TRIGGERS)
+_TRIGGER_SCAN = ahocorasick_rs.BytesAhoCorasick([t.encode() for t in _TRIGGERS])
 
 
 def _present_triggers(lowered: str) -> set[str]:
     """The triggers of ``_RULES`` that occur in ``lowered`` (lower-cased, markers blanked)."""
-    found = {t for t in _BASE_TRIGGERS if t in lowered}
-    if found:
-        found.update(t for t, inner in _COMPOUND_TRIGGERS if inner <= found and t in lowered)
-    return found
+    haystack = lowered.encode("utf-8", "surrogatepass")
+    return {_TRIGGERS[i] for i, _, _ in _TRIGGER_SCAN.find_matches_as_indexes(haystack, overlapping=True)}

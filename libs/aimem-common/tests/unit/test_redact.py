@@ -543,3 +543,13 @@ def test_triggers_only_skip_rules_that_cannot_match(monkeypatch) -> None:
     monkeypatch.setattr(redact_mod, "_present_triggers", lambda lowered: every)
     assert [(redact(t), contains_secret(t)) for t in texts] == gated
     assert sum(found for _, found in gated) >= len(SECRETS)
+
+
+def test_the_trigger_scan_finds_every_trigger_that_occurs() -> None:
+    assert all(t.isascii() for t in redact_mod._TRIGGERS)  # the scan runs over UTF-8
+    rng = random.Random(11)
+    texts = [line for _, line, _ in SECRETS] + ORDINARY + ["", "\ud800pass=", "日本--passwd\x00"]
+    texts += ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(0, 40))) for _ in range(1000)]
+    for text in texts:
+        lowered = redact_mod._MARKER.sub(" ", text).lower()
+        assert redact_mod._present_triggers(lowered) == {t for t in redact_mod._TRIGGERS if t in lowered}, text
