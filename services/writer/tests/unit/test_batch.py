@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 
+import json
+
 import pygit2
 import pytest
 
@@ -174,3 +176,18 @@ def test_writer_lock_and_rebuild(wh, tmp_path) -> None:
     finally:
         conn.close()
     wh.conn = open_writer(settings.db_path)  # for the fixture's close()
+
+
+def test_observations_are_parsed_with_their_payload_and_bad_ones_still_answered(wh) -> None:
+    good = {"session_id": "s", "kind": "user-prompt", "title": "t", "body": "b", "agent": "claude-code",
+            "sanitized": True}
+    envs = [wh.envelope("observation.append", good),
+            wh.envelope("observation.append", {**good, "kind": "no-such-kind"}),
+            wh.envelope("observation.append", {**good, "bogus": 1}),
+            wh.envelope("observation.append", {**good, "sanitized": False})]
+    spaced = json.dumps(json.loads(wh.envelope("observation.append", good).model_dump_json())).encode()
+    assert b'"op": "observation.append"' in spaced  # not the compact form: the plain parse
+    replies = wh.batch(envs, raw=[spaced])
+    assert [r["ok"] for r in replies] == [True, False, False, False, True]
+    assert [r["error"]["code"] for r in replies if not r["ok"]] == ["invalid_payload"] * 3
+    assert wh.count("SELECT count(*) FROM observations") == 2
