@@ -10,7 +10,10 @@ backlog is pending), so after its first fetch it applies ``--behind`` commands p
 printed too (observations per CPU-second): on a shared, oversubscribed machine the
 wall-clock rate measures the neighbours, the CPU-normalised one measures the writer.
 
-    .venv/bin/python -m bench.writer_throughput [-n 20000] [--batch 512]
+    .venv/bin/python -m bench.writer_throughput [-n 20000] [--batch 512] [--profile DIR]
+
+``--profile DIR`` records the writer with py-spy during the drain (``DIR/writer.folded``,
+folded stacks, every thread) and prints the heaviest frames as shares of the samples.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -74,7 +78,52 @@ async def publish(settings: config.Settings, envs: list) -> float:
         await nc.close()
 
 
-def run(n: int, batch: int, behind: int = 4096) -> dict:
+def start_profiler(pid: int, out: Path) -> subprocess.Popen:
+    """Attach py-spy (from this interpreter's venv) to ``pid``, folded stacks into ``out``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    spy = subprocess.Popen([str(Path(sys.executable).with_name("py-spy")), "record", "-p", str(pid), "-r", "250",
+                            "-f", "raw", "--threads", "--nonblocking", "-o", str(out)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(0.5)  # py-spy attaches before the first row lands (the writer is still starting)
+    return spy
+
+
+def stop_profiler(spy: subprocess.Popen) -> None:
+    """Stop py-spy with SIGINT (it writes its file then) and wait for it."""
+    spy.send_signal(signal.SIGINT)
+    try:
+        spy.wait(60)
+    except subprocess.TimeoutExpired:
+        spy.kill()
+
+
+def folded_summary(path: Path, top: int = 25) -> list[tuple[str, float, float]]:
+    """Return the ``top`` frames of a py-spy folded file as ``(frame, inclusive %, self %)``.
+
+    Percentages are of all samples (every thread) but those taken while the writer was still
+    importing its modules (it starts with the backlog pending). A frame counts once per sample even
+    when it recurses. Frames are ``function (file:line)`` with the line number dropped.
+    """
+    incl: dict[str, int] = {}
+    selfc: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit() or "_find_and_load" in stack:
+            continue  # not a sample, or the writer still importing its modules (startup)
+        n = int(count)
+        total += n
+        frames = [f.rsplit(":", 1)[0] + ")" if f.endswith(")") and ":" in f else f for f in stack.split(";")]
+        for f in set(frames[1:]):  # frames[0] is the thread
+            incl[f] = incl.get(f, 0) + n
+        if len(frames) > 1:
+            selfc[frames[-1]] = selfc.get(frames[-1], 0) + n
+    total = max(total, 1)
+    rows = sorted(incl.items(), key=lambda kv: -kv[1])[:top]
+    return [(f, round(100 * c / total, 1), round(100 * selfc.get(f, 0) / total, 1)) for f, c in rows]
+
+
+def run(n: int, batch: int, behind: int = 4096, profile: Path | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="aimem-bench-") as tmp:
         tmp_path = Path(tmp)
         with NatsServer(tmp_path / "nats") as nats_srv:
@@ -90,7 +139,10 @@ def run(n: int, batch: int, behind: int = 4096) -> dict:
                        AIMEM_LOG_LEVEL="warning", AIMEM_WRITER__WATCH_WIKI="false")
             log = open(tmp_path / "writer.log", "wb")
             proc = subprocess.Popen([sys.executable, "-m", "aimem_writer"], env=env, stdout=log, stderr=log)
+            spy = None
             try:
+                if profile is not None:
+                    spy = start_profiler(proc.pid, profile / "writer.folded")
                 db = settings.db_path
                 while not db.exists():
                     time.sleep(0.005)
@@ -98,6 +150,7 @@ def run(n: int, batch: int, behind: int = 4096) -> dict:
                         raise RuntimeError((tmp_path / "writer.log").read_text())
                 conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
                 first_t = None
+                nats_cpu0 = load0 = 0.0
                 first_n = 0
                 cpu0 = 0.0
                 deadline = time.monotonic() + 600
@@ -109,11 +162,16 @@ def run(n: int, batch: int, behind: int = 4096) -> dict:
                         count = 0
                     if count and first_t is None:
                         first_t, first_n, cpu0 = time.perf_counter(), count, cpu_seconds(proc.pid)
+                        nats_cpu0, load0 = cpu_seconds(nats_srv.proc.pid), os.getloadavg()[0]
                     if count >= n:
                         break
                     time.sleep(0.01)
                 last_t = time.perf_counter()
                 cpu1 = cpu_seconds(proc.pid)
+                nats_cpu = cpu_seconds(nats_srv.proc.pid) - nats_cpu0
+                load1 = os.getloadavg()[0]
+                if spy is not None:
+                    stop_profiler(spy)
                 metrics = httpx.get(f"http://127.0.0.1:{settings.port('writer')}/metrics", timeout=5).text
             finally:
                 proc.terminate()
@@ -126,7 +184,8 @@ def run(n: int, batch: int, behind: int = 4096) -> dict:
                               if line.startswith("aimem_writer_apply_seconds_sum")), 0.0)
             cpu = max(cpu1 - cpu0, 1e-9)
             return {"writer_cpu_s": round(cpu, 3), "obs_per_cpu_s": round(applied / cpu),
-                    "loadavg_1m": os.getloadavg()[0], "apply_s": round(apply_sum, 3), "observations": n, "applied": count, "publish_s": round(pub_s, 3),
+                    "nats_cpu_s": round(nats_cpu, 3),
+                    "loadavg_1m_start": load0, "loadavg_1m": load1, "apply_s": round(apply_sum, 3), "observations": n, "applied": count, "publish_s": round(pub_s, 3),
                     "drain_s": round(secs, 3), "obs_per_s": round(applied / secs),
                     "batches": int(batches), "mean_batch": round(count / batches, 1) if batches else None,
                     "batch_max_msgs": batch, "batch_max_msgs_behind": behind}
@@ -137,17 +196,28 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("-n", type=int, default=20_000, help="observations to apply")
     ap.add_argument("--batch", type=int, default=512, help="writer.batch_max_msgs (idle fetch size)")
     ap.add_argument("--behind", type=int, default=4096, help="writer.batch_max_msgs_behind (backlog fetch size)")
+    ap.add_argument("--tag", default="", help="label stored in the result (and its file name), e.g. the A/B side")
+    ap.add_argument("--profile", type=Path, default=None, help="py-spy the writer during the drain into DIR")
     args = ap.parse_args(argv)
-    res = run(args.n, args.batch, args.behind)
+    res = run(args.n, args.batch, args.behind, args.profile)
     info = machine_info()
     print(f"writer throughput: {res['obs_per_s']:,} observations/s applied "
           f"({res['applied']:,} in {res['drain_s']} s, {res['batches']} batches, mean {res['mean_batch']}/batch; "
           f"publish {res['publish_s']} s; {res['apply_s']} s of it inside the batch transactions)")
-    print(f"writer CPU: {res['writer_cpu_s']} s for the drain = {res['obs_per_cpu_s']:,} observations per CPU-second "
-          f"(load average {res['loadavg_1m']:.1f} on {os.cpu_count()} cores during the run)")
+    print(f"writer CPU: {res['writer_cpu_s']} s for the drain = {res['obs_per_cpu_s']:,} observations per CPU-second; "
+          f"nats-server CPU {res['nats_cpu_s']} s (load average {res['loadavg_1m_start']:.1f} -> {res['loadavg_1m']:.1f} "
+          f"on {os.cpu_count()} cores during the run)")
     if info:
         print(f"machine: {info.get('cpu')} x{info.get('cores')}, python {info.get('python')}, commit {info.get('commit')}")
-    print(f"written to {write_result('writer_throughput', res)}")
+    if args.profile is not None:
+        folded = args.profile / "writer.folded"
+        res["profile"] = {"file": str(folded), "top": folded_summary(folded) if folded.exists() else []}
+        print(f"profile ({folded}; inclusive % / self % of all samples):")
+        for frame, inc, own in res["profile"]["top"]:
+            print(f"  {inc:5.1f} {own:5.1f}  {frame}")
+    if args.tag:
+        res["tag"] = args.tag
+    print(f"written to {write_result('writer_throughput' + (f'-{args.tag}' if args.tag else ''), res)}")
 
 
 if __name__ == "__main__":

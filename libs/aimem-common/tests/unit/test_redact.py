@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from aimem_common import redact as redact_mod
 from aimem_common.redact import KINDS, RedactResult, contains_secret, redact
 
 ALNUM = string.ascii_letters + string.digits
@@ -530,23 +531,25 @@ def test_degenerate_fragments_pass_through(text: str) -> None:
     assert redact(text) == RedactResult(text, ())
 
 
-def _triggers_by_substring(text: str) -> set[str]:
-    """What the one-scan trigger search must find: each trigger that is a substring of the
-    marker-free, lower-cased text (the plain definition, one ``in`` per trigger)."""
-    from aimem_common.redact import _MARKER, _RULES
-
-    lowered = _MARKER.sub(" ", text).lower()
-    return {t for _, triggers, _, _ in _RULES for t in triggers if t in lowered}
-
-
-def test_one_scan_finds_exactly_the_triggers_that_occur() -> None:
-    """A rule runs iff one of its triggers occurs: the Aho-Corasick scan must find every
-    trigger that occurs (also inside a longer one: ``pass`` in ``password=``) and no other."""
-    from aimem_common.redact import _triggers_in
-
+def test_triggers_only_skip_rules_that_cannot_match(monkeypatch) -> None:
+    # A rule runs only when one of its triggers occurs; a trigger is a substring every
+    # match of the rule holds. Running every rule on every text must change nothing.
+    texts = [line for _, line, _ in SECRETS] + ORDINARY
     rng = random.Random(7)
-    texts = [line for _, line, _ in SECRETS] + ORDINARY + ["\n".join(ORDINARY)]
-    texts += ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(0, 40))) for _ in range(2000)]
+    texts += ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(0, 40))) for _ in range(1000)]
+    texts += ["all 12 tests passed", "PASSWORD=Zq1pwA9x", "https://h/?pass=Qx8vZr2LmN4pT6wY9sKd", "passwd: hunter2x"]
+    gated = [(redact(t), contains_secret(t)) for t in texts]
+    every = set(redact_mod._TRIGGERS)
+    monkeypatch.setattr(redact_mod, "_present_triggers", lambda lowered: every)
+    assert [(redact(t), contains_secret(t)) for t in texts] == gated
+    assert sum(found for _, found in gated) >= len(SECRETS)
+
+
+def test_the_trigger_scan_finds_every_trigger_that_occurs() -> None:
+    assert all(t.isascii() for t in redact_mod._TRIGGERS)  # the scan runs over UTF-8
+    rng = random.Random(11)
+    texts = [line for _, line, _ in SECRETS] + ORDINARY + ["", "\ud800pass=", "日本--passwd\x00"]
+    texts += ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(0, 40))) for _ in range(1000)]
     for text in texts:
-        assert _triggers_in(text) == _triggers_by_substring(text), text
-    assert _triggers_in("PassWord= x [REDACTED:jwt] \ud800 mysql") == {"pass", "password=", "mysql"}
+        lowered = redact_mod._MARKER.sub(" ", text).lower()
+        assert redact_mod._present_triggers(lowered) == {t for t in redact_mod._TRIGGERS if t in lowered}, text

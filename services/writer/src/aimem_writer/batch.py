@@ -1,10 +1,17 @@
 """Apply a batch of commands in one SQLite transaction (writer thread only).
 
 ``Applier.apply(items)``: parse envelopes, answer duplicates from ``ingest_keys``, then
-``BEGIN IMMEDIATE``; each command runs in its own ``SAVEPOINT`` through its registered
-handler; a typed error rolls back that command alone and becomes its error reply. The
-replies are stored in ``ingest_keys`` (a replayed or re-sent command gets the same reply),
-the merged wiki stage goes to ``wiki_outbox``, ``COMMIT``, then the files are flushed.
+``BEGIN IMMEDIATE``; each command runs through its registered handler; a typed error rolls
+back that command alone and becomes its error reply. The replies are stored in
+``ingest_keys`` (a replayed or re-sent command gets the same reply), the merged wiki stage
+goes to ``wiki_outbox``, ``COMMIT``, then the files are flushed.
+
+A batch is first applied without a ``SAVEPOINT`` per command: a savepoint makes SQLite copy
+every page a command touches into a statement journal, which costs about as much as the
+command's own inserts. When a command fails in a way that needs its own rollback (a typed
+error, a handler bug), the whole attempt is rolled back and the batch is applied again with
+a ``SAVEPOINT`` around each command, which gives the same outcome as if it had had one from
+the start (handlers are re-runnable: a batch is re-applied after any rollback anyway).
 
 Failures, by kind (``faults.py``):
 
@@ -29,8 +36,9 @@ import sqlite3
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
+import orjson
 from opentelemetry import trace
 from pydantic import ValidationError
 
@@ -39,6 +47,7 @@ from aimem_common.config import Settings
 from aimem_common.errors import AimemError, BadRequestError, RetryableError, StoreFaultError
 from aimem_common.commands import Envelope, parse_payload
 from aimem_common.commands.envelope import first_error
+from aimem_common.commands.observations import ObservationAppend
 
 from aimem_writer import registry
 from aimem_writer.faults import store_fault
@@ -81,6 +90,35 @@ class BatchResult:
     flush_fault: StoreFaultError | None = None  # committed, but the wiki files are still owed
 
 
+class _ObservationEnvelope(Envelope):
+    """An ``observation.append`` envelope whose payload is validated in the same pass as the
+    envelope (``parse_payload`` then takes the model as it is): the hot path parses each
+    command once instead of into a dict and then again into its model."""
+
+    op: Literal["observation.append"]
+    payload: ObservationAppend
+
+
+_OBSERVATION_OP = b'"op":"observation.append"'  # as pydantic and orjson write it (no spaces)
+
+
+def _parse_envelope(data: bytes) -> Envelope:
+    """Validate one message's JSON as an envelope; the hook path's op with its payload.
+
+    Raises:
+        ValidationError: refused; ``Applier.apply`` parses it again as a plain envelope, so
+            an observation whose payload alone is bad is answered ``invalid_payload`` by its
+            handler, as any other op's.
+    """
+    if _OBSERVATION_OP in data:
+        return _ObservationEnvelope.model_validate_json(data)
+    return Envelope.model_validate_json(data)
+
+
+class _NeedSavepoints(Exception):
+    """Internal: a command failed in a batch applied without savepoints; apply it again with them."""
+
+
 class _Abort(Exception):
     """Internal: command ``index`` hit a transient failure; roll back the whole batch."""
 
@@ -100,6 +138,15 @@ def _unwaited(err: AimemError, waited: bool) -> str | None:
     if waited or err.status in _EXPECTED_UNWAITED:
         return None
     return f"{err.code}: {err.message}"
+
+
+def _reply_json(reply: dict[str, Any]) -> str:
+    """``reply`` as JSON text for ``ingest_keys`` (orjson; ``json`` for what it refuses, such
+    as an integer beyond 64 bits)."""
+    try:
+        return orjson.dumps(reply, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(reply, ensure_ascii=False)
 
 
 WIKI_COMMIT_KEY = "wiki_commit"
@@ -162,7 +209,7 @@ class Applier:
             try:
                 # One pass in pydantic-core (~6x cheaper than json.loads + model_validate);
                 # a message it refuses is parsed again below, whose errors are the ones we reply.
-                envs[i] = Envelope.model_validate_json(item.data)
+                envs[i] = _parse_envelope(item.data)
                 continue
             except ValidationError:
                 pass
@@ -177,10 +224,14 @@ class Applier:
                 outcomes[i] = Outcome("ack", reply_body(str(cmd_id), error=err), "unknown", err.code)
         self.recover()  # a previous batch's files first: they come before this batch's
         pending = [i for i in range(len(items)) if outcomes[i] is None]
+        savepoints = False  # see the module docstring: the first attempt runs without them
         while True:
             try:
-                result = self._apply_once(items, envs, outcomes, pending)
+                result = self._apply_once(items, envs, outcomes, pending, savepoints)
                 break
+            except _NeedSavepoints:
+                savepoints = True
+                continue
             except _Abort as abort:
                 i = abort.index
                 env = envs[i]
@@ -197,7 +248,7 @@ class Applier:
         result.duration_s = time.perf_counter() - t0
         return result
 
-    def _apply_once(self, items, envs, outcomes, pending) -> BatchResult:
+    def _apply_once(self, items, envs, outcomes, pending, savepoints: bool = True) -> BatchResult:
         conn = self.conn
         now = utc_now()
         stage = WikiStage(self.wiki.root)
@@ -218,7 +269,7 @@ class Applier:
                     local[i] = Outcome("ack", {**prior, "cmd_id": env.cmd_id, "duplicate": True}, env.op)
                     self.metrics.duplicates.labels(env.op).inc()
                     continue
-                reply, code, dead = self._apply_one(i, items[i], env, now, stage, scopes, events)
+                reply, code, dead = self._apply_one(i, items[i], env, now, stage, scopes, events, savepoints)
                 local[i] = Outcome("ack", reply, env.op, code, dead_letter=dead)
                 if dead is not None:
                     # Given up, not applied: no ingest key, so a replay applies it afresh.
@@ -227,7 +278,7 @@ class Applier:
                 seen_in_batch[key] = reply
                 conn.execute(
                     "INSERT INTO ingest_keys(key, cmd_id, op, result, created_at) VALUES (?, ?, ?, ?, ?)",
-                    (key, env.cmd_id, env.op, json.dumps(reply, ensure_ascii=False), now),
+                    (key, env.cmd_id, env.op, _reply_json(reply), now),
                 )
             ops = stage.coalesced()
             if ops:
@@ -240,6 +291,8 @@ class Applier:
                 raise fault from exc
             raise
         self.metrics.commits.inc()
+        for op, n in stage.op_names.items():  # counted once committed (an attempt may be re-applied)
+            self.metrics.commands.labels(op).inc(n)
         for i, o in local.items():
             outcomes[i] = o
         files = 0
@@ -279,12 +332,14 @@ class Applier:
         self.metrics.dead_letters.labels(env.op).inc()
 
     def _apply_one(self, i, item: Incoming, env: Envelope, now: str, stage: WikiStage,
-                   scopes: ScopeCache, events: list[Event]) -> tuple[dict, str | None, str | None]:
-        """Run one command in a SAVEPOINT; return ``(reply, error_code|None, dead_letter_reason|None)``.
+                   scopes: ScopeCache, events: list[Event], savepoint: bool = True) -> tuple[dict, str | None, str | None]:
+        """Run one command (in a SAVEPOINT when ``savepoint``); return ``(reply, error_code|None, dead_letter_reason|None)``.
 
         Raises:
             StoreFaultError: the store refused a write (the whole batch is held).
             _Abort: a transient failure of this command (the batch is re-applied without it).
+            _NeedSavepoints: without ``savepoint``, the command failed after it may have
+                written (the batch is re-applied with savepoints).
         """
         waited = bool(item.headers.get(REPLY_HEADER))
         conn = self.conn
@@ -311,10 +366,12 @@ class Applier:
                 return reply_body(env.cmd_id, error=err), err.code, _unwaited(err, waited)
             cmd_stage = WikiStage(self.wiki.root)
             tx = Tx(conn, env, now=now, settings=self.settings, wiki=cmd_stage, scopes=scopes)
-            conn.execute("SAVEPOINT cmd")
+            if savepoint:
+                conn.execute("SAVEPOINT cmd")
             try:
                 result = h.fn(tx, env, cmd)
-                conn.execute("RELEASE cmd")
+                if savepoint:
+                    conn.execute("RELEASE cmd")
             except (RetryableError, sqlite3.OperationalError, OSError) as exc:
                 fault = store_fault(exc)
                 if fault is not None:
@@ -326,12 +383,16 @@ class Applier:
                 self.metrics.errors.labels(env.op, err.code).inc()
                 raise _Abort(i, err) from exc
             except AimemError as err:
+                if not savepoint:
+                    raise _NeedSavepoints(env.cmd_id) from err
                 conn.execute("ROLLBACK TO cmd")
                 conn.execute("RELEASE cmd")
                 self.metrics.errors.labels(env.op, err.code).inc()
                 span.set_attribute("aimem.error_code", err.code)
                 return reply_body(env.cmd_id, error=err), err.code, _unwaited(err, waited)
             except Exception as exc:  # a bug in a handler: answer, keep it as a dead letter
+                if not savepoint:
+                    raise _NeedSavepoints(env.cmd_id) from exc
                 conn.execute("ROLLBACK TO cmd")
                 conn.execute("RELEASE cmd")
                 log.exception("handler %s failed on %s", env.op, env.cmd_id)
@@ -343,7 +404,6 @@ class Applier:
             stage.op_names[env.op] += 1
             scopes.merge(tx.new_scopes)
             events.extend(tx.events)
-            self.metrics.commands.labels(env.op).inc()
             return reply_body(env.cmd_id, result=result), None, None
 
     def _stored_replies(self, keys: set[str]) -> dict[str, dict]:

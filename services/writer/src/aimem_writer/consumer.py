@@ -6,13 +6,17 @@ inbox, events go to ``AIMEM_EVT``, and only then are the messages acked (``nak``
 delay for transient failures, ``term`` for a dead letter). A crash anywhere before the
 ack replays the batch; ``ingest_keys`` turns the replay into stored replies.
 
-Store faults (disk full, I/O error) never drop a command: the batch stays in hand (an
-in-progress ack every ``ack_wait_s/3`` keeps JetStream from redelivering it), nothing more
-is fetched, ``/healthz`` turns red, the fault is announced on ``aimem.status.writer`` (so
-ingress answers 507/503 instead of 202), and the same batch is retried with backoff up to
-``writer.store_retry_max_s`` until the store takes it. Every message in hand gets the same
-in-progress acks during a long apply, so a killed writer's batch is redelivered within
-``ack_wait_s`` of its death, not after a long fixed timeout.
+Store faults (disk full, I/O error) never drop a command: the batch stays in hand (in-progress
+acks keep JetStream from redelivering it), nothing more is fetched, ``/healthz`` turns red,
+the fault is announced on ``aimem.status.writer`` (so ingress answers 507/503 instead of
+202), and the same batch is retried with backoff up to ``writer.store_retry_max_s`` until
+the store takes it. A message is in hand from its fetch to its ack; one that has been in
+hand for ``ack_wait_s/3`` since its fetch (or its last in-progress ack) gets an in-progress
+ack, checked every ``ack_wait_s/6``, so none goes more than about ``ack_wait_s/2`` without
+one. A batch that commits well within ``ack_wait_s`` sends none (each one is a publish, for
+the writer and for nats-server), a slow or held one keeps every message alive, and a killed
+writer's batch is redelivered within ``ack_wait_s`` of its death, not after a long fixed
+timeout.
 
 Git checkpoints are debounced: the first batch that touched the wiki schedules one
 ``writer.git_debounce_ms`` later; the batches in between ride along.
@@ -80,7 +84,8 @@ class Consumer:
         self.batches = 0
         self.fault: StoreFaultError | None = None  # set while the store refuses writes
         self.fault_since: float | None = None  # epoch s
-        self._in_hand: dict[int, object] = {}  # id(msg) → msg fetched, not yet settled (kept alive by in-progress acks)
+        # id(msg) → [msg, monotonic s of its fetch or last in-progress ack]: fetched, not yet settled
+        self._in_hand: dict[int, list] = {}
 
     async def run(self) -> None:
         """Fetch and apply batches until ``stop()``; never raises on transient NATS errors."""
@@ -95,7 +100,8 @@ class Consumer:
         async def fetch(size: int) -> list:
             try:
                 msgs = await sub.fetch(size, timeout=w.fetch_timeout_s)
-                self._in_hand.update((id(m), m) for m in msgs)
+                now = time.monotonic()
+                self._in_hand.update((id(m), [m, now]) for m in msgs)
                 return msgs
             except (nats.errors.TimeoutError, asyncio.TimeoutError):
                 return []  # idle (nats-py raises either one from a partial fetch)
@@ -216,16 +222,24 @@ class Consumer:
             await asyncio.sleep(self.settings.writer.status_interval_s)
 
     async def _keep_alive(self) -> None:
-        """Send in-progress acks for every message in hand every ``ack_wait_s/3`` seconds."""
-        interval = max(0.2, self.settings.writer.ack_wait_s / 3)
+        """Every ``ack_wait_s/6`` s, send an in-progress ack for each message in hand that has
+        gone ``ack_wait_s/3`` s since its fetch or its last one (see the module docstring)."""
+        due_s = self.settings.writer.ack_wait_s / 3
         while True:
-            await asyncio.sleep(interval)
-            for m in list(self._in_hand.values()):
+            await asyncio.sleep(max(0.05, due_s / 2))
+            now = time.monotonic()
+            for entry in list(self._in_hand.values()):
+                if now - entry[1] < due_s:
+                    continue
                 try:
-                    await m.in_progress()
+                    await entry[0].in_progress()
+                except nats.errors.MsgAlreadyAckdError:
+                    continue  # settled meanwhile
                 except Exception as exc:  # noqa: BLE001 - the next round tries again
                     log.debug("in-progress ack failed: %s", exc)
                     break
+                entry[1] = now
+                self.metrics.in_progress_acks.inc()
 
     async def _count_dead_letters(self) -> None:
         try:

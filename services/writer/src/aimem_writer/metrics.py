@@ -26,6 +26,7 @@ class WriterMetrics:
     git_seconds: Histogram
     pending: Gauge
     acks: Counter
+    in_progress_acks: Counter
     watcher_reindexed: Counter
     dead_letters: Counter
     dead_letters_open: Gauge
@@ -56,6 +57,8 @@ class WriterMetrics:
             pending=t.gauge("aimem_writer_consumer_pending",
                             "Commands waiting for the writer (num_pending + num_ack_pending)"),
             acks=t.counter("aimem_writer_messages_total", "Messages settled, by action (ack|nak|term)", ["action"]),
+            in_progress_acks=t.counter("aimem_writer_in_progress_acks_total",
+                                       "In-progress acks sent for messages held longer than ack_wait_s/3"),
             watcher_reindexed=t.counter("aimem_writer_watcher_reindexed_total",
                                         "Hand-edited wiki files reindexed, by outcome", ["outcome"]),
             dead_letters=t.counter("aimem_writer_dead_letters_total",

@@ -13,9 +13,11 @@ thread, inside the batch transaction)::
         return tx.pages.delete(tx.scope(), cmd.path, reason="deleted")
 
 The returned dict is the ``result`` of the reply ``{cmd_id, ok, result}``. Raise an
-``aimem_common.errors.AimemError`` subclass to answer with an error: the command's
-SAVEPOINT is rolled back (its rows, staged wiki files and events vanish) and the batch goes
-on. Handlers live in modules of the ``aimem_writer.ops`` package, which imports every
+``aimem_common.errors.AimemError`` subclass to answer with an error: the command is rolled
+back alone (its rows, staged wiki files and events vanish; ``batch.py`` re-applies the batch
+with a SAVEPOINT per command for that) and the batch goes on. A handler may run more than
+once per delivery (a batch is re-applied after any rollback): keep every effect inside the
+transaction or the staged wiki files. Handlers live in modules of the ``aimem_writer.ops`` package, which imports every
 module it contains (``aimem_writer.ops.load_all``), so adding ``ops/<domain>.py`` needs no edit
 anywhere else. ``tests/unit/test_registry.py`` asserts every op in ``OP_MODELS`` has one.
 """

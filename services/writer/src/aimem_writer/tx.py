@@ -1,9 +1,10 @@
 """``Tx``: what an op handler gets — one command's view of the batch transaction.
 
 Handlers run on the single writer thread, synchronously, inside the batch's
-``BEGIN IMMEDIATE`` transaction and their own ``SAVEPOINT``: raising an ``AimemError``
-rolls back exactly that command (rows, staged wiki files, events, audit rows) and answers
-it with the error; the rest of the batch commits.
+``BEGIN IMMEDIATE`` transaction (and their own ``SAVEPOINT`` when ``batch.py`` re-applies a
+batch in which a command failed): raising an ``AimemError`` rolls back exactly that command
+(rows, staged wiki files, events, audit rows) and answers it with the error; the rest of
+the batch commits.
 
 API (all on the writer thread; never keep a ``Tx`` after the handler returns):
 

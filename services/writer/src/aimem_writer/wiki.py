@@ -116,15 +116,18 @@ class WikiStage:
     def coalesced(self) -> list[FileOp]:
         """Return the effects with ledger appends merged per file (order otherwise kept)."""
         out: list[FileOp] = []
-        appends: dict[str, FileOp] = {}
+        appends: dict[str, tuple[FileOp, list[str]]] = {}  # rel → (merged op, its texts)
         for op in self.ops:
             if op.action == "append":
                 if op.rel in appends:
-                    appends[op.rel].text = (appends[op.rel].text or "") + (op.text or "")
+                    appends[op.rel][1].append(op.text or "")
                     continue
                 op = FileOp(op.rel, "append", op.text)
-                appends[op.rel] = op
+                appends[op.rel] = (op, [op.text or ""])
             out.append(op)
+        for op, texts in appends.values():  # joined once: a batch appends thousands of entries
+            if len(texts) > 1:
+                op.text = "".join(texts)
         return out
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 
+import json
+
 import pygit2
 import pytest
 
@@ -42,6 +44,49 @@ def test_bad_commands_do_not_block_the_batch(wh) -> None:
     assert wh.count("SELECT count(*) FROM pages") == 2
     errors = wh.applier.metrics.errors
     assert errors.labels("page.write", "invalid_path")._value.get() == 1
+
+
+def _savepoints_during(wh, envs) -> tuple[list[dict], int]:
+    """Apply ``envs`` as one batch; return the replies and how many command savepoints SQLite saw."""
+    seen: list[str] = []
+    wh.conn.set_trace_callback(seen.append)
+    try:
+        replies = wh.batch(envs)
+    finally:
+        wh.conn.set_trace_callback(None)
+    return replies, sum(1 for sql in seen if sql == "SAVEPOINT cmd")
+
+
+def test_a_clean_batch_runs_without_savepoints(wh) -> None:
+    envs = [wh.envelope("observation.append", {"session_id": "s", "kind": "user-prompt", "title": f"t{i}",
+                                               "body": "b", "agent": "claude-code", "sanitized": True})
+            for i in range(5)]
+    replies, savepoints = _savepoints_during(wh, envs)
+    assert all(r["ok"] for r in replies) and savepoints == 0
+    assert wh.count("SELECT count(*) FROM observations") == 5
+    assert wh.count("SELECT observation_count FROM sessions WHERE session_id = 's'") == 5
+
+
+def test_a_command_failing_after_it_wrote_is_rolled_back_alone(wh) -> None:
+    # page.write_batch writes its first page, then fails on the second: without a savepoint
+    # the first page would stay. The batch is re-applied with one savepoint per command.
+    obs = {"kind": "user-prompt", "title": "t", "body": "b", "agent": "claude-code", "sanitized": True}
+    envs = [
+        wh.envelope("observation.append", {"session_id": "s", **obs}),
+        wh.envelope("page.write_batch", {"pages": [{"path": "notes/first.md", "body": "one"},
+                                                   {"path": "notes/dup.md", "body": "x", "expected_page_id": 999999}]}),
+        wh.envelope("observation.append", {"session_id": "s", **obs}),
+    ]
+    replies, savepoints = _savepoints_during(wh, envs)
+    assert [r["ok"] for r in replies] == [True, False, True]
+    assert replies[1]["error"]["data"]["index"] == 1
+    assert savepoints == 3  # the second attempt, one per command
+    assert wh.count("SELECT count(*) FROM pages") == 0
+    assert not wh.page_file("notes/first.md").exists()
+    assert wh.count("SELECT count(*) FROM observations") == 2
+    assert wh.count("SELECT observation_count FROM sessions WHERE session_id = 's'") == 2
+    ids = [r["result"]["observation_id"] for r in (replies[0], replies[2])]
+    assert wh.count("SELECT count(*) FROM ingest_keys") == 3 and ids[0] < ids[1]
 
 
 def test_outbox_replay_repairs_a_crash_after_commit(wh) -> None:
@@ -131,3 +176,18 @@ def test_writer_lock_and_rebuild(wh, tmp_path) -> None:
     finally:
         conn.close()
     wh.conn = open_writer(settings.db_path)  # for the fixture's close()
+
+
+def test_observations_are_parsed_with_their_payload_and_bad_ones_still_answered(wh) -> None:
+    good = {"session_id": "s", "kind": "user-prompt", "title": "t", "body": "b", "agent": "claude-code",
+            "sanitized": True}
+    envs = [wh.envelope("observation.append", good),
+            wh.envelope("observation.append", {**good, "kind": "no-such-kind"}),
+            wh.envelope("observation.append", {**good, "bogus": 1}),
+            wh.envelope("observation.append", {**good, "sanitized": False})]
+    spaced = json.dumps(json.loads(wh.envelope("observation.append", good).model_dump_json())).encode()
+    assert b'"op": "observation.append"' in spaced  # not the compact form: the plain parse
+    replies = wh.batch(envs, raw=[spaced])
+    assert [r["ok"] for r in replies] == [True, False, False, False, True]
+    assert [r["error"]["code"] for r in replies if not r["ok"]] == ["invalid_payload"] * 3
+    assert wh.count("SELECT count(*) FROM observations") == 2

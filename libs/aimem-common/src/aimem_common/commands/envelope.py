@@ -34,7 +34,7 @@ class OpPayload(BaseModel):
 
     @model_validator(mode="after")
     def _ints_fit_sqlite(self) -> "OpPayload":
-        for name, value in self:
+        for name, value in self.__dict__.items():  # the fields (extra="forbid": nothing else)
             if isinstance(value, int) and not isinstance(value, bool) and not SQL_INT_MIN <= value <= SQL_INT_MAX:
                 raise ValueError(f"{name} is out of range (a 64-bit integer)")
         return self
