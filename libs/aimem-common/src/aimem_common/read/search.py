@@ -5,8 +5,9 @@ Pipeline, all inside one read snapshot:
 0. **exact** — identifier-like words of the question (``text.identifier_terms``: error
    codes, function names, versions) held by at most ``EXACT_MAX_DF`` live pages in scope;
    its share is added after the authority factor, so such a page is never outvoted.
-1. **fts** — FTS5 bm25 over ``pages_fts(title, body)`` (title weighted ×4) with the OR query
-   of ``text.query_terms`` (each term quoted: no FTS5 operator can be injected).
+1. **fts** — bm25 over the live pages' title and body (title weighted ×4) with the OR of
+   ``text.query_terms``: the page text index (``read.textindex``, tantivy, top-k pruning)
+   when complete, else FTS5's ``pages_fts`` (each term quoted: no operator can be injected).
 2. **entity** — frontmatter ``entities`` whose normalised name equals a 1–4-word n-gram of
    the question; a page scores Σ idf, idf = ln(1 + N / df) over live pages in scope.
    **trigram** — the unspaced-script words of the question (Chinese, Japanese, Korean,
@@ -213,6 +214,30 @@ def _fts_stream(conn, q: str, scopes, opts: QueryOptions, table: str = "pages_ft
             [q, *args, opts.candidates],
         ).fetchall()
     return [(r[0], -float(r[1])) for r in rows]  # bm25 is "lower is better": report it positive
+
+
+def _page_text_stream(conn, q: str, terms: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+    """The fts stream: the page text index (``read.textindex``) when the connection's pool has
+    a complete one, else FTS5 (``_fts_stream``). Same shape: ``[(page_id, bm25)]`` best first.
+
+    The index ranks with top-k pruning (its cost follows the top k, FTS5's the matches); its
+    best ``2 × candidates`` are checked against this read snapshot (live, not expired), since
+    the index may be one writer commit ahead of or behind it.
+    """
+    index = getattr(conn, "text_index", None)
+    found = None
+    if index is not None:
+        projects = None if scopes is None else [s.project_id for s in scopes]
+        found = index.search(terms, projects, opts.candidates * 2, TITLE_WEIGHT)
+    if found is None:
+        return _fts_stream(conn, q, scopes, opts)
+    if not found:
+        return []
+    expiry = "" if opts.include_expired else " AND (expires_at IS NULL OR julianday(expires_at) > julianday('now'))"
+    live = {r[0] for r in conn.execute(
+        f"SELECT id FROM pages WHERE id IN ({','.join('?' * len(found))}) AND is_latest = 1{expiry}",
+        [pid for pid, _ in found])}
+    return [(pid, score) for pid, score in found if pid in live][: opts.candidates]
 
 
 def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
@@ -542,7 +567,7 @@ def memory_query(
         lap(name)
 
     if q:
-        add("fts", _fts_stream(conn, q, scopes, opts_d))
+        add("fts", _page_text_stream(conn, q, terms, scopes, opts_d))
         add("turns", _turns_stream(conn, terms, scopes, opts_d))
     idents = identifier_terms(query)
     if idents:
