@@ -38,7 +38,7 @@ _MAX_VARS = 900  # SQLite host parameters per IN (...)
 
 
 def _doc(page_id: int, project_id: str, title: str, body: str) -> tantivy.Document:
-    return tantivy.Document(page_id=int(page_id), project=project_id, title=title or "", body=body or "")
+    return tantivy.Document(page_id=int(page_id), project=project_id, text=ti.indexed_text(title, body))
 
 
 def build(conn: sqlite3.Connection, search_dir: Path, *, heap_bytes: int = BULK_HEAP_BYTES,

@@ -12,7 +12,7 @@ import pytest
 
 from aimem_common.read import textindex as ti
 from aimem_common.read.pool import ReaderPool
-from aimem_common.read.search import TITLE_WEIGHT, QueryOptions, memory_query
+from aimem_common.read.search import QueryOptions, memory_query
 from aimem_common.read.scopes import all_scopes
 from aimem_writer.textindex import TextIndexWriter
 
@@ -36,7 +36,7 @@ def project_id(wh, name: str = "app") -> str:
 
 
 def found(pool: ReaderPool, words: list[str], projects: list[str] | None = None) -> list[int]:
-    res = pool.text_index.search(words, projects, 50, TITLE_WEIGHT)
+    res = pool.text_index.search(words, projects, 50)
     assert res is not None, "the index is not in use"
     return [pid for pid, _ in res]
 
@@ -133,7 +133,7 @@ def test_missing_index_falls_back_to_fts5(wh, tmp_path) -> None:
     pool = ReaderPool(wh.settings.db_path, size=1, budget_ms=0, text_index_dir=tmp_path / "nowhere")
     try:
         assert not pool.text_index.available()
-        assert pool.text_index.search(["wombat"], None, 10, TITLE_WEIGHT) is None
+        assert pool.text_index.search(["wombat"], None, 10) is None
         res = pool.call(memory_query, "wombat", None, options=QueryOptions(explain=True))
         assert [h["page_id"] for h in res["hits"]] == [a["page_id"]] and "fts" in res["streams_active"]
     finally:

@@ -228,7 +228,7 @@ def _page_text_stream(conn, q: str, terms: list[str], scopes, opts: QueryOptions
     found = None
     if index is not None:
         projects = None if scopes is None else [s.project_id for s in scopes]
-        found = index.search(terms, projects, opts.candidates * 2, TITLE_WEIGHT)
+        found = index.search(terms, projects, opts.candidates * 2)
     if found is None:
         return _fts_stream(conn, q, scopes, opts)
     if not found:
