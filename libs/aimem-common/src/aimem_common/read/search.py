@@ -509,6 +509,42 @@ WHERE p.id IN ({marks})
 """
 
 
+def _candidate_rows(conn, cands: dict[int, _Cand], limit: int, include_expired: bool):
+    """Yield ``(candidate, page row)`` for the candidates that can still reach the top ``limit``.
+
+    A candidate's final score is ``rrf × authority + certain`` with authority at most
+    ``AUTHORITY_MAX``, so candidates are read best bound first, in chunks, and the reading
+    stops once ``limit`` rows that qualify as hits (live, or asked for as superseded; not
+    expired unless asked) score above the next candidate's bound: the hits are the ones
+    reading every candidate gives, for ~``2 × limit`` page rows instead of all the streams'
+    candidates (~150 random reads of ``pages``). The caller still checks each row.
+    """
+    def bound(c: _Cand) -> float:
+        return c.rrf * AUTHORITY_MAX + c.certain
+
+    order = sorted(cands.values(), key=lambda c: (-bound(c), c.page_id))
+    chunk = max(2 * limit, 20)
+    scores: list[float] = []  # final scores of the rows that qualified so far
+    i = 0
+    while i < len(order):
+        part = order[i:i + chunk]
+        i += chunk
+        ids = [c.page_id for c in part]
+        meta = {r["id"]: r for r in conn.execute(_META_SQL.format(marks=",".join("?" * len(ids))), ids).fetchall()}
+        for c in part:
+            r = meta.get(c.page_id)
+            if r is None:
+                continue
+            yield c, r
+            superseded = not r["is_latest"]
+            if (superseded and "superseded" not in c.streams) or (not include_expired and is_expired(r["expires_at"])):
+                continue
+            auth = authority(r["kind"], r["tier"], bool(r["pinned"]), _json_list(r["tags"]), superseded)
+            scores.append(c.rrf * auth + c.certain)
+        if i < len(order) and len(scores) >= limit and sorted(scores, reverse=True)[limit - 1] > bound(order[i]):
+            return
+
+
 def memory_query(
     conn: sqlite3.Connection,
     query: str,
@@ -590,14 +626,8 @@ def memory_query(
 
     hits: list[dict[str, Any]] = []
     if cands:
-        ids = list(cands)
-        meta = {
-            r["id"]: r for r in conn.execute(_META_SQL.format(marks=",".join("?" * len(ids))), ids).fetchall()
-        }
-        for pid, c in cands.items():
-            r = meta.get(pid)
-            if r is None:
-                continue
+        for c, r in _candidate_rows(conn, cands, limit, opts.include_expired):
+            pid = c.page_id
             superseded = not r["is_latest"]
             if superseded and "superseded" not in c.streams:
                 continue  # entity/link rows may point at retired versions
