@@ -235,7 +235,7 @@ def _page_text_stream(conn, q: str, terms: list[str], scopes, opts: QueryOptions
         return []
     expiry = "" if opts.include_expired else " AND (expires_at IS NULL OR julianday(expires_at) > julianday('now'))"
     live = {r[0] for r in conn.execute(
-        f"SELECT id FROM pages WHERE id IN ({','.join('?' * len(found))}) AND is_latest = 1{expiry}",
+        f"SELECT id FROM pages INDEXED BY pages_live WHERE id IN ({','.join('?' * len(found))}) AND is_latest = 1{expiry}",
         [pid for pid, _ in found])}
     return [(pid, score) for pid, score in found if pid in live][: opts.candidates]
 
@@ -376,9 +376,10 @@ def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tu
         return [], {}
     names = {e[0]: e[1] for e in ents}
     marks = ",".join("?" * len(names))
+    # pages_live (a covering index of the live ids) instead of the page rows: see schema.MIGRATION_10.
     df = dict(conn.execute(
-        "SELECT l.entity_id, count(*) FROM entity_page_links l JOIN pages p ON p.id = l.page_id AND p.is_latest = 1"
-        f" WHERE l.entity_id IN ({marks}) GROUP BY l.entity_id",
+        "SELECT l.entity_id, count(*) FROM entity_page_links l JOIN pages p INDEXED BY pages_live"
+        f" ON p.id = l.page_id AND p.is_latest = 1 WHERE l.entity_id IN ({marks}) GROUP BY l.entity_id",
         list(names),
     ).fetchall())
     if not df:
@@ -391,8 +392,8 @@ def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tu
     for eid in chosen:
         idf = math.log(1 + total / df[eid])
         for (pid,) in conn.execute(
-            "SELECT l.page_id FROM entity_page_links l JOIN pages p ON p.id = l.page_id AND p.is_latest = 1"
-            " WHERE l.entity_id = ? ORDER BY l.page_id DESC LIMIT ?",
+            "SELECT l.page_id FROM entity_page_links l JOIN pages p INDEXED BY pages_live"
+            " ON p.id = l.page_id AND p.is_latest = 1 WHERE l.entity_id = ? ORDER BY l.page_id DESC LIMIT ?",
             (eid, MAX_PAGES_PER_ENTITY),
         ):
             score[pid] = score.get(pid, 0.0) + idf
