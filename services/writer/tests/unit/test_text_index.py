@@ -208,3 +208,22 @@ def test_changes_during_a_rebuild_are_indexed_before_the_marker(wh) -> None:
     finally:
         pool.close()
         tw.close()
+
+
+def test_live_page_count_of_a_project_comes_from_the_index(ix) -> None:
+    from aimem_common.read.search import live_page_count
+
+    wh, _, pool = ix
+    for i in range(7):
+        wh.ok("page.write", {"path": f"notes/{i}.md", "body": f"# {i}\n\ntext"}, pj="app")
+    for i in range(3):
+        wh.ok("page.write", {"path": f"notes/{i}.md", "body": f"# {i}\n\ntext"}, pj="lib")
+    wh.ok("page.write", {"path": "notes/1.md", "body": "# 1\n\nnew text"}, pj="app")
+    wh.ok("page.delete", {"path": "notes/2.md"}, pj="app")
+    scopes = {s.project: s for s in pool.call(all_scopes)}
+    assert pool.text_index.count([project_id(wh, "app")]) == 6
+    with pool.connection() as conn:
+        assert live_page_count(conn, [scopes["app"]]) == 6
+        assert live_page_count(conn, [scopes["app"], scopes["lib"]]) == 9
+        conn.text_index = None  # the SQL count agrees
+        assert live_page_count(conn, [scopes["app"], scopes["lib"]]) == 9

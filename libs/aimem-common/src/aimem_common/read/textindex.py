@@ -232,11 +232,24 @@ class TextIndexReader:
         if not toks:
             return []
         query = build_query(self._schema, toks, projects)
-        res = searcher.search(query, limit, count=False)
+        res = searcher.search(query, max(1, limit), count=False)
         if not res.hits:
             return []
         ids = searcher.fast_field_values("page_id", [addr for _, addr in res.hits])
         return [(int(pid), float(score)) for (score, _), pid in zip(res.hits, ids) if pid is not None]
+
+    def count(self, projects: list[str]) -> int | None:
+        """Live pages of ``projects`` (project ids) at the index's last commit; None when the
+        index cannot be used."""
+        idx = self._current()
+        if idx is None:
+            return None
+        if not projects:
+            return 0
+        sch = self._schema
+        q = (tantivy.Query.term_query(sch, "project", projects[0]) if len(projects) == 1
+             else tantivy.Query.term_set_query(sch, "project", list(projects)))
+        return int(idx.searcher().search(q, 1, count=True).count)
 
     def info(self) -> dict[str, Any]:
         """``{"dir", "complete", "docs"}`` for status and benchmarks."""
