@@ -82,13 +82,11 @@ def create_app(settings: Settings) -> FastAPI:
         conn = await thread.call(open_writer, settings.db_path)
         stack.callback(thread.call_sync, conn.close)
         wiki = await thread.call(WikiRepo, settings.wiki_dir)
-        text_index = None
-        if settings.search.text_index:
-            # Opened (a crash's outbox rows drained) or, when missing/outdated, rebuilt in the
-            # background; searches use FTS5 until it is complete.
-            text_index = TextIndexWriter(settings.search_dir, settings.db_path)
-            await thread.call(text_index.start, conn)
-            stack.callback(text_index.close)
+        # Opened (a crash's outbox rows drained) or, when missing/outdated, rebuilt in the
+        # background; searches use FTS5 until it is complete. Disabled: removed, outbox emptied.
+        text_index = TextIndexWriter(settings.search_dir, settings.db_path, enabled=settings.search.text_index)
+        await thread.call(text_index.start, conn)
+        stack.callback(text_index.close)
         applier = Applier(conn, wiki, settings, metrics, text_index=text_index)
         await thread.call(replay_outbox, conn, wiki)
         # Files changed while no writer ran (hand edits, a crash before the checkpoint):

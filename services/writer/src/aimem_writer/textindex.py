@@ -91,11 +91,15 @@ class TextIndexWriter:
     Args:
         search_dir: ``Settings.search_dir``.
         db_path: the SQLite file (the background rebuild reads it on its own connection).
+        enabled: False (``search.text_index = false``): keep no index; ``start`` removes the
+            one there (it would go stale; enabling again rebuilds it) and ``drain`` only
+            empties the outbox, which the triggers keep filling.
     """
 
-    def __init__(self, search_dir: Path, db_path: Path):
+    def __init__(self, search_dir: Path, db_path: Path, *, enabled: bool = True):
         self.search_dir = Path(search_dir)
         self.db_path = Path(db_path)
+        self.enabled = enabled
         self._lock = threading.Lock()
         self._writer: tantivy.IndexWriter | None = None
         self._ready = False  # the writer thread drains (else a rebuild is running)
@@ -111,6 +115,10 @@ class TextIndexWriter:
     def start(self, conn: sqlite3.Connection) -> None:
         """Open the index and drain what a crash left in the outbox; or, when it is missing,
         unreadable or outdated, start rebuilding it in the background (writer thread)."""
+        if not self.enabled:
+            reset(self.search_dir)
+            self.drain(conn)
+            return
         self.search_dir.mkdir(parents=True, exist_ok=True)
         if ti.is_complete(self.search_dir):
             try:
@@ -175,6 +183,8 @@ class TextIndexWriter:
         top = conn.execute("SELECT max(id) FROM search_outbox").fetchone()[0]
         if top is None:
             return 0
+        if not self.enabled:
+            return conn.execute("DELETE FROM search_outbox WHERE id <= ?", (top,)).rowcount
         with self._lock:
             if not self._ready or self._closed:
                 return 0

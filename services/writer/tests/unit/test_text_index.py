@@ -227,3 +227,16 @@ def test_live_page_count_of_a_project_comes_from_the_index(ix) -> None:
         assert live_page_count(conn, [scopes["app"], scopes["lib"]]) == 9
         conn.text_index = None  # the SQL count agrees
         assert live_page_count(conn, [scopes["app"], scopes["lib"]]) == 9
+
+
+def test_disabled_index_is_removed_and_the_outbox_kept_empty(ix) -> None:
+    wh, tw, pool = ix
+    wh.ok("page.write", {"path": "notes/a.md", "body": "# A\n\nibex"})
+    tw.close()
+    off = TextIndexWriter(wh.settings.search_dir, wh.settings.db_path, enabled=False)
+    wh.applier.text_index = off
+    off.start(wh.conn)
+    assert not ti.is_complete(wh.settings.search_dir) and not pool.text_index.available()
+    wh.ok("page.write", {"path": "notes/b.md", "body": "# B\n\nibex"})
+    assert outbox(wh) == 0
+    assert len(pool.call(memory_query, "ibex", None)["hits"]) == 2  # FTS5
