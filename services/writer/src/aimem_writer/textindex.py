@@ -31,7 +31,7 @@ from aimem_common.read import textindex as ti
 
 log = logging.getLogger("aimem.writer.textindex")
 
-WRITER_HEAP_BYTES = 64_000_000  # tantivy's indexing buffer (its minimum is 15 MB a thread)
+WRITER_HEAP_BYTES = 16_000_000  # tantivy's indexing buffer for a batch's pages (its minimum is 15 MB a thread)
 BULK_HEAP_BYTES = 256_000_000  # while (re)building from pages
 BULK_CHUNK = 5000  # pages read per SELECT while building
 _MAX_VARS = 900  # SQLite host parameters per IN (...)
