@@ -240,3 +240,31 @@ def test_disabled_index_is_removed_and_the_outbox_kept_empty(ix) -> None:
     wh.ok("page.write", {"path": "notes/b.md", "body": "# B\n\nibex"})
     assert outbox(wh) == 0
     assert len(pool.call(memory_query, "ibex", None)["hits"]) == 2  # FTS5
+
+
+def test_reindex_leaves_the_index_to_a_rebuild_from_the_new_db(ix) -> None:
+    import subprocess
+    import sys
+
+    wh, tw, pool = ix
+    wh.ok("page.write", {"path": "concepts/a.md", "body": "# A\n\nalpaca"})
+    assert ti.is_complete(wh.settings.search_dir)
+    tw.close()
+    wh.close()
+    for p in wh.settings.db_path.parent.glob("memory.sqlite*"):
+        p.unlink()
+    done = subprocess.run([sys.executable, "-m", "aimem_writer.reindex", "--data-dir", str(wh.settings.data_dir)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert not ti.is_complete(wh.settings.search_dir)  # the old DB's index is gone
+    from aimem_common.db.connect import open_writer
+
+    wh.conn = open_writer(wh.settings.db_path)
+    assert outbox(wh) == 0  # not replayed page by page: rebuilt in bulk at the writer's start
+    tw2 = TextIndexWriter(wh.settings.search_dir, wh.settings.db_path)
+    tw2.start(wh.conn)
+    try:
+        assert tw2.wait_ready(30)
+        assert found(pool, ["alpaca"]) == [live_id(wh, "concepts/a.md")]
+    finally:
+        tw2.close()
