@@ -222,20 +222,25 @@ class TextIndexReader:
         idx = self._current()
         if idx is None:
             return None
-        searcher = idx.searcher()
-        n_docs = searcher.num_docs
-        toks = []
-        for tok in query_tokens(terms, self._analyzer):
-            df = searcher.doc_freq("text", tok)
-            if df:
-                toks.append((tok, fts5_idf_ratio(n_docs, df)))
-        if not toks:
-            return []
-        query = build_query(self._schema, toks, projects)
-        res = searcher.search(query, max(1, limit), count=False)
-        if not res.hits:
-            return []
-        ids = searcher.fast_field_values("page_id", [addr for _, addr in res.hits])
+        try:
+            searcher = idx.searcher()
+            n_docs = searcher.num_docs
+            toks = []
+            for tok in query_tokens(terms, self._analyzer):
+                df = searcher.doc_freq("text", tok)
+                if df:
+                    toks.append((tok, fts5_idf_ratio(n_docs, df)))
+            if not toks:
+                return []
+            query = build_query(self._schema, toks, projects)
+            res = searcher.search(query, max(1, limit), count=False)
+            if not res.hits:
+                return []
+            ids = searcher.fast_field_values("page_id", [addr for _, addr in res.hits])
+        except (ValueError, OSError) as exc:  # files gone under a reopen: FTS5 answers this one
+            log.warning("text index search failed, using FTS5: %s", exc)
+            self._marker_stamp = None  # reopen on the next search
+            return None
         return [(int(pid), float(score)) for (score, _), pid in zip(res.hits, ids) if pid is not None]
 
     def count(self, projects: list[str]) -> int | None:
