@@ -318,41 +318,62 @@ def keep_db(db: Path, dest: Path) -> None:
 def offline(data_path: Path, db: Path, *, show_misses: int = 40) -> dict[str, Any]:
     """Score the questions in-process (``memory_query`` through a ``ReaderPool``) against ``db``.
 
-    Prints the table, the query p50/p95 (wall and CPU ms) and the first ``show_misses``
-    questions whose evidence session is not in the top 5, with what ranked instead.
+    Twice, the two sides taking turns question by question: with the page text index the
+    services use (built in bulk beside ``db`` as ``<db>.search`` when missing, as the writer's
+    rebuild does) and with FTS5 alone (the fallback). Prints each side's table, query p50/p95
+    (wall and CPU ms) and the first ``show_misses`` questions of the text-index side whose
+    evidence session is not in the top 5, with what ranked instead.
     """
+    from aimem_common.db.connect import open_reader
     from aimem_common.read.pool import ReaderPool
     from aimem_common.read.scopes import find
     from aimem_common.read.search import QueryOptions, memory_query
+    from aimem_common.read.textindex import is_complete
+    from aimem_writer.textindex import build
 
     data = load(data_path)
-    pool = ReaderPool(db, size=1, budget_ms=0)
+    search_dir = db.with_name(db.name + ".search")
+    if not is_complete(search_dir):
+        conn = open_reader(db)
+        try:
+            build(conn, search_dir)
+        finally:
+            conn.close()
+    pools = {"text_index": ReaderPool(db, size=1, budget_ms=0, text_index_dir=search_dir),
+             "fts5": ReaderPool(db, size=1, budget_ms=0)}
+    assert pools["text_index"].text_index.available()
     opts = QueryOptions(limit=10)
-    rankings, wall, cpu, misses = [], [], [], []
-    with pool.connection() as conn:
+    with pools["fts5"].connection() as conn:
         scopes = {c.sample_id: find(conn, "default", c.project) for c in data.conversations}
+    sides = {name: {"rankings": [], "wall": [], "cpu": [], "misses": []} for name in pools}
     for q in data.questions:
-        t0, c0 = time.perf_counter(), time.process_time()
-        res = pool.call(memory_query, q.text, [scopes[q.sample_id]], options=opts)
-        cpu.append((time.process_time() - c0) * 1000)
-        wall.append((time.perf_counter() - t0) * 1000)
-        r = ranked_sessions(res, q.sample_id)
-        rankings.append(r)
-        if not set(r[:5]) & q.sessions:
-            misses.append((q, r))
-    pool.close()
-    rows = score(data.questions, rankings)
-    print(table(rows, ["category", "n", "hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "mrr"]))
-    wall.sort()
-    cpu.sort()
-    lat = {"p50_ms": round(wall[len(wall) // 2], 2), "p95_ms": round(wall[int(len(wall) * 0.95) - 1], 2),
-           "cpu_p50_ms": round(cpu[len(cpu) // 2], 2), "cpu_p95_ms": round(cpu[int(len(cpu) * 0.95) - 1], 2)}
-    print("query", lat)
-    for q, r in misses[:show_misses]:
+        for name, pool in pools.items():
+            side = sides[name]
+            t0, c0 = time.perf_counter(), time.process_time()
+            res = pool.call(memory_query, q.text, [scopes[q.sample_id]], options=opts)
+            side["cpu"].append((time.process_time() - c0) * 1000)
+            side["wall"].append((time.perf_counter() - t0) * 1000)
+            r = ranked_sessions(res, q.sample_id)
+            side["rankings"].append(r)
+            if not set(r[:5]) & q.sessions:
+                side["misses"].append((q, r))
+    out: dict[str, Any] = {}
+    for name, pool in pools.items():
+        pool.close()
+        side = sides[name]
+        rows = score(data.questions, side["rankings"])
+        print(f"-- {name}")
+        print(table(rows, ["category", "n", "hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "mrr"]))
+        wall, cpu = sorted(side["wall"]), sorted(side["cpu"])
+        lat = {"p50_ms": round(wall[len(wall) // 2], 2), "p95_ms": round(wall[int(len(wall) * 0.95) - 1], 2),
+               "cpu_p50_ms": round(cpu[len(cpu) // 2], 2), "cpu_p95_ms": round(cpu[int(len(cpu) * 0.95) - 1], 2)}
+        print("query", lat)
+        # Only counts are kept in the results: the questions are the dataset's text (CC BY-NC,
+        # read in place from ../shared/data/locomo, never copied into the repository).
+        out[name] = {"rows": rows, "latency": lat, "misses": len(side["misses"])}
+    for q, r in sides["text_index"]["misses"][:show_misses]:
         print(f"MISS cat {q.category} want {sorted(q.sessions)} got {r[:5]}: {q.text}")
-    # Only counts are kept in the results: the questions are the dataset's text (CC BY-NC,
-    # read in place from ../shared/data/locomo, never copied into the repository).
-    return {"rows": rows, "latency": lat, "misses": len(misses)}
+    return {**out["text_index"], "fts5": out["fts5"]}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

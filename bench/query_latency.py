@@ -1,4 +1,4 @@
-"""p50/p95 latency of ``memory_query`` at 10k and 100k generated pages.
+"""p50/p95 latency of ``memory_query`` at 100k and 1M generated pages (text index and FTS5).
 
 Targets (project-scoped p95; global ≤ 2×): ≤ 25 ms at 100k pages, ≤ 100 ms at 1M pages.
 Besides latency it prints each stage's time (``explain``'s ``stream_ms``), the fts stream's
@@ -9,7 +9,8 @@ The pages are inserted with a direct migrated connection (``open_writer``), not 
 writer service: the rows, FTS triggers, links and entity index are the same, and 100k
 pages through the bus would only measure the writer. Queries run in-process through
 ``ReaderPool.call`` (the read connection, time budget and pragmas the services use),
-without HTTP. Text is Zipf-distributed over a fixed vocabulary so common words match
+without HTTP. The page text index (tantivy) is built in bulk beside the cached DB (as the
+writer's rebuild does) and measured against FTS5 (the fallback) question by question. Text is Zipf-distributed over a fixed vocabulary so common words match
 many pages, as in a real wiki.
 
 Usage::
@@ -32,7 +33,11 @@ from pathlib import Path
 from aimem_common.db.connect import open_writer
 from aimem_common.db.schema import SCHEMA_VERSION
 
-from bench.common import write_result
+from aimem_common.db.connect import open_reader
+from aimem_common.read.textindex import disk_bytes, is_complete
+from aimem_writer.textindex import build
+
+from bench.common import machine_info, write_result
 from aimem_common.models import Scope
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.search import QueryOptions, memory_query
@@ -81,10 +86,15 @@ def generate(db: Path, n_pages: int, n_projects: int, seed: int = 7) -> list[Sco
     conn = open_writer(db)
     conn.execute("PRAGMA synchronous = OFF")
     conn.execute("PRAGMA cache_size = -262144")  # 256 MiB while loading
-    trigger_sql = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'pages_fts_ins'").fetchone()[0]
+    # Dropped for the load: the fts insert trigger (pages_fts is rebuilt once) and the search
+    # outbox's (the text index is built in bulk from the pages afterwards, build_text_index).
+    bulk = ("pages_fts_ins", "search_outbox_ins")
+    trigger_sql = [conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (t,)).fetchone()[0]
+                   for t in bulk]
     scopes = []
     conn.execute("BEGIN")
-    conn.execute("DROP TRIGGER pages_fts_ins")
+    for t in bulk:
+        conn.execute(f"DROP TRIGGER {t}")
     ws = uuid.uuid4().hex
     conn.execute("INSERT INTO workspaces VALUES (?, 'default', '2026-01-01T00:00:00Z')", (ws,))
     for i in range(n_projects):
@@ -132,7 +142,8 @@ def generate(db: Path, n_pages: int, n_projects: int, seed: int = 7) -> list[Sco
             flush()
     flush()
     conn.execute("INSERT INTO pages_fts(pages_fts) VALUES ('rebuild')")
-    conn.execute(trigger_sql)
+    for sql in trigger_sql:
+        conn.execute(sql)
     conn.execute("COMMIT")
     conn.execute("INSERT INTO pages_fts(pages_fts) VALUES ('optimize')")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -201,28 +212,35 @@ def questions(n: int, seed: int = 11, *, skip_top: int = 100) -> list[str]:
     return out
 
 
-def measure(pool: ReaderPool, qs: list[str], scopes: list[Scope] | None) -> dict[str, float]:
+def measure(pools: dict[str, ReaderPool], qs: list[str], scopes: list[Scope] | None) -> dict[str, dict[str, float]]:
+    """Latency of ``memory_query`` on each pool, the pools taking turns question by question
+    (an A/B in the same minutes: a shared machine's load moves both sides alike)."""
     opts = QueryOptions(limit=10)
-    for q in qs[:20]:  # warm the page cache
-        pool.call(memory_query, q, scopes, options=opts)
-    times, cpu = [], []
+    for pool in pools.values():
+        for q in qs[:20]:  # warm the page cache
+            pool.call(memory_query, q, scopes, options=opts)
+    times: dict[str, list[float]] = {k: [] for k in pools}
+    cpu: dict[str, list[float]] = {k: [] for k in pools}
     for q in qs:
-        t0, c0 = time.perf_counter(), time.process_time()
-        pool.call(memory_query, q, scopes, options=opts)
-        cpu.append((time.process_time() - c0) * 1000)
-        times.append((time.perf_counter() - t0) * 1000)
-    times.sort()
-    cpu.sort()
-    return {
-        "p50_ms": round(statistics.median(times), 2),
-        "p95_ms": round(times[int(len(times) * 0.95) - 1], 2),
-        "max_ms": round(times[-1], 2),
-        # CPU time of the query (this process): on a shared machine the wall clock also
-        # measures the neighbours.
-        "cpu_p50_ms": round(statistics.median(cpu), 2),
-        "cpu_p95_ms": round(cpu[int(len(cpu) * 0.95) - 1], 2),
-        "n": len(times),
-    }
+        for name, pool in pools.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            pool.call(memory_query, q, scopes, options=opts)
+            cpu[name].append((time.process_time() - c0) * 1000)
+            times[name].append((time.perf_counter() - t0) * 1000)
+    out = {}
+    for name in pools:
+        t, c = sorted(times[name]), sorted(cpu[name])
+        out[name] = {
+            "p50_ms": round(statistics.median(t), 2),
+            "p95_ms": round(t[int(len(t) * 0.95) - 1], 2),
+            "max_ms": round(t[-1], 2),
+            # CPU time of the query (this process): on a shared machine the wall clock also
+            # measures the neighbours.
+            "cpu_p50_ms": round(statistics.median(c), 2),
+            "cpu_p95_ms": round(c[int(len(c) * 0.95) - 1], 2),
+            "n": len(t),
+        }
+    return out
 
 
 def profile(pool: ReaderPool, qs: list[str], scopes: list[Scope] | None) -> dict[str, dict[str, float]]:
@@ -264,12 +282,33 @@ def query_plans(pool: ReaderPool, scope: Scope) -> dict[str, list[str]]:
     return plans
 
 
-def footprint(db: Path, size: int) -> dict[str, float]:
-    """On-disk size of the DB (+WAL) and this process's peak RSS, per 100k pages."""
-    disk = sum(p.stat().st_size for p in db.parent.glob(db.name + "*"))
+def footprint(db: Path, search_dir: Path, size: int) -> dict[str, float]:
+    """On-disk size of the DB (+WAL) and of the text index, and this process's peak RSS."""
+    disk = sum(p.stat().st_size for p in db.parent.glob(db.name) if p.is_file())
+    disk += sum(p.stat().st_size for p in db.parent.glob(db.name + "-*") if p.is_file())
+    tidx = disk_bytes(search_dir)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"disk_mb": round(disk / 2**20, 1), "disk_mb_per_100k": round(disk / 2**20 * 100_000 / size, 1),
+    per = 100_000 / size
+    return {"sqlite_mb": round(disk / 2**20, 1), "sqlite_mb_per_100k": round(disk / 2**20 * per, 1),
+            "text_index_mb": round(tidx / 2**20, 1), "text_index_mb_per_100k": round(tidx / 2**20 * per, 1),
             "peak_rss_mb": round(rss_mb, 1)}
+
+
+def ensure_text_index(db: Path) -> tuple[Path, float | None]:
+    """The text index beside the cached DB (``<db>.search``), built in bulk when missing, as the
+    writer's rebuild does; returns ``(dir, build seconds or None when it was cached)``."""
+    search_dir = db.with_name(db.name + ".search")
+    if is_complete(search_dir):
+        return search_dir, None
+    t0 = time.perf_counter()
+    conn = open_reader(db)
+    try:
+        n = build(conn, search_dir, heap_bytes=512_000_000, threads=2)
+    finally:
+        conn.close()
+    dt = time.perf_counter() - t0
+    print(f"text index: {n} pages in {dt:.1f} s -> {search_dir}", flush=True)
+    return search_dir, round(dt, 1)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -281,6 +320,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="captured prompts (observations) per session page, for the turns stream (0: none)")
     ap.add_argument("--skip-pessimistic", action="store_true",
                     help="only the realistic mix (the pessimistic one takes seconds a query at 1M pages)")
+    ap.add_argument("--skip-fts5", action="store_true",
+                    help="measure the text index only, not FTS5 beside it (FTS5 takes ~1 s a global query at 1M)")
     ap.add_argument("--dir", type=Path, default=CACHE,
                     help="where the seeded DBs are kept and reused (default .cache/bench, never committed)")
     args = ap.parse_args(argv)
@@ -302,39 +343,69 @@ def main(argv: list[str] | None = None) -> None:
             part.rename(db)
         added = add_observations(db, args.turns) if args.turns else 0
         gen_s = time.perf_counter() - t0
-        pool = ReaderPool(db, size=1, budget_ms=0)
-        with pool.connection() as conn:
+        search_dir, index_s = ensure_text_index(db)
+        # "text_index": what the services run (the fts stream on tantivy); "fts5": the fallback
+        # (a read replica, an index being rebuilt), measured beside it as the A/B.
+        pools = {"text_index": ReaderPool(db, size=1, budget_ms=0, text_index_dir=search_dir)}
+        if not args.skip_fts5:
+            pools["fts5"] = ReaderPool(db, size=1, budget_ms=0)
+        main_pool = pools["text_index"]
+        with main_pool.connection() as conn:
             from aimem_common.read.scopes import all_scopes
 
             scopes = scopes or all_scopes(conn)
             n_obs = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
-        one = measure(pool, qs, [scopes[0]])
-        glob = measure(pool, qs, None)
+        assert main_pool.text_index.available(), "text index not usable"
+        one = measure(pools, qs, [scopes[0]])
+        glob = measure(pools, qs, None)
         worst_one = worst_glob = None
-        stages = {"project_scoped": profile(pool, qs, [scopes[0]]), "global": profile(pool, qs, None)}
+        stages = {name: {"project_scoped": profile(pool, qs, [scopes[0]]), "global": profile(pool, qs, None)}
+                  for name, pool in pools.items()}
         if not args.skip_pessimistic:
-            worst_one = measure(pool, worst, [scopes[0]])
-            worst_glob = measure(pool, worst, None)
-            stages["pessimistic_global"] = profile(pool, worst, None)
-        plans = query_plans(pool, scopes[0])
-        pool.close()
+            worst_one = measure(pools, worst, [scopes[0]])
+            worst_glob = measure(pools, worst, None)
+            stages["text_index"]["pessimistic_global"] = profile(main_pool, worst, None)
+        plans = query_plans(main_pool, scopes[0])
+        for pool in pools.values():
+            pool.close()
         row = {"pages": size, "projects": args.projects, "observations": n_obs, "observations_added": added,
-               "generate_s": round(gen_s, 1),
+               "generate_s": round(gen_s, 1), "text_index_build_s": index_s,
                "load_avg": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
                "project_scoped": one, "global": glob,
                "pessimistic_project_scoped": worst_one, "pessimistic_global": worst_glob,
-               "stage_ms": stages, "plans": plans, "footprint": footprint(db, size)}
+               "stage_ms": stages, "plans": plans, "footprint": footprint(db, search_dir, size)}
         results.append(row)
         print(json.dumps(row))
+        report(row)
     # Project-scoped p95 targets; a global search may take twice as long.
     target = {100_000: 25, 1_000_000: 100}
     for r in results:
         t = target.get(r["pages"])
         if t:
-            ok = r["project_scoped"]["p95_ms"] <= t and r["global"]["p95_ms"] <= 2 * t
+            ti = {k: r[k]["text_index"] for k in ("project_scoped", "global")}
+            ok = ti["project_scoped"]["p95_ms"] <= t and ti["global"]["p95_ms"] <= 2 * t
             print(f"{r['pages']} pages: p95 target {t} ms project-scoped, {2 * t} ms global -> "
-                  f"{'OK' if ok else 'MISSED'} (load average {r['load_avg']})")
+                  f"{'OK' if ok else 'MISSED'} on the wall clock (load average {r['load_avg']}); "
+                  f"CPU p95 {ti['project_scoped']['cpu_p95_ms']} / {ti['global']['cpu_p95_ms']} ms")
     print("results:", write_result("query_latency", {"sizes": results}))
+
+
+def report(row: dict) -> None:
+    """Print one size's figures as a table (wall and CPU, each side), its stages and footprint."""
+    m = machine_info()
+    print(f"\n{row['pages']:,} pages, {row['projects']} projects, {row['observations']:,} observations; "
+          f"{m.get('cpu')} x{row['cpus']}, load average {row['load_avg']}")
+    print(f"{'':28} {'wall p50':>9} {'wall p95':>9} {'CPU p50':>9} {'CPU p95':>9}")
+    for mix in ("project_scoped", "global", "pessimistic_project_scoped", "pessimistic_global"):
+        for side, f in (row.get(mix) or {}).items():
+            print(f"{mix + ' ' + side:28} {f['p50_ms']:9.2f} {f['p95_ms']:9.2f} {f['cpu_p50_ms']:9.2f} "
+                  f"{f['cpu_p95_ms']:9.2f}")
+    for side, mixes in row["stage_ms"].items():
+        for mix, st in mixes.items():
+            print(f"stages {side} {mix} (wall p50/p95 ms): "
+                  + ", ".join(f"{k} {v['p50_ms']}/{v['p95_ms']}" for k, v in st.items()))
+    print("footprint:", row["footprint"], flush=True)
+
 
 if __name__ == "__main__":
     main()

@@ -218,6 +218,12 @@ class RetrievalSettings(BaseModel):
     raw_fallback_limit: int = 10
 
 
+class SearchSettings(BaseModel):
+    # The page text index (tantivy, <data_dir>/search): the fts stream of memory_query uses it
+    # once the writer has built it; False = the writer keeps none and searches use FTS5.
+    text_index: bool = True
+
+
 class LlmCandidate(BaseModel):
     """One LLM provider profile (primary or a ``[[llm_fallbacks]]`` entry)."""
 
@@ -336,6 +342,7 @@ class Settings(BaseSettings):
     consolidation: ConsolidationSettings = ConsolidationSettings()
     auto_improve: AutoImproveSettings = AutoImproveSettings()
     retrieval: RetrievalSettings = RetrievalSettings()
+    search: SearchSettings = SearchSettings()
     llm: LlmSettings = LlmSettings()
     llm_fallbacks: list[LlmCandidate] = []
     embedding: EmbeddingSettings = EmbeddingSettings()
@@ -372,6 +379,11 @@ class Settings(BaseSettings):
     @property
     def wiki_dir(self) -> Path:
         return self.data_dir / "wiki"
+
+    @property
+    def search_dir(self) -> Path:
+        """The page text index (derived from the DB; the writer rebuilds it when missing)."""
+        return self.data_dir / "search"
 
     @property
     def litestream_socket(self) -> Path:

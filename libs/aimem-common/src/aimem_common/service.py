@@ -165,7 +165,8 @@ class Startup:
             UnavailableError: not lazy and the database did not appear in ``wait_s``.
         """
         kwargs = {} if budget_ms is None else {"budget_ms": budget_ms}
-        pool = ReaderPool(self.settings.db_path, size=size, wait_s=wait_s,
+        text_dir = self.settings.search_dir if self.settings.search.text_index else None
+        pool = ReaderPool(self.settings.db_path, size=size, wait_s=wait_s, text_index_dir=text_dir,
                           reuse=not self.settings.query.read_reopen, **kwargs)  # a read replica reopens per read
         self.stack.callback(pool.close)
         if not lazy:

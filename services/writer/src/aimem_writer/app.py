@@ -32,6 +32,7 @@ from aimem_writer.lock import WriterLock
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.reindex import index_hand_edits
 from aimem_writer.replicate import Replicator
+from aimem_writer.textindex import TextIndexWriter
 from aimem_writer.thread import WriterThread
 from aimem_writer.watcher import WikiWatcher, candidate_rel
 from aimem_writer.wiki import WikiRepo, replay_outbox
@@ -81,7 +82,12 @@ def create_app(settings: Settings) -> FastAPI:
         conn = await thread.call(open_writer, settings.db_path)
         stack.callback(thread.call_sync, conn.close)
         wiki = await thread.call(WikiRepo, settings.wiki_dir)
-        applier = Applier(conn, wiki, settings, metrics)
+        # Opened (a crash's outbox rows drained) or, when missing/outdated, rebuilt in the
+        # background; searches use FTS5 until it is complete. Disabled: removed, outbox emptied.
+        text_index = TextIndexWriter(settings.search_dir, settings.db_path, enabled=settings.search.text_index)
+        await thread.call(text_index.start, conn)
+        stack.callback(text_index.close)
+        applier = Applier(conn, wiki, settings, metrics, text_index=text_index)
         await thread.call(replay_outbox, conn, wiki)
         # Files changed while no writer ran (hand edits, a crash before the checkpoint):
         # index them; the writer's own files hash equal and are no-ops.

@@ -52,6 +52,7 @@ from aimem_common.commands.observations import ObservationAppend
 from aimem_writer import registry
 from aimem_writer.faults import store_fault
 from aimem_writer.metrics import WriterMetrics
+from aimem_writer.textindex import TextIndexWriter
 from aimem_writer.tx import Event, ScopeCache, Tx, utc_now
 from aimem_writer.wiki import WikiRepo, WikiStage, clear_outbox, replay_outbox, store_outbox
 
@@ -173,10 +174,13 @@ class Applier:
         wiki: the wiki repository.
         settings: the writer's settings.
         metrics: counters/histograms (thread-safe prometheus objects).
+        text_index: the page text index to keep up to date after each commit (None: none).
     """
 
-    def __init__(self, conn: sqlite3.Connection, wiki: WikiRepo, settings: Settings, metrics: WriterMetrics):
+    def __init__(self, conn: sqlite3.Connection, wiki: WikiRepo, settings: Settings, metrics: WriterMetrics,
+                 text_index: TextIndexWriter | None = None):
         self.conn = conn
+        self.text_index = text_index
         self.wiki = wiki
         self.settings = settings
         self.metrics = metrics
@@ -245,8 +249,20 @@ class Applier:
                     log.warning("transient failure on %s %s, will redeliver: %s", env.op, env.cmd_id,
                                 abort.error.message)
                 pending = [j for j in pending if j != i]
+        self.sync_text_index()  # before the replies: a caller's next search finds its pages
         result.duration_s = time.perf_counter() - t0
         return result
+
+    def sync_text_index(self) -> int:
+        """Bring the page text index up to the last COMMIT (``TextIndexWriter.drain``); returns
+        the outbox rows drained. A failure is logged: the rows stay and the next call retries."""
+        if self.text_index is None:
+            return 0
+        try:
+            return self.text_index.drain(self.conn)
+        except sqlite3.Error as exc:
+            log.warning("search outbox not drained: %s", exc)
+            return 0
 
     def _apply_once(self, items, envs, outcomes, pending, savepoints: bool = True) -> BatchResult:
         conn = self.conn

@@ -83,6 +83,7 @@ def index_hand_edits(applier, rels: list[str]) -> list[Event]:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    applier.sync_text_index()
     if changed:
         from collections import Counter
 
@@ -179,11 +180,17 @@ def _rebuild(conn: sqlite3.Connection, settings: Settings, root: Path) -> Rebuil
                     conn.execute("ROLLBACK TO f")
                     conn.execute("RELEASE f")
                     report.skipped.append(f"{f}: {exc}")
+        # The text index is rebuilt in bulk by the writer's next start (the old one belongs to
+        # the DB that was moved aside), not page by page from the outbox.
+        conn.execute("DELETE FROM search_outbox")
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    from aimem_writer.textindex import reset
+
+    reset(settings.search_dir)
     WikiRepo(root)  # ensure the repository and .gitignore exist
     return report
 

@@ -87,6 +87,7 @@ def restore_from_replica(settings: Settings) -> RestoreReport:
     lock = WriterLock(settings.data_dir).acquire()  # ConflictError writer_alive
     try:
         _check_empty(settings)
+        shutil.rmtree(settings.search_dir, ignore_errors=True)  # an index of another DB: rebuilt by the writer
         report = RestoreReport()
         t0 = time.perf_counter()
         if r.git_remote:
@@ -309,6 +310,7 @@ def remove_partial(settings: Settings) -> None:
     for p in settings.db_path.parent.glob(settings.db_path.name + "*"):
         p.unlink(missing_ok=True)
     shutil.rmtree(settings.wiki_dir, ignore_errors=True)
+    shutil.rmtree(settings.search_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -86,11 +86,13 @@ def _split_sql(script: str) -> list[str]:
     return out
 
 
-def open_reader(path: str | Path, *, wait_s: float = 30.0, poll_s: float = 0.1) -> sqlite3.Connection:
+def open_reader(path: str | Path, *, wait_s: float = 30.0, poll_s: float = 0.1,
+                factory: type[sqlite3.Connection] = sqlite3.Connection) -> sqlite3.Connection:
     """Open a read-only connection once the writer has migrated the file.
 
     Waits up to ``wait_s`` seconds for the file to exist and reach ``SCHEMA_VERSION``.
     A file at a *newer* version is accepted (forward-compatible additive migrations).
+    ``factory``: the connection class (``sqlite3.connect``'s).
 
     Raises:
         UnavailableError: the DB did not appear or stayed at an older version.
@@ -100,7 +102,7 @@ def open_reader(path: str | Path, *, wait_s: float = 30.0, poll_s: float = 0.1) 
     last = "missing"
     while True:
         if path.exists():
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False, factory=factory)
             try:
                 _prepare(conn)
                 conn.execute("PRAGMA query_only = 1")

@@ -9,6 +9,10 @@ Connections come from ``db.connect.open_reader`` (``mode=ro`` + ``query_only``),
 can never write (DESIGN.md invariant 2). Each call gets a time budget: a progress handler
 interrupts a statement that runs past ``budget_ms`` and the call raises
 ``UnavailableError(code="query_timeout")`` instead of holding a thread.
+
+With ``text_index_dir`` the pool also owns the process's reader of the page text index
+(``read.textindex.TextIndexReader``); every connection it hands out carries it as
+``conn.text_index`` (None without one), which the fts stream of ``memory_query`` uses.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from aimem_common.db.connect import open_reader
 from aimem_common.errors import UnavailableError
+from aimem_common.read.textindex import TextIndexReader
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -32,6 +37,12 @@ T = TypeVar("T")
 DEFAULT_SIZE = 4
 DEFAULT_BUDGET_MS = 5000
 _PROGRESS_STEPS = 10_000  # VM instructions between deadline checks (~sub-millisecond)
+
+
+class PoolConnection(sqlite3.Connection):
+    """A pooled read connection: ``text_index`` is its pool's ``TextIndexReader`` or None."""
+
+    text_index: TextIndexReader | None = None
 
 
 class ReaderPool:
@@ -49,6 +60,8 @@ class ReaderPool:
         reuse: keep connections between calls (default). False opens one per call: on a
             read replica Litestream's follow mode rewrites the file underneath SQLite, and a
             kept connection never sees its changes (measured: it stayed on its first copy).
+        text_index_dir: ``<data_dir>/search`` (``Settings.search_dir``) to search pages with the
+            text index while it is complete; None = FTS5 only.
     """
 
     def __init__(
@@ -59,6 +72,7 @@ class ReaderPool:
         budget_ms: int = DEFAULT_BUDGET_MS,
         wait_s: float = 30.0,
         reuse: bool = True,
+        text_index_dir: str | Path | None = None,
     ):
         self.db_path = Path(db_path)
         self.size = max(1, size)
@@ -70,6 +84,7 @@ class ReaderPool:
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(self.size)
         self._closed = False
+        self.text_index = TextIndexReader(Path(text_index_dir)) if text_index_dir is not None else None
 
     # -- lifecycle ---------------------------------------------------------------------
     def open(self) -> "ReaderPool":
@@ -120,7 +135,8 @@ class ReaderPool:
             try:
                 conn = self._idle.get_nowait()
             except queue.Empty:
-                conn = open_reader(self.db_path, wait_s=self.wait_s)
+                conn = open_reader(self.db_path, wait_s=self.wait_s, factory=PoolConnection)
+                conn.text_index = self.text_index
                 with self._lock:
                     self._all.append(conn)
             yield conn

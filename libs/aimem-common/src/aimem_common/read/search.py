@@ -5,8 +5,9 @@ Pipeline, all inside one read snapshot:
 0. **exact** — identifier-like words of the question (``text.identifier_terms``: error
    codes, function names, versions) held by at most ``EXACT_MAX_DF`` live pages in scope;
    its share is added after the authority factor, so such a page is never outvoted.
-1. **fts** — FTS5 bm25 over ``pages_fts(title, body)`` (title weighted ×4) with the OR query
-   of ``text.query_terms`` (each term quoted: no FTS5 operator can be injected).
+1. **fts** — bm25 over the live pages' title and body (title weighted ×4) with the OR of
+   ``text.query_terms``: the page text index (``read.textindex``, tantivy, top-k pruning)
+   when complete, else FTS5's ``pages_fts`` (each term quoted: no operator can be injected).
 2. **entity** — frontmatter ``entities`` whose normalised name equals a 1–4-word n-gram of
    the question; a page scores Σ idf, idf = ln(1 + N / df) over live pages in scope.
    **trigram** — the unspaced-script words of the question (Chinese, Japanese, Korean,
@@ -215,6 +216,30 @@ def _fts_stream(conn, q: str, scopes, opts: QueryOptions, table: str = "pages_ft
     return [(r[0], -float(r[1])) for r in rows]  # bm25 is "lower is better": report it positive
 
 
+def _page_text_stream(conn, q: str, terms: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+    """The fts stream: the page text index (``read.textindex``) when the connection's pool has
+    a complete one, else FTS5 (``_fts_stream``). Same shape: ``[(page_id, bm25)]`` best first.
+
+    The index ranks with top-k pruning (its cost follows the top k, FTS5's the matches); its
+    best ``2 × candidates`` are checked against this read snapshot (live, not expired), since
+    the index may be one writer commit ahead of or behind it.
+    """
+    index = getattr(conn, "text_index", None)
+    found = None
+    if index is not None:
+        projects = None if scopes is None else [s.project_id for s in scopes]
+        found = index.search(terms, projects, opts.candidates * 2)
+    if found is None:
+        return _fts_stream(conn, q, scopes, opts)
+    if not found:
+        return []
+    expiry = "" if opts.include_expired else " AND (expires_at IS NULL OR julianday(expires_at) > julianday('now'))"
+    live = {r[0] for r in conn.execute(
+        f"SELECT id FROM pages INDEXED BY pages_live WHERE id IN ({','.join('?' * len(found))}) AND is_latest = 1{expiry}",
+        [pid for pid, _ in found])}
+    return [(pid, score) for pid, score in found if pid in live][: opts.candidates]
+
+
 def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
     """Live session pages whose observations match the question's ``terms``, best first.
 
@@ -300,13 +325,20 @@ def _exact_stream(conn, idents: list[str], scopes, opts: QueryOptions) -> list[t
 def live_page_count(conn: sqlite3.Connection, scopes: list[Scope] | None) -> int:
     """Number of live pages in ``scopes`` (``None`` = the whole vault).
 
-    A scope list counts on the ``pages_recent`` index (cost ∝ the scope's pages). The whole
+    A scope list is counted by the page text index when the connection has a complete one
+    (its postings of the project ids: ~1 ms for 100k pages, where the ``pages_recent`` index
+    takes ~5 ms; the index may be a writer commit apart from this snapshot, which an idf does
+    not notice), else on ``pages_recent`` (cost ∝ the scope's pages). The whole
     vault reads the row count FTS5 keeps for bm25 in ``pages_fts`` (which holds exactly the
     live pages): its averages record (``pages_fts_data`` id 1) starts with that count as an
     SQLite varint — one row read instead of a scan of every page (6 ms at 100k pages, 60 ms
     at 1M). A record that cannot be read falls back to counting.
     """
     if scopes is not None:
+        index = getattr(conn, "text_index", None)
+        n = index.count([s.project_id for s in scopes]) if index is not None else None
+        if n is not None:
+            return n
         where, args = _scope_sql(scopes, "project_id")
         return conn.execute("SELECT count(*) FROM pages WHERE is_latest = 1" + where, args).fetchone()[0]
     row = conn.execute("SELECT block FROM pages_fts_data WHERE id = 1").fetchone()
@@ -351,9 +383,10 @@ def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tu
         return [], {}
     names = {e[0]: e[1] for e in ents}
     marks = ",".join("?" * len(names))
+    # pages_live (a covering index of the live ids) instead of the page rows: see schema.MIGRATION_10.
     df = dict(conn.execute(
-        "SELECT l.entity_id, count(*) FROM entity_page_links l JOIN pages p ON p.id = l.page_id AND p.is_latest = 1"
-        f" WHERE l.entity_id IN ({marks}) GROUP BY l.entity_id",
+        "SELECT l.entity_id, count(*) FROM entity_page_links l JOIN pages p INDEXED BY pages_live"
+        f" ON p.id = l.page_id AND p.is_latest = 1 WHERE l.entity_id IN ({marks}) GROUP BY l.entity_id",
         list(names),
     ).fetchall())
     if not df:
@@ -361,18 +394,24 @@ def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tu
     total = live_page_count(conn, scopes) or 1
     # The rarest entities carry the signal; a very common one adds little idf but many rows.
     chosen = sorted(df, key=lambda e: (df[e], e))[:MAX_ENTITIES]
-    score: dict[int, float] = {}
+    # Each entity's newest MAX_PAGES_PER_ENTITY live pages, summed by page inside SQLite (up to
+    # 16 × 500 rows: a Python loop over them was most of the stream's CPU at 1M pages). The
+    # sums are rounded for the order, so equal sets of entities tie on page id whatever order
+    # SQLite added them in.
+    one = ("SELECT page_id, ? AS eid, ? AS idf FROM (SELECT l.page_id FROM entity_page_links l"
+           " JOIN pages p INDEXED BY pages_live ON p.id = l.page_id AND p.is_latest = 1"
+           " WHERE l.entity_id = ? ORDER BY l.page_id DESC LIMIT ?)")
+    union = " UNION ALL ".join([one] * len(chosen))
+    uargs = [x for eid in chosen for x in (eid, math.log(1 + total / df[eid]), eid, MAX_PAGES_PER_ENTITY)]
+    ranked = [(pid, float(sc)) for pid, sc in conn.execute(
+        f"SELECT page_id, sum(idf) AS s FROM ({union}) GROUP BY page_id ORDER BY round(s, 9) DESC, page_id LIMIT ?",
+        [*uargs, opts.candidates]).fetchall()]
     matched: dict[int, list[str]] = {}
-    for eid in chosen:
-        idf = math.log(1 + total / df[eid])
-        for (pid,) in conn.execute(
-            "SELECT l.page_id FROM entity_page_links l JOIN pages p ON p.id = l.page_id AND p.is_latest = 1"
-            " WHERE l.entity_id = ? ORDER BY l.page_id DESC LIMIT ?",
-            (eid, MAX_PAGES_PER_ENTITY),
-        ):
-            score[pid] = score.get(pid, 0.0) + idf
-            matched.setdefault(pid, []).append(names[eid])
-    ranked = sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))[: opts.candidates]
+    if opts.explain and ranked:  # which entities each ranked page matched
+        top = {pid for pid, _ in ranked}
+        for pid, eid, _idf in conn.execute(union, uargs).fetchall():
+            if pid in top:
+                matched.setdefault(pid, []).append(names[eid])
     return ranked, matched
 
 
@@ -484,6 +523,42 @@ WHERE p.id IN ({marks})
 """
 
 
+def _candidate_rows(conn, cands: dict[int, _Cand], limit: int, include_expired: bool):
+    """Yield ``(candidate, page row)`` for the candidates that can still reach the top ``limit``.
+
+    A candidate's final score is ``rrf × authority + certain`` with authority at most
+    ``AUTHORITY_MAX``, so candidates are read best bound first, in chunks, and the reading
+    stops once ``limit`` rows that qualify as hits (live, or asked for as superseded; not
+    expired unless asked) score above the next candidate's bound: the hits are the ones
+    reading every candidate gives, for ~``2 × limit`` page rows instead of all the streams'
+    candidates (~150 random reads of ``pages``). The caller still checks each row.
+    """
+    def bound(c: _Cand) -> float:
+        return c.rrf * AUTHORITY_MAX + c.certain
+
+    order = sorted(cands.values(), key=lambda c: (-bound(c), c.page_id))
+    chunk = max(2 * limit, 20)
+    scores: list[float] = []  # final scores of the rows that qualified so far
+    i = 0
+    while i < len(order):
+        part = order[i:i + chunk]
+        i += chunk
+        ids = [c.page_id for c in part]
+        meta = {r["id"]: r for r in conn.execute(_META_SQL.format(marks=",".join("?" * len(ids))), ids).fetchall()}
+        for c in part:
+            r = meta.get(c.page_id)
+            if r is None:
+                continue
+            yield c, r
+            superseded = not r["is_latest"]
+            if (superseded and "superseded" not in c.streams) or (not include_expired and is_expired(r["expires_at"])):
+                continue
+            auth = authority(r["kind"], r["tier"], bool(r["pinned"]), _json_list(r["tags"]), superseded)
+            scores.append(c.rrf * auth + c.certain)
+        if i < len(order) and len(scores) >= limit and sorted(scores, reverse=True)[limit - 1] > bound(order[i]):
+            return
+
+
 def memory_query(
     conn: sqlite3.Connection,
     query: str,
@@ -542,7 +617,7 @@ def memory_query(
         lap(name)
 
     if q:
-        add("fts", _fts_stream(conn, q, scopes, opts_d))
+        add("fts", _page_text_stream(conn, q, terms, scopes, opts_d))
         add("turns", _turns_stream(conn, terms, scopes, opts_d))
     idents = identifier_terms(query)
     if idents:
@@ -565,14 +640,8 @@ def memory_query(
 
     hits: list[dict[str, Any]] = []
     if cands:
-        ids = list(cands)
-        meta = {
-            r["id"]: r for r in conn.execute(_META_SQL.format(marks=",".join("?" * len(ids))), ids).fetchall()
-        }
-        for pid, c in cands.items():
-            r = meta.get(pid)
-            if r is None:
-                continue
+        for c, r in _candidate_rows(conn, cands, limit, opts.include_expired):
+            pid = c.page_id
             superseded = not r["is_latest"]
             if superseded and "superseded" not in c.streams:
                 continue  # entity/link rows may point at retired versions

@@ -61,3 +61,64 @@ def test_turns_stream_finds_a_session_page_by_any_turn(pool, seeder):
     # a retired version is not resurrected by its turns
     new = seeder.page(app, "sessions/s1.md", "# Session s1\nRewritten digest.", session_id="s1")
     assert [h["page_id"] for h in _q(pool, "ledger postgres partitions", [app])["hits"]] == [new]
+
+
+def test_hits_read_only_the_candidates_that_can_win_and_match_reading_all(pool, seeder, monkeypatch):
+    import random
+
+    rng = random.Random(5)
+    app = seeder.scope("default", "app")
+    words = ["cache", "retry", "queue", "token", "index", "deploy", "schema", "worker"]
+    kinds = ["decisions", "gotchas", "notes", "sessions", "concepts", "procedures"]
+    for i in range(400):
+        body = " ".join(rng.choice(words) for _ in range(rng.randint(5, 40)))
+        tags = rng.choice([[], ["deprecated"], ["canonical"], ["draft"]])
+        seeder.page(app, f"{rng.choice(kinds)}/p{i}.md", f"# {rng.choice(words)} {i}\n{body}", tags=tags,
+                    entities=rng.sample(words, 2), pinned=rng.random() < 0.1,
+                    expires_at="2000-01-01T00:00:00Z" if rng.random() < 0.05 else None,
+                    links=[f"notes/p{rng.randint(0, 399)}.md"])
+    questions = ["cache retry", "queue token index", "deploy schema worker cache", "retry", "index worker"]
+    reads: list[int] = []
+    bounded = search._candidate_rows
+
+    def counting(conn, cands, limit, include_expired):
+        for c, r in bounded(conn, cands, limit, include_expired):
+            reads.append(c.page_id)
+            yield c, r
+
+    def every(conn, cands, limit, include_expired):
+        ids = list(cands)
+        meta = {r["id"]: r for r in conn.execute(search._META_SQL.format(marks=",".join("?" * len(ids))), ids)}
+        for pid, c in cands.items():
+            if pid in meta:
+                yield c, meta[pid]
+
+    for q in questions:
+        for limit in (3, 10, 40):
+            monkeypatch.setattr(search, "_candidate_rows", counting)
+            reads.clear()
+            got = _q(pool, q, [app], limit=limit)
+            n_cands = sum(1 for _ in got["hits"])
+            monkeypatch.setattr(search, "_candidate_rows", every)
+            want = _q(pool, q, [app], limit=limit)
+            assert [(h["page_id"], h["score"]) for h in got["hits"]] == [(h["page_id"], h["score"]) for h in want["hits"]]
+            assert n_cands == min(limit, len(want["hits"]))
+            if limit == 3:
+                assert len(reads) < 60, (q, len(reads))  # not every candidate of every stream
+
+
+def test_candidate_rows_keep_reading_while_authority_can_still_win(pool, seeder):
+    app = seeder.scope("default", "app")
+    weak = [seeder.page(app, f"sessions/s{i}.md", f"# s{i}\nword", tags=["deprecated"]) for i in range(30)]
+    strong = [seeder.page(app, f"decisions/d{i}.md", f"# d{i}\nword", tags=["canonical"], pinned=True)
+              for i in range(5)]
+    # RRF puts every weak page ahead; authority (0.79 vs 1.22) makes the strong ones win.
+    cands = {}
+    for rank, pid in enumerate(weak + strong, start=1):
+        cands[pid] = search._Cand(pid, rrf=1.0 / (60 + rank))
+    with pool.connection() as conn:
+        rows = list(search._candidate_rows(conn, cands, 3, False))
+        scored = sorted(((c.rrf * search.authority(r["kind"], r["tier"], bool(r["pinned"]),
+                                                   search._json_list(r["tags"])), c.page_id) for c, r in rows),
+                        reverse=True)
+    assert {pid for _, pid in scored[:3]} <= set(strong)
