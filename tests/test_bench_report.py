@@ -18,24 +18,52 @@ def _write(d: Path, name: str, stamp: str, data: dict) -> None:
     (d / f"{name}-{stamp}.json").write_text(json.dumps({"bench": name, "machine": MACHINE, **data}))
 
 
+def _lat(p95: float) -> dict:
+    return {"p50_ms": p95 / 2, "p95_ms": p95, "cpu_p95_ms": p95 / 3}
+
+
+def _rows(text: str) -> dict[str, str]:
+    return {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+
+
 def test_newest_file_wins_and_verdicts_follow_the_targets(tmp_path):
     _write(tmp_path, "writer_throughput", "20261201T010000", {"obs_per_s": 9000, "obs_per_cpu_s": 9100, "mean_batch": 10})
     _write(tmp_path, "writer_throughput", "20261201T020000", {"obs_per_s": 5999, "obs_per_cpu_s": 6100, "mean_batch": 10})
     # a differently named result beginning with the same name is not the writer's
     _write(tmp_path, "writer_throughput-w2", "20261201T030000", {"obs_per_s": 1, "obs_per_cpu_s": 1, "mean_batch": 1})
-    _write(tmp_path, "query_latency", "20261201T020000", {"sizes": [
-        {"pages": 100_000, "project_scoped": {"p50_ms": 5.0, "p95_ms": 24.0, "cpu_p95_ms": 20.0},
-         "global": {"p50_ms": 9.0, "p95_ms": 51.0, "cpu_p95_ms": 40.0}, "footprint": {"disk_mb_per_100k": 300, "peak_rss_mb": 90}},
-        {"pages": 1_000_000, "project_scoped": {"p50_ms": 50.0, "p95_ms": 99.0}, "global": {"p50_ms": 90.0, "p95_ms": 150.0}},
-    ]})
-    text = report.render(tmp_path)
-    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    rows = _rows(report.render(tmp_path))
     writer = rows["writer apply rate, 20,000-observation backlog"]
     assert "5,999 obs/s" in writer and "not met" in writer and "writer_throughput-20261201T020000.json" in writer
-    assert "**met**" in rows["`memory_query` p95 at 100k pages, project-scoped"]
+    assert "not run" in rows["hook_ingest"]
+
+
+def test_each_vault_size_comes_from_its_newest_file_beside_the_fts5_reference(tmp_path):
+    small = {"pages": 100_000, "project_scoped": {"text_index": _lat(24.0), "fts5": _lat(96.0)},
+             "global": {"text_index": _lat(51.0), "fts5": _lat(102.0)},
+             "footprint": {"sqlite_mb_per_100k": 300, "text_index_mb_per_100k": 14.5, "peak_rss_mb": 90}}
+    big = {"pages": 1_000_000, "project_scoped": {"text_index": _lat(99.0)}, "global": {"text_index": _lat(150.0)}}
+    _write(tmp_path, "query_latency", "20261201T010000", {"sizes": [big]})
+    _write(tmp_path, "query_latency", "20261201T020000", {"sizes": [small]})
+    text = report.render(tmp_path)
+    rows = _rows(text)
+    scoped = rows["`memory_query` p95 at 100k pages, project-scoped"]
+    assert "**met**" in scoped and "FTS5 path p95 96.0 ms (4.0× slower)" in scoped
     assert "not met" in rows["`memory_query` p95 at 100k pages, global"]
     assert "**met**" in rows["`memory_query` p95 at 1M pages, project-scoped"]
-    assert "**met**" in rows["`memory_query` p95 at 1M pages, global"]
-    assert "300 MB on disk per 100k pages" in rows["footprint at 100k pages"]
-    assert "not run" in rows["hook_ingest"]
+    assert "query_latency-20261201T010000.json" in rows["`memory_query` p95 at 1M pages, global"]
+    assert "SQLite 300 MB + text index 14.5 MB per 100k pages" in rows["footprint at 100k pages"]
     assert "load 0.4/0.5" in text
+
+
+def test_hook_rows_per_ingress_worker_count(tmp_path):
+    rate = {"rate": 500, "p99_ratio": 1.5, "hook_p99_ms": 30.0, "healthz_p99_ms": 20.0, "hook_p50_ms": 5.0,
+            "ingress_cpu_us_per_hook": 260.0, "accepted_per_s": 500.0}
+    top = {**rate, "rate": "max", "accepted_per_s": 3100.0}
+    stacks = [{"ingress_workers": w, "rates": [rate, top], "stored_total": 10, "accepted_total": 10 + w - 1,
+               "zero_loss": w == 1} for w in (1, 2)]
+    _write(tmp_path, "hook_ingest", "20261201T010000", {"stacks": stacks})
+    rows = _rows(report.render(tmp_path))
+    assert "**met**" in rows["`/hook` p99 ÷ `/healthz` p99 at 500 ev/s (1 ingress worker)"]
+    assert "not met" in rows["ingress CPU per accepted hook at 500 ev/s (2 ingress workers)"]
+    assert "**met**" in rows["accepted ev/s, unthrottled (2 ingress workers)"]
+    assert "not met" in rows["accepted hooks stored (2 ingress workers)"]
