@@ -203,14 +203,14 @@ def _fts_stream(conn, q: str, scopes, opts: QueryOptions, table: str = "pages_ft
         rows = conn.execute(
             f"SELECT p.id, f.s FROM (SELECT rowid, bm25(pages_fts, {TITLE_WEIGHT}, 1.0, 0.0) AS s FROM pages_fts"
             f" WHERE pages_fts MATCH ? ORDER BY s LIMIT ?) f JOIN pages p ON p.id = f.rowid WHERE 1 = 1{expiry}"
-            " ORDER BY f.s",
+            " ORDER BY f.s, p.id",
             [_scoped_match(q, scopes), opts.candidates * 2],
         ).fetchall()[: opts.candidates]
     else:
         where, args = _scope_sql(scopes, "+p.project_id")  # drive the join from the FTS match
         rows = conn.execute(
             f"SELECT p.id, bm25({table}, {TITLE_WEIGHT}, 1.0) AS s FROM {table} JOIN pages p ON p.id = {table}.rowid"
-            f" WHERE {table} MATCH ?{where}{expiry} ORDER BY s LIMIT ?",
+            f" WHERE {table} MATCH ?{where}{expiry} ORDER BY s, p.id LIMIT ?",
             [q, *args, opts.candidates],
         ).fetchall()
     return [(r[0], -float(r[1])) for r in rows]  # bm25 is "lower is better": report it positive
@@ -237,7 +237,11 @@ def _page_text_stream(conn, q: str, terms: list[str], scopes, opts: QueryOptions
     live = {r[0] for r in conn.execute(
         f"SELECT id FROM pages INDEXED BY pages_live WHERE id IN ({','.join('?' * len(found))}) AND is_latest = 1{expiry}",
         [pid for pid, _ in found])}
-    return [(pid, score) for pid, score in found if pid in live][: opts.candidates]
+    # Equal scores in page id order, as the FTS5 path gives them: the index orders ties by
+    # its own document order, which differs between an index built page by page and one
+    # rebuilt in bulk (after a restore), and the fused ranking must not depend on that.
+    ranked = sorted(((pid, score) for pid, score in found if pid in live), key=lambda kv: (-round(kv[1], 5), kv[0]))
+    return ranked[: opts.candidates]
 
 
 def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
