@@ -112,7 +112,11 @@ consolidation_poll_s = 0.2
         assert [c["label"] for c in cands] == ["openai-compat/primary", "openai-compat/backup"]
         assert cands[0]["circuit_open"] is True and cands[0]["last_status"] == 500
         assert cands[1]["answered_last"] is True
-        metrics = httpx.get(procs["maintainer"].url + "/metrics").text
+        # The job row is committed with the pages; the maintainer counts the run once the
+        # writer's reply reaches it, which comes after the writer's post-commit work.
+        ran = 'aimem_maint_job_runs_total{outcome="ok",task="consolidate"} 1.0'
+        metrics = await wait_for(lambda: (m := httpx.get(procs["maintainer"].url + "/metrics").text) and ran in m and m,
+                                 what="the consolidate run counted")
         assert 'aimem_llm_circuit_open{candidate="openai-compat/primary"} 1.0' in metrics
         assert 'aimem_llm_calls_total{candidate="openai-compat/primary",outcome="server_error"} 1.0' in metrics
         assert 'aimem_llm_calls_total{candidate="openai-compat/backup",outcome="ok"} 1.0' in metrics
