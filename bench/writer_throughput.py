@@ -10,7 +10,7 @@ backlog is pending), so after its first fetch it applies ``--behind`` commands p
 printed too (observations per CPU-second): on a shared, oversubscribed machine the
 wall-clock rate measures the neighbours, the CPU-normalised one measures the writer.
 
-    .venv/bin/python -m bench.writer_throughput [-n 20000] [--batch 512] [--profile DIR]
+    .venv/bin/python -m bench.writer_throughput [-n 20000] [--batch 512] [--in-process] [--profile DIR]
 
 ``--profile DIR`` records the writer with py-spy during the drain (``DIR/writer.folded``,
 folded stacks, every thread) and prints the heaviest frames as shares of the samples.
@@ -191,12 +191,40 @@ def run(n: int, batch: int, behind: int = 4096, profile: Path | None = None) -> 
                     "batch_max_msgs": batch, "batch_max_msgs_behind": behind}
 
 
+def run_in_process(n: int, behind: int) -> dict:
+    """Apply the same ``n`` envelopes with the writer's ``Applier`` in this process, ``behind``
+    per batch, without NATS: the writer thread's CPU per observation alone (``process_time``),
+    to tell it from the event loop's share (fetch, acks) in the full run."""
+    from aimem_common.db.connect import open_writer
+    from aimem_common.telemetry import Telemetry
+    import aimem_writer.ops  # noqa: F401  (registers every handler)
+    from aimem_writer.batch import Applier, Incoming
+    from aimem_writer.metrics import WriterMetrics
+    from aimem_writer.wiki import WikiRepo
+
+    datas = [e.model_dump_json().encode() for e in envelopes(n)]
+    with tempfile.TemporaryDirectory(prefix="aimem-bench-") as tmp:
+        settings = config.load(Path(tmp) / "data", environ={})
+        conn = open_writer(settings.db_path)
+        applier = Applier(conn, WikiRepo(settings.wiki_dir), settings, WriterMetrics.create(Telemetry("writer")))
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        for start in range(0, n, behind):
+            result = applier.apply([Incoming(d) for d in datas[start:start + behind]])
+            assert all(o.reply and o.reply["ok"] for o in result.outcomes)
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+        conn.close()
+    return {"in_process_cpu_s": round(cpu, 3), "in_process_us_per_obs": round(cpu / n * 1e6, 1),
+            "in_process_obs_per_cpu_s": round(n / cpu), "in_process_wall_s": round(wall, 3)}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=20_000, help="observations to apply")
     ap.add_argument("--batch", type=int, default=512, help="writer.batch_max_msgs (idle fetch size)")
     ap.add_argument("--behind", type=int, default=4096, help="writer.batch_max_msgs_behind (backlog fetch size)")
     ap.add_argument("--tag", default="", help="label stored in the result (and its file name), e.g. the A/B side")
+    ap.add_argument("--in-process", action="store_true",
+                    help="also apply the same envelopes in this process without NATS (the apply's CPU alone)")
     ap.add_argument("--profile", type=Path, default=None, help="py-spy the writer during the drain into DIR")
     args = ap.parse_args(argv)
     res = run(args.n, args.batch, args.behind, args.profile)
@@ -209,6 +237,10 @@ def main(argv: list[str] | None = None) -> None:
           f"on {os.cpu_count()} cores during the run)")
     if info:
         print(f"machine: {info.get('cpu')} x{info.get('cores')}, python {info.get('python')}, commit {info.get('commit')}")
+    if args.in_process:
+        res.update(run_in_process(args.n, args.behind))
+        print(f"apply alone (in process, no NATS): {res['in_process_us_per_obs']} us CPU per observation = "
+              f"{res['in_process_obs_per_cpu_s']:,} per CPU-second")
     if args.profile is not None:
         folded = args.profile / "writer.folded"
         res["profile"] = {"file": str(folded), "top": folded_summary(folded) if folded.exists() else []}

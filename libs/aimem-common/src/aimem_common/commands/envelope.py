@@ -126,8 +126,9 @@ class Envelope(BaseModel):
         return self.idempotency_key or self.cmd_id
 
 
-def parse_payload(op: str, payload: dict[str, Any]) -> OpPayload:
-    """Validate ``payload`` with the model registered for ``op``.
+def parse_payload(op: str, payload: dict[str, Any] | OpPayload) -> OpPayload:
+    """Validate ``payload`` with the model registered for ``op`` (an instance of that model
+    is returned as it is).
 
     Raises:
         BadRequestError: unknown op (``unknown_op``) or invalid payload (``invalid_payload``,
@@ -136,6 +137,8 @@ def parse_payload(op: str, payload: dict[str, Any]) -> OpPayload:
     model = OP_MODELS.get(op)
     if model is None:
         raise BadRequestError(f"unknown op {op!r}", code="unknown_op")
+    if type(payload) is model:
+        return payload  # validated with its envelope already (the writer's hook path)
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
