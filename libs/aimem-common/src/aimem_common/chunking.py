@@ -11,8 +11,8 @@ Every window starts with the page title: a chunk stays about its page.
 
 from __future__ import annotations
 
-CHUNK_CHARS = 800
-UNIT_CHARS = 600  # one longer unit (a paragraph, a turn) is cut into pieces of this size
+CHUNK_CHARS = 300
+UNIT_CHARS = 300  # one longer unit (a line, a turn) is cut into pieces of this size
 MAX_CHUNKS = 128  # bounds the embedding cost of a huge page; its tail past that stays unseen by vectors
 
 

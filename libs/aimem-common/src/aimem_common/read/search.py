@@ -48,17 +48,24 @@ from aimem_common.read.pages import is_expired
 from aimem_common.read.vectors import ChunkVectors, Identity
 from aimem_common.read.text import fts_query, identifier_terms, query_terms, snippet, trigrams, unspaced_runs, words
 
-# vector 0.3: a page vector covers only the model's first ~256 tokens of a page (a long session
-# page is mostly unseen), so cosine is a tie-breaker beside bm25, not an equal. LoCoMo with the
-# local all-MiniLM-L6-v2 (bench/locomo.py): at 1.0 hit@5 0.930 -> 0.914 and MRR 0.794 -> 0.757;
-# at 0.3 hit@5 0.930, MRR 0.797. When no word or entity matched, the vector is the only
-# evidence and gets VECTOR_ALONE_WEIGHT (else its own hits would trail their link neighbours).
+# vector 1.0: a page is ranked by its best chunk (~75-token windows of its lines and captured
+# turns, aimem_common.chunking), so a long session page is seen whole. LoCoMo dev with the local
+# all-MiniLM-L6-v2 (bench/locomo.py --offline --vectors; 757 questions, no vectors: hit@5 0.956,
+# MRR 0.816): 300-character windows at 0.3 / 0.6 / 1.0 / 1.5 / 2.0 / 3.0 gave hit@5 0.959 / 0.959 /
+# 0.958 / 0.955 / 0.955 / 0.947 and MRR 0.818 / 0.825 / 0.829 / 0.832 / 0.829 / 0.821; 800-character
+# windows peaked lower (1.0: hit@5 0.951, MRR 0.823). 1.0 is the flat top that keeps hit@5. A
+# cosine margin bonus like the bm25 streams' moved MRR by +0.005 (within noise, so not kept).
+# When no word or entity matched, the vector is the only evidence and gets VECTOR_ALONE_WEIGHT
+# (else its own hits would trail their link neighbours).
 # turns 1.5: on LoCoMo (bench/locomo.py, session pages of 20-45 turns whose digest keeps the
 # first ~5 KiB of prompts) the turns stream takes hit@5 0.927 -> 0.954 and MRR 0.791 -> 0.817
 # (1.0-2.0 differ by < 0.005); alone it ranks no better than fts.
-STREAM_WEIGHTS = {"exact": 8.0, "fts": 1.0, "trigram": 1.0, "turns": 1.5, "entity": 0.8, "vector": 0.3,
+STREAM_WEIGHTS = {"exact": 8.0, "fts": 1.0, "trigram": 1.0, "turns": 1.5, "entity": 0.8, "vector": 1.0,
                   "superseded": 0.6, "links": 0.5}
 VECTOR_ALONE_WEIGHT = 1.0
+# A page's vector score = its best chunk + CHUNK_NEXT_SHARE × its second: on LoCoMo 0.5 gave
+# MRR 0.830 against 0.829 for 0 (800-character windows: 0.3 -> 0.819, 0.6 -> 0.820 against 0.823),
+# so the best chunk alone decides: a page is as relevant as its most relevant part.
 CHUNK_NEXT_SHARE = 0.0
 # RRF alone discards how *much* better the bm25 leader is (k=60 makes ranks 1 and 6 differ by
 # 8%, less than the authority spread), so the fts stream adds a bounded margin bonus:

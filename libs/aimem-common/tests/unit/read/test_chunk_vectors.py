@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from aimem_common.chunking import CHUNK_CHARS, chunks, units_of
+from aimem_common.chunking import chunks, units_of
 from aimem_common.read import search
 from aimem_common.read.search import QueryOptions, QueryVector
 from aimem_common.read.vectors import ChunkVectors, Identity
@@ -37,7 +37,7 @@ def qv(text: str, model: str = "m") -> QueryVector:
 def test_a_sentence_past_the_first_window_is_found_by_its_chunk(pool, seeder):
     app = seeder.scope("default", "app")
     body = FILLER + "\n" + LATE
-    assert len(body) > 4 * CHUNK_CHARS  # far past what one 256-token vector reads
+    assert len(body) > 4000  # far past the ~1,000 characters (256 tokens) one page vector reads
     long_page = seeder.page(app, "notes/status.md", "# Status\n" + body)
     others = [seeder.page(app, f"notes/o{i}.md", f"# Other {i}\nCanteen menu, parking.")
               for i in range(5)]
