@@ -108,7 +108,7 @@ async def search(
                             ws if request.default_scoped else None)
     annotate(result, qe, explain=request.explain)
     rr = result.pop("rerank", None)
-    if rr is not None and reranker is not None:
+    if rr is not None and reranker is not None and reranker.configured:
         skipped = await reranker.apply(request.query, result["hits"], rr["texts"], set(rr["certain"]),
                                        explain=request.explain)
         if request.explain:
