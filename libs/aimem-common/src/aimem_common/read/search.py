@@ -17,8 +17,10 @@ Pipeline, all inside one read snapshot:
    folded onto their session's live page (its best turn; bm25 margin bonus as fts):
    a session page holds a bounded digest of the session (the prompts past its budget are
    cut), its observations every turn, so a long session is findable by any part of it.
-3. **vector** — optional: cosine (numpy) between a caller-supplied query vector and the
-   ``page_embeddings`` rows whose ``{provider, model, dim}`` match it; stale rows ignored.
+3. **vector** — optional: cosine between a caller-supplied query vector and the page
+   chunks (``page_chunk_embeddings``) of the same ``{provider, model, dim}`` and the page's
+   current hash (``read.vectors``: exact numpy, HNSW for a large scope); a page scores its
+   best chunk, so any part of a long page can find it. Stale rows ignored.
 4. **superseded** — only with ``include_superseded``: older versions matching the terms.
 5. **links** — one-hop neighbours (either direction) of the top fused hits of 1–4.
 
@@ -81,9 +83,10 @@ MAX_LIMIT = 100
 # exact: an identifier of the question (error code, function name, version; see
 # text.identifier_terms) held by at most EXACT_MAX_DF live pages in scope marks those pages
 # as found with certainty. Its RRF share (weight 8.0) is added *after* the authority factor,
-# and 8/(k+1) is above what every other stream at rank 1 can give a page together even with
-# the largest authority spread, so a page naming the rare identifier is never outvoted by
-# pages that merely share the question's other words. A common "identifier" (more pages)
+# and 8/(k+1) is above what the other streams of a plain search give a page at rank 1
+# together (fts 1.5 and turns 2.25 with their margin bonus, entity 0.8, vector 1.0, links 0.5:
+# 6.05, × the largest authority 1.3 = 7.9), so a page naming the rare identifier is never
+# outvoted by pages that merely share the question's other words. A common "identifier" (more pages)
 # adds nothing: bm25 already weighs it.
 EXACT_MAX_DF = 10
 # turns: matching observations ranked per query before they are folded onto session pages
