@@ -1,7 +1,7 @@
 """The optional cross-encoder rerank of a search's top hits.
 
 Off unless ``rerank.provider`` is set. ``http``: a rerank endpoint of the shape Cohere
-introduced and vLLM, Jina, Infinity and llama.cpp's server also serve —
+introduced and vLLM, Jina and Infinity also serve —
 ``POST <base_url>/rerank {"model", "query", "documents": [str], "top_n"}`` →
 ``{"results": [{"index": int, "relevance_score": float}]}`` — so any cross-encoder
 (``BAAI/bge-reranker-*``, ``ms-marco-MiniLM``) served locally can be used. No package here

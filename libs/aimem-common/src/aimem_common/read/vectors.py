@@ -28,7 +28,7 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 # Exact below ANN_MIN_ROWS. Measured at 100k random 384-d rows, one thread: exact 13.9 ms of CPU
-# a query, HNSW (k = 480) 6.1 ms, its build 183 s of CPU and ~150 MiB; at 50k exact is ~7 ms,
+# a query, HNSW (k = 480) 6.1 ms, its build 183 s of CPU; at 50k exact is ~7 ms,
 # under what the index would save once its build and memory are counted.
 ANN_MIN_ROWS = 50_000
 ANN_FANOUT = 8  # chunks asked of the HNSW index per page wanted (several chunks of one page crowd the top)
