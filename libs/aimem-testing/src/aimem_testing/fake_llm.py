@@ -3,7 +3,8 @@
 It runs in a background thread of the test process, so real service subprocesses reach it
 through ``base_url`` with the real ``openai`` client. It serves ``POST /v1/chat/completions``
 (incl. ``response_format={"type": "json_schema", ...}``), ``POST /v1/embeddings`` (float or
-base64 encoding) and ``GET /v1/models``.
+base64 encoding), ``POST /v1/rerank`` (the Cohere-shaped rerank endpoint that vLLM, Jina
+and Infinity serve) and ``GET /v1/models``.
 
 Behaviour per chat request, from ``script`` (consumed first) else ``mode``:
 
@@ -17,6 +18,8 @@ Behaviour per chat request, from ``script`` (consumed first) else ``mode``:
 
 Embeddings follow ``script`` when it is not empty, else ``embed_mode``; vectors are
 ``hash_embed`` bags of words (``embed_synonyms`` lets unrelated words share a vector).
+Rerank follows ``rerank_mode`` ("good" | "500" | "hang"); a document's relevance is the share
+of the query's words it holds, plus ``rerank_boost[word]`` for each boosted word it holds.
 
 Usage::
 
@@ -55,6 +58,8 @@ class FakeLLM:
         # to another before hashing, so texts with no word in common can share a vector.
         self.embed_mode: str = "good"
         self.embed_synonyms: dict[str, str] = {}
+        self.rerank_mode: str = "good"
+        self.rerank_boost: dict[str, float] = {}
         self.hang_s = 60.0
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -169,6 +174,8 @@ class FakeLLM:
                     self._embeddings(req)
                 elif self.path.rstrip("/").endswith("/chat/completions"):
                     self._chat(req)
+                elif self.path.rstrip("/").endswith("/rerank"):
+                    self._rerank(req)
                 else:
                     self._error(404, f"unknown path {self.path}", "invalid_request_error")
 
@@ -211,6 +218,23 @@ class FakeLLM:
                         "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
                     },
                 )
+
+            def _rerank(self, req: dict[str, Any]) -> None:
+                if fake.rerank_mode == "500":
+                    self._error(500, "fake 500", "server_error")
+                    return
+                if fake.rerank_mode == "hang":
+                    fake._stop.wait(fake.hang_s)
+                q = set(re.findall(r"\w+", str(req.get("query", "")).lower()))
+                results = []
+                for i, doc in enumerate(req.get("documents") or []):
+                    words = set(re.findall(r"\w+", str(doc).lower()))
+                    rel = len(q & words) / max(len(q), 1) + sum(b for w, b in fake.rerank_boost.items() if w in words)
+                    results.append({"index": i, "relevance_score": rel})
+                results.sort(key=lambda x: -x["relevance_score"])
+                top_n = int(req.get("top_n") or len(results))
+                self._send(200, {"id": "rerank-fake", "model": req.get("model", "fake-rerank"),
+                                 "results": results[:top_n]})
 
             def _embeddings(self, req: dict[str, Any]) -> None:
                 mode = fake._next_mode() if fake.script else fake.embed_mode

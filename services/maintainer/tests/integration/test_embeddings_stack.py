@@ -1,4 +1,5 @@
-"""Embedding backfill through the real stack; switching embedder (another dim) re-embeds."""
+"""Embedding backfill through the real stack: a page is embedded in chunks (a long page has
+several, a session page's turns too), and switching embedder (another dim) re-embeds."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ async def test_switching_embedder_starts_clean_keeps_fts_and_backfills(settings,
     services("writer")
     for i, text in enumerate(["sqlite wal mode checkpoints", "fts5 bm25 ranking", "nats jetstream work queue"]):
         await bus.request(make_envelope("page.write", {"path": f"concepts/p{i}.md", "body": text}, project="alpha"))
+    long_body = "\n".join(f"Step {i}: check the replica lag and the disk budget of node {i}." for i in range(80))
+    await bus.request(make_envelope("page.write", {"path": "procedures/long.md", "body": long_body + "\nFinal: ring the bell."},
+                                    project="alpha"))
     live = lambda: rows(settings, "SELECT id FROM pages WHERE is_latest = 1")  # noqa: E731
 
     fake_llm.embed_dim = 8
@@ -55,6 +59,18 @@ async def test_switching_embedder_starts_clean_keeps_fts_and_backfills(settings,
     await wait_for(lambda: len(current(settings, "embed-a", 8)) == len(live()), what="first backfill")
     vec = current(settings, "embed-a", 8)[0]["vector"]
     assert len(decode_vector(vec)) == 8
+    chunk_rows = rows(settings, "SELECT p.path, c.chunk, c.dim, c.vector, c.content_hash = p.content_hash AS cur"
+                                " FROM page_chunk_embeddings c JOIN pages p ON p.id = c.page_id ORDER BY p.path, c.chunk")
+    per_page = {}
+    for r in chunk_rows:
+        per_page.setdefault(r["path"], []).append(r["chunk"])
+        assert r["dim"] == 8 and r["cur"] == 1 and len(decode_vector(r["vector"])) == 8
+    assert len(per_page) == len(live()) and per_page["procedures/long.md"] == list(range(len(per_page["procedures/long.md"])))
+    assert len(per_page["procedures/long.md"]) >= 5 and per_page["concepts/p0.md"] == [0]
+    # The page row keeps the first chunk's vector.
+    first = rows(settings, "SELECT e.vector = c.vector AS same FROM page_embeddings e JOIN page_chunk_embeddings c"
+                           " ON c.page_id = e.page_id AND c.chunk = 0")
+    assert first and all(r["same"] for r in first)
 
     # Per-page backfill: a new page gets its vector on the next tick, the table is not empty.
     await bus.request(make_envelope("page.write", {"path": "gotchas/new.md", "body": "late page"}, project="alpha"))
@@ -68,6 +84,7 @@ async def test_switching_embedder_starts_clean_keeps_fts_and_backfills(settings,
     assert len(hits) == 1
     await wait_for(lambda: len(current(settings, "embed-b", 16)) == len(live()), what="re-embedding")
     assert rows(settings, "SELECT count(*) AS n FROM page_embeddings WHERE dim = 8") == [{"n": 0}]
+    assert rows(settings, "SELECT count(*) AS n FROM page_chunk_embeddings WHERE dim = 8") == [{"n": 0}]
     status = await maint_rpc.call(bus.nc, "status", workspace="default", project=None, actor="t", args={})
     assert status["embedding"]["dim"] == 16 and status["embedding"]["current"] == len(live())
     assert status["embedding"]["stale"] == 0

@@ -19,6 +19,7 @@ from starlette.routing import Route
 from aimem_common.config import Settings
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.rerank import RerankStage
 from aimem_common.read.status import package_version
 from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
@@ -43,11 +44,13 @@ def create_app(settings: Settings) -> FastAPI:
         # Before the bus: a ConfigError fails startup; a local model loads once, here.
         embedder = await QueryEmbedder.open(settings)
         stack.push_async_callback(embedder.aclose)
+        reranker = RerankStage.from_settings(settings.rerank)
+        stack.push_async_callback(reranker.aclose)
         nc, bus = await s.connect_bus()
         pool = await s.read_pool(size=8, budget_ms=settings.query.query_budget_ms)
         gw = GatewayContext(
             settings=settings, telemetry=telemetry, nc=nc, bus=bus, read_pool=pool, endpoint=endpoint,
-            access=AccessThrottle(settings.query.access_bump_interval_s), embedder=embedder,
+            access=AccessThrottle(settings.query.access_bump_interval_s), embedder=embedder, reranker=reranker,
         )
         server = build_server(
             ALL_TOOLS, gw, telemetry, principal_from_headers, version=package_version("aimem-mcp-gateway")

@@ -21,6 +21,7 @@ from aimem_common.read import scopes
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.rerank import RerankStage
 from aimem_common.service import ServiceContext
 
 from aimem_mcp.transport import McpEndpoint
@@ -37,6 +38,7 @@ class GatewayContext(ServiceContext):
     access: AccessThrottle
     endpoint: McpEndpoint
     embedder: QueryEmbedder | None = None  # the question's vector for memory_query (None: FTS only)
+    reranker: RerankStage | None = None  # the optional cross-encoder stage (rerank.provider)
 
     async def health(self) -> dict[str, Any]:
         """The shared checks plus ``mcp``: both session managers attached."""

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from aimem_common.config import Settings
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.rerank import RerankStage
 from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
 from aimem_query import admin, api
@@ -28,6 +29,8 @@ def create_app(settings: Settings) -> FastAPI:
     async def start(s: Startup) -> QueryContext:
         embedder = await QueryEmbedder.open(settings)
         s.stack.push_async_callback(embedder.aclose)
+        reranker = RerankStage.from_settings(settings.rerank)
+        s.stack.push_async_callback(reranker.aclose)
         nc, bus = await s.connect_bus()
         pool = await s.read_pool(size=settings.query.read_pool_size, budget_ms=settings.query.query_budget_ms)
         events = EventHub()
@@ -35,7 +38,7 @@ def create_app(settings: Settings) -> FastAPI:
         s.stack.push_async_callback(events.stop)
         return QueryContext(settings=settings, telemetry=s.telemetry, nc=nc, bus=bus, read_pool=pool,
                             embedder=embedder, access=AccessThrottle(settings.query.access_bump_interval_s),
-                            events=events)
+                            events=events, reranker=reranker)
 
     app = create_service_app(
         "query", settings, Telemetry("query"), start, not_ready={"nats": False, "db": False},

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.rerank import RerankStage
 from aimem_common.service import ServiceContext
 from aimem_query.web.hub import EventHub
 
@@ -20,3 +21,4 @@ class QueryContext(ServiceContext):
     embedder: QueryEmbedder
     access: AccessThrottle
     events: EventHub
+    reranker: RerankStage | None = None  # the optional cross-encoder stage (rerank.provider)

@@ -232,6 +232,13 @@ def test_move_session_dry_run_then_confirm(h: Harness) -> None:
     populate(h)
     h.session("default", "tmp", "s-2", n_obs=2)
     h.write("default", "tmp", "sessions/s-2.md", "# s-2\nsummary", session_id="s-2")
+    page = h.conn.execute("SELECT id, content_hash FROM pages WHERE session_id = 's-2' AND is_latest = 1").fetchone()
+    h.conn.executemany("INSERT INTO page_chunk_embeddings(page_id, chunk, provider, model, dim, vector, content_hash,"
+                       " created_at) VALUES (?, ?, 'fake', 'm', 1, x'0000803f', ?, 'now')",
+                       [(page[0], c, page[1]) for c in range(2)])
+    chunk_ids = lambda: [r[0] for r in h.conn.execute(  # noqa: E731
+        "SELECT id FROM page_chunk_embeddings WHERE page_id = ? ORDER BY chunk", (page[0],))]
+    before = chunk_ids()
     with pytest.raises(AimemError) as e:
         h.run("session.move", {"session_id": "s-2", "to_project": "nowhere"})
     assert e.value.status == 404
@@ -245,6 +252,10 @@ def test_move_session_dry_run_then_confirm(h: Harness) -> None:
     assert h.count("SELECT count(*) FROM observations WHERE session_id = 's-2' AND project_id = ?", pid) == 2
     assert (h.settings.wiki_dir / wid / pid / "sessions/s-2.md").is_file()
     assert h.count("SELECT count(*) FROM audit_log WHERE op = 'session.move'") == 1
+    # The moved page keeps its id; its chunk rows get new, higher ids so readers reload them
+    # with the page's new project.
+    after = chunk_ids()
+    assert len(after) == 2 and min(after) > max(before)
     with pytest.raises(AimemError) as e:
         h.run("session.move", {"from_project": "app", "to_project": "app", "dry_run": False})
     assert e.value.status == 422

@@ -193,11 +193,16 @@ class ProposalReject(OpPayload):
 
 
 class EmbeddingItem(OpPayload):
-    """One vector: float32 little-endian, base64, ``dim`` values."""
+    """One page's vector: float32 little-endian, base64, ``dim`` values.
+
+    ``chunks``: the vectors of the page's chunks in order (same encoding), replacing every
+    chunk row of the page; empty = the page's chunk rows are left as they are.
+    """
 
     page_id: DbId
     vector_b64: str
     content_hash: str = Field(max_length=128)
+    chunks: list[str] = Field(default_factory=list, max_length=256)
 
 
 @register("embedding.upsert")

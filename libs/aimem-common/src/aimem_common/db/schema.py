@@ -588,11 +588,32 @@ CREATE INDEX pages_live ON pages(id, is_latest, expires_at) WHERE is_latest = 1;
 CREATE INDEX entities_name ON entities(name);
 """
 
+# Per-chunk vectors: a page is embedded in ~200-token windows (aimem_common.chunking) so a long
+# page is findable by any part of it; a page's vector score is its best chunk. Rows carry the
+# {provider, model, dim} identity and the page's content_hash they were made from; rows of
+# another identity or an older hash are stale and ignored by the read side. The id orders
+# writes (AUTOINCREMENT: a page's rows deleted and rewritten never get their old ids back), so a
+# reader's in-memory copy loads only the rows above the last id it saw.
+MIGRATION_11 = """
+CREATE TABLE page_chunk_embeddings (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused: a rewrite always gets higher ids
+  page_id       INTEGER NOT NULL REFERENCES pages(id) ON DELETE CASCADE,
+  chunk         INTEGER NOT NULL,                -- 0-based window index within the page
+  provider      TEXT NOT NULL,
+  model         TEXT NOT NULL,
+  dim           INTEGER NOT NULL,
+  vector        BLOB NOT NULL,                   -- float32 little-endian, dim values, L2-normalised
+  content_hash  TEXT NOT NULL,
+  created_at    TEXT NOT NULL,
+  UNIQUE (page_id, chunk)
+);
+"""
+
 # Forward-only: append new migrations; never edit one that has shipped. A database is only
 # ever moved forward from its ``user_version``; 5 was reserved and never shipped, so the list
 # has a gap there.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
-    (7, MIGRATION_7), (8, MIGRATION_8), (9, MIGRATION_9), (10, MIGRATION_10),
+    (7, MIGRATION_7), (8, MIGRATION_8), (9, MIGRATION_9), (10, MIGRATION_10), (11, MIGRATION_11),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -30,6 +30,7 @@ from typing import Any, ParamSpec, TypeVar
 from aimem_common.db.connect import open_reader
 from aimem_common.errors import UnavailableError
 from aimem_common.read.textindex import TextIndexReader
+from aimem_common.read.vectors import ChunkVectors
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -82,6 +83,8 @@ class ReaderPool:
         self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # The vector stream's in-memory chunk copy (read.vectors), shared by this pool's reads.
+        self.vectors = ChunkVectors()
         self._slots = threading.BoundedSemaphore(self.size)
         self._closed = False
         self.text_index = TextIndexReader(Path(text_index_dir)) if text_index_dir is not None else None

@@ -18,8 +18,10 @@ Pipeline, all inside one read snapshot:
    folded onto their session's live page (its best turn; bm25 margin bonus as fts):
    a session page holds a bounded digest of the session (the prompts past its budget are
    cut), its observations every turn, so a long session is findable by any part of it.
-3. **vector** — optional: cosine (numpy) between a caller-supplied query vector and the
-   ``page_embeddings`` rows whose ``{provider, model, dim}`` match it; stale rows ignored.
+3. **vector** — optional: cosine between a caller-supplied query vector and the page
+   chunks (``page_chunk_embeddings``) of the same ``{provider, model, dim}`` and the page's
+   current hash (``read.vectors``: exact numpy, HNSW for a large scope); a page scores its
+   best chunk, so any part of a long page can find it. Stale rows ignored.
 4. **superseded** — only with ``include_superseded``: older versions matching the terms.
 5. **links** — one-hop neighbours (either direction) of the top fused hits of 1–4.
 
@@ -46,19 +48,28 @@ from aimem_common.errors import BadRequestError
 from aimem_common.models import Scope
 from aimem_common.read import scopes as scopes_mod
 from aimem_common.read.pages import is_expired
+from aimem_common.read.vectors import ChunkVectors, Identity
 from aimem_common.read.text import fts_query, identifier_terms, query_terms, snippet, trigrams, unspaced_runs, words
 
-# vector 0.3: a page vector covers only the model's first ~256 tokens of a page (a long session
-# page is mostly unseen), so cosine is a tie-breaker beside bm25, not an equal. LoCoMo with the
-# local all-MiniLM-L6-v2 (bench/locomo.py): at 1.0 hit@5 0.930 -> 0.914 and MRR 0.794 -> 0.757;
-# at 0.3 hit@5 0.930, MRR 0.797. When no word or entity matched, the vector is the only
-# evidence and gets VECTOR_ALONE_WEIGHT (else its own hits would trail their link neighbours).
+# vector 1.0: a page is ranked by its best chunk (~75-token windows of its lines and captured
+# turns, aimem_common.chunking), so a long session page is seen whole. LoCoMo dev with the local
+# all-MiniLM-L6-v2 (bench/locomo.py --offline --vectors; 757 questions, no vectors: hit@5 0.956,
+# MRR 0.816): 300-character windows at 0.3 / 0.6 / 1.0 / 1.5 / 2.0 / 3.0 gave hit@5 0.959 / 0.959 /
+# 0.958 / 0.955 / 0.955 / 0.947 and MRR 0.818 / 0.825 / 0.829 / 0.832 / 0.829 / 0.821; 800-character
+# windows peaked lower (1.0: hit@5 0.951, MRR 0.823). 1.0 is the flat top that keeps hit@5. A
+# cosine margin bonus like the bm25 streams' moved MRR by +0.005 (within noise, so not kept).
+# When no word or entity matched, the vector is the only evidence and gets VECTOR_ALONE_WEIGHT
+# (else its own hits would trail their link neighbours).
 # turns 1.5: on LoCoMo (bench/locomo.py, session pages of 20-45 turns whose digest keeps the
 # first ~5 KiB of prompts) the turns stream takes hit@5 0.927 -> 0.954 and MRR 0.791 -> 0.817
 # (1.0-2.0 differ by < 0.005); alone it ranks no better than fts.
-STREAM_WEIGHTS = {"exact": 8.0, "fts": 1.0, "trigram": 1.0, "turns": 1.5, "entity": 0.8, "vector": 0.3,
+STREAM_WEIGHTS = {"exact": 8.0, "fts": 1.0, "trigram": 1.0, "turns": 1.5, "entity": 0.8, "vector": 1.0,
                   "superseded": 0.6, "links": 0.5}
 VECTOR_ALONE_WEIGHT = 1.0
+# A page's vector score = its best chunk + CHUNK_NEXT_SHARE × its second: on LoCoMo 0.5 gave
+# MRR 0.830 against 0.829 for 0 (800-character windows: 0.3 -> 0.819, 0.6 -> 0.820 against 0.823),
+# so the best chunk alone decides: a page is as relevant as its most relevant part.
+CHUNK_NEXT_SHARE = 0.0
 # RRF alone discards how *much* better the bm25 leader is (k=60 makes ranks 1 and 6 differ by
 # 8%, less than the authority spread), so the fts stream adds a bounded margin bonus:
 # FTS_MARGIN_WEIGHT × (bm25 / best bm25) × the rank-1 RRF share. Close contests stay close.
@@ -73,9 +84,10 @@ MAX_LIMIT = 100
 # exact: an identifier of the question (error code, function name, version; see
 # text.identifier_terms) held by at most EXACT_MAX_DF live pages in scope marks those pages
 # as found with certainty. Its RRF share (weight 8.0) is added *after* the authority factor,
-# and 8/(k+1) is above what every other stream at rank 1 can give a page together even with
-# the largest authority spread, so a page naming the rare identifier is never outvoted by
-# pages that merely share the question's other words. A common "identifier" (more pages)
+# and 8/(k+1) is above what the other streams of a plain search give a page at rank 1
+# together (fts 1.5 and turns 2.25 with their margin bonus, entity 0.8, vector 1.0, links 0.5:
+# 6.05, × the largest authority 1.3 = 7.9), so a page naming the rare identifier is never
+# outvoted by pages that merely share the question's other words. A common "identifier" (more pages)
 # adds nothing: bm25 already weighs it.
 EXACT_MAX_DF = 10
 # turns: matching observations ranked per query before they are folded onto session pages
@@ -111,6 +123,7 @@ class QueryOptions:
 
     ``limit``: hits returned (1–100). ``rrf_k``: RRF constant. ``snippet_words``: snippet
     length in words. ``raw_limit``: max ``raw_hits``. ``candidates``: per-stream depth.
+    ``rerank_docs``: > 0 adds ``result["rerank"]`` for that many top hits (the reranker's input).
     """
 
     limit: int = 10
@@ -122,6 +135,7 @@ class QueryOptions:
     snippet_words: int = 24
     raw_limit: int = 10
     candidates: int = 60
+    rerank_docs: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,30 +433,31 @@ def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tu
     return ranked, matched
 
 
-def _vector_stream(conn, qv: QueryVector, scopes, opts: QueryOptions) -> list[tuple[int, float]]:
-    import numpy as np  # only needed when an embedder is configured
+def _vector_stream(conn, qv: QueryVector, scopes, opts: QueryOptions,
+                   index: ChunkVectors | None) -> tuple[list[tuple[int, float]], dict[int, list[tuple[int, float]]]]:
+    """Pages by their chunks' cosine to the question: best chunk + ``CHUNK_NEXT_SHARE`` × the next.
+
+    Returns ``(ranked, chunks)``: ``ranked`` = ``[(page_id, score)]`` best first, ``chunks`` =
+    ``{page_id: [(chunk index, cosine), ...]}`` (explain). Only ``page_chunk_embeddings`` rows
+    of the question's identity whose hash is the page's current one count
+    (``read.vectors.ChunkVectors``).
+    """
+    import numpy as np
 
     q = np.asarray(qv.vector, dtype=np.float32)
     if q.shape != (qv.dim,) or not np.isfinite(q).all():
         raise BadRequestError(f"query vector must have {qv.dim} finite values", code="bad_vector")
     qn = float(np.linalg.norm(q))
     if qn == 0.0:
-        return []
-    where, args = _scope_sql(scopes, "e.project_id")
-    rows = conn.execute(
-        "SELECT e.page_id, e.vector FROM page_embeddings e JOIN pages p ON p.id = e.page_id AND p.is_latest = 1"
-        f" WHERE e.provider = ? AND e.model = ? AND e.dim = ?{where}",
-        [qv.provider, qv.model, qv.dim, *args],
-    ).fetchall()
-    rows = [r for r in rows if len(r[1]) == 4 * qv.dim]  # a malformed blob is stale, not fatal
-    if not rows:
-        return []
-    mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), qv.dim)
-    norms = np.linalg.norm(mat, axis=1)
-    norms[norms == 0] = 1.0
-    sims = (mat @ q) / (norms * qn)
-    top = np.argsort(-sims)[: opts.candidates]
-    return [(int(rows[i][0]), float(sims[i])) for i in top if sims[i] > 0.0]  # orthogonal = unrelated
+        return [], {}
+    index = index if index is not None else ChunkVectors(ann_min_rows=0)
+    near = index.nearest(conn, q / qn, Identity(qv.provider, qv.model, qv.dim),
+                         None if scopes is None else [s.project_id for s in scopes], opts.candidates)
+    ranked = []
+    for pid, cs in near.items():
+        ranked.append((pid, cs[0][1] + CHUNK_NEXT_SHARE * (cs[1][1] if len(cs) > 1 else 0.0)))
+    ranked.sort(key=lambda kv: (-kv[1], kv[0]))
+    return ranked, near
 
 
 def _superseded_stream(conn, terms: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
@@ -570,6 +585,7 @@ def memory_query(
     *,
     options: QueryOptions | None = None,
     vector: QueryVector | None = None,
+    vectors: ChunkVectors | None = None,
 ) -> dict[str, Any]:
     """Search the compiled wiki of ``scopes`` (``None`` = every project, ``global=true``).
 
@@ -578,6 +594,8 @@ def memory_query(
         scopes: resolved scopes (``resolve_search_scopes``); ``[]`` returns nothing.
         options: ``QueryOptions`` (limit, explain, include_expired, include_superseded, ...).
         vector: optional query embedding for the vector stream.
+        vectors: the process's chunk-vector copy (``ReaderPool.vectors``); None loads the
+            scope's rows for this call only (tests, one-off tools).
 
     Returns ``{"hits": list[Hit], "raw_hits": list[RawHit]}`` plus, with ``explain``,
     ``"streams_active": list[str]``, ``"fts_query": str|None``, ``"trigram_query": str|None``
@@ -633,8 +651,9 @@ def memory_query(
         add("trigram", _fts_stream(conn, tq, scopes, opts_d, table="pages_tri"))
     ent, matched = _entity_stream(conn, query, scopes, opts_d)
     add("entity", ent)
+    chunk_hits: dict[int, list[tuple[int, float]]] = {}
     if vector is not None:
-        vec = _vector_stream(conn, vector, scopes, opts_d)
+        vec, chunk_hits = _vector_stream(conn, vector, scopes, opts_d, vectors)
         add("vector", vec, None if cands else VECTOR_ALONE_WEIGHT)
     if opts.include_superseded:
         add("superseded", _superseded_stream(conn, terms, scopes, opts_d))
@@ -671,6 +690,8 @@ def memory_query(
                     details["certain"] = round(c.certain, 8)
                 if pid in matched:
                     details["matched_entities"] = matched[pid]
+                if pid in chunk_hits and "vector" in c.streams:
+                    c.streams["vector"]["chunks"] = [{"chunk": ci, "cosine": round(cs, 6)} for ci, cs in chunk_hits[pid][:3]]
                 if "links" in c.streams:
                     details["graph"] = via.get(pid, [])
                 hit["score_details"] = details
@@ -678,6 +699,9 @@ def memory_query(
         hits.sort(key=lambda h: (-h["score"], h["page_id"]))
         hits = hits[:limit]
         _fill_snippets(conn, hits, terms, opts.snippet_words)
+        if opts.rerank_docs > 0:
+            out["rerank"] = rerank_input(conn, hits[:opts.rerank_docs], terms,
+                                         {pid for pid, c in cands.items() if c.certain})
         for h in hits:
             h["score"] = round(h["score"], 8)
         if opts.explain and hits:
@@ -725,6 +749,25 @@ def _fill_snippets(conn, hits: list[dict[str, Any]], terms: list[str], n_words: 
     )
     for h in hits:
         h["snippet"] = snippet(bodies.get(h["page_id"]) or "", terms, n_words=n_words)
+
+
+RERANK_WORDS = 120  # words of a page shown to the reranker, around the question's terms
+
+
+def rerank_input(conn: sqlite3.Connection, hits: list[dict[str, Any]], terms: list[str],
+                 certain: set[int]) -> dict[str, Any]:
+    """The reranker's input for ``hits``: ``{"texts": {page_id: title + passage}, "certain": [page_id]}``.
+
+    The passage is the ``RERANK_WORDS`` words of the body around the question's terms (a
+    cross-encoder reads ~512 tokens at most).
+    """
+    ids = [h["page_id"] for h in hits]
+    if not ids:
+        return {"texts": {}, "certain": []}
+    bodies = dict(conn.execute(f"SELECT id, body FROM pages WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
+    texts = {h["page_id"]: f"{h['title']}\n{snippet(bodies.get(h['page_id']) or '', terms, n_words=RERANK_WORDS)}"
+             for h in hits}
+    return {"texts": texts, "certain": sorted(certain & set(ids))}
 
 
 def _fill_explain_extras(conn, hits: list[dict[str, Any]]) -> None:

@@ -21,6 +21,7 @@ from aimem_common.read.access import AccessThrottle, publish_access
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder, QueryEmbedding, annotate
 from aimem_common.read.search import QueryOptions, QueryVector, memory_query, resolve_search_scopes
+from aimem_common.rerank import RerankStage
 
 if TYPE_CHECKING:
     from aimem_common.auth import Principal
@@ -63,6 +64,7 @@ async def search(
     settings: Settings,
     bus: "Bus | None" = None,
     throttle: AccessThrottle | None = None,
+    reranker: RerankStage | None = None,
 ) -> dict[str, Any]:
     """Run one search for ``principal``; return the ``memory_query`` result.
 
@@ -72,6 +74,9 @@ async def search(
     ``global_scope_hits`` come from the workspace's ``_global`` project (the user's
     preferences) on a default-scoped search when it exists and is readable. One embedding
     serves both searches; an embedder that fails or times out only drops the vector stream.
+    With a configured ``reranker`` the top ``rerank.top_n`` hits are reordered by it (the
+    exact stream's pages stay first; explain: ``score_details.rerank`` and ``"rerank"`` in
+    ``streams_active``, or ``streams_skipped["rerank"]`` when it failed).
     With ``bus`` and ``throttle`` the page hits get their ``page.access`` bump before it
     returns (``record_access``: at most once a minute per page, best effort).
 
@@ -96,11 +101,21 @@ async def search(
         rrf_k=settings.retrieval.rrf_k,
         snippet_words=settings.query.snippet_words,
         raw_limit=settings.retrieval.raw_fallback_limit,
+        rerank_docs=reranker.top_n if reranker is not None and reranker.configured else 0,
     )
     qe = await embedder.embed(request.query) if embedder is not None else QueryEmbedding(None)
     result = await pool.run(_query, request.query, scope_list, opts, qe.vector, principal,
                             ws if request.default_scoped else None)
     annotate(result, qe, explain=request.explain)
+    rr = result.pop("rerank", None)
+    if rr is not None and reranker is not None and reranker.configured:
+        skipped = await reranker.apply(request.query, result["hits"], rr["texts"], set(rr["certain"]),
+                                       explain=request.explain)
+        if request.explain:
+            if skipped:
+                result.setdefault("streams_skipped", {})["rerank"] = skipped
+            elif len(result["hits"]) > 1:
+                result.setdefault("streams_active", []).append("rerank")
     if bus is not None and throttle is not None:
         await record_access(bus, throttle, result, actor=principal.name)
     return result
@@ -137,12 +152,13 @@ async def readable_scopes(pool: ReaderPool, principal: "Principal", found: list[
 
 
 def _query(conn: Any, query: str, scope_list: list[Scope] | None, opts: QueryOptions, vector: QueryVector | None,
-           principal: "Principal", global_of: str | None) -> dict[str, Any]:
+           principal: "Principal", global_of: str | None, vectors: Any = None) -> dict[str, Any]:
     """``memory_query`` plus, with ``global_of`` (a workspace), the ``global_scope_hits`` of its
     ``_global`` project when it exists and ``principal`` may read it: one trip to a reader thread."""
-    result = memory_query(conn, query, scope_list, options=opts, vector=vector)
+    result = memory_query(conn, query, scope_list, options=opts, vector=vector, vectors=vectors)
     g = scopes_mod.find(conn, global_of, GLOBAL_PROJECT) if global_of else None
     if g is not None and principal.can_read(g.workspace, g.project):
         gopts = QueryOptions(limit=GLOBAL_SCOPE_LIMIT, snippet_words=opts.snippet_words, raw_fallback=False)
-        result["global_scope_hits"] = memory_query(conn, query, [g], options=gopts, vector=vector)["hits"]
+        result["global_scope_hits"] = memory_query(conn, query, [g], options=gopts, vector=vector,
+                                                   vectors=vectors)["hits"]
     return result

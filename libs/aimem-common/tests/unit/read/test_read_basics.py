@@ -200,8 +200,9 @@ def test_vector_stream(pool, seeder, wiki):
     for i, pid in enumerate(ids):
         v = np.zeros(4, dtype="<f4")
         v[i % 4] = 1.0
-        seeder.conn.execute("INSERT INTO page_embeddings VALUES (?,?,?,?,?,?,?,?,?)",
-                            (pid, app.workspace_id, app.project_id, "local", "m", 4, v.tobytes(), "h", seeder.tick()))
+        seeder.conn.execute("INSERT INTO page_chunk_embeddings(page_id, chunk, provider, model, dim, vector,"
+                            " content_hash, created_at) SELECT id, 0, 'local', 'm', 4, ?, content_hash, ? FROM pages"
+                            " WHERE id = ?", (v.tobytes(), seeder.tick(), pid))
     qv = search.QueryVector([0, 1, 0, 0], "local", "m", 4)
     with pool.connection() as conn:
         res = search.memory_query(conn, "zzzz-nothing", [app], vector=qv, options=QueryOptions(explain=True))

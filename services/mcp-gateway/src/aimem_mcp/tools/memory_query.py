@@ -71,4 +71,4 @@ async def memory_query(call: ToolCall, args: Args) -> dict[str, Any]:
     )
     gw = call.gw
     return await search(gw.read_pool, gw.embedder, call.principal, req, settings=gw.settings, bus=gw.bus,
-                        throttle=gw.access)
+                        throttle=gw.access, reranker=gw.reranker)

@@ -50,7 +50,7 @@ async def run_search(request: Request, principal: Principal, req: SearchRequest,
             query=req.query, workspace=req.workspace, project=req.project, scopes=req.scopes, global_=req.global_,
             limit=req.limit, explain=req.explain, include_expired=req.include_expired,
             include_superseded=req.include_superseded),
-        settings=ctx.settings)
+        settings=ctx.settings, reranker=ctx.reranker)
     # The access bump runs after the reply is sent: an HTTP search does not wait on the bus.
     tasks.add_task(search_service.record_access, ctx.bus, ctx.access, result, actor=principal.name)
     return result

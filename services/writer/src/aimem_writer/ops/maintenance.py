@@ -378,6 +378,14 @@ def proposal_reject(tx: Tx, env: Envelope, cmd: ProposalReject) -> dict[str, Any
 # -- embeddings --------------------------------------------------------------------------
 
 
+def _b64(text: str) -> bytes:
+    """Decoded base64, or b"" when malformed (the item is then skipped as a wrong size)."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        return b""
+
+
 @handler("embedding.upsert")
 def embedding_upsert(tx: Tx, env: Envelope, cmd: EmbeddingUpsert) -> dict[str, Any]:
     upserted, skipped = 0, []
@@ -385,13 +393,20 @@ def embedding_upsert(tx: Tx, env: Envelope, cmd: EmbeddingUpsert) -> dict[str, A
         page = tx.conn.execute(
             "SELECT workspace_id, project_id, content_hash FROM pages WHERE id = ? AND is_latest = 1", (item.page_id,)
         ).fetchone()
-        try:
-            raw = base64.b64decode(item.vector_b64, validate=True)
-        except ValueError:
-            raw = b""
-        if page is None or page["content_hash"] != item.content_hash or len(raw) != cmd.dim * 4:
+        raw = _b64(item.vector_b64)
+        chunks = [_b64(c) for c in item.chunks]
+        if (page is None or page["content_hash"] != item.content_hash or len(raw) != cmd.dim * 4
+                or any(len(c) != cmd.dim * 4 for c in chunks)):
             skipped.append(item.page_id)
             continue
+        if chunks:
+            tx.conn.execute("DELETE FROM page_chunk_embeddings WHERE page_id = ?", (item.page_id,))
+            tx.conn.executemany(
+                "INSERT INTO page_chunk_embeddings(page_id, chunk, provider, model, dim, vector, content_hash,"
+                " created_at) VALUES (?,?,?,?,?,?,?,?)",
+                [(item.page_id, i, cmd.provider, cmd.model, cmd.dim, c, item.content_hash, tx.now)
+                 for i, c in enumerate(chunks)],
+            )
         tx.conn.execute(
             "INSERT INTO page_embeddings(page_id, workspace_id, project_id, provider, model, dim, vector, content_hash,"
             " created_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(page_id) DO UPDATE SET provider = excluded.provider,"
