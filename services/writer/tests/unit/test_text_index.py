@@ -298,3 +298,18 @@ def test_damaged_postings_fall_back_to_fts5(ix) -> None:
     res = pool.call(memory_query, "platypus burrow river", None, options=QueryOptions(limit=50))
     assert sorted(h["page_id"] for h in res["hits"]) == sorted(ids)
     assert pool.text_index.search(["platypus"], None, 10) is None
+
+
+def test_a_term_in_every_live_page_after_an_edit_is_searched_on_the_index(ix) -> None:
+    """tantivy's doc_freq still counts the superseded version of an edited page (until its
+    segment is merged), so a term in every live page has df > num_docs: its idf boost must
+    not fail (it raised "math domain error", and every such search went to FTS5)."""
+    wh, tw, pool = ix
+    # both pages in one index segment, so the edit's delete stays in a segment that has live docs
+    wh.ok("page.write_batch", {"pages": [{"path": "notes/a.md", "body": "# A\n\nmarmot one", "create_only": True},
+                                         {"path": "notes/b.md", "body": "# B\n\nmarmot two", "create_only": True}]})
+    b2 = wh.ok("page.write", {"path": "notes/b.md", "body": "# B\n\nmarmot two, edited"})
+    searcher = ti.open_index(ti.index_dir(wh.settings.search_dir)).searcher()
+    assert searcher.doc_freq("text", "marmot") > searcher.num_docs == 2
+    assert sorted(found(pool, ["marmot"])) == sorted([live_id(wh, "notes/a.md"), b2["page_id"]])
+    assert ti.fts5_idf_ratio(2, 3) == ti.fts5_idf_ratio(2, 2)

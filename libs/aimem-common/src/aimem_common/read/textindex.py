@@ -129,7 +129,11 @@ def fts5_idf_ratio(n_docs: int, df: int) -> float:
     FTS5: ``ln((N - n + 0.5) / (n + 0.5))``, floored at 1e-6, so a term in more than half of
     the pages weighs almost nothing; tantivy: ``ln(1 + (N - n + 0.5) / (n + 0.5))``, never less
     than ln 2. Boosting by the ratio gives each term FTS5's idf (LoCoMo ranks as with FTS5).
+    ``df`` is capped at ``n_docs``: tantivy's document frequency still counts deleted versions
+    until their segment is merged, while ``num_docs`` counts live documents only, so a term
+    in every live page of a store with an edit not yet merged has ``df > n_docs``.
     """
+    df = min(df, n_docs)
     x = (n_docs - df + 0.5) / (df + 0.5)
     return max(1e-6, math.log(x)) / math.log1p(x)
 
