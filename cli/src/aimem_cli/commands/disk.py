@@ -198,6 +198,21 @@ def swap_in(data_dir: Path, staged: Path, stamp: str) -> None:
     shutil.rmtree(previous, ignore_errors=True)
 
 
+def drop_text_index(search_dir: Path) -> None:
+    """Remove the page text index (``<data_dir>/search``) of the database a restore replaced.
+
+    The index is keyed by page ids of the DB it was built from: kept beside a restored DB it
+    would hold the newer text of every page changed after the backup (and miss its restored
+    version), while its completeness marker tells readers to trust it. Without it the
+    writer rebuilds it from the restored DB at its next start (searches use FTS5 meanwhile).
+    The marker goes first, so a half-removed index is never read.
+    """
+    from aimem_common.read import textindex
+
+    textindex.marker_path(search_dir).unlink(missing_ok=True)
+    shutil.rmtree(search_dir, ignore_errors=True)
+
+
 def restore(
     source: Path = typer.Option(None, "--from", help="A backup tarball from `aimem backup`."),
     from_replica: bool = typer.Option(False, "--from-replica",
@@ -246,6 +261,7 @@ def restore(
         if why:
             raise CliError(f"{why}; stop it before restoring")
         swap_in(ddir, staged, stamp)
+        drop_text_index(settings.search_dir)
     except CliError as exc:
         fail(str(exc))
     finally:

@@ -24,3 +24,12 @@ def test_integers_past_sqlite_range_are_invalid_payload(op: str, payload: dict):
 
 def test_largest_sqlite_integer_is_still_valid():
     assert parse_payload("handoff.accept", {"handoff_id": 2**63 - 1}).handoff_id == 2**63 - 1
+
+
+def test_session_end_reason_is_redacted_when_parsed():
+    """The end reason is the client's text and lands on the session page: redacted by type,
+    in whoever builds the command and again in the writer's parse."""
+    from aimem_common.commands.observations import SessionEnd
+
+    end = SessionEnd(session_id="s-1", reason="other ghp_" + "a1B2c3D4e5" * 4)
+    assert end.reason == "other [REDACTED:github_token]"

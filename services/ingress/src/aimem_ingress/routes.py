@@ -329,7 +329,7 @@ async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
     if ev.kind is ObservationKind.SESSION_END:
         reason = ev.extra.get("reason")
         end = SessionEnd(session_id=ev.session_id, agent=ev.agent, cwd=ev.cwd, ended_at=ev.occurred_at,
-                         reason=str(reason)[:64] if reason else None)
+                         reason=redact(str(reason)).text[:64] if reason else None)  # redacted before the cut
         end_key = f"{key}:session.end" if key else f"{env.cmd_id}:session.end"
         await ctx.bus.publish(make_envelope("session.end", end, actor=actor,
                                             idempotency_key=end_key[:MAX_KEY_CHARS], **scope.envelope_kwargs()))

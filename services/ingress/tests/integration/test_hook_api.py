@@ -99,6 +99,22 @@ async def test_secrets_are_redacted_before_publishing(ingress):
     assert secret not in json.dumps(env) and "[REDACTED" in env["payload"]["body"]
 
 
+async def test_a_secret_in_the_session_end_reason_is_redacted(ingress):
+    """The client's end ``reason`` reaches the session page (frontmatter and its "Ended:"
+    line), so it is redacted like every other free-text field, before it is cut to size."""
+    client, app = ingress
+    secret = "ghp_" + "a1B2c3D4e5" * 4
+    # the token straddles the 64-character cut: cut first, its head would no longer look like a token
+    end = {**CLAUDE_PROMPT, "hook_event_name": "SessionEnd", "reason": f"other {'x' * 40} {secret}"}
+    del end["prompt"]
+    r = await client.post("/hook?agent=claude-code", json=end)
+    assert r.status_code == 202, r.text
+    msgs = await stream_msgs(app)
+    assert [e["op"] for e, _ in msgs] == ["observation.append", "session.end"]
+    assert secret[:20] not in json.dumps([e for e, _ in msgs])
+    assert msgs[1][0]["payload"]["reason"] == f"other {'x' * 40} [REDACTED:github_token]"[:64]
+
+
 async def test_cwd_query_fallback_and_unsafe_basename(ingress):
     client, app = ingress
     payload = {"hook_event_name": "Stop", "session_id": "s-2"}

@@ -37,6 +37,13 @@ BULK_CHUNK = 5000  # pages read per SELECT while building
 _MAX_VARS = 900  # SQLite host parameters per IN (...)
 
 
+def _survivable(exc: BaseException) -> bool:
+    """An index failure the writer thread outlives (logged, the outbox rows kept): any
+    ``Exception`` and a Rust panic in tantivy (``BaseException``: uncaught, it ended the
+    writer's consumer while the process stayed up)."""
+    return isinstance(exc, Exception) or ti.index_failure(exc)
+
+
 def _doc(page_id: int, project_id: str, title: str, body: str) -> tantivy.Document:
     return tantivy.Document(page_id=int(page_id), project=project_id, text=ti.indexed_text(title, body))
 
@@ -192,13 +199,16 @@ class TextIndexWriter:
             try:
                 self._apply(conn, ids)
                 self._writer.commit()
-            except Exception as exc:  # noqa: BLE001 - the rows stay: retried on the next drain
+            except BaseException as exc:  # the rows stay: retried on the next drain
+                if not _survivable(exc):
+                    raise
                 self.failed = f"drain: {exc}"
                 log.exception("text index update failed (kept in search_outbox)")
                 try:
                     self._writer.rollback()
-                except Exception:  # noqa: BLE001
-                    pass
+                except BaseException as rexc:  # a writer whose commit failed may panic here
+                    if not _survivable(rexc):
+                        raise
                 return 0
             self.failed = None
         conn.execute("DELETE FROM search_outbox WHERE id <= ?", (top,))

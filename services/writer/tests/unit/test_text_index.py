@@ -268,3 +268,48 @@ def test_reindex_leaves_the_index_to_a_rebuild_from_the_new_db(ix) -> None:
         assert found(pool, ["alpaca"]) == [live_id(wh, "concepts/a.md")]
     finally:
         tw2.close()
+
+
+def test_index_dir_removed_under_the_writer_never_stops_the_writer(ix) -> None:
+    """Files gone under a running writer: its index commit fails, and the rollback of that
+    tantivy writer then panics (a BaseException). Every batch still commits and replies, the
+    rows stay in the outbox, and searches use FTS5 (the marker went with the files)."""
+    wh, tw, pool = ix
+    shutil.rmtree(wh.settings.search_dir)
+    ids = [wh.ok("page.write", {"path": f"notes/{i}.md", "body": f"# N\n\nquokka {i}"})["page_id"] for i in range(3)]
+    assert outbox(wh) == 3 and tw.failed and tw.failed.startswith("drain:")
+    res = pool.call(memory_query, "quokka", None)
+    assert sorted(h["page_id"] for h in res["hits"]) == sorted(ids)
+
+
+def test_damaged_postings_fall_back_to_fts5(ix) -> None:
+    """Postings damaged under a complete marker make tantivy panic while searching: the
+    search falls back to FTS5 (never an error), and so do the next ones without searching
+    the damaged files again until the writer commits."""
+    wh, tw, pool = ix
+    ids = [wh.ok("page.write", {"path": f"notes/{i}.md", "body": f"# N{i}\n\nplatypus burrow {i} " + "river " * 50})["page_id"]
+           for i in range(40)]
+    assert sorted(found(pool, ["platypus"])) == sorted(ids)
+    for f in ti.index_dir(wh.settings.search_dir).glob("*.idx"):
+        data = bytearray(f.read_bytes())
+        for off in range(len(data) // 4, len(data) // 2, 7):
+            data[off] ^= 0xFF
+        f.write_bytes(bytes(data))
+    res = pool.call(memory_query, "platypus burrow river", None, options=QueryOptions(limit=50))
+    assert sorted(h["page_id"] for h in res["hits"]) == sorted(ids)
+    assert pool.text_index.search(["platypus"], None, 10) is None
+
+
+def test_a_term_in_every_live_page_after_an_edit_is_searched_on_the_index(ix) -> None:
+    """tantivy's doc_freq still counts the superseded version of an edited page (until its
+    segment is merged), so a term in every live page has df > num_docs: its idf boost must
+    not fail (it raised "math domain error", and every such search went to FTS5)."""
+    wh, tw, pool = ix
+    # both pages in one index segment, so the edit's delete stays in a segment that has live docs
+    wh.ok("page.write_batch", {"pages": [{"path": "notes/a.md", "body": "# A\n\nmarmot one", "create_only": True},
+                                         {"path": "notes/b.md", "body": "# B\n\nmarmot two", "create_only": True}]})
+    b2 = wh.ok("page.write", {"path": "notes/b.md", "body": "# B\n\nmarmot two, edited"})
+    searcher = ti.open_index(ti.index_dir(wh.settings.search_dir)).searcher()
+    assert searcher.doc_freq("text", "marmot") > searcher.num_docs == 2
+    assert sorted(found(pool, ["marmot"])) == sorted([live_id(wh, "notes/a.md"), b2["page_id"]])
+    assert ti.fts5_idf_ratio(2, 3) == ti.fts5_idf_ratio(2, 2)

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from aimem_common.models import ObservationKind
 from aimem_common.commands.envelope import OpPayload, register
+from aimem_common.commands.freetext import FreeText
 
 
 @register("observation.append", creates_scope=True)
@@ -54,5 +55,5 @@ class SessionEnd(OpPayload):
     cwd: str | None = Field(None, max_length=4096)
     ended_at: str | None = None
     historical: bool = False  # an imported session: page and counts, but no handoff
-    reason: str | None = Field(None, max_length=64)
+    reason: FreeText | None = Field(None, max_length=64)  # the client's text: it reaches the session page
     if_last_event_at: str | None = Field(None, max_length=64)

@@ -129,7 +129,11 @@ def fts5_idf_ratio(n_docs: int, df: int) -> float:
     FTS5: ``ln((N - n + 0.5) / (n + 0.5))``, floored at 1e-6, so a term in more than half of
     the pages weighs almost nothing; tantivy: ``ln(1 + (N - n + 0.5) / (n + 0.5))``, never less
     than ln 2. Boosting by the ratio gives each term FTS5's idf (LoCoMo ranks as with FTS5).
+    ``df`` is capped at ``n_docs``: tantivy's document frequency still counts deleted versions
+    until their segment is merged, while ``num_docs`` counts live documents only, so a term
+    in every live page of a store with an edit not yet merged has ``df > n_docs``.
     """
+    df = min(df, n_docs)
     x = (n_docs - df + 0.5) / (df + 0.5)
     return max(1e-6, math.log(x)) / math.log1p(x)
 
@@ -152,6 +156,13 @@ def build_query(sch: tantivy.Schema, toks: list[tuple[str, float]], projects: li
         filt = tantivy.Query.term_set_query(sch, "project", list(projects))
     return tantivy.Query.boolean_query([(tantivy.Occur.Must, tantivy.Query.const_score_query(filt, 0.0)),
                                         (tantivy.Occur.Must, terms)])
+
+
+def index_failure(exc: BaseException) -> bool:
+    """True for what a vanished or damaged index raises from tantivy: ``ValueError`` /
+    ``OSError``, or a Rust panic inside it (pyo3's ``PanicException``, which derives from
+    ``BaseException``, not ``Exception``: damaged postings panic with an index out of bounds)."""
+    return isinstance(exc, (ValueError, OSError)) or type(exc).__name__ == "PanicException"
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -183,6 +194,8 @@ class TextIndexReader:
         self._analyzer = analyzer()
         self._marker_stamp: tuple[int, int] | None = None
         self._meta_stamp: tuple[int, int] | None = None
+        # (marker, meta.json) stamps of an index that panicked: left alone until either changes
+        self._broken: tuple[Any, Any] | None = None
 
     def _current(self) -> tantivy.Index | None:
         marker = _stamp(marker_path(self.search_dir))
@@ -190,7 +203,10 @@ class TextIndexReader:
         idx = self._index
         if marker is not None and marker == self._marker_stamp and meta == self._meta_stamp and idx is not None:
             return idx
+        if self._broken is not None and self._broken == (marker, meta):
+            return None
         with self._lock:
+            self._broken = None
             if marker is None or not is_complete(self.search_dir):
                 self._index, self._marker_stamp = None, marker
                 return None
@@ -200,7 +216,9 @@ class TextIndexReader:
                     self._schema = self._index.schema
                 else:
                     self._index.reload()
-            except (ValueError, OSError) as exc:  # half-written or damaged: FTS5 meanwhile
+            except BaseException as exc:  # half-written or damaged: FTS5 meanwhile
+                if not index_failure(exc):
+                    raise
                 log.warning("text index at %s unreadable, using FTS5: %s", self.search_dir, exc)
                 self._index = None
                 return None
@@ -237,9 +255,10 @@ class TextIndexReader:
             if not res.hits:
                 return []
             ids = searcher.fast_field_values("page_id", [addr for _, addr in res.hits])
-        except (ValueError, OSError) as exc:  # files gone under a reopen: FTS5 answers this one
-            log.warning("text index search failed, using FTS5: %s", exc)
-            self._marker_stamp = None  # reopen on the next search
+        except BaseException as exc:  # files gone under a reopen, or damaged: FTS5 answers this one
+            if not index_failure(exc):
+                raise
+            self._failed(exc)
             return None
         return [(int(pid), float(score)) for (score, _), pid in zip(res.hits, ids) if pid is not None]
 
@@ -254,7 +273,23 @@ class TextIndexReader:
         sch = self._schema
         q = (tantivy.Query.term_query(sch, "project", projects[0]) if len(projects) == 1
              else tantivy.Query.term_set_query(sch, "project", list(projects)))
-        return int(idx.searcher().search(q, 1, count=True).count)
+        try:
+            return int(idx.searcher().search(q, 1, count=True).count)
+        except BaseException as exc:
+            if not index_failure(exc):
+                raise
+            self._failed(exc)
+            return None
+
+    def _failed(self, exc: BaseException) -> None:
+        """A search on the open index failed: files gone under a reopen (reopen on the next
+        search) or, for a panic, damaged files (left alone until the writer commits or
+        rebuilds, so every search does not panic again)."""
+        log.warning("text index search failed, using FTS5: %s", exc)
+        if type(exc).__name__ == "PanicException":
+            self._broken = (self._marker_stamp, self._meta_stamp)
+            self._index = None
+        self._marker_stamp = None  # reopen on the next search
 
     def info(self) -> dict[str, Any]:
         """``{"dir", "complete", "docs"}`` for status and benchmarks."""
