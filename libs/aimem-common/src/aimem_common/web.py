@@ -208,6 +208,8 @@ class DriveByGuard:
         for k, v in scope["headers"]:  # the names we need (ASGI servers give them lower-cased)
             k = k.lower()
             if k == b"host":
+                if host is not None:  # RFC 9112 3.2: a request with more than one Host is a 400
+                    return _error(400, "bad_request", "more than one Host header")
                 host = v
             elif k == b"origin":
                 origin = v

@@ -109,6 +109,8 @@ async def test_every_guard_refuses_before_any_body_byte_on_the_lean_route(settin
             (_headers(authorization=AUTH["Authorization"], host="evil.example:8702"), 421, "misdirected_host"),
             (_headers(authorization=AUTH["Authorization"], origin="https://evil.example"), 403, "forbidden_origin"),
             (_headers(authorization=AUTH["Authorization"], content_type="text/plain"), 415, "unsupported_media_type"),
+            # two Host headers (a loopback one last) are refused, not judged by the last one
+            ([(b"host", b"evil.example")] + _headers(authorization=AUTH["Authorization"]), 400, "bad_request"),
         ]
         for headers, status, code in cases:
             receive, asked = _never_read()

@@ -55,7 +55,9 @@ class WriterContext(ServiceContext):
 
     async def health(self) -> dict:
         """``nats``, ``db`` (a ping on the writer thread within 3 s), ``wiki``, ``consumer`` running,
-        ``store`` (``{ok: False, reason, ...}`` while a store fault holds a batch)."""
+        ``store`` (``{ok: False, reason, ...}`` while a store fault holds a batch), ``text_index``
+        (``{enabled, ready, failed}``: informational, never red — searches use FTS5 while the
+        page text index is not ready)."""
         try:
             db_ok = await asyncio.wait_for(self.thread.call(self.applier.ping), HEALTH_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - reported as a failed check
@@ -65,7 +67,7 @@ class WriterContext(ServiceContext):
         status = self.consumer.status()
         store = True if status["state"] == "ok" else {"ok": False, **status}
         return {"nats": bool(self.nc.is_connected), "db": db_ok, "wiki": wiki_ok, "consumer": not self.task.done(),
-                "store": store}
+                "store": store, "text_index": self.applier.text_index.status() if self.applier.text_index else None}
 
 
 def create_app(settings: Settings) -> FastAPI:

@@ -23,6 +23,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import tantivy
 
@@ -33,6 +34,9 @@ log = logging.getLogger("aimem.writer.textindex")
 
 WRITER_HEAP_BYTES = 16_000_000  # tantivy's indexing buffer for a batch's pages (its minimum is 15 MB a thread)
 BULK_HEAP_BYTES = 256_000_000  # while (re)building from pages
+# After a failed drain or rebuild (full disk, damaged files) the next rebuild waits this long,
+# doubled each time: searches use FTS5 meanwhile, so retrying is only about getting speed back.
+REBUILD_BACKOFF_MIN_S, REBUILD_BACKOFF_MAX_S = 1.0, 60.0
 BULK_CHUNK = 5000  # pages read per SELECT while building
 _MAX_VARS = 900  # SQLite host parameters per IN (...)
 
@@ -113,6 +117,8 @@ class TextIndexWriter:
         self._rebuild: threading.Thread | None = None
         self._closed = False
         self.failed: str | None = None  # why the last drain or rebuild failed (None = fine)
+        self._retry_at: float | None = None  # after a failure: when the next rebuild may start
+        self._backoff_s = REBUILD_BACKOFF_MIN_S
 
     @property
     def ready(self) -> bool:
@@ -171,9 +177,42 @@ class TextIndexWriter:
             finally:
                 conn.close()
             log.info("text index rebuilt: %d pages in %.1f s", n, time.perf_counter() - t0)
-        except Exception as exc:  # noqa: BLE001 - readers keep using FTS5; the next start retries
-            self.failed = f"rebuild: {exc}"
+        except BaseException as exc:  # readers keep using FTS5; a later drain retries (backoff)
+            if not _survivable(exc):
+                raise
+            with self._lock:
+                self.failed = f"rebuild: {exc}"
+                self._schedule_retry()
             log.exception("text index rebuild failed (searches use FTS5)")
+
+    def _schedule_retry(self) -> None:
+        """After a failure (lock held): the next rebuild waits ``_backoff_s``, doubled each
+        time up to ``REBUILD_BACKOFF_MAX_S``."""
+        self._retry_at = time.monotonic() + self._backoff_s
+        self._backoff_s = min(self._backoff_s * 2, REBUILD_BACKOFF_MAX_S)
+
+    def _maybe_retry(self) -> None:
+        """Start the rebuild a failure scheduled, once its time has come and none runs."""
+        due = self._retry_at
+        if due is None or time.monotonic() < due or self._closed:
+            return
+        if self._rebuild is not None and self._rebuild.is_alive():
+            return
+        self._retry_at = None
+        try:
+            self.start_rebuild()
+        except BaseException as exc:  # e.g. the disk is still full: try again later
+            if not _survivable(exc):
+                raise
+            with self._lock:
+                self.failed = f"rebuild: {exc}"
+                self._schedule_retry()
+            log.warning("text index rebuild could not start (searches use FTS5): %s", exc)
+
+    def status(self) -> dict[str, Any]:
+        """For the writer's ``/healthz``: ``{enabled, ready, failed}`` (``failed``: why the
+        last drain or rebuild failed, None when fine; searches use FTS5 while not ready)."""
+        return {"enabled": self.enabled, "ready": self._ready, "failed": self.failed}
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait for a running rebuild (tests, tools); returns ``ready``."""
@@ -192,6 +231,7 @@ class TextIndexWriter:
             return 0
         if not self.enabled:
             return conn.execute("DELETE FROM search_outbox WHERE id <= ?", (top,)).rowcount
+        self._maybe_retry()
         with self._lock:
             if not self._ready or self._closed:
                 return 0
@@ -203,14 +243,22 @@ class TextIndexWriter:
                 if not _survivable(exc):
                     raise
                 self.failed = f"drain: {exc}"
-                log.exception("text index update failed (kept in search_outbox)")
+                log.exception("text index update failed: searches use FTS5 until it is rebuilt")
                 try:
                     self._writer.rollback()
                 except BaseException as rexc:  # a writer whose commit failed may panic here
                     if not _survivable(rexc):
                         raise
+                # The index now lags the DB (a full disk, damaged files): drop the marker so
+                # every reader answers from FTS5, which is current, instead of silently missing
+                # the pages just written; the rows stay and a rebuild retries with backoff.
+                self._ready = False
+                self._writer = None
+                ti.marker_path(self.search_dir).unlink(missing_ok=True)
+                self._schedule_retry()
                 return 0
             self.failed = None
+            self._backoff_s = REBUILD_BACKOFF_MIN_S
         conn.execute("DELETE FROM search_outbox WHERE id <= ?", (top,))
         return len(ids)
 

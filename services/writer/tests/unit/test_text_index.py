@@ -313,3 +313,42 @@ def test_a_term_in_every_live_page_after_an_edit_is_searched_on_the_index(ix) ->
     assert searcher.doc_freq("text", "marmot") > searcher.num_docs == 2
     assert sorted(found(pool, ["marmot"])) == sorted([live_id(wh, "notes/a.md"), b2["page_id"]])
     assert ti.fts5_idf_ratio(2, 3) == ti.fts5_idf_ratio(2, 2)
+
+
+class _FailingCommit:
+    """A tantivy writer whose commit fails as on a full disk (everything else passes through)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def commit(self):
+        raise ValueError("No space left on device (os error 28)")
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_failed_index_commit_hands_searches_to_fts5_and_a_rebuild_catches_up(ix, monkeypatch) -> None:
+    """When the index cannot take a batch (disk full, damaged files) it lags the DB: the
+    marker goes at once, so readers answer from FTS5 and find the pages just written (before,
+    they kept trusting the stale index and missed them); ``/healthz`` says why; the next
+    drain past the backoff rebuilds the index, which then holds every page."""
+    import aimem_writer.textindex as wti
+
+    wh, tw, pool = ix
+    first = wh.ok("page.write", {"path": "notes/a.md", "body": "# A\n\nwombat one"})["page_id"]
+    monkeypatch.setattr(wti, "REBUILD_BACKOFF_MIN_S", 0.0)
+    tw._backoff_s = 0.0
+    tw._writer = _FailingCommit(tw._writer)
+    second = wh.ok("page.write", {"path": "notes/b.md", "body": "# B\n\nwombat two"})["page_id"]
+    assert not ti.is_complete(wh.settings.search_dir) and not tw.ready
+    assert tw.status() == {"enabled": True, "ready": False, "failed": "drain: No space left on device (os error 28)"}
+    assert pool.text_index.search(["wombat"], None, 10) is None  # FTS5 answers
+    res = pool.call(memory_query, "wombat", None)
+    assert sorted(h["page_id"] for h in res["hits"]) == sorted([first, second])
+    assert outbox(wh) == 1
+    third = wh.ok("page.write", {"path": "notes/c.md", "body": "# C\n\nwombat three"})["page_id"]  # starts the rebuild
+    assert tw.wait_ready(30) and tw.status()["failed"] is None
+    wh.ok("page.write", {"path": "notes/d.md", "body": "# D\n\nunrelated"})  # a drain on the rebuilt index
+    assert sorted(found(pool, ["wombat"])) == sorted([first, second, third])
+    assert outbox(wh) == 0
