@@ -93,13 +93,31 @@ def trigrams(runs: list[str], *, max_trigrams: int = MAX_TRIGRAMS) -> tuple[list
     """
     grams: dict[str, None] = {}
     short: list[str] = []
-    for run in runs:
+    for run in runs + [stem for run in runs if (stem := hangul_stem(run))]:
         if len(run) < 3:
             short.append(run)
             continue
         for i in range(len(run) - 2):
             grams.setdefault(run[i:i + 3], None)
     return list(grams)[:max_trigrams], short
+
+
+# Korean writes spaces between words but glues particles to them (캐시를 = 캐시 + 를): a
+# question's 캐시를 must find a page's 캐시 전략을, which holds no trigram of 캐시를.
+_KO_PARTICLES = ("에서", "으로", "에게", "까지", "부터", "처럼", "보다", "하고", "이나",
+                 "을", "를", "이", "가", "은", "는", "의", "에", "도", "로", "와", "과", "만")
+_HANGUL_RE = re.compile("[\uac00-\ud7af]+")
+
+
+def hangul_stem(run: str) -> str | None:
+    """A Hangul word of ≥ 3 syllables without its trailing particle (``캐시를`` → ``캐시``),
+    else None: searched beside the word as written."""
+    if len(run) < 3 or not _HANGUL_RE.fullmatch(run):
+        return None
+    for p in _KO_PARTICLES:
+        if run.endswith(p) and len(run) - len(p) >= 2:
+            return run[: -len(p)]
+    return None
 
 
 _CAMEL_RE = re.compile(r"[a-z][A-Z]")
