@@ -202,9 +202,13 @@ def score(questions: list[Question], rankings: list[list[int]]) -> list[dict[str
     return rows
 
 
-async def ask_all(client: httpx.AsyncClient, query: str, data: Loaded, limit: int = 10) -> tuple[list[list[int]], list[float]]:
+async def ask_all(client: httpx.AsyncClient, query: str, data: Loaded, limit: int = 10,
+                  concurrency: int = 1) -> tuple[list[list[int]], list[float]]:
+    """Every question over HTTP (``POST /api/v1/search``); returns the rankings and each
+    answer's wall ms. One at a time by default, as one agent asks: the latency is then a
+    question's own, not the queue of ``concurrency`` questions sharing the box's cores."""
     projects = {c.sample_id: c.project for c in data.conversations}
-    sem = asyncio.Semaphore(8)
+    sem = asyncio.Semaphore(concurrency)
     latencies: list[float] = []
 
     async def one(q: Question) -> list[int]:
