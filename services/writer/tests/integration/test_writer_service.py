@@ -68,7 +68,9 @@ async def test_request_reply_events_and_health(settings, services, bus) -> None:
     port = settings.port("writer")
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
         h = (await client.get("/healthz")).json()
+        text_index = h["checks"].pop("text_index")  # informational: a first start builds it in the background
         assert h["checks"] == {"nats": True, "db": True, "wiki": True, "consumer": True, "store": True}
+        assert text_index["enabled"] is True and text_index["failed"] is None and h["status"] == "ok"
         metrics = (await client.get("/metrics")).text
     for name in ("aimem_writer_batch_size", "aimem_writer_apply_seconds", "aimem_writer_commits_total",
                  "aimem_writer_errors_total", "aimem_writer_consumer_pending"):

@@ -275,6 +275,7 @@ def test_index_dir_removed_under_the_writer_never_stops_the_writer(ix) -> None:
     tantivy writer then panics (a BaseException). Every batch still commits and replies, the
     rows stay in the outbox, and searches use FTS5 (the marker went with the files)."""
     wh, tw, pool = ix
+    tw._backoff_s = 3600.0  # no rebuild retry within this test (a slow box must not race it)
     shutil.rmtree(wh.settings.search_dir)
     ids = [wh.ok("page.write", {"path": f"notes/{i}.md", "body": f"# N\n\nquokka {i}"})["page_id"] for i in range(3)]
     assert outbox(wh) == 3 and tw.failed and tw.failed.startswith("drain:")
