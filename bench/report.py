@@ -128,7 +128,7 @@ def _query(path: Path, data: dict[str, Any]) -> list[Row]:
             if not main:
                 continue
             ref_txt = (f"FTS5 path p95 {_ms(ref['p95_ms'])} ({ref['p95_ms'] / main['p95_ms']:.1f}× slower), "
-                       f"CPU p95 {_ms(ref.get('cpu_p95_ms'))}" if ref else "")
+                       f"CPU p95 {_ms(ref.get('cpu_p95_ms'))}" if ref else "FTS5 path not asked in this run (`--skip-fts5`)")
             rows.append(Row(f"`memory_query` p95 at {label} pages{obs}, {scope.replace('_', '-')}",
                             f"≤ {mult * target:g} ms",
                             f"{_ms(main['p95_ms'])} (CPU {_ms(main.get('cpu_p95_ms'))}; p50 {_ms(main['p50_ms'])})",
@@ -139,7 +139,7 @@ def _query(path: Path, data: dict[str, Any]) -> list[Row]:
             idx = f" + text index {fp['text_index_mb_per_100k']:,.1f} MB" if "text_index_mb_per_100k" in fp else ""
             rows.append(Row(f"footprint at {label} pages{obs}", "reported",
                             f"SQLite {disk:,.0f} MB{idx} per 100k pages",
-                            f"peak RSS {fp.get('peak_rss_mb', 0):,.0f} MB (the bench process, both paths' readers)",
+                            f"peak RSS {fp.get('peak_rss_mb', 0):,.0f} MB (the bench process and its readers)",
                             None, path.name))
     return rows
 
