@@ -15,7 +15,10 @@ Reported per rate: accepted (202/s), ``/hook`` and ``/healthz`` p50/p99 and thei
 the 429/other shares, the ingress's CPU µs per accepted hook (``/proc``, every worker
 process: load-independent; ``net``: less what the ingress spends per second serving only the
 ``/healthz`` reference and its own background work, measured first), the CPU of the other
-parts per hook (nats-server, writer, the ``hey`` clients), the machine's load average.
+parts per hook (nats-server, writer, the ``hey`` clients), their sum (``pipeline``: what one
+hook costs this machine end to end) and ``cores_bound``: the rate the machine's cores would
+carry at that cost with nothing else running (cores / pipeline CPU per hook), the machine's
+load average.
 
 Targets on a 2-core machine: at 500 ev/s ``/hook`` p99 ≤ 2× ``/healthz`` p99, ≤ 250 µs ingress
 CPU per hook; ≥ 3,000 ev/s accepted with zero loss.
@@ -25,6 +28,7 @@ that connection's next request: latencies under saturation are closed-loop figur
 
     .venv/bin/python -m bench hook_ingest            # or: python -m bench.hook_ingest
         [--rates 500,1000,2000] [--seconds 10] [--ingress-workers 1,2] [--profile DIR]
+    .venv/bin/python -m bench.hook_ingest --in-process   # where the ingress CPU goes (hook_inproc.py)
 
 ``--profile DIR`` records the ingress with py-spy (every worker) during the 500 ev/s run
 (``DIR/ingress-w<N>-500.folded``, folded stacks). Needs ``hey`` (``apt-get install hey``).
@@ -186,6 +190,7 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
     sent = sum(statuses.values())
     accepted = statuses.get(202, 0)
     per_hook = 1e6 / max(1, accepted)
+    pipeline = cpu["ingress"] + cpu.get("nats-server", 0.0) + cpu.get("writer", 0.0) + cpu["hey"]
     hook_p99, health_p99 = pct(lat, 99) * 1000, pct(hlat, 99) * 1000
     return {
         "rate": rate or "max", "connections": conns, "sent": sent, "accepted": accepted,
@@ -203,6 +208,9 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
         "nats_cpu_us_per_hook": cpu.get("nats-server", 0.0) * per_hook,
         "writer_cpu_us_per_hook": cpu.get("writer", 0.0) * per_hook,
         "hey_cpu_us_per_hook": cpu["hey"] * per_hook,
+        # everything a hook costs on this machine, and the rate its cores could carry at that cost
+        "pipeline_cpu_us_per_hook": pipeline * per_hook,
+        "cores_bound_ev_s": os.cpu_count() / pipeline * accepted if pipeline else 0.0,
         "cpu_share": {k: round(v / elapsed, 3) for k, v in cpu.items()},
         "seconds": round(elapsed, 2),
         "loadavg_1m": round((load0 + os.getloadavg()[0]) / 2, 2),
@@ -304,6 +312,24 @@ def run_stack(workers: int, rates: list[int], seconds: float, conns: int, hook_r
             "reference_ingress_cpu_per_s": reference, "hook_client": hook, "auth": bool(token)}
 
 
+def in_process() -> dict[str, Any]:
+    """``--in-process``: CPU per hook of the route, without its publish, and of the bare PubAck."""
+    try:
+        from bench import hook_inproc
+    except ImportError:
+        import hook_inproc  # run as a plain script
+    info = machine_info()
+    print(f"{info['cpu']}, {info['cores']} cores, Python {info['python']}, commit {info['commit']}; "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    res = hook_inproc.run(payload)
+    print("\n### the ingress app in process (no HTTP server), min CPU per hook over the rounds\n"
+          + table(res["summary"], ["variant", "concurrency", "cpu_us_per_hook_min", "sys_us_per_hook",
+                                   "cpu_us_per_hook_all", "hooks_per_s_median", "accepted", "hooks"]))
+    res["loadavg_end"] = os.getloadavg()
+    print(f"written to {write_result('hook_inproc', res)}")
+    return res
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", default="500,1000,2000")
@@ -313,7 +339,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--ingress-workers", default="1,2", help="comma-separated: one fresh stack per count")
     ap.add_argument("--no-max", action="store_true", help="skip the unthrottled run")
     ap.add_argument("--profile", type=Path, default=None, help="py-spy the ingress at 500 ev/s into DIR")
+    ap.add_argument("--in-process", action="store_true",
+                    help="instead of the stack: the ingress app in this process, one stage taken away at a time "
+                         "(bench/hook_inproc.py)")
     args = ap.parse_args(argv)
+    if args.in_process:
+        return in_process()
     if shutil.which("hey") is None:
         raise SystemExit("hook_ingest needs the hey load generator: apt-get install -y hey")
     rates = [int(r) for r in args.rates.split(",") if r]
@@ -331,7 +362,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                    "healthz_p50_ms", "healthz_p99_ms", "p99_ratio", "share_429", "other_errors",
                                    "ingress_cpu_us_per_hook", "ingress_cpu_us_per_hook_net", "ingress_cpu_share",
                                    "ingress_sys_share_of_cpu", "nats_cpu_us_per_hook", "writer_cpu_us_per_hook", "hey_cpu_us_per_hook",
-                                   "loadavg_1m"]))
+                                   "pipeline_cpu_us_per_hook", "cores_bound_ev_s", "loadavg_1m"]))
         print(f"stored {res['stored_total']} / accepted {res['accepted_total']} (lost {res['lost']}, "
               f"zero loss: {res['zero_loss']})")
         if h := res["hook_client"]:
@@ -339,8 +370,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"max {h['max_ms']:.1f} ms")
     scaling = [{"ingress_workers": s["ingress_workers"],
                 **{k: r[k] for r in s["rates"] if r["rate"] == "max"
-                   for k in ("accepted_per_s", "ingress_cpu_us_per_hook", "ingress_cpu_share", "share_429",
-                             "loadavg_1m")},
+                   for k in ("accepted_per_s", "ingress_cpu_us_per_hook", "ingress_cpu_share", "nats_cpu_us_per_hook",
+                             "writer_cpu_us_per_hook", "hey_cpu_us_per_hook", "pipeline_cpu_us_per_hook",
+                             "cores_bound_ev_s", "share_429", "loadavg_1m")},
                 "zero_loss": s["zero_loss"]} for s in stacks]
     if not args.no_max:
         print("\n### unthrottled, by ingress workers\n" + table(scaling))
