@@ -161,6 +161,23 @@ def _spy(pids: list[int], seconds: float, out: Path) -> subprocess.Popen:
                              "--nonblocking", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def writer_batches(url: str, token: str | None) -> tuple[float, float]:
+    """``(commands, batches)`` the writer applied so far (its ``aimem_writer_batch_size``
+    histogram on ``/metrics``); ``(0, 0)`` when it cannot be read."""
+    try:
+        text = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"} if token else {},
+                         timeout=5).text
+    except httpx.HTTPError:
+        return 0.0, 0.0
+    total = count = 0.0
+    for line in text.splitlines():
+        if line.startswith("aimem_writer_batch_size_sum"):
+            total += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("aimem_writer_batch_size_count"):
+            count += float(line.rsplit(" ", 1)[1])
+    return total, count
+
+
 def reference_cpu_per_s(port: int, parts: Parts, seconds: float = REFERENCE_S) -> float:
     """Ingress CPU seconds per second while it serves only the ``/healthz`` reference."""
     cpu0, t0 = parts.cpu()["ingress"], time.perf_counter()
@@ -170,9 +187,11 @@ def reference_cpu_per_s(port: int, parts: Parts, seconds: float = REFERENCE_S) -
 
 
 def load_step(port: int, token: str | None, rate: int | None, seconds: float, conns: int, body: Path,
-              parts: Parts, reference_per_s: float, profile: Path | None = None) -> dict[str, Any]:
+              parts: Parts, reference_per_s: float, profile: Path | None = None,
+              writer_url: str | None = None) -> dict[str, Any]:
     """One run: ``/hook`` at ``rate`` (None = as fast as ``conns`` connections go) beside ``/healthz``."""
     spy = _spy(parts.ingress, seconds, profile) if profile is not None else None
+    applied0 = writer_batches(writer_url, token) if writer_url else (0.0, 0.0)
     base = f"http://127.0.0.1:{port}"
     load0, cpu0, t0 = os.getloadavg()[0], parts.cpu(), time.perf_counter()
     hook = _hey(f"{base}/hook?agent=claude-code", rate=rate, seconds=seconds, conns=conns, body=body, token=token)
@@ -181,6 +200,8 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
     health_out, _ = health.communicate()
     elapsed = time.perf_counter() - t0
     cpu = {k: v - cpu0[k] for k, v in parts.cpu().items()}
+    applied = writer_batches(writer_url, token) if writer_url else (0.0, 0.0)
+    batches = applied[1] - applied0[1]
     if spy is not None:
         spy.wait(60)
     if hook.returncode:
@@ -207,6 +228,7 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
         "ingress_sys_share_of_cpu": cpu["ingress_sys"] / max(1e-9, cpu["ingress"]),
         "nats_cpu_us_per_hook": cpu.get("nats-server", 0.0) * per_hook,
         "writer_cpu_us_per_hook": cpu.get("writer", 0.0) * per_hook,
+        "writer_mean_batch": (applied[0] - applied0[0]) / batches if batches else 0.0,  # what it applied meanwhile
         "hey_cpu_us_per_hook": cpu["hey"] * per_hook,
         # everything a hook costs on this machine, and the rate its cores could carry at that cost
         "pipeline_cpu_us_per_hook": pipeline * per_hook,
@@ -300,7 +322,7 @@ def run_stack(workers: int, rates: list[int], seconds: float, conns: int, hook_r
             for rate in steps:
                 spy_to = profile / f"ingress-w{workers}-{rate}.folded" if profile is not None and rate == 500 else None
                 row = load_step(port, token, rate, seconds, conns if rate is None else max(8, min(conns, rate // 12)),
-                                body, parts, reference, spy_to)
+                                body, parts, reference, spy_to, stack.url("writer"))
                 accepted += row["accepted"]
                 rows.append(row)
                 time.sleep(1.0)
@@ -361,8 +383,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(table(res["rates"], ["rate", "connections", "sent", "accepted_per_s", "hook_p50_ms", "hook_p99_ms",
                                    "healthz_p50_ms", "healthz_p99_ms", "p99_ratio", "share_429", "other_errors",
                                    "ingress_cpu_us_per_hook", "ingress_cpu_us_per_hook_net", "ingress_cpu_share",
-                                   "ingress_sys_share_of_cpu", "nats_cpu_us_per_hook", "writer_cpu_us_per_hook", "hey_cpu_us_per_hook",
-                                   "pipeline_cpu_us_per_hook", "cores_bound_ev_s", "loadavg_1m"]))
+                                   "ingress_sys_share_of_cpu", "nats_cpu_us_per_hook", "writer_cpu_us_per_hook", "writer_mean_batch",
+                                   "hey_cpu_us_per_hook", "pipeline_cpu_us_per_hook", "cores_bound_ev_s", "loadavg_1m"]))
         print(f"stored {res['stored_total']} / accepted {res['accepted_total']} (lost {res['lost']}, "
               f"zero loss: {res['zero_loss']})")
         if h := res["hook_client"]:
@@ -371,7 +393,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     scaling = [{"ingress_workers": s["ingress_workers"],
                 **{k: r[k] for r in s["rates"] if r["rate"] == "max"
                    for k in ("accepted_per_s", "ingress_cpu_us_per_hook", "ingress_cpu_share", "nats_cpu_us_per_hook",
-                             "writer_cpu_us_per_hook", "hey_cpu_us_per_hook", "pipeline_cpu_us_per_hook",
+                             "writer_cpu_us_per_hook", "writer_mean_batch", "hey_cpu_us_per_hook",
+                             "pipeline_cpu_us_per_hook",
                              "cores_bound_ev_s", "share_429", "loadavg_1m")},
                 "zero_loss": s["zero_loss"]} for s in stacks]
     if not args.no_max:
