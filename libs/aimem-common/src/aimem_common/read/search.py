@@ -24,6 +24,10 @@ Pipeline, all inside one read snapshot:
    best chunk, so any part of a long page can find it. Stale rows ignored.
 4. **superseded** — only with ``include_superseded``: older versions matching the terms.
 5. **links** — one-hop neighbours (either direction) of the top fused hits of 1–4.
+6. **passage** — the top fused pages scored again by their best passage: bm25 over runs of a
+   few captured turns (a session page: all of its session) or body lines, with statistics
+   from those runs (``_passage_stream``), so a session that answers in neighbouring turns
+   beats one that names the question's words here and there.
 
 Streams are fused by reciprocal rank fusion, ``Σ w_s / (k + rank_s)`` with ``k`` =
 ``settings.retrieval.rrf_k`` (60), then multiplied by a bounded authority factor (kind,
@@ -36,10 +40,12 @@ hits through ``read.access``.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -49,7 +55,9 @@ from aimem_common.models import Scope
 from aimem_common.read import scopes as scopes_mod
 from aimem_common.read.pages import is_expired
 from aimem_common.read.vectors import ChunkVectors, Identity
-from aimem_common.read.text import fts_query, identifier_terms, query_terms, snippet, trigrams, unspaced_runs, words
+from aimem_common.read.text import (fts_query, identifier_terms, query_terms, snippet, strip_frontmatter, trigrams,
+                                    unspaced_runs, words)
+from aimem_common.read.textindex import analyzer as textindex_analyzer, query_tokens
 
 # vector 1.0: a page is ranked by its best chunk (~75-token windows of its lines and captured
 # turns, aimem_common.chunking), so a long session page is seen whole. LoCoMo dev with the local
@@ -63,8 +71,8 @@ from aimem_common.read.text import fts_query, identifier_terms, query_terms, sni
 # turns 1.5: on LoCoMo (bench/locomo.py, session pages of 20-45 turns whose digest keeps the
 # first ~5 KiB of prompts) the turns stream takes hit@5 0.927 -> 0.954 and MRR 0.791 -> 0.817
 # (1.0-2.0 differ by < 0.005); alone it ranks no better than fts.
-STREAM_WEIGHTS = {"exact": 8.0, "fts": 1.0, "trigram": 1.0, "turns": 1.5, "entity": 0.8, "vector": 1.0,
-                  "superseded": 0.6, "links": 0.5}
+STREAM_WEIGHTS = {"exact": 11.0, "fts": 1.0, "trigram": 1.0, "turns": 1.5, "entity": 0.8, "vector": 1.0,
+                  "superseded": 0.6, "links": 0.5, "passage": 1.5}
 VECTOR_ALONE_WEIGHT = 1.0
 # A page's vector score = its best chunk + CHUNK_NEXT_SHARE × its second: on LoCoMo 0.5 gave
 # MRR 0.830 against 0.829 for 0 (800-character windows: 0.3 -> 0.819, 0.6 -> 0.820 against 0.823),
@@ -74,7 +82,7 @@ CHUNK_NEXT_SHARE = 0.0
 # 8%, less than the authority spread), so the fts stream adds a bounded margin bonus:
 # FTS_MARGIN_WEIGHT × (bm25 / best bm25) × the rank-1 RRF share. Close contests stay close.
 FTS_MARGIN_WEIGHT = 0.5
-MARGIN_STREAMS = frozenset({"fts", "trigram", "turns"})  # the bm25 streams that add the margin bonus
+MARGIN_STREAMS = frozenset({"fts", "trigram", "turns", "passage"})  # the bm25 streams that add the margin bonus
 TITLE_WEIGHT = 4.0  # bm25 column weight of the title against the body (1.0)
 SEED_COUNT = 5  # top fused hits whose link neighbours join the links stream
 MAX_ENTITY_NGRAM = 4
@@ -83,10 +91,10 @@ MAX_PAGES_PER_ENTITY = 500
 MAX_LIMIT = 100
 # exact: an identifier of the question (error code, function name, version; see
 # text.identifier_terms) held by at most EXACT_MAX_DF live pages in scope marks those pages
-# as found with certainty. Its RRF share (weight 8.0) is added *after* the authority factor,
-# and 8/(k+1) is above what the other streams of a plain search give a page at rank 1
-# together (fts 1.5 and turns 2.25 with their margin bonus, entity 0.8, vector 1.0, links 0.5:
-# 6.05, × the largest authority 1.3 = 7.9), so a page naming the rare identifier is never
+# as found with certainty. Its RRF share (weight 11.0) is added *after* the authority factor,
+# and 11/(k+1) is above what the other streams of a plain search give a page at rank 1
+# together (fts 1.5, turns 2.25 and passage 2.25 with their margin bonus, entity 0.8, vector
+# 1.0, links 0.5: 8.3, × the largest authority 1.3 = 10.8), so a page naming the rare identifier is never
 # outvoted by pages that merely share the question's other words. A common "identifier" (more pages)
 # adds nothing: bm25 already weighs it.
 EXACT_MAX_DF = 10
@@ -98,6 +106,22 @@ TURN_CANDIDATES = 240
 # bm25 work: at 100k pages with 20 turns per session page the full OR query doubled a search's CPU;
 # LoCoMo, ~600 turns a project, is unchanged by the cap: hit@5 0.956, MRR 0.816).
 TURN_MATCH_CAP = 500
+TURN_TITLE_WEIGHT = 4.0  # bm25 column weight of an observation's title (its first words) against its body
+# passage: the best PASSAGE_PAGES fused pages are scored again by their best passage (bm25
+# over runs of PASSAGE_SIZE captured turns or body lines, the statistics taken over those runs):
+# a page-level bm25 cannot tell a session that answers in neighbouring turns from one that
+# names the question's words here and there (passage-level evidence, "MaxP"). A session page's
+# runs come from its captured turns, all of the session where the page holds a bounded
+# digest. LoCoMo dev (bench/locomo.py --offline, 757 questions; before: hit@5 0.956, MRR
+# 0.819): runs of 3 / 4 / 6 turns over the top 10 gave MRR 0.830-0.835 at weight 1.0-1.5
+# (top 15 / 20: within 0.003), 6 at 1.5 kept hit@5 0.954; without its margin bonus 0.822.
+PASSAGE_PAGES = 10
+PASSAGE_SIZE = 6  # turns (session pages) or non-empty lines (any page) in one passage
+PASSAGE_ANCHORS = 12  # matching turns of one session whose runs are read (its best first)
+PASSAGE_SCAN = 10_000  # observation ids of one session cut into runs (a covering-index scan)
+PASSAGE_CHARS = 2000  # characters of one turn or one run of lines read (bounds the tokenising)
+PASSAGE_WINDOWS = 50  # runs of lines read per page
+BM25_K1, BM25_B = 1.2, 0.75  # FTS5's and tantivy's bm25 constants
 SHORT_TERM_TRIGRAMS = 64  # indexed trigrams a 1–2 character CJK/Hangul word expands to
 
 # Authority multiplier (bounded to [AUTHORITY_MIN, AUTHORITY_MAX]): maintained rules,
@@ -258,11 +282,14 @@ def _page_text_stream(conn, q: str, terms: list[str], scopes, opts: QueryOptions
     return ranked[: opts.candidates]
 
 
-def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions,
+                  turn_ids: dict[int, list[int]] | None = None) -> list[tuple[int, float]]:
     """Live session pages whose observations match the question's ``terms``, best first.
 
-    The ``TURN_CANDIDATES`` best observations (bm25, title ×4; the project filter runs inside
-    FTS5) are grouped by session; a page scores its best turn. bm25 is computed for every
+    The ``TURN_CANDIDATES`` best observations (bm25, title ×``TURN_TITLE_WEIGHT``; the project
+    filter runs inside FTS5) are grouped by session; a page scores its best turn. ``turn_ids``,
+    when given, receives each ranked page's matching observation ids, best first (the passage
+    stage's anchors). bm25 is computed for every
     matching observation, and a vault keeps many more observations than pages, so when the
     question's terms match more than ``TURN_MATCH_CAP`` observations in scope only the terms
     that each match at most that many are used (none: the stream stays idle).
@@ -271,7 +298,8 @@ def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions) -> list[tu
         return "{title body} : (" + q + ")" if scopes is None else _scoped_match(q, scopes)
 
     # FTS5 ranks alone; only the best rowids are joined (half the CPU of joining every match).
-    sql = ("SELECT o.project_id, o.session_id, f.s FROM (SELECT rowid, bm25(observations_fts, 4.0, 1.0, 0.0) AS s"
+    sql = ("SELECT o.project_id, o.session_id, f.s, o.id FROM (SELECT rowid, bm25(observations_fts,"
+           f" {TURN_TITLE_WEIGHT}, 1.0, 0.0) AS s"
            " FROM observations_fts WHERE observations_fts MATCH ? ORDER BY s LIMIT ?) f"
            " JOIN observations o ON o.id = f.rowid ORDER BY f.s")
 
@@ -287,8 +315,10 @@ def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions) -> list[tu
         if q is None:
             return []
     turns: dict[tuple[str, str], float] = {}
-    for project_id, session_id, s in conn.execute(sql, [scoped(q), TURN_CANDIDATES]).fetchall():
+    matched: dict[tuple[str, str], list[int]] = {}
+    for project_id, session_id, s, oid in conn.execute(sql, [scoped(q), TURN_CANDIDATES]).fetchall():
         turns.setdefault((project_id, session_id), -float(s))  # rows come best first
+        matched.setdefault((project_id, session_id), []).append(oid)
     if not turns:
         return []
     sids = sorted({sid for _pj, sid in turns})
@@ -301,8 +331,85 @@ def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions) -> list[tu
         best = turns.get((project_id, session_id))
         if best is not None:
             ranked.append((pid, best))
+            if turn_ids is not None:
+                turn_ids[pid] = matched[(project_id, session_id)]
     ranked.sort(key=lambda kv: (-kv[1], kv[0]))
     return ranked[: opts.candidates]
+
+
+def _passage_stream(conn, cands: dict[int, _Cand], terms: list[str],
+                    turn_ids: dict[int, list[int]]) -> list[tuple[int, float]]:
+    """The best ``PASSAGE_PAGES`` fused candidates by their best passage's bm25, best first.
+
+    A session page's passages are its session's observations cut in runs of
+    ``PASSAGE_SIZE`` from the session's start (its first ``PASSAGE_SCAN``); the runs holding
+    one of its matching turns (``turn_ids`` from the turns stream, the first
+    ``PASSAGE_ANCHORS``) are read. Any other page, or a session page none of whose turns
+    matched, is cut in runs of ``PASSAGE_SIZE`` non-empty body lines (frontmatter dropped, at
+    most ``PASSAGE_WINDOWS``). Text is analysed as the page text index analyses it
+    (``textindex.analyzer``: stems, folded case). bm25 (``BM25_K1``, ``BM25_B``) takes its
+    statistics from these candidates' runs alone (FTS5's idf, floored at 1e-6; a session's
+    unread runs count as runs without the terms), so a word in most of them (a name said in
+    every session) weighs nothing. Pages with no run holding a term are left out.
+    """
+    top = sorted(cands.values(), key=lambda c: (-(c.rrf + c.certain), c.page_id))[:PASSAGE_PAGES]
+    if not top or not terms:
+        return []
+    an = _analyzer()
+    want = set(query_tokens(terms, an))
+    if not want:
+        return []
+    ids = [c.page_id for c in top]
+    rows = conn.execute(f"SELECT id, project_id, session_id, body FROM pages WHERE id IN ({','.join('?' * len(ids))})"
+                        " AND is_latest = 1", ids).fetchall()
+    passages: list[tuple[int, dict[str, int], int]] = []  # (page id, counts of the question's tokens, length)
+    n = 0  # runs, read or not
+
+    def add(pid: int, text: str) -> None:
+        toks = Counter(an.analyze(text))
+        passages.append((pid, {t: toks[t] for t in want if t in toks}, toks.total()))
+
+    size = PASSAGE_SIZE
+    for pid, project_id, session_id, body in rows:
+        anchors = turn_ids.get(pid) if session_id else None
+        if anchors:
+            seq = [r[0] for r in conn.execute("SELECT id FROM observations WHERE project_id = ? AND session_id = ?"
+                                              " ORDER BY id LIMIT ?", (project_id, session_id, PASSAGE_SCAN))]
+            n += (len(seq) + size - 1) // size
+            runs = sorted({i // size for oid in anchors[:PASSAGE_ANCHORS]
+                           if (i := bisect.bisect_left(seq, oid)) < len(seq) and seq[i] == oid})
+            run_ids = [oid for r in runs for oid in seq[r * size:(r + 1) * size]]
+            text = dict(conn.execute(f"SELECT id, substr(body, 1, ?) FROM observations WHERE id IN"
+                                     f" ({','.join('?' * len(run_ids))})", [PASSAGE_CHARS, *run_ids]).fetchall())
+            for r in runs:
+                add(pid, "\n".join(text.get(oid) or "" for oid in seq[r * size:(r + 1) * size]))
+        else:
+            lines = [ln for ln in strip_frontmatter(body or "").splitlines() if ln.strip()]
+            for i in range(0, min(len(lines), size * PASSAGE_WINDOWS), size):
+                n += 1
+                add(pid, "\n".join(lines[i:i + size])[:PASSAGE_CHARS])
+    if not passages:
+        return []
+    avg = max(1.0, sum(length for _, _, length in passages) / len(passages))
+    df = Counter(t for _, tf, _ in passages for t in tf)
+    idf = {t: max(1e-6, math.log((n - d + 0.5) / (d + 0.5))) for t, d in df.items()}
+    best: dict[int, float] = {}
+    for pid, tf, length in passages:
+        norm = BM25_K1 * (1 - BM25_B + BM25_B * length / avg)
+        sc = sum(idf[t] * f * (BM25_K1 + 1) / (f + norm) for t, f in tf.items())
+        if sc > best.get(pid, 0.0):
+            best[pid] = sc
+    return sorted(best.items(), key=lambda kv: (-round(kv[1], 9), kv[0]))
+
+
+_ANALYZER: list[Any] = []
+
+
+def _analyzer():
+    """The page text index's analyzer (built once per process)."""
+    if not _ANALYZER:
+        _ANALYZER.append(textindex_analyzer())
+    return _ANALYZER[0]
 
 
 def trigram_query(conn: sqlite3.Connection, query: str) -> str | None:
@@ -600,7 +707,7 @@ def memory_query(
     Returns ``{"hits": list[Hit], "raw_hits": list[RawHit]}`` plus, with ``explain``,
     ``"streams_active": list[str]``, ``"fts_query": str|None``, ``"trigram_query": str|None``
     and ``"stream_ms": {stage: wall ms}`` (fts, turns, exact, trigram, entity, vector, superseded,
-    links, hits = metadata/snippets).
+    links, passage, hits = metadata/snippets).
 
     ``Hit`` = ``{"path", "title", "snippet" (~24 words), "score" (RRF × authority + the exact stream's share, desc),
     "kind", "tier", "workspace", "project", "page_id", "updated_at", "pinned", "tags",
@@ -631,6 +738,7 @@ def memory_query(
     depth = max(opts.candidates, limit * 3)
     opts_d = replace(opts, candidates=depth)
     lap = _Laps()
+    turn_ids: dict[int, list[int]] = {}
 
     def add(name: str, ranked: list[tuple[int, float]], weight: float | None = None) -> None:
         if ranked:
@@ -640,7 +748,7 @@ def memory_query(
 
     if q:
         add("fts", _page_text_stream(conn, q, terms, scopes, opts_d))
-        add("turns", _turns_stream(conn, terms, scopes, opts_d))
+        add("turns", _turns_stream(conn, terms, scopes, opts_d, turn_ids))
     idents = identifier_terms(query)
     if idents:
         add("exact", _exact_stream(conn, idents, scopes, opts_d))
@@ -660,6 +768,8 @@ def memory_query(
     seeds = [c.page_id for c in sorted(cands.values(), key=lambda c: (-c.rrf - c.certain, c.page_id))[:SEED_COUNT]]
     nbs, via = _link_stream(conn, seeds, scopes)
     add("links", nbs)
+    if q and cands:
+        add("passage", _passage_stream(conn, cands, terms, turn_ids))
 
     hits: list[dict[str, Any]] = []
     if cands:

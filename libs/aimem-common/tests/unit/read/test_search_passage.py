@@ -1,0 +1,64 @@
+"""The passage stage: the top fused pages are scored again by their best run of a few turns
+(session pages, from the captured turns) or body lines, so a page that answers in neighbouring
+turns or lines beats one that names the question's words here and there."""
+
+from __future__ import annotations
+
+from aimem_common.read import search
+from aimem_common.read.search import QueryOptions
+
+Q = "ledger postgres partitions"
+
+
+def _q(pool, q, scopes, **kw):
+    with pool.connection() as conn:
+        return search.memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
+
+
+def _session(seeder, scope, sid: str, turns: dict[int, str], n: int = 30) -> int:
+    page = seeder.page(scope, f"sessions/{sid}.md", f"# Session {sid}\nA digest of small talk.", session_id=sid)
+    for i in range(n):
+        seeder.observation(scope, sid, "user-prompt", turns.get(i, f"turn {i}: small talk about the weather"))
+    return page
+
+
+def test_a_session_answering_in_neighbouring_turns_ranks_first(pool, seeder, monkeypatch):
+    app = seeder.scope("default", "app")
+    # The same best single turn in both sessions; only s-near says the rest next to it.
+    spread = _session(seeder, app, "s-far", {6: "the ledger moved to postgres", 25: "partitions of the old disk"})
+    near = _session(seeder, app, "s-near", {6: "the ledger moved to postgres", 7: "with monthly partitions"})
+    res = _q(pool, Q, [app])
+    assert [h["page_id"] for h in res["hits"][:2]] == [near, spread]
+    streams = res["hits"][0]["score_details"]["streams"]
+    assert streams["passage"]["rank"] == 1 and "passage" in res["stream_ms"]
+    assert res["hits"][1]["score_details"]["streams"]["passage"]["rank"] == 2
+    # Without the stage the two tie on every stream and page id order decides.
+    monkeypatch.setattr(search, "PASSAGE_PAGES", 0)
+    res = _q(pool, Q, [app])
+    assert [h["page_id"] for h in res["hits"][:2]] == [spread, near] and "passage" not in res["streams_active"]
+
+
+def test_a_page_answering_in_neighbouring_lines_ranks_first(pool, seeder):
+    app = seeder.scope("default", "app")
+    filler = "\n".join(f"- item {i} of the checklist" for i in range(20))
+    spread = seeder.page(app, "notes/spread.md", f"# Storage\n- the ledger on postgres\n{filler}\n- partitions")
+    near = seeder.page(app, "notes/near.md", f"# Storage\n- the ledger on postgres\n- partitions\n{filler}")
+    res = _q(pool, Q, [app])
+    assert [h["page_id"] for h in res["hits"][:2]] == [near, spread]
+    assert res["hits"][0]["score_details"]["streams"]["passage"]["rank"] == 1
+
+
+def test_passage_statistics_come_from_the_candidates_runs(pool, seeder):
+    """A word in every run of the candidates (a name said in every session) weighs nothing:
+    the session holding the rarer word wins though the other says the name more often."""
+    app = seeder.scope("default", "app")
+    name_only = _session(seeder, app, "s-name", {i: f"Maria says hello again, Maria {i}" for i in range(12)}, n=12)
+    rare = _session(seeder, app, "s-rare", {**{i: f"Maria talks {i}" for i in range(12)}, 3: "Maria on kickboxing"}, n=12)
+    with pool.connection() as conn:
+        cands = {pid: search._Cand(pid, rrf=1.0) for pid in (name_only, rare)}
+        turn_ids = {pid: [r[0] for r in conn.execute(
+            "SELECT o.id FROM observations o JOIN pages p ON p.session_id = o.session_id WHERE p.id = ? ORDER BY o.id",
+            (pid,))] for pid in (name_only, rare)}
+        ranked = search._passage_stream(conn, cands, ["maria", "kickboxing"], turn_ids)
+    assert [pid for pid, _ in ranked] == [rare, name_only]
+    assert ranked[0][1] > 0.5 and ranked[1][1] < 1e-4  # "maria" is in every run: idf floored at 1e-6
