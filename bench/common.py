@@ -55,6 +55,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_seconds_of(pids: list[int]) -> float:
+    """Summed user+system CPU seconds of ``pids``; a process that has exited counts 0."""
+    total = 0.0
+    for p in pids:
+        try:
+            total += cpu_seconds(p)
+        except OSError:
+            pass
+    return total
+
+
 def pct(values: list[float], q: float) -> float:
     """Return the ``q``-th percentile (0–100, nearest-rank) of ``values`` (0.0 if empty)."""
     if not values:

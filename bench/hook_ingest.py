@@ -56,11 +56,11 @@ import httpx
 from aimem_common import config
 
 try:
-    from bench.common import cpu_seconds, machine_info, pct, table, write_result
+    from bench.common import cpu_seconds_of, machine_info, pct, table, write_result
     from bench.footprint import stack_processes
 except ImportError:  # run as a plain script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from bench.common import cpu_seconds, machine_info, pct, table, write_result
+    from bench.common import cpu_seconds_of, machine_info, pct, table, write_result
     from bench.footprint import stack_processes
 
 CWD = "/home/dev/projects/acme-api"
@@ -113,16 +113,6 @@ def _tree_pids(pid: int) -> list[int]:
     return out
 
 
-def _cpu(pids: list[int]) -> float:
-    total = 0.0
-    for p in pids:
-        try:
-            total += cpu_seconds(p)
-        except OSError:
-            pass
-    return total
-
-
 def _children_cpu() -> float:
     """CPU seconds of this process's reaped children (the ``hey`` runs)."""
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -149,8 +139,8 @@ class Parts:
         self.others = {name: [procs[name]] for name in ("nats-server", "writer") if name in procs}
 
     def cpu(self) -> dict[str, float]:
-        return {"ingress": _cpu(self.ingress), "ingress_sys": _sys_cpu(self.ingress),
-                **{k: _cpu(v) for k, v in self.others.items()}, "hey": _children_cpu()}
+        return {"ingress": cpu_seconds_of(self.ingress), "ingress_sys": _sys_cpu(self.ingress),
+                **{k: cpu_seconds_of(v) for k, v in self.others.items()}, "hey": _children_cpu()}
 
 
 def _spy(pids: list[int], seconds: float, out: Path) -> subprocess.Popen:

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from bench.common import cpu_seconds, machine_info, table, write_result
+    from bench.common import cpu_seconds_of, machine_info, table, write_result
     from bench.hook_ingest import _tree_pids, payload
 except ImportError:  # run as a plain script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from bench.common import cpu_seconds, machine_info, table, write_result
+    from bench.common import cpu_seconds_of, machine_info, table, write_result
     from bench.hook_ingest import _tree_pids, payload
 
 APP = '''
@@ -69,16 +69,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _cpu(pids: list[int]) -> float:
-    total = 0.0
-    for p in pids:
-        try:
-            total += cpu_seconds(p)
-        except OSError:
-            pass
-    return total
-
-
 def one_run(server: str, workdir: Path, rate: int | None, seconds: float) -> dict[str, Any]:
     """Start ``server`` on the do-nothing app, drive it with ``hey``, stop it; the figures."""
     port = _free_port()
@@ -97,9 +87,9 @@ def one_run(server: str, workdir: Path, rate: int | None, seconds: float) -> dic
                "-D", str(workdir / "body.json"), "-disable-compression"]
         if rate:
             cmd += ["-q", f"{rate / conns:.3f}"]
-        cpu0, t0 = _cpu(_tree_pids(proc.pid)), time.perf_counter()
+        cpu0, t0 = cpu_seconds_of(_tree_pids(proc.pid)), time.perf_counter()
         out = subprocess.run(cmd + [f"http://127.0.0.1:{port}/hook"], capture_output=True, text=True, check=True).stdout
-        cpu, wall = _cpu(_tree_pids(proc.pid)) - cpu0, time.perf_counter() - t0
+        cpu, wall = cpu_seconds_of(_tree_pids(proc.pid)) - cpu0, time.perf_counter() - t0
     finally:
         proc.terminate()
         proc.wait(20)
