@@ -15,7 +15,7 @@ from pathlib import Path
 import ahocorasick_rs
 
 REPO = Path(__file__).resolve().parents[1]
-MIN_CHARS = 40  # shorter strings ("7 May 2023", "Hey Mel!") occur in ordinary text
+MIN_CHARS = 20  # shorter strings ("7 May 2023", "Hey Mel!") occur in ordinary text
 
 
 def _dataset_strings(path: Path) -> list[str]:

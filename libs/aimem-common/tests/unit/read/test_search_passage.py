@@ -52,13 +52,13 @@ def test_passage_statistics_come_from_the_candidates_runs(pool, seeder):
     """A word in every run of the candidates (a name said in every session) weighs nothing:
     the session holding the rarer word wins though the other says the name more often."""
     app = seeder.scope("default", "app")
-    name_only = _session(seeder, app, "s-name", {i: f"Maria says hello again, Maria {i}" for i in range(12)}, n=12)
-    rare = _session(seeder, app, "s-rare", {**{i: f"Maria talks {i}" for i in range(12)}, 3: "Maria on kickboxing"}, n=12)
+    name_only = _session(seeder, app, "s-name", {i: f"Priya says hello again, Priya {i}" for i in range(12)}, n=12)
+    rare = _session(seeder, app, "s-rare", {**{i: f"Priya talks {i}" for i in range(12)}, 3: "Priya on terraform"}, n=12)
     with pool.connection() as conn:
         cands = {pid: search._Cand(pid, rrf=1.0) for pid in (name_only, rare)}
         turn_ids = {pid: [r[0] for r in conn.execute(
             "SELECT o.id FROM observations o JOIN pages p ON p.session_id = o.session_id WHERE p.id = ? ORDER BY o.id",
             (pid,))] for pid in (name_only, rare)}
-        ranked = search._passage_stream(conn, cands, ["maria", "kickboxing"], turn_ids)
+        ranked = search._passage_stream(conn, cands, ["priya", "terraform"], turn_ids)
     assert [pid for pid, _ in ranked] == [rare, name_only]
-    assert ranked[0][1] > 0.5 and ranked[1][1] < 1e-4  # "maria" is in every run: idf floored at 1e-6
+    assert ranked[0][1] > 0.5 and ranked[1][1] < 1e-4  # "priya" is in every run: idf floored at 1e-6
