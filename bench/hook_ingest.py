@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+from collections import Counter
 import io
 import json
 import os
@@ -66,6 +67,7 @@ except ImportError:  # run as a plain script
 CWD = "/home/dev/projects/acme-api"
 HEALTHZ_RATE = 50
 REFERENCE_S = 5.0  # the /healthz-only run that measures the ingress's cost outside hooks
+SPREAD = 8  # hey processes per paced rate, their tickers out of phase (_hey_spread)
 
 
 def payload(i: int) -> bytes:
@@ -77,7 +79,7 @@ def payload(i: int) -> bytes:
     }).encode()
 
 
-def _hey(url: str, *, rate: int | None, seconds: float, conns: int, body: Path | None = None,
+def _hey(url: str, *, rate: float | None, seconds: float, conns: int, body: Path | None = None,
          token: str | None = None) -> subprocess.Popen:
     cmd = ["hey", "-z", f"{seconds}s", "-c", str(conns), "-o", "csv", "-disable-compression"]
     if rate:
@@ -87,6 +89,27 @@ def _hey(url: str, *, rate: int | None, seconds: float, conns: int, body: Path |
     if token:
         cmd += ["-H", f"Authorization: Bearer {token}"]
     return subprocess.Popen(cmd + [url], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _hey_spread(url: str, *, rate: int, seconds: float, conns: int, procs: int, body: Path | None = None,
+                token: str | None = None) -> list[subprocess.Popen]:
+    """``rate`` over ``conns`` connections as ``procs`` hey processes whose tickers are out of phase.
+
+    One hey process starts every connection's ticker at the same instant, so ``-q`` per
+    connection offers the rate as ``rate / conns`` bursts a second of ``conns`` requests at
+    once (41 hooks together, 12 times a second at 500 ev/s). Agents do not fire in lockstep:
+    here process ``i`` starts ``i / procs`` of a tick later, which spreads the same rate over
+    ``procs`` times as many, smaller bursts.
+    """
+    procs = max(1, min(procs, conns))
+    tick_s = conns / rate  # one connection's period
+    out = []
+    for i in range(procs):
+        c = conns // procs + (1 if i < conns % procs else 0)
+        if i:
+            time.sleep(tick_s / procs)
+        out.append(_hey(url, rate=rate * c / conns, seconds=seconds, conns=c, body=body, token=token))
+    return out
 
 
 def _parse(out: bytes) -> tuple[list[float], dict[int, int]]:
@@ -178,15 +201,18 @@ def reference_cpu_per_s(port: int, parts: Parts, seconds: float = REFERENCE_S) -
 
 def load_step(port: int, token: str | None, rate: int | None, seconds: float, conns: int, body: Path,
               parts: Parts, reference_per_s: float, profile: Path | None = None,
-              writer_url: str | None = None) -> dict[str, Any]:
-    """One run: ``/hook`` at ``rate`` (None = as fast as ``conns`` connections go) beside ``/healthz``."""
+              writer_url: str | None = None, spread: int = 1) -> dict[str, Any]:
+    """One run: ``/hook`` at ``rate`` (None = as fast as ``conns`` connections go) beside ``/healthz``;
+    a paced run's connections in ``spread`` hey processes out of phase (``_hey_spread``)."""
     spy = _spy(parts.ingress, seconds, profile) if profile is not None else None
     applied0 = writer_batches(writer_url, token) if writer_url else (0.0, 0.0)
     base = f"http://127.0.0.1:{port}"
     load0, cpu0, t0 = os.getloadavg()[0], parts.cpu(), time.perf_counter()
-    hook = _hey(f"{base}/hook?agent=claude-code", rate=rate, seconds=seconds, conns=conns, body=body, token=token)
     health = _hey(f"{base}/healthz", rate=HEALTHZ_RATE, seconds=seconds, conns=2)
-    hook_out, hook_err = hook.communicate()
+    url = f"{base}/hook?agent=claude-code"
+    hooks = (_hey_spread(url, rate=rate, seconds=seconds, conns=conns, procs=spread, body=body, token=token)
+             if rate else [_hey(url, rate=None, seconds=seconds, conns=conns, body=body, token=token)])
+    outs = [h.communicate() for h in hooks]
     health_out, _ = health.communicate()
     elapsed = time.perf_counter() - t0
     cpu = {k: v - cpu0[k] for k, v in parts.cpu().items()}
@@ -194,9 +220,15 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
     batches = applied[1] - applied0[1]
     if spy is not None:
         spy.wait(60)
-    if hook.returncode:
-        raise RuntimeError(f"hey failed: {hook_err.decode()[-500:]}")
-    lat, statuses = _parse(hook_out)
+    for h, (_, err) in zip(hooks, outs):
+        if h.returncode:
+            raise RuntimeError(f"hey failed: {err.decode()[-500:]}")
+    lat, statuses = [], Counter()
+    for out, _ in outs:
+        part_lat, part_statuses = _parse(out)
+        lat += part_lat
+        statuses.update(part_statuses)
+    statuses = dict(statuses)
     hlat, _ = _parse(health_out)
     sent = sum(statuses.values())
     accepted = statuses.get(202, 0)
@@ -204,7 +236,9 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
     pipeline = cpu["ingress"] + cpu.get("nats-server", 0.0) + cpu.get("writer", 0.0) + cpu["hey"]
     hook_p99, health_p99 = pct(lat, 99) * 1000, pct(hlat, 99) * 1000
     return {
-        "rate": rate or "max", "connections": conns, "sent": sent, "accepted": accepted,
+        "rate": rate or "max", "arrivals": "closed loop" if not rate else ("in phase" if spread == 1 else
+                                                                            f"{spread} phases"),
+        "connections": conns, "sent": sent, "accepted": accepted,
         "accepted_per_s": accepted / elapsed,
         "hook_p50_ms": pct(lat, 50) * 1000, "hook_p99_ms": hook_p99,
         "healthz_p50_ms": pct(hlat, 50) * 1000, "healthz_p99_ms": health_p99,
@@ -292,15 +326,17 @@ def _stored(db_path: Path, expected: int, writer_alive, timeout_s: float = 300) 
 
 
 def run_stack(workers: int, rates: list[int], seconds: float, conns: int, hook_runs: int,
-              profile: Path | None = None, max_run: bool = True) -> dict[str, Any]:
-    """Every step on one fresh ``aimem up`` stack with ``workers`` ingress workers."""
+              profile: Path | None = None, max_run: bool = True,
+              env: dict[str, str] | None = None, spread: int = SPREAD) -> dict[str, Any]:
+    """Every step on one fresh ``aimem up`` stack with ``workers`` ingress workers (``env``:
+    more settings for the stack, e.g. ``AIMEM_WRITER__BATCH_LINGER_MS`` for an A/B)."""
     from aimem_testing.stack import LocalStack
 
     with tempfile.TemporaryDirectory(prefix="aimem-bench-hook-") as tmp:
         tmp_path = Path(tmp)
         body = tmp_path / "body.json"
         body.write_bytes(payload(1))
-        with LocalStack(tmp_path / "data", tmp_path / "logs", {"AIMEM_INGRESS__WORKERS": str(workers)}) as stack:
+        with LocalStack(tmp_path / "data", tmp_path / "logs", {**(env or {}), "AIMEM_INGRESS__WORKERS": str(workers)}) as stack:
             time.sleep(0.5 * workers)  # every worker up
             parts = Parts(stack.data_dir)
             port = int(stack.url("ingress").rsplit(":", 1)[1])
@@ -308,11 +344,18 @@ def run_stack(workers: int, rates: list[int], seconds: float, conns: int, hook_r
             warm = load_step(port, token, 200, 2.0, 4, body, parts, 0.0)
             reference = reference_cpu_per_s(port, parts)
             rows, accepted = [], warm["accepted"]
-            steps: list[int | None] = [*rates, None] if max_run else list(rates)
-            for rate in steps:
-                spy_to = profile / f"ingress-w{workers}-{rate}.folded" if profile is not None and rate == 500 else None
+            # (rate, hey processes): each paced rate with its connections out of phase; 500 ev/s
+            # also in phase (one hey process: bursts of every connection at once) beside it
+            steps: list[tuple[int | None, int]] = [(r, spread) for r in rates]
+            if 500 in rates and spread > 1:
+                steps.insert(rates.index(500) + 1, (500, 1))
+            if max_run:
+                steps.append((None, 1))
+            for rate, procs in steps:
+                spy_to = (profile / f"ingress-w{workers}-{rate}.folded"
+                          if profile is not None and rate == 500 and procs == spread else None)
                 row = load_step(port, token, rate, seconds, conns if rate is None else max(8, min(conns, rate // 12)),
-                                body, parts, reference, spy_to, stack.url("writer"))
+                                body, parts, reference, spy_to, stack.url("writer"), procs)
                 accepted += row["accepted"]
                 rows.append(row)
                 time.sleep(1.0)
@@ -354,7 +397,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--in-process", action="store_true",
                     help="instead of the stack: the ingress app in this process, one stage taken away at a time "
                          "(bench/hook_inproc.py)")
+    ap.add_argument("--spread", type=int, default=SPREAD,
+                    help="hey processes out of phase per paced rate (1: every connection's ticker in phase)")
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting for the stack under test (repeatable), e.g. AIMEM_WRITER__BATCH_LINGER_MS=0")
     args = ap.parse_args(argv)
+    env = dict(kv.split("=", 1) for kv in args.env)
     if args.in_process:
         return in_process()
     if shutil.which("hey") is None:
@@ -366,11 +414,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     stacks = []
     for i, workers in enumerate(int(w) for w in args.ingress_workers.split(",") if w):
         res = run_stack(workers, rates, args.seconds, args.conns, args.hook_runs if i == 0 else 0,
-                        args.profile, not args.no_max)
+                        args.profile, not args.no_max, env, args.spread)
         stacks.append(res)
         print(f"\n### ingress workers {workers} (aimem up, root token {'on' if res['auth'] else 'off'}; "
               f"ingress alone on /healthz + background: {res['reference_ingress_cpu_per_s'] * 1000:.1f} ms CPU/s)")
-        print(table(res["rates"], ["rate", "connections", "sent", "accepted_per_s", "hook_p50_ms", "hook_p99_ms",
+        print(table(res["rates"], ["rate", "arrivals", "connections", "sent", "accepted_per_s", "hook_p50_ms", "hook_p99_ms",
                                    "healthz_p50_ms", "healthz_p99_ms", "p99_ratio", "share_429", "other_errors",
                                    "ingress_cpu_us_per_hook", "ingress_cpu_us_per_hook_net", "ingress_cpu_share",
                                    "ingress_sys_share_of_cpu", "nats_cpu_us_per_hook", "writer_cpu_us_per_hook", "writer_mean_batch",
@@ -390,7 +438,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.no_max:
         print("\n### unthrottled, by ingress workers\n" + table(scaling))
     res = {"stacks": stacks, "scaling": scaling, "seconds_per_rate": args.seconds, "max_connections": args.conns,
-           "healthz_rate": HEALTHZ_RATE, "loadavg_end": os.getloadavg()}
+           "healthz_rate": HEALTHZ_RATE, "env": env, "loadavg_end": os.getloadavg()}
     print(f"written to {write_result('hook_ingest', res)}")
     return res
 
