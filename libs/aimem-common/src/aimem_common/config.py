@@ -106,6 +106,11 @@ class WriterSettings(BaseModel):
     batch_max_msgs: int = 512  # commands per fetch (= per transaction) when the writer keeps up
     batch_max_msgs_behind: int = 4096  # ... when the consumer still has commands pending after a fetch
     fetch_timeout_s: float = 0.25
+    # A batch smaller than batch_linger_msgs that nobody waits on (hook observations) waits up
+    # to batch_linger_ms for more commands before it is applied: fewer, larger transactions
+    # when hooks trickle in (0 = apply each fetch at once).
+    batch_linger_ms: float = 50.0
+    batch_linger_msgs: int = 64
     # A message unacked this long is redelivered (a killed writer's batch comes back this
     # fast); a long apply sends in-progress acks every ack_wait_s/3 so it is not.
     ack_wait_s: float = 5.0

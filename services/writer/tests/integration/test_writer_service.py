@@ -189,3 +189,53 @@ async def test_backlog_is_applied_in_larger_transactions(settings, services, bus
     assert value["aimem_writer_batch_size_sum"] == n
     # 100 first (the writer starts at its idle size), then up to 1,000 a batch; 15 at 100 each.
     assert value["aimem_writer_batch_size_count"] <= 4, value
+
+
+def _batch_metrics(settings) -> dict[str, float]:
+    metrics = httpx.get(f"http://127.0.0.1:{settings.port('writer')}/metrics", timeout=5).text
+    return {line.split()[0]: float(line.split()[1]) for line in metrics.splitlines()
+            if line.startswith("aimem_writer_batch_size_")}
+
+
+async def test_trickled_hooks_linger_into_one_transaction_but_a_waiting_caller_does_not(settings, services,
+                                                                                       bus) -> None:
+    """Observations arriving a few ms apart are gathered for ``batch_linger_ms`` into one
+    batch; a command someone waits for (``Aimem-Reply-To``) is applied at once."""
+    services("writer", extra_env={"AIMEM_WRITER__BATCH_LINGER_MS": "3000", "AIMEM_WRITER__BATCH_LINGER_MSGS": "1000"})
+    await bus.request(make_envelope("page.write", {"path": "concepts/warm.md", "body": "# Warm\n\nup"},
+                                    project="app"))  # the writer is up and idle
+    before = _batch_metrics(settings)
+    n = 20
+    for i in range(n):
+        e = obs_env(i, session="trickle")
+        await bus.js.publish(busmod.mut_subject(e.op), e.model_dump_json().encode(),
+                             headers={busmod.MSG_ID_HEADER: e.dedupe_id})
+        await asyncio.sleep(0.01)
+    conn = ro(settings)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and conn.execute(
+            "SELECT count(*) FROM observations WHERE session_id='trickle'").fetchone()[0] < n:
+        await asyncio.sleep(0.05)
+    after = _batch_metrics(settings)
+    assert after["aimem_writer_batch_size_sum"] - before["aimem_writer_batch_size_sum"] == n
+    # 20 commands over ~0.2 s: one batch (two if the first fetch raced the second publish)
+    assert after["aimem_writer_batch_size_count"] - before["aimem_writer_batch_size_count"] <= 2, (before, after)
+
+    # Observations keep trickling in (the linger would go on); a request in the middle of them
+    # is answered at once, with the observations gathered so far.
+    async def trickle() -> None:
+        for i in range(n, n + 150):
+            e = obs_env(i, session="trickle")
+            await bus.js.publish(busmod.mut_subject(e.op), e.model_dump_json().encode(),
+                                 headers={busmod.MSG_ID_HEADER: e.dedupe_id})
+            await asyncio.sleep(0.02)
+
+    task = asyncio.create_task(trickle())
+    await asyncio.sleep(0.3)
+    t0 = time.monotonic()
+    res = await bus.request(make_envelope("page.write", {"path": "concepts/now.md", "body": "# Now\n\nat once"},
+                                          project="app"))
+    waited = time.monotonic() - t0
+    await task
+    assert res["created"]
+    assert waited < 2.0, f"a request waited {waited:.2f} s: a command with a caller must not linger"
