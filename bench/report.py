@@ -87,11 +87,17 @@ def _hook_ingest(path: Path, data: dict[str, Any]) -> list[Row]:
         tag = f" ({workers} ingress worker{'s' if workers != 1 else ''})"
         for r in stack.get("rates", []):
             cpu = r.get("ingress_cpu_us_per_hook")
-            if r["rate"] == 500:
+            if r["rate"] == 500 and r.get("arrivals") == "in phase":  # the burst shape, beside the target run
+                rows.append(Row(f"`/hook` p99 ÷ `/healthz` p99 at 500 ev/s, every connection in phase{tag}", "—",
+                                f"{r['p99_ratio']:.2f}× ({_ms(r['hook_p99_ms'])} / {_ms(r['healthz_p99_ms'])})",
+                                f"one hey process: bursts of {r['connections']} hooks at once; `/hook` p50 "
+                                f"{_ms(r['hook_p50_ms'])}, ingress {cpu:,.0f} µs per hook", None, path.name))
+            elif r["rate"] == 500:
                 rows.append(Row(f"`/hook` p99 ÷ `/healthz` p99 at 500 ev/s{tag}", "≤ 2×",
                                 f"{r['p99_ratio']:.2f}× ({_ms(r['hook_p99_ms'])} / {_ms(r['healthz_p99_ms'])})",
                                 f"`/healthz` p99 {_ms(r['healthz_p99_ms'])} in the same seconds; `/hook` p50 "
-                                f"{_ms(r['hook_p50_ms'])}", r["p99_ratio"] <= 2, path.name))
+                                f"{_ms(r['hook_p50_ms'])}; arrivals: {r.get('arrivals', 'in phase')}",
+                                r["p99_ratio"] <= 2, path.name))
                 rows.append(Row(f"ingress CPU per accepted hook at 500 ev/s{tag}", "≤ 250 µs",
                                 f"{cpu:,.0f} µs ({r.get('ingress_cpu_us_per_hook_net', cpu):,.0f} net of `/healthz`)",
                                 f"per hook: nats-server {_num(r.get('nats_cpu_us_per_hook'), ' µs')}, writer "
