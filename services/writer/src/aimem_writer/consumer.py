@@ -23,8 +23,9 @@ Hooks trickling in are gathered (``_linger``): a fetched batch smaller than
 the commands behind it, so a few hundred hooks a second make transactions of tens of commands
 instead of threes (at 500 ev/s with arrivals spread out, 3 → 30 commands a batch and the
 writer's CPU per hook 690-720 → 290-330 µs: bench/hook_ingest.py). Their 202 was answered at
-the PubAck; only the time until they are searchable grows, by at most the linger. A command
-with an ``Aimem-Reply-To`` caller ends the wait at once.
+the PubAck; only the time until they are searchable grows, by at most the linger. It starts
+only while commands arrive fast enough to fill it (``ArrivalRate``: a lone hook after a quiet
+spell is applied at once), and a command with an ``Aimem-Reply-To`` caller ends it at once.
 
 Git checkpoints are debounced: the first batch that touched the wiki schedules one
 ``writer.git_debounce_ms`` later; the batches in between ride along.
@@ -35,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 
 import nats.errors
@@ -65,6 +67,30 @@ def fetch_size(msgs: list, w: WriterSettings) -> int:
     except Exception:  # noqa: BLE001 - not a JetStream message (tests)
         pending = 0
     return max(w.batch_max_msgs, w.batch_max_msgs_behind) if pending else w.batch_max_msgs
+
+
+# The linger starts only when the commands' arrival rate promises this many more within it:
+# a lone hook after a quiet spell is applied at once (visible in a few ms), a stream of them
+# is gathered.
+LINGER_MIN_EXPECTED = 2.0
+ARRIVAL_WINDOW_S = 0.5  # the time constant of the arrival rate (it forgets a burst within a few)
+
+
+class ArrivalRate:
+    """Commands per second reaching the writer over about the last ``ARRIVAL_WINDOW_S``: an
+    exponentially decaying count (each fetched batch adds its size; the count fades with
+    time, so a quiet spell brings the rate to zero whatever came before)."""
+
+    def __init__(self) -> None:
+        self.per_s = 0.0
+        self._at: float | None = None
+
+    def observe(self, n: int, now: float) -> None:
+        """Fold a fetched batch of ``n`` commands at ``now`` (monotonic s) into the rate."""
+        if self._at is not None:
+            self.per_s *= math.exp(-max(0.0, now - self._at) / ARRIVAL_WINDOW_S)
+        self.per_s += n / ARRIVAL_WINDOW_S
+        self._at = now
 
 
 def lingers(msgs: list, w: WriterSettings) -> bool:
@@ -98,6 +124,7 @@ class Consumer:
         self._ckpt_pending = False
         self.ready = asyncio.Event()
         self.batches = 0
+        self.arrivals = ArrivalRate()
         self.fault: StoreFaultError | None = None  # set while the store refuses writes
         self.fault_since: float | None = None  # epoch s
         # id(msg) → [msg, monotonic s of its fetch or last in-progress ack]: fetched, not yet settled
@@ -136,7 +163,9 @@ class Consumer:
             while not self._stop.is_set():
                 msgs = await (next_fetch or asyncio.create_task(fetch(w.batch_max_msgs)))
                 next_fetch = asyncio.create_task(fetch(fetch_size(msgs, w))) if msgs else None
-                if lingers(msgs, w):
+                if msgs:
+                    self.arrivals.observe(len(msgs), time.monotonic())
+                if lingers(msgs, w) and self.arrivals.per_s * w.batch_linger_ms / 1000 >= LINGER_MIN_EXPECTED:
                     msgs, next_fetch = await self._linger(msgs, next_fetch, fetch)
                 if msgs:
                     try:
