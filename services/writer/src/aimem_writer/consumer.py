@@ -125,6 +125,8 @@ class Consumer:
         self.ready = asyncio.Event()
         self.batches = 0
         self.arrivals = ArrivalRate()
+        self._prefetch: asyncio.Task | None = None  # the next fetch, in flight while a batch is applied
+        self._held: list = []  # the batch fetched and not yet settled (handed back at a stop)
         self.fault: StoreFaultError | None = None  # set while the store refuses writes
         self.fault_since: float | None = None  # epoch s
         # id(msg) → [msg, monotonic s of its fetch or last in-progress ack]: fetched, not yet settled
@@ -158,40 +160,32 @@ class Consumer:
         # the writer thread. Batches are still applied and acked strictly in order. Behind
         # (commands still pending after this batch), the next fetch is larger: fewer, larger
         # transactions catch up faster (one COMMIT, one wiki flush, one ack round per batch).
-        next_fetch: asyncio.Task | None = None
+        self._prefetch = None
         try:
             while not self._stop.is_set():
-                msgs = await (next_fetch or asyncio.create_task(fetch(w.batch_max_msgs)))
-                next_fetch = asyncio.create_task(fetch(fetch_size(msgs, w))) if msgs else None
+                msgs = self._held = await (self._prefetch or asyncio.create_task(fetch(w.batch_max_msgs)))
+                self._prefetch = asyncio.create_task(fetch(fetch_size(msgs, w))) if msgs else None
                 if msgs:
                     self.arrivals.observe(len(msgs), time.monotonic())
                 if lingers(msgs, w) and self.arrivals.per_s * w.batch_linger_ms / 1000 >= LINGER_MIN_EXPECTED:
-                    msgs, next_fetch = await self._linger(msgs, next_fetch, fetch)
+                    msgs = await self._linger(msgs, fetch)
                 if msgs:
                     try:
                         await self.process(msgs)
+                        self._held = []
                     except asyncio.CancelledError:
                         raise
                     except Exception:  # noqa: BLE001 - unacked messages are redelivered
                         log.exception("batch failed; its messages will be redelivered")
+                        if not self._stop.is_set():  # at a stop (a held store fault) it is handed back
+                            self._held = []
                         await asyncio.sleep(NAK_DELAY_S)
         finally:
-            if next_fetch is not None:
-                if not next_fetch.done():
-                    next_fetch.cancel()
-                try:
-                    for m in await next_fetch:
-                        await m.nak()  # fetched but never applied: hand back at once
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
-                    pass
+            await self._hand_back(sub)
             for t in side:
                 t.cancel()
-            try:
-                await sub.unsubscribe()
-            except Exception:  # noqa: BLE001 - connection may already be closed at shutdown
-                pass
 
-    async def _linger(self, msgs: list, next_fetch: asyncio.Task, fetch) -> tuple[list, asyncio.Task]:
+    async def _linger(self, msgs: list, fetch) -> list:
         """Gather the commands that arrive within ``batch_linger_ms`` of a small batch into it.
 
         Commands trickling in at a few hundred a second would each make a transaction of a
@@ -199,21 +193,57 @@ class Consumer:
         event per page): the per-batch work, not the per-command work, is then most of the
         writer's CPU. Lingering only delays when a hook's observation becomes searchable (its
         202 was answered at the PubAck); it stops as soon as the batch is large enough or a
-        command someone waits for arrives (``lingers``). Returns the merged batch and the
-        prefetch in flight.
+        command someone waits for arrives (``lingers``). Returns the merged batch; the
+        prefetch in flight stays in ``self._prefetch`` (where a stop finds it).
         """
         w = self.settings.writer
         deadline = time.monotonic() + w.batch_linger_ms / 1000
         while lingers(msgs, w) and (left := deadline - time.monotonic()) > 0 and not self._stop.is_set():
-            done, _ = await asyncio.wait({next_fetch}, timeout=left)
+            done, _ = await asyncio.wait({self._prefetch}, timeout=left)
             if not done:
                 break  # the prefetch stays in flight for the next round
-            more = next_fetch.result()
-            msgs = msgs + more
-            next_fetch = asyncio.create_task(fetch(fetch_size(msgs, w)))
+            more = self._prefetch.result()
+            msgs = self._held = msgs + more
+            self._prefetch = asyncio.create_task(fetch(fetch_size(msgs, w)))
             if not more:
                 break  # idle fetch timed out
-        return msgs, next_fetch
+            self.arrivals.observe(len(more), time.monotonic())
+        return msgs
+
+    async def _hand_back(self, sub) -> None:
+        """At stop: let the prefetch finish, drop the pull subscription, then nak every message not
+        settled — the batch in hand (stopped mid-linger, mid-apply or held on a store fault)
+        and what the prefetch got — in stream order, so JetStream redelivers them at once and
+        in that order. Left to ``ack_wait_s`` instead, they would come back after the commands
+        published meanwhile, which the next writer would apply first. The prefetch is not
+        cancelled: a cancelled fetch drops the messages it already received and leaves its pull
+        request open at the server, which would take the first redelivery into an inbox nobody
+        reads; both would then wait ``ack_wait_s``. A batch that was committed but not acked
+        comes back as a duplicate (``ingest_keys``)."""
+        prefetch, self._prefetch = self._prefetch, None
+        later: list = []
+        if prefetch is not None:
+            try:  # a fetch ends by itself within fetch_timeout_s: what it got is handed back too
+                later = await asyncio.wait_for(prefetch, self.settings.writer.fetch_timeout_s + 1.0)
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
+                later = []
+        held, self._held = self._held, []
+        try:
+            await sub.unsubscribe()
+        except Exception:  # noqa: BLE001 - connection may already be closed at shutdown
+            pass
+
+        def seq(m) -> int:
+            try:
+                return m.metadata.sequence.stream
+            except Exception:  # noqa: BLE001 - not a JetStream message (tests)
+                return 0
+
+        try:
+            for m in sorted({id(m): m for m in [*held, *later]}.values(), key=seq):
+                await m.nak()  # fetched but never settled: hand back at once
+        except Exception:  # noqa: BLE001 - shutting down; unacked messages come back after ack_wait
+            pass
 
     async def process(self, msgs: list) -> BatchResult:
         """Apply one fetched batch and settle every message.
