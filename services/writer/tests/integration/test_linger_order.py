@@ -6,6 +6,7 @@ gathered (else it settles at its own threshold and every other batch is a single
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import time
@@ -54,6 +55,22 @@ def _tuned(settings, **writer):
                                                                                      **writer})})
 
 
+@contextlib.asynccontextmanager
+async def _writer(settings, tuned, bus):
+    """The writer's durable consumer, a real writer thread, database and wiki: yields
+    ``(thread, RecordingApplier, metrics)`` for a ``Consumer``; closes them after."""
+    await busmod.ensure_writer_consumer(bus.js, ack_wait_s=ACK_WAIT_S)
+    thread = WriterThread()
+    metrics = WriterMetrics.create(Telemetry("writer"))
+    try:
+        conn = await thread.call(open_writer, settings.db_path)
+        wiki = await thread.call(WikiRepo, settings.wiki_dir)
+        yield thread, RecordingApplier(conn, wiki, tuned, metrics), metrics
+        await thread.call(conn.close)
+    finally:
+        thread.close()
+
+
 async def _publish(js, i: int) -> None:
     raw = RawObservation(session_id="s1", kind=ObservationKind.USER_PROMPT, agent="claude-code",
                          cwd="/w/app", title=f"Prompt {i}", body=f"prompt number {i}")
@@ -80,13 +97,7 @@ async def test_a_writer_cancelled_mid_batch_keeps_stream_order(settings, bus, du
     first = (_tuned(settings, batch_linger_ms=2000.0, batch_linger_msgs=10_000) if during == "linger"
              else _tuned(settings, batch_linger_ms=0.0))
     js = bus.js
-    await busmod.ensure_writer_consumer(js, ack_wait_s=ACK_WAIT_S)
-    thread = WriterThread()
-    metrics = WriterMetrics.create(Telemetry("writer"))
-    try:
-        conn = await thread.call(open_writer, settings.db_path)
-        wiki = await thread.call(WikiRepo, settings.wiki_dir)
-        applier = RecordingApplier(conn, wiki, first, metrics)
+    async with _writer(settings, first, bus) as (thread, applier, metrics):
         consumer = Consumer(first, bus.nc, thread, applier, metrics)
         lingering = asyncio.Event()
         inner = consumer._linger
@@ -119,9 +130,6 @@ async def test_a_writer_cancelled_mid_batch_keeps_stream_order(settings, bus, du
         ro.close()
         second.stop()
         await asyncio.wait_for(task, 10)
-        await thread.call(conn.close)
-    finally:
-        thread.close()
     assert stored == published
     handed = [n for b in applier.batches for n in b]
     first_seen = list(dict.fromkeys(handed))
@@ -137,13 +145,7 @@ async def test_the_arrival_rate_counts_what_the_linger_gathered(settings, bus) -
     was a single command)."""
     tuned = _tuned(settings)  # the default linger: 50 ms, 64 commands
     js = bus.js
-    await busmod.ensure_writer_consumer(js, ack_wait_s=ACK_WAIT_S)
-    thread = WriterThread()
-    metrics = WriterMetrics.create(Telemetry("writer"))
-    try:
-        conn = await thread.call(open_writer, settings.db_path)
-        wiki = await thread.call(WikiRepo, settings.wiki_dir)
-        applier = RecordingApplier(conn, wiki, tuned, metrics)
+    async with _writer(settings, tuned, bus) as (thread, applier, metrics):
         consumer = Consumer(tuned, bus.nc, thread, applier, metrics)
         run = asyncio.create_task(consumer.run())
         stop = asyncio.Event()
@@ -158,9 +160,6 @@ async def test_the_arrival_rate_counts_what_the_linger_gathered(settings, bus) -
         await pub
         consumer.stop()
         await asyncio.wait_for(run, 10)
-        await thread.call(conn.close)
-    finally:
-        thread.close()
     sizes = [len(b) for b in applier.batches[start:-1]]  # the last one is the trickle's tail
     threshold = LINGER_MIN_EXPECTED / (tuned.writer.batch_linger_ms / 1000)
     assert min(rates) > 1.5 * threshold, rates
