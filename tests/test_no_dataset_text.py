@@ -19,15 +19,24 @@ MIN_CHARS = 20  # shorter strings ("7 May 2023", "Hey Mel!") occur in ordinary t
 
 
 def _dataset_strings(path: Path) -> list[str]:
-    """Every question, answer and dialogue turn of ``path`` of at least ``MIN_CHARS`` characters."""
+    """Every string of ``path`` of at least ``MIN_CHARS`` characters — questions, answers,
+    dialogue turns, session dates, summaries, observations, image captions — and each
+    sentence of the longer ones (a quoted sentence of a summary is as much a copy)."""
     out: set[str] = set()
-    for sample in json.loads(path.read_text()):
-        for qa in sample.get("qa", []):
-            out.update(str(qa.get(k, "")) for k in ("question", "answer", "adversarial_answer"))
-        for key, turns in sample.get("conversation", {}).items():
-            if isinstance(turns, list):
-                out.update(t.get("text", "") for t in turns if isinstance(t, dict))
-    return sorted(s.strip() for s in out if len(s.strip()) >= MIN_CHARS)
+
+    def walk(value) -> None:
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str):
+            out.add(value)
+            out.update(part for part in value.replace("\n", ". ").split(". "))
+
+    walk(json.loads(path.read_text()))
+    return sorted({s.strip() for s in out if len(s.strip()) >= MIN_CHARS})
 
 
 def test_no_tracked_file_holds_locomo_text(shared_dir: Path) -> None:
