@@ -167,9 +167,7 @@ class Consumer:
                 self._prefetch = asyncio.create_task(fetch(fetch_size(msgs, w))) if msgs else None
                 if msgs:
                     self.arrivals.observe(len(msgs), time.monotonic())
-                if lingers(msgs, w) and self.arrivals.per_s * w.batch_linger_ms / 1000 >= LINGER_MIN_EXPECTED:
                     msgs = await self._linger(msgs, fetch)
-                if msgs:
                     try:
                         await self.process(msgs)
                         self._held = []
@@ -193,10 +191,13 @@ class Consumer:
         event per page): the per-batch work, not the per-command work, is then most of the
         writer's CPU. Lingering only delays when a hook's observation becomes searchable (its
         202 was answered at the PubAck); it stops as soon as the batch is large enough or a
-        command someone waits for arrives (``lingers``). Returns the merged batch; the
-        prefetch in flight stays in ``self._prefetch`` (where a stop finds it).
+        command someone waits for arrives (``lingers``), and starts only while the arrival
+        rate promises ``LINGER_MIN_EXPECTED`` more commands within it. Returns the batch,
+        merged; the prefetch in flight stays in ``self._prefetch`` (where a stop finds it).
         """
         w = self.settings.writer
+        if self.arrivals.per_s * w.batch_linger_ms / 1000 < LINGER_MIN_EXPECTED:
+            return msgs
         deadline = time.monotonic() + w.batch_linger_ms / 1000
         while lingers(msgs, w) and (left := deadline - time.monotonic()) > 0 and not self._stop.is_set():
             done, _ = await asyncio.wait({self._prefetch}, timeout=left)
