@@ -174,9 +174,9 @@ def _spy(pids: list[int], seconds: float, out: Path) -> subprocess.Popen:
                              "--nonblocking", "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def writer_batches(url: str, token: str | None) -> tuple[float, float]:
-    """``(commands, batches)`` the writer applied so far (its ``aimem_writer_batch_size``
-    histogram on ``/metrics``); ``(0, 0)`` when it cannot be read."""
+def histogram_totals(url: str, token: str | None, name: str) -> tuple[float, float]:
+    """``(sum, count)`` of the histogram ``name`` on ``url``'s ``/metrics`` (every label set);
+    ``(0, 0)`` when it cannot be read."""
     try:
         text = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"} if token else {},
                          timeout=5).text
@@ -184,11 +184,22 @@ def writer_batches(url: str, token: str | None) -> tuple[float, float]:
         return 0.0, 0.0
     total = count = 0.0
     for line in text.splitlines():
-        if line.startswith("aimem_writer_batch_size_sum"):
+        if line.startswith(f"{name}_sum"):
             total += float(line.rsplit(" ", 1)[1])
-        elif line.startswith("aimem_writer_batch_size_count"):
+        elif line.startswith(f"{name}_count"):
             count += float(line.rsplit(" ", 1)[1])
     return total, count
+
+
+def writer_batches(url: str, token: str | None) -> tuple[float, float]:
+    """``(commands, batches)`` the writer applied so far (its ``aimem_writer_batch_size``)."""
+    return histogram_totals(url, token, "aimem_writer_batch_size")
+
+
+def ingress_messages(url: str, token: str | None) -> tuple[float, float]:
+    """``(commands, messages)`` the ingress (the worker that answers) published so far
+    (``aimem_bus_message_commands``: a bundle of gathered hooks is one message)."""
+    return histogram_totals(url, token, "aimem_bus_message_commands")
 
 
 def reference_cpu_per_s(port: int, parts: Parts, seconds: float = REFERENCE_S) -> float:
@@ -207,6 +218,7 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
     spy = _spy(parts.ingress, seconds, profile) if profile is not None else None
     applied0 = writer_batches(writer_url, token) if writer_url else (0.0, 0.0)
     base = f"http://127.0.0.1:{port}"
+    published0 = ingress_messages(base, token)
     load0, cpu0, t0 = os.getloadavg()[0], parts.cpu(), time.perf_counter()
     health = _hey(f"{base}/healthz", rate=HEALTHZ_RATE, seconds=seconds, conns=2)
     url = f"{base}/hook?agent=claude-code"
@@ -218,6 +230,8 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
     cpu = {k: v - cpu0[k] for k, v in parts.cpu().items()}
     applied = writer_batches(writer_url, token) if writer_url else (0.0, 0.0)
     batches = applied[1] - applied0[1]
+    published = ingress_messages(base, token)
+    messages = published[1] - published0[1]
     if spy is not None:
         spy.wait(60)
     for h, (_, err) in zip(hooks, outs):
@@ -253,6 +267,8 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
         "nats_cpu_us_per_hook": cpu.get("nats-server", 0.0) * per_hook,
         "writer_cpu_us_per_hook": cpu.get("writer", 0.0) * per_hook,
         "writer_mean_batch": (applied[0] - applied0[0]) / batches if batches else 0.0,  # what it applied meanwhile
+        # hooks per JetStream message the ingress published (gathered into bundles; one worker's view)
+        "ingress_mean_bundle": (published[0] - published0[0]) / messages if messages else 0.0,
         "hey_cpu_us_per_hook": cpu["hey"] * per_hook,
         # everything a hook costs on this machine, and the rate its cores could carry at that cost
         "pipeline_cpu_us_per_hook": pipeline * per_hook,
@@ -422,6 +438,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                    "healthz_p50_ms", "healthz_p99_ms", "p99_ratio", "share_429", "other_errors",
                                    "ingress_cpu_us_per_hook", "ingress_cpu_us_per_hook_net", "ingress_cpu_share",
                                    "ingress_sys_share_of_cpu", "nats_cpu_us_per_hook", "writer_cpu_us_per_hook", "writer_mean_batch",
+                                   "ingress_mean_bundle",
                                    "hey_cpu_us_per_hook", "pipeline_cpu_us_per_hook", "cores_bound_ev_s", "loadavg_1m"]))
         print(f"stored {res['stored_total']} / accepted {res['accepted_total']} (lost {res['lost']}, "
               f"zero loss: {res['zero_loss']})")
@@ -431,7 +448,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     scaling = [{"ingress_workers": s["ingress_workers"],
                 **{k: r[k] for r in s["rates"] if r["rate"] == "max"
                    for k in ("accepted_per_s", "ingress_cpu_us_per_hook", "ingress_cpu_share", "nats_cpu_us_per_hook",
-                             "writer_cpu_us_per_hook", "writer_mean_batch", "hey_cpu_us_per_hook",
+                             "writer_cpu_us_per_hook", "writer_mean_batch", "ingress_mean_bundle", "hey_cpu_us_per_hook",
                              "pipeline_cpu_us_per_hook",
                              "cores_bound_ev_s", "share_429", "loadavg_1m")},
                 "zero_loss": s["zero_loss"]} for s in stacks]

@@ -48,6 +48,7 @@ from aimem_common.errors import (
     UnavailableError,
     from_dict,
 )
+from aimem_common.bundles import BUNDLE_HEADER, BUNDLE_OP, encode_bundle
 from aimem_common.commands import Envelope
 from aimem_common.telemetry import tracing_enabled
 
@@ -382,6 +383,12 @@ class Bus:
             registry=registry,
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
+        self._message_commands = Histogram(
+            "aimem_bus_message_commands",
+            "Commands per JetStream message stored (1, or a bundle of gathered hooks)",
+            registry=registry,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+        )
         self._tracer = trace.get_tracer("aimem.bus")
         self.publish_ok_at = 0.0  # monotonic s of the last PubAck
         self.publish_failed_at = 0.0  # monotonic s of the last publish JetStream did not store
@@ -401,7 +408,30 @@ class Bus:
             BackPressureError: the stream is full (``discard=new``).
             UnavailableError: NATS unreachable or no PubAck within ``timeout_s``.
         """
-        subject = mut_subject(env.op)
+        headers = {MSG_ID_HEADER: msg_id or env.dedupe_id}
+        if reply_to:
+            headers[REPLY_HEADER] = reply_to
+        return await self._publish(env.op, env.model_dump_json().encode(), headers, env.cmd_id, 1, timeout_s)
+
+    async def publish_bundle(self, envs: list[Envelope], parts: list[bytes], *,
+                             timeout_s: float | None = None) -> PublishResult:
+        """Publish fire-and-forget ``envs`` (their JSON ``parts``, same order) as one message on
+        ``aimem.mut.bundle`` and wait for its PubAck (``aimem_common.bundles``).
+
+        The message's ``Nats-Msg-Id`` is unique to this bundle: JetStream never reports it as
+        a duplicate; the writer applies a command seen before once (``ingest_keys``).
+
+        Raises:
+            BackPressureError / UnavailableError: as ``publish``; none of ``envs`` is stored.
+        """
+        headers = {MSG_ID_HEADER: f"{envs[0].cmd_id}:{BUNDLE_OP}", BUNDLE_HEADER: str(len(envs))}
+        return await self._publish(BUNDLE_OP, encode_bundle(parts), headers, envs[0].cmd_id, len(envs), timeout_s)
+
+    async def _publish(self, op: str, data: bytes, headers: dict[str, str], message_id: str, commands: int,
+                       timeout_s: float | None) -> PublishResult:
+        """Publish ``data`` on ``aimem.mut.<op>`` with ``headers`` (+ the trace context) and map
+        the PubAck or its failure (see ``publish``)."""
+        subject = mut_subject(op)
         timeout = timeout_s if timeout_s is not None else self.settings.publish_timeout_s
         span = nullcontext() if not tracing_enabled() else self._tracer.start_as_current_span(
             f"{subject} publish",
@@ -410,14 +440,11 @@ class Bus:
                 "messaging.system": "nats",
                 "messaging.destination.name": subject,
                 "messaging.operation.type": "publish",
-                "messaging.message.id": env.cmd_id,
+                "messaging.message.id": message_id,
             },
         )
         with span:  # without an exporter: no span, the caller's trace context still travels
-            headers = trace_headers({MSG_ID_HEADER: msg_id or env.dedupe_id})
-            if reply_to:
-                headers[REPLY_HEADER] = reply_to
-            data = env.model_dump_json().encode()
+            headers = trace_headers(headers)
             t0 = time.perf_counter()
             try:
                 ack = await self.acks.publish(subject, data, headers=headers, timeout_s=timeout)
@@ -438,7 +465,8 @@ class Bus:
                 raise UnavailableError("the command stream is electing a leader; retry shortly",
                                        code="bus_unavailable") from exc
             finally:
-                self._publish_latency.labels(env.op).observe(time.perf_counter() - t0)
+                self._publish_latency.labels(op).observe(time.perf_counter() - t0)
+            self._message_commands.observe(commands)
             self.publish_ok_at = time.monotonic()
             return PublishResult(seq=int(ack.get("seq") or 0), duplicate=bool(ack.get("duplicate")))
 

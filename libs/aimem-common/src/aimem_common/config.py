@@ -138,6 +138,11 @@ class IngressSettings(BaseModel):
     retry_after_s: int = 2
     context_max_tokens: int = 2000  # session-start context budget (~4 chars/token)
     workers: int = Field(1, ge=1, le=64)  # uvicorn worker processes (ingress is stateless)
+    # Hooks publishing at the same moment share one JetStream message and PubAck
+    # (aimem_common.bundles): at most this many per message (1: every hook alone), and new
+    # hooks gather while this many messages await their PubAck.
+    bundle_max_cmds: int = Field(64, ge=1, le=1024)
+    bundle_max_inflight: int = Field(2, ge=1, le=64)
 
 
 class QuerySettings(BaseModel):

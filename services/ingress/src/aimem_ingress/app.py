@@ -8,10 +8,11 @@ live in ``routes.py`` and reach the context through ``deps.py``.
 
 from __future__ import annotations
 
+from aimem_common.bundles import Gatherer
 from aimem_common.bus import WRITER_STATUS_SUBJECT
 from aimem_common.config import Settings
 from aimem_common.service import Startup, create_service_app
-from aimem_common.telemetry import Telemetry
+from aimem_common.telemetry import Telemetry, tracing_enabled
 from aimem_common.web import ServiceApp
 from aimem_ingress.context import HookMetrics, IngressContext
 from aimem_ingress.gate import LagGate
@@ -19,6 +20,7 @@ from aimem_ingress.imports import router as import_router
 from aimem_ingress.routes import post_hook, router
 
 READ_POOL_SIZE = 2  # session-start briefs read concurrently; hooks themselves never read
+BUNDLE_MAX_BYTES = 1024 * 1024  # JSON bytes of gathered hooks in one message
 
 
 def create_app(settings: Settings) -> ServiceApp:
@@ -37,8 +39,12 @@ def create_app(settings: Settings) -> ServiceApp:
         gate.start()
         s.stack.push_async_callback(gate.close)
         pool = await s.read_pool(size=READ_POOL_SIZE, budget_ms=settings.query.query_budget_ms, wait_s=0, lazy=True)
+        # Traced, every hook travels alone: one trace per hook from ingress to git commit.
+        hooks = Gatherer(bus, max_cmds=1 if tracing_enabled() else cfg.bundle_max_cmds,
+                         max_bytes=min(settings.bus.mut_max_msg_bytes // 2, BUNDLE_MAX_BYTES),
+                         max_inflight=cfg.bundle_max_inflight)
         return IngressContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, gate=gate, metrics=metrics,
-                              read_pool=pool, claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
+                              read_pool=pool, hooks=hooks, claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
 
     app = create_service_app("ingress", settings, telemetry, start,
                              not_ready={"nats": False, "db": "lazy", "writer_lag": None})

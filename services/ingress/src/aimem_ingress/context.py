@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from aimem_common.bundles import Gatherer
 from aimem_common.errors import UnavailableError
 from aimem_common.read.pool import ReaderPool
 from aimem_common.service import ServiceContext
@@ -44,6 +45,7 @@ class IngressContext(ServiceContext):
     gate: LagGate
     metrics: HookMetrics
     read_pool: ReaderPool
+    hooks: Gatherer  # the hook commands' publisher: concurrent hooks share a JetStream message
     claim_timeout_s: float = 0.8
 
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T | None:

@@ -3,7 +3,10 @@
 ``POST /hook?agent=&event=&extension=&workspace=&project=&cwd=&ts=`` takes a client's native
 payload (``normalize.py``), sanitizes it, publishes ``observation.append`` (and, for a
 session end, ``session.end``) to JetStream with the idempotency key as ``Nats-Msg-Id``, and
-answers ``202 {"accepted": cmd_id}`` after the PubAck. 429 + ``Retry-After`` when the
+answers ``202 {"accepted": cmd_id}`` after the PubAck. Hooks published at the same moment
+share one message and its PubAck (``aimem_common.bundles``); ``"duplicate": true`` is added
+when JetStream recognised a retry travelling alone (a gathered retry is applied once by the
+writer all the same). 429 + ``Retry-After`` when the
 stream is full or the writer lags; 503 when NATS is unreachable; 4xx JSON for bad input.
 ``cwd`` in the query is a fallback for payloads that carry none (the hook client sends its
 own working directory), ``ts`` (epoch seconds, when the hook ran) is the event time for
@@ -325,13 +328,13 @@ async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
     actor = HOOK_ACTOR
     env = make_envelope("observation.append", sanitize(raw).to_payload(), actor=actor, idempotency_key=key,
                         **scope.envelope_kwargs())
-    result = await ctx.bus.publish(env)
+    result = await ctx.hooks.publish(env)
     if ev.kind is ObservationKind.SESSION_END:
         reason = ev.extra.get("reason")
         end = SessionEnd(session_id=ev.session_id, agent=ev.agent, cwd=ev.cwd, ended_at=ev.occurred_at,
                          reason=redact(str(reason)).text[:64] if reason else None)  # redacted before the cut
         end_key = f"{key}:session.end" if key else f"{env.cmd_id}:session.end"
-        await ctx.bus.publish(make_envelope("session.end", end, actor=actor,
+        await ctx.hooks.publish(make_envelope("session.end", end, actor=actor,
                                             idempotency_key=end_key[:MAX_KEY_CHARS], **scope.envelope_kwargs()))
     return env.cmd_id, result.duplicate
 

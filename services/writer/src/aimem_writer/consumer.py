@@ -47,7 +47,8 @@ from aimem_common import bus as busmod
 from aimem_common.config import Settings, WriterSettings
 from aimem_common.errors import StoreFaultError
 
-from aimem_writer.batch import Applier, BatchResult, Incoming
+from aimem_writer.batch import Applier, BatchResult
+from aimem_writer.messages import command_count, commands_of, settlements
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.thread import WriterThread
 from aimem_writer.tx import Event
@@ -59,14 +60,17 @@ LAG_POLL_S = 2.0
 
 
 def fetch_size(msgs: list, w: WriterSettings) -> int:
-    """Messages to ask for next: ``w.batch_max_msgs_behind`` when the last fetched message says
-    the consumer still had commands pending (its JetStream ``num_pending``), else
-    ``w.batch_max_msgs``."""
+    """Messages to ask for next: room for ``w.batch_max_msgs_behind`` commands when the last
+    fetched message says the consumer still had commands pending (its JetStream
+    ``num_pending``), else for ``w.batch_max_msgs``; divided by the commands per message of
+    ``msgs`` (bundles of gathered hooks), so a transaction stays about that many commands."""
     try:
         pending = msgs[-1].metadata.num_pending
     except Exception:  # noqa: BLE001 - not a JetStream message (tests)
         pending = 0
-    return max(w.batch_max_msgs, w.batch_max_msgs_behind) if pending else w.batch_max_msgs
+    commands = max(w.batch_max_msgs, w.batch_max_msgs_behind) if pending else w.batch_max_msgs
+    per_msg = command_count(msgs) / len(msgs) if msgs else 1.0
+    return max(1, int(commands / per_msg))
 
 
 # The linger starts only when the commands' arrival rate promises this many more within it:
@@ -94,10 +98,10 @@ class ArrivalRate:
 
 
 def lingers(msgs: list, w: WriterSettings) -> bool:
-    """Whether to wait for more commands before applying ``msgs``: a batch smaller than
-    ``w.batch_linger_msgs`` that nobody waits on (no ``Aimem-Reply-To``: hook observations,
+    """Whether to wait for more commands before applying ``msgs``: a batch of fewer than
+    ``w.batch_linger_msgs`` commands (a bundle counts its own) that nobody waits on (no ``Aimem-Reply-To``: hook observations,
     session ends) while ``w.batch_linger_ms`` is on. A waiting caller is never held."""
-    return (w.batch_linger_ms > 0 and 0 < len(msgs) < w.batch_linger_msgs
+    return (w.batch_linger_ms > 0 and 0 < command_count(msgs) < w.batch_linger_msgs
             and not any((m.headers or {}).get(busmod.REPLY_HEADER) for m in msgs))
 
 
@@ -166,7 +170,7 @@ class Consumer:
                 msgs = self._held = await (self._prefetch or asyncio.create_task(fetch(w.batch_max_msgs)))
                 self._prefetch = asyncio.create_task(fetch(fetch_size(msgs, w))) if msgs else None
                 if msgs:
-                    self.arrivals.observe(len(msgs), time.monotonic())
+                    self.arrivals.observe(command_count(msgs), time.monotonic())
                     msgs = await self._linger(msgs, fetch)
                     try:
                         await self.process(msgs)
@@ -208,7 +212,7 @@ class Consumer:
             self._prefetch = asyncio.create_task(fetch(fetch_size(msgs, w)))
             if not more:
                 break  # idle fetch timed out
-            self.arrivals.observe(len(more), time.monotonic())
+            self.arrivals.observe(command_count(more), time.monotonic())
         return msgs
 
     async def _hand_back(self, sub) -> None:
@@ -351,13 +355,7 @@ class Consumer:
             log.debug("dead letters not counted: %s", exc)
 
     async def _process(self, msgs: list) -> BatchResult:
-        items = []
-        for m in msgs:
-            try:
-                delivered = m.metadata.num_delivered
-            except Exception:  # noqa: BLE001 - not a JetStream message (tests)
-                delivered = 1
-            items.append(Incoming(m.data, dict(m.headers or {}), delivered))
+        items, owners = commands_of(msgs)
         t0 = time.perf_counter()
         result = await self._apply_holding(items)
         self._leave_fault()
@@ -370,7 +368,7 @@ class Consumer:
             for o in result.outcomes:
                 if o.op == "wiki.checkpoint" and o.reply and o.reply.get("ok"):
                     o.reply["result"]["commit"] = oid
-        for m, item, outcome in zip(msgs, items, result.outcomes):
+        for item, outcome in zip(items, result.outcomes):
             reply_to = item.headers.get(busmod.REPLY_HEADER)
             if reply_to and outcome.reply is not None:
                 try:
@@ -379,15 +377,15 @@ class Consumer:
                     log.warning("reply to %s failed: %s", reply_to, exc)
         if result.events:
             await self.publish_events(result.events)
-        for m, outcome in zip(msgs, result.outcomes):
+        for m, action in zip(msgs, settlements(result.outcomes, owners, len(msgs))):
             try:
-                if outcome.action == "ack":
+                if action == "ack":
                     await m.ack()
-                elif outcome.action == "nak":
+                elif action == "nak":
                     await m.nak(delay=NAK_DELAY_S)
                 else:
                     await m.term()
-                self.metrics.acks.labels(outcome.action).inc()
+                self.metrics.acks.labels(action).inc()
             except nats.errors.Error as exc:  # redelivery replays it as a duplicate
                 log.warning("settling a message failed: %s", exc)
         if result.files:

@@ -1,0 +1,174 @@
+"""Bundles of gathered hook commands (``aimem_common.bundles``) on a real nats-server, through
+the real writer: fewer messages than commands, every command stored once, a bundle that must
+come back comes back whole and still stores each command once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import sqlite3
+import time
+
+import pytest
+
+from aimem_common import bus as busmod
+from aimem_common.bundles import BUNDLE_HEADER, Gatherer
+from aimem_common.commands import make_envelope
+from aimem_common.db.connect import open_writer
+from aimem_common.errors import RetryableError, UnavailableError
+from aimem_common.models import ObservationKind
+from aimem_common.sanitize import RawObservation, sanitize
+from aimem_common.telemetry import Telemetry
+
+import aimem_writer.ops  # noqa: F401  (registers every handler)
+from aimem_writer import registry
+from aimem_writer.batch import Applier
+from aimem_writer.consumer import Consumer
+from aimem_writer.metrics import WriterMetrics
+from aimem_writer.thread import WriterThread
+from aimem_writer.wiki import WikiRepo
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio, pytest.mark.timeout(90)]
+
+
+def _obs(i: int, key: str | None = None):
+    raw = RawObservation(session_id="s1", kind=ObservationKind.USER_PROMPT, agent="claude-code",
+                         cwd="/w/app", title=f"Prompt {i}", body=f"prompt number {i}")
+    return make_envelope("observation.append", sanitize(raw).to_payload(), project="app", idempotency_key=key)
+
+
+def _gatherer(bus, **kw) -> Gatherer:
+    return Gatherer(bus, **{"max_cmds": 64, "max_bytes": 1 << 20, "max_inflight": 1, **kw})
+
+
+async def _stream_messages(bus) -> int:
+    return (await bus.js.stream_info(busmod.MUT_STREAM)).state.messages
+
+
+@contextlib.asynccontextmanager
+async def _running_writer(settings, bus):
+    """A ``Consumer`` with the real applier, writer thread, database and wiki, running."""
+    await busmod.ensure_writer_consumer(bus.js, ack_wait_s=settings.writer.ack_wait_s)
+    thread = WriterThread()
+    metrics = WriterMetrics.create(Telemetry("writer"))
+    try:
+        conn = await thread.call(open_writer, settings.db_path)
+        wiki = await thread.call(WikiRepo, settings.wiki_dir)
+        consumer = Consumer(settings, bus.nc, thread, Applier(conn, wiki, settings, metrics), metrics)
+        task = asyncio.create_task(consumer.run())
+        try:
+            yield consumer
+        finally:
+            consumer.stop()
+            await asyncio.wait_for(task, 15)
+            await thread.call(conn.close)
+    finally:
+        thread.close()
+
+
+def _titles(settings) -> list[str]:
+    try:
+        ro = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
+    except sqlite3.OperationalError:
+        return []
+    try:
+        return [r[0] for r in ro.execute("SELECT title FROM observations ORDER BY id")]
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        ro.close()
+
+
+async def _wait_titles(settings, n: int, timeout_s: float = 30) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if len(titles := _titles(settings)) >= n:
+            return titles
+        await asyncio.sleep(0.05)
+    return _titles(settings)
+
+
+async def test_concurrent_commands_travel_in_fewer_messages_and_are_each_stored_once(settings, bus) -> None:
+    """40 commands published at once: each caller gets its PubAck, the stream holds fewer
+    messages than commands (bundles), and the writer stores all 40, once each."""
+    gatherer = _gatherer(bus)
+    results = await asyncio.gather(*(gatherer.publish(_obs(i)) for i in range(40)))
+    assert all(r.seq > 0 for r in results)
+    messages = await _stream_messages(bus)
+    assert 1 <= messages <= 20, messages  # one in flight at a time: the rest gathered behind it
+    async with _running_writer(settings, bus):
+        titles = await _wait_titles(settings, 40)
+        await asyncio.sleep(0.3)  # anything stored twice would show by now
+    assert sorted(titles) == sorted(f"Prompt {i}" for i in range(40))
+    assert await _stream_messages(bus) == 0  # every message acked (work queue)
+
+
+async def test_a_lone_command_is_its_own_message_and_reports_duplicates(settings, bus) -> None:
+    gatherer = _gatherer(bus)
+    first = await gatherer.publish(_obs(1, key="k1"))
+    again = await gatherer.publish(_obs(1, key="k1"))
+    assert not first.duplicate and again.duplicate
+    info = await bus.js.get_msg(busmod.MUT_STREAM, first.seq)
+    assert info.subject == busmod.mut_subject("observation.append")
+    assert BUNDLE_HEADER not in (info.headers or {})
+
+
+async def test_a_retry_gathered_into_a_bundle_is_applied_once(settings, bus) -> None:
+    """A command stored alone, then retried inside a bundle (JetStream cannot see it as a
+    duplicate there): the writer's ingest keys apply it once."""
+    gatherer = _gatherer(bus)
+    await gatherer.publish(_obs(1, key="k1"))
+    await asyncio.gather(*(gatherer.publish(_obs(i, key=f"k{i}")) for i in (1, 2, 3, 4)))
+    async with _running_writer(settings, bus):
+        titles = await _wait_titles(settings, 4)
+        await asyncio.sleep(0.3)
+    assert sorted(titles) == ["Prompt 1", "Prompt 2", "Prompt 3", "Prompt 4"]
+
+
+async def test_a_bundle_with_a_command_to_redeliver_comes_back_whole(settings, bus, monkeypatch) -> None:
+    """One command of a bundle fails transiently once: the whole message is naked and
+    redelivered; the commands applied the first time answer as duplicates, the failed one is
+    applied: every command stored exactly once."""
+    handler = registry.get("observation.append")
+    failed: list[str] = []
+
+    def flaky(tx, env, cmd):
+        if cmd.title == "Prompt 3" and not failed:
+            failed.append(env.cmd_id)
+            raise RetryableError("transient")
+        return original(tx, env, cmd)
+
+    original = handler.fn
+    monkeypatch.setitem(registry._HANDLERS, "observation.append", dataclasses.replace(handler, fn=flaky))
+    gatherer = _gatherer(bus)
+    await gatherer.publish(_obs(0))  # in flight while the next six gather into one bundle
+    await asyncio.gather(*(gatherer.publish(_obs(i)) for i in range(1, 7)))
+    assert await _stream_messages(bus) < 7
+    async with _running_writer(settings, bus):
+        titles = await _wait_titles(settings, 7, timeout_s=30)
+        await asyncio.sleep(0.5)
+    assert failed, "the transient failure never happened"
+    assert sorted(titles) == sorted(f"Prompt {i}" for i in range(7))
+
+
+async def test_every_caller_of_a_failed_bundle_gets_the_failure(settings, bus) -> None:
+    """No stream takes the message: none of the gathered commands is acknowledged."""
+    await bus.js.delete_stream(busmod.MUT_STREAM)
+    gatherer = _gatherer(bus)
+    outcomes = await asyncio.gather(*(gatherer.publish(_obs(i)) for i in range(8)), return_exceptions=True)
+    assert len(outcomes) == 8 and all(isinstance(o, UnavailableError) for o in outcomes), outcomes
+
+
+async def test_a_full_bundle_leaves_at_once_and_a_large_command_alone(settings, bus) -> None:
+    gatherer = _gatherer(bus, max_cmds=4, max_inflight=64)
+    await asyncio.gather(*(gatherer.publish(_obs(i)) for i in range(10)))
+    sizes = []
+    for seq in range(1, await _stream_messages(bus) + 1):
+        msg = await bus.js.get_msg(busmod.MUT_STREAM, seq)
+        sizes.append(int((msg.headers or {}).get(BUNDLE_HEADER, 1)))
+    assert sum(sizes) == 10 and max(sizes) <= 4 and len(sizes) >= 3, sizes
+    small = _gatherer(bus, max_bytes=200)  # every envelope is larger: each travels alone
+    before = await _stream_messages(bus)
+    await asyncio.gather(*(small.publish(_obs(i)) for i in range(3)))
+    assert await _stream_messages(bus) == before + 3

@@ -1,0 +1,34 @@
+"""``aimem_writer.messages``: a bundle's commands and one settlement per message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aimem_common.bundles import BUNDLE_HEADER, encode_bundle
+
+from aimem_writer.batch import Outcome
+from aimem_writer.messages import command_count, commands_of, settlements
+
+
+@dataclass
+class _Msg:  # the two attributes of a fetched message the writer reads here
+    data: bytes
+    headers: dict = field(default_factory=dict)
+
+
+def test_a_bundle_becomes_its_commands_with_the_message_headers_minus_its_own() -> None:
+    msgs = [_Msg(b'{"a":1}', {"Nats-Msg-Id": "x"}),
+            _Msg(encode_bundle([b'{"b":1}', b'{"b":2}', b'{"b":3}']), {BUNDLE_HEADER: "3", "traceparent": "t"})]
+    items, owners = commands_of(msgs)
+    assert [i.data for i in items] == [b'{"a":1}', b'{"b":1}', b'{"b":2}', b'{"b":3}']
+    assert owners == [0, 1, 1, 1]
+    assert items[2].headers == {"traceparent": "t"}
+    assert command_count(msgs) == 4
+    assert command_count([_Msg(b"", {BUNDLE_HEADER: "junk"})]) == 1
+
+
+def test_a_message_settles_by_the_weakest_of_its_commands() -> None:
+    o = {a: Outcome(a) for a in ("ack", "nak", "term")}
+    outcomes = [o["ack"], o["nak"], o["ack"], o["term"], o["ack"], o["term"], o["term"]]
+    owners = [0, 0, 1, 1, 2, 3, 3]
+    assert settlements(outcomes, owners, 5) == ["nak", "ack", "ack", "term", "ack"]
