@@ -16,6 +16,31 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def cpu_mhz() -> float | None:
+    """The first core's clock as ``/proc/cpuinfo`` reports it (MHz), or None."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return round(float(line.split(":", 1)[1]), 0)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def python_speed_mit_s(iterations: int = 2_000_000) -> float:
+    """Million iterations per CPU second of a fixed pure-Python loop (best of 3): the same code
+    on two VMs of one name can differ by more than the change being measured, and this says
+    by how much (~0.2 s)."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.process_time()
+        total = 0
+        for i in range(iterations):
+            total += i & 7
+        best = min(best, time.process_time() - t0)
+    return round(iterations / best / 1e6, 2) if best > 0 else 0.0
+
+
 def machine_info() -> dict[str, Any]:
     """CPU model/count, memory, OS, Python, the commit, the load average — printed beside every figure."""
     cpu = platform.processor() or platform.machine()
@@ -38,6 +63,8 @@ def machine_info() -> dict[str, Any]:
         commit = "unknown"
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cpu_mhz": cpu_mhz(),
+        "python_speed_mit_s": python_speed_mit_s(),
         "loadavg": [round(v, 2) for v in os.getloadavg()],  # 1, 5, 15 min at the time of writing
         "commit": commit,
         "cpu": cpu,

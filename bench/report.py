@@ -182,7 +182,9 @@ TARGETS: dict[str, Callable[[Path, dict[str, Any]], list[Row]]] = {
 
 def _machine(data: dict[str, Any]) -> str:
     m = data.get("machine", {})
-    return (f"{m.get('cores', '?')} × {m.get('cpu', '?')}, {m.get('mem_gib', '?')} GiB, Python {m.get('python', '?')}, "
+    speed = "".join([f", {m['cpu_mhz']:,.0f} MHz" if m.get("cpu_mhz") else "",
+                     f", pure-Python loop {m['python_speed_mit_s']} M it/s" if m.get("python_speed_mit_s") else ""])
+    return (f"{m.get('cores', '?')} × {m.get('cpu', '?')}{speed}, {m.get('mem_gib', '?')} GiB, Python {m.get('python', '?')}, "
             f"commit `{m.get('commit', '?')}`, {m.get('date', '?')}" + (f", {_load(data)}" if _load(data) else ""))
 
 

@@ -67,3 +67,17 @@ def test_hook_rows_per_ingress_worker_count(tmp_path):
     assert "not met" in rows["ingress CPU per accepted hook at 500 ev/s (2 ingress workers)"]
     assert "**met**" in rows["accepted ev/s, unthrottled (2 ingress workers)"]
     assert "not met" in rows["accepted hooks stored (2 ingress workers)"]
+
+
+def test_the_machine_line_carries_the_clock_and_the_python_speed(tmp_path):
+    """Two VMs of one name differ by more than most changes: every machine line says how fast
+    this one was (files written before these fields still render)."""
+    (tmp_path / "writer_throughput-20261201T010000.json").write_text(json.dumps(
+        {"bench": "writer_throughput", "machine": {**MACHINE, "cpu_mhz": 2600.0, "python_speed_mit_s": 32.9},
+         "obs_per_s": 9000, "obs_per_cpu_s": 9100, "mean_batch": 10}))
+    _write(tmp_path, "hook_ingest", "20261201T010000", {"stacks": []})
+    text = report.render(tmp_path)
+    line = next(l for l in text.splitlines() if l.startswith("- `writer_throughput-20261201T010000.json`"))
+    assert "2 × Test CPU, 2,600 MHz, pure-Python loop 32.9 M it/s, 23.5 GiB" in line
+    old = next(l for l in text.splitlines() if l.startswith("- `hook_ingest-20261201T010000.json`"))
+    assert "2 × Test CPU, 23.5 GiB" in old and "MHz" not in old
