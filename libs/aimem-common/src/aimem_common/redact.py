@@ -258,10 +258,9 @@ def redact(text: str) -> RedactResult:
         # A redaction can change what an earlier rule sees (a value that ended at a '['
         # now ends at a marker), so repeat until nothing changes: that makes it idempotent.
         before = text
-        present = _present_triggers(_unmarked_lower(text))  # markers trigger nothing
-        for kind, triggers, pattern, decide in _RULES:
-            if not present.isdisjoint(triggers):
-                text = pattern.sub(partial(_replace, kind, decide, found), text)
+        for rule in _triggered_rules(_unmarked_lower(text)):  # markers trigger nothing
+            kind, _triggers, pattern, decide = _RULES[rule]
+            text = pattern.sub(partial(_replace, kind, decide, found), text)
         if text == before:
             break
     return RedactResult(text, tuple(sorted(found)))
@@ -276,9 +275,9 @@ def contains_secret(text: str) -> bool:
     ``redact`` on clean text (no string is rebuilt) and on a secret (it stops there).
     Pure, any thread.
     """
-    present = _present_triggers(_unmarked_lower(text))
-    for _kind, triggers, pattern, decide in _RULES:
-        if not present.isdisjoint(triggers) and any(_accepts(decide, m) for m in pattern.finditer(text)):
+    for rule in _triggered_rules(_unmarked_lower(text)):
+        _kind, _triggers, pattern, decide = _RULES[rule]
+        if any(_accepts(decide, m) for m in pattern.finditer(text)):
             return True
     return False
 
@@ -496,6 +495,8 @@ KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, *_ in _RULES))  # ev
 # surrogate, which a hook payload may carry, encodable).
 _TRIGGERS = tuple(sorted({t for _, triggers, _, _ in _RULES for t in triggers}))
 _TRIGGER_SCAN = ahocorasick_rs.BytesAhoCorasick([t.encode() for t in _TRIGGERS])
+# For each trigger (same index as _TRIGGERS), the rules it starts.
+_RULES_OF_TRIGGER = tuple(tuple(n for n, rule in enumerate(_RULES) if t in rule[1]) for t in _TRIGGERS)
 
 
 def _unmarked_lower(text: str) -> str:
@@ -504,7 +505,12 @@ def _unmarked_lower(text: str) -> str:
     return (_MARKER.sub(" ", text) if "[REDACTED:" in text else text).lower()
 
 
-def _present_triggers(lowered: str) -> set[str]:
-    """The triggers of ``_RULES`` that occur in ``lowered`` (lower-cased, markers blanked)."""
+def _triggered_rules(lowered: str) -> list[int]:
+    """Indexes into ``_RULES``, in their order, of the rules a trigger occurring in ``lowered``
+    (lower-cased, markers blanked) starts: one Aho-Corasick scan, then only those rules (clean
+    text, the usual hook field, runs none)."""
     haystack = lowered.encode("utf-8", "surrogatepass")
-    return {_TRIGGERS[i] for i, _, _ in _TRIGGER_SCAN.find_matches_as_indexes(haystack, overlapping=True)}
+    hits = {i for i, _, _ in _TRIGGER_SCAN.find_matches_as_indexes(haystack, overlapping=True)}
+    if not hits:
+        return []
+    return sorted({rule for i in hits for rule in _RULES_OF_TRIGGER[i]})
