@@ -55,6 +55,11 @@ def test_store_fault_classification() -> None:
     io.sqlite_errorcode = 10 | (3 << 8)  # SQLITE_IOERR_WRITE: the primary code decides
     assert store_fault(io).data["reason"] == "io_error"
     assert store_fault(OSError(errno.ENOSPC, "No space left on device")).data["reason"] == "disk_full"
+    for err in (errno.EACCES, errno.EPERM):  # a data dir whose owner or mode changed: every write fails alike
+        assert store_fault(PermissionError(err, "Permission denied")).data == {"reason": "io_error", "store": "wiki"}
+    perm = sqlite3.OperationalError("access permission denied")
+    perm.sqlite_errorcode = 3  # SQLITE_PERM
+    assert store_fault(perm).data == {"reason": "io_error", "store": "db"}
     syntax = sqlite3.OperationalError("no such column: x")
     syntax.sqlite_errorcode = 1  # SQLITE_ERROR: a bug, not the store
     assert store_fault(syntax) is None
@@ -131,6 +136,25 @@ def test_a_transient_failure_past_max_deliver_is_a_dead_letter(wh, monkeypatch) 
     late = wh.applier.apply([Incoming(env.model_dump_json().encode(), {}, wh.applier.max_deliver)])
     assert late.outcomes[0].action == "term"
     assert "upstream busy" in wh.conn.execute("SELECT reason FROM dead_letters").fetchone()[0]
+
+
+def test_permission_denied_in_a_handler_holds_the_batch(wh, monkeypatch) -> None:
+    """EACCES on the wiki is the store's fault, not the command's: the batch is held and
+    retried (``StoreFaultError``), never given up, and applies once the store takes it."""
+    original = registry.get("observation.append").fn
+
+    def denied(tx, env, cmd):
+        raise PermissionError(errno.EACCES, "Permission denied", "/data/wiki/default")
+
+    _patch_handler(monkeypatch, "observation.append", denied)
+    items = [Incoming(_obs(wh, i).model_dump_json().encode(), {}, 9) for i in range(2)]
+    with pytest.raises(StoreFaultError) as info:
+        wh.applier.apply(items)
+    assert info.value.data == {"reason": "io_error", "store": "wiki"}
+    assert wh.count("SELECT count(*) FROM dead_letters") == 0
+    _patch_handler(monkeypatch, "observation.append", original)
+    assert [o.action for o in wh.applier.apply(items).outcomes] == ["ack", "ack"]
+    assert wh.count("SELECT count(*) FROM observations") == 2
 
 
 def test_an_error_nobody_waits_for_is_a_dead_letter_but_a_waited_one_is_a_reply(wh) -> None:
