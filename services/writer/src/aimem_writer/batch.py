@@ -18,8 +18,9 @@ Failures, by kind (``faults.py``):
 * a store fault anywhere (disk full, I/O error at a statement, at ``COMMIT`` or while
   writing wiki files before the commit) rolls the batch back and raises
   ``StoreFaultError``: nothing is settled, the consumer holds the batch and retries it.
-  A store fault *after* ``COMMIT`` (the file flush) keeps the effects in ``wiki_outbox``;
-  the batch is settled (it is stored) and ``recover()`` re-flushes them;
+  Any failure of the file flush *after* ``COMMIT`` keeps the effects in ``wiki_outbox``
+  and is reported as a store fault (``owed_fault``), whatever raised it: the batch is
+  settled (it is stored), the writer is held and ``recover()`` re-flushes them;
 * a ``RetryableError`` or another ``sqlite3.OperationalError`` aborts the transaction: the
   failing command is nak'ed (or, after ``writer.max_deliver`` deliveries, terminated and
   kept as a dead letter) and the batch is re-applied without it;
@@ -150,6 +151,14 @@ def _reply_json(reply: dict[str, Any]) -> str:
         return json.dumps(reply, ensure_ascii=False)
 
 
+def owed_fault(exc: BaseException) -> StoreFaultError:
+    """Return the store fault that holds the writer while ``exc`` keeps wiki files owed:
+    ``store_fault(exc)`` when it is one, else ``reason`` ``io_error`` (a bug or bad text, e.g.
+    ``UnicodeEncodeError``, is not the disk's, but the files must not be dropped either)."""
+    return store_fault(exc) or StoreFaultError(f"wiki flush: {type(exc).__name__}: {exc}",
+                                               data={"reason": "io_error", "store": "wiki"})
+
+
 WIKI_COMMIT_KEY = "wiki_commit"
 
 
@@ -191,7 +200,8 @@ class Applier:
         """Flush wiki effects a failed flush left in ``wiki_outbox`` (writer thread).
 
         Raises:
-            StoreFaultError: the wiki or the DB still refuses writes.
+            StoreFaultError: the flush still fails, for any reason (``owed_fault``): the
+                files stay owed and the writer stays held until they are written.
         """
         if not self.outbox_owed:
             return
@@ -199,8 +209,8 @@ class Applier:
             replay_outbox(self.conn, self.wiki)
         except AimemError as exc:
             raise StoreFaultError(exc.message, data={"reason": "io_error", "store": "wiki"}) from exc
-        except sqlite3.Error as exc:
-            raise (store_fault(exc) or StoreFaultError(f"database: {exc}", data={"reason": "io_error"})) from exc
+        except Exception as exc:  # any failure keeps the files owed and the writer held (visible)
+            raise owed_fault(exc) from exc
         self.outbox_owed = False
 
     # -- the batch ------------------------------------------------------------------
@@ -317,11 +327,12 @@ class Applier:
             try:
                 files = self.wiki.flush(ops)
                 clear_outbox(conn)
-            except (OSError, sqlite3.Error) as exc:
-                # Committed: the batch is stored and will be settled; the files are owed.
-                flush_fault = store_fault(exc) or StoreFaultError(f"wiki flush: {exc}", data={"reason": "io_error"})
+            except Exception as exc:  # noqa: BLE001 - whatever it is, the files must stay owed
+                # Committed: the batch is stored and will be settled; the files are owed (else
+                # the next batch's flush would clear wiki_outbox and they would be lost).
+                flush_fault = owed_fault(exc)
                 self.outbox_owed = True
-                log.error("wiki flush failed after commit (kept in wiki_outbox): %s", exc)
+                log.error("wiki flush failed after commit (kept in wiki_outbox): %r", exc)
             self.wiki.note_ops(stage.op_names)
         return BatchResult([o or Outcome() for o in outcomes], events, files, flush_fault=flush_fault)
 
