@@ -215,7 +215,14 @@ class Applier:
 
     # -- the batch ------------------------------------------------------------------
     def apply(self, items: list[Incoming]) -> BatchResult:
-        """Apply ``items`` (see module docstring); returns one outcome per item."""
+        """Apply ``items`` (see module docstring); returns one outcome per item, in order.
+
+        Raises:
+            StoreFaultError: the store refused a write; nothing of the batch is committed.
+            Exception: an unexpected error before the ``COMMIT`` (rolled back, nothing
+                committed: the consumer applies the batch again, ``inplace.py``). Nothing
+                after the ``COMMIT`` raises (file flush: ``flush_fault``; text index: logged).
+        """
         t0 = time.perf_counter()
         outcomes: list[Outcome | None] = [None] * len(items)
         envs: list[Envelope | None] = [None] * len(items)
@@ -265,14 +272,54 @@ class Applier:
 
     def sync_text_index(self) -> int:
         """Bring the page text index up to the last COMMIT (``TextIndexWriter.drain``); returns
-        the outbox rows drained. A failure is logged: the rows stay and the next call retries."""
+        the outbox rows drained. A failure is logged: the rows stay and the next call retries.
+        It never raises: it runs after the COMMIT, and ``apply`` raising would read as nothing
+        committed (the consumer would apply the batch again)."""
         if self.text_index is None:
             return 0
         try:
             return self.text_index.drain(self.conn)
-        except sqlite3.Error as exc:
-            log.warning("search outbox not drained: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - committed; the outbox rows stay for the next drain
+            log.warning("search outbox not drained: %r", exc)
             return 0
+
+    def give_up(self, item: Incoming, error: BaseException) -> Outcome:
+        """Settle a command whose apply failed *alone* with an unexpected ``error`` (writer thread).
+
+        Below ``writer.max_deliver`` deliveries it is ``nak``ed: JetStream redelivers it, and the
+        batch it comes back in is retried the same way. At ``max_deliver`` it is kept as a dead
+        letter (its own transaction) and terminated; a waiting caller gets an ``internal`` error.
+
+        Returns:
+            The command's ``Outcome``: ``nak`` (also when the dead letter could not be stored,
+            or the message is no envelope), else ``term`` with ``dead_letter`` set.
+        Raises:
+            StoreFaultError: the store refused the dead letter (the consumer holds and retries).
+        """
+        try:
+            env = Envelope.model_validate_json(item.data)
+        except ValidationError:
+            log.error("an unparsable message failed alone, will redeliver: %r", error)
+            return Outcome("nak", None)
+        if item.num_delivered < self.max_deliver:
+            log.warning("%s %s failed alone (delivery %d), will redeliver: %r", env.op, env.cmd_id,
+                        item.num_delivered, error)
+            return Outcome("nak", None, env.op, "internal")
+        reason = f"unexpected error after {item.num_delivered} deliveries: {type(error).__name__}: {error}"
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._insert_dead_letter(item, env, reason, "internal", utc_now())
+            self.conn.execute("COMMIT")
+        except Exception as exc:  # noqa: BLE001 - a store fault is raised; anything else is redelivered
+            self._rollback()
+            fault = store_fault(exc)
+            if fault is not None:
+                raise fault from exc
+            log.exception("dead letter of %s %s not stored, will redeliver", env.op, env.cmd_id)
+            return Outcome("nak", None, env.op, "internal")
+        log.error("giving up %s %s (dead letter): %s", env.op, env.cmd_id, reason)
+        err = AimemError(f"internal error applying {env.op}: {type(error).__name__}")
+        return Outcome("term", reply_body(env.cmd_id, error=err), env.op, err.code, dead_letter=reason)
 
     def _apply_once(self, items, envs, outcomes, pending, savepoints: bool = True) -> BatchResult:
         conn = self.conn

@@ -10,7 +10,9 @@ Store faults (disk full, I/O error) never drop a command: the batch stays in han
 acks keep JetStream from redelivering it), nothing more is fetched, ``/healthz`` turns red,
 the fault is announced on ``aimem.status.writer`` (so ingress answers 507/503 instead of
 202), and the same batch is retried with backoff up to ``writer.store_retry_max_s`` until
-the store takes it. A message is in hand from its fetch to its ack; one that has been in
+the store takes it. A batch whose apply fails with any other unexpected error is retried in
+place too, before anything fetched after it (``inplace.py``: up to ``writer.max_deliver``
+attempts ~1 s apart, then one command at a time). A message is in hand from its fetch to its ack; one that has been in
 hand for ``ack_wait_s/3`` since its fetch (or its last in-progress ack) gets an in-progress
 ack, checked every ``ack_wait_s/6``, so none goes more than about ``ack_wait_s/2`` without
 one. A batch that commits well within ``ack_wait_s`` sends none (each one is a publish, for
@@ -38,6 +40,7 @@ import json
 import logging
 import math
 import time
+from functools import partial
 
 import nats.errors
 import nats.js.errors
@@ -48,6 +51,7 @@ from aimem_common.config import Settings, WriterSettings
 from aimem_common.errors import StoreFaultError
 
 from aimem_writer.batch import Applier, BatchResult, Incoming
+from aimem_writer.inplace import InPlaceRetry
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.thread import WriterThread
 from aimem_writer.tx import Event
@@ -131,6 +135,8 @@ class Consumer:
         self.fault_since: float | None = None  # epoch s
         # id(msg) → [msg, monotonic s of its fetch or last in-progress ack]: fetched, not yet settled
         self._in_hand: dict[int, list] = {}
+        self._retry = InPlaceRetry(partial(self._holding, applier.apply), partial(self._holding, applier.give_up),
+                                   settings.writer.max_deliver, self._stop, metrics.batch_failures)
 
     async def run(self) -> None:
         """Fetch and apply batches until ``stop()``; never raises on transient NATS errors."""
@@ -169,11 +175,12 @@ class Consumer:
                     self.arrivals.observe(len(msgs), time.monotonic())
                     msgs = await self._linger(msgs, fetch)
                     try:
-                        await self.process(msgs)
-                        self._held = []
+                        result = await self.process(msgs)
+                        self._held = msgs[len(result.outcomes):]  # all but what a stop left unsettled
                     except asyncio.CancelledError:
                         raise
                     except Exception:  # noqa: BLE001 - unacked messages are redelivered
+                        # After the apply (replies, events, acks), or at a stop mid-retry.
                         log.exception("batch failed; its messages will be redelivered")
                         if not self._stop.is_set():  # at a stop (a held store fault) it is handed back
                             self._held = []
@@ -251,6 +258,9 @@ class Consumer:
 
         A store fault holds the batch here, retried with backoff, until the store takes
         it (or ``stop()``; the unsettled messages are then redelivered to the next writer).
+        Any other failure of the apply is retried in place (``InPlaceRetry``). Returns one
+        outcome per settled message: fewer than ``msgs`` when a stop ended the one-at-a-time
+        step (the rest is unsettled).
         """
         try:
             return await self._process(msgs)
@@ -258,12 +268,18 @@ class Consumer:
             for m in msgs:
                 self._in_hand.pop(id(m), None)
 
-    async def _apply_holding(self, items: list) -> BatchResult:
-        """Run ``applier.apply(items)``, retrying store faults with backoff until it succeeds."""
+    async def _holding(self, fn, *args):
+        """Run ``fn(*args)`` on the writer thread, retrying store faults with backoff until it
+        succeeds; returns its result.
+
+        Raises:
+            StoreFaultError: still failing when ``stop()`` was called.
+            Exception: whatever else ``fn`` raised (not retried here).
+        """
         delay = 0.25
         while True:
             try:
-                result: BatchResult = await self.thread.call(self.applier.apply, items)
+                result = await self.thread.call(fn, *args)
             except StoreFaultError as fault:
                 self._enter_fault(fault)
                 if self._stop.is_set():
@@ -359,7 +375,7 @@ class Consumer:
                 delivered = 1
             items.append(Incoming(m.data, dict(m.headers or {}), delivered))
         t0 = time.perf_counter()
-        result = await self._apply_holding(items)
+        result = await self._retry.run(items)
         self._leave_fault()
         self.metrics.apply_seconds.observe(time.perf_counter() - t0)
         self.metrics.batch_size.observe(len(items))

@@ -7,7 +7,6 @@ commit, a "crash" between the commit and the flush.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import sqlite3
 
@@ -15,7 +14,6 @@ import pytest
 
 from aimem_common.errors import RetryableError, StoreFaultError
 
-from aimem_writer import registry
 from aimem_writer.batch import Incoming
 from aimem_writer.faults import store_fault
 from aimem_writer.wiki import replay_outbox
@@ -96,18 +94,11 @@ def test_commit_on_a_full_disk_holds_the_batch_and_stores_it_once_space_returns(
     assert wh.count("SELECT count(*) FROM observations") == 3
 
 
-def _patch_handler(monkeypatch, op: str, fn) -> None:
-    h = registry.get(op)
-    monkeypatch.setitem(registry._HANDLERS, op, dataclasses.replace(h, fn=fn))
-
-
-def test_a_handler_bug_is_a_dead_letter_and_a_replay_applies_it(wh, monkeypatch) -> None:
-    original = registry.get("observation.append").fn
-
+def test_a_handler_bug_is_a_dead_letter_and_a_replay_applies_it(wh, patch_handler) -> None:
     def broken(tx, env, cmd):
         raise RuntimeError("boom")
 
-    _patch_handler(monkeypatch, "observation.append", broken)
+    original = patch_handler("observation.append", broken)
     env = _obs(wh, 1)
     raw = env.model_dump_json().encode()
     result = wh.applier.apply([Incoming(raw)])
@@ -117,7 +108,7 @@ def test_a_handler_bug_is_a_dead_letter_and_a_replay_applies_it(wh, monkeypatch)
     assert wh.count("SELECT count(*) FROM ingest_keys") == 0  # not applied: a replay must apply it
     assert wh.applier.open_dead_letters() == 1
 
-    _patch_handler(monkeypatch, "observation.append", original)
+    patch_handler("observation.append", original)
     replayed = wh.applier.apply([Incoming(row[2].encode())])  # what /admin/dead-letters/replay publishes
     assert replayed.outcomes[0].reply["ok"] is True
     assert wh.count("SELECT count(*) FROM observations") == 1
@@ -125,11 +116,11 @@ def test_a_handler_bug_is_a_dead_letter_and_a_replay_applies_it(wh, monkeypatch)
     assert wh.applier.open_dead_letters() == 0
 
 
-def test_a_transient_failure_past_max_deliver_is_a_dead_letter(wh, monkeypatch) -> None:
+def test_a_transient_failure_past_max_deliver_is_a_dead_letter(wh, patch_handler) -> None:
     def flaky(tx, env, cmd):
         raise RetryableError("upstream busy")
 
-    _patch_handler(monkeypatch, "observation.append", flaky)
+    patch_handler("observation.append", flaky)
     env = _obs(wh, 2)
     early = wh.applier.apply([Incoming(env.model_dump_json().encode(), {}, 1)])
     assert early.outcomes[0].action == "nak" and wh.applier.open_dead_letters() == 0
@@ -138,21 +129,19 @@ def test_a_transient_failure_past_max_deliver_is_a_dead_letter(wh, monkeypatch) 
     assert "upstream busy" in wh.conn.execute("SELECT reason FROM dead_letters").fetchone()[0]
 
 
-def test_permission_denied_in_a_handler_holds_the_batch(wh, monkeypatch) -> None:
+def test_permission_denied_in_a_handler_holds_the_batch(wh, patch_handler) -> None:
     """EACCES on the wiki is the store's fault, not the command's: the batch is held and
     retried (``StoreFaultError``), never given up, and applies once the store takes it."""
-    original = registry.get("observation.append").fn
-
     def denied(tx, env, cmd):
         raise PermissionError(errno.EACCES, "Permission denied", "/data/wiki/default")
 
-    _patch_handler(monkeypatch, "observation.append", denied)
+    original = patch_handler("observation.append", denied)
     items = [Incoming(_obs(wh, i).model_dump_json().encode(), {}, 9) for i in range(2)]
     with pytest.raises(StoreFaultError) as info:
         wh.applier.apply(items)
     assert info.value.data == {"reason": "io_error", "store": "wiki"}
     assert wh.count("SELECT count(*) FROM dead_letters") == 0
-    _patch_handler(monkeypatch, "observation.append", original)
+    patch_handler("observation.append", original)
     assert [o.action for o in wh.applier.apply(items).outcomes] == ["ack", "ack"]
     assert wh.count("SELECT count(*) FROM observations") == 2
 
