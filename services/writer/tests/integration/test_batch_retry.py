@@ -22,7 +22,7 @@ from aimem_common.commands import make_envelope
 from aimem_writer.batch import Applier
 from aimem_writer.consumer import Consumer
 
-from .realwriter import prompt_number, publish_prompt, real_writer, trickle, tuned, wait_stored
+from .realwriter import prompt_number, publish_prompt, real_writer, stored_prompts, trickle, tuned, wait_stored
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -185,12 +185,83 @@ async def test_a_failure_after_the_commit_is_not_applied_again(settings, bus, pa
         consumer.stop()
         await asyncio.wait_for(run, 10)
         await sub.unsubscribe()
-        page = next(applier.wiki.root.rglob("owed.md")).read_text()
+        pages = [p.read_text() for p in applier.wiki.root.rglob("owed.md")]
     ro = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
     letters = ro.execute("SELECT reason FROM dead_letters").fetchall()
     ro.close()
     assert [(r["cmd_id"], r["ok"], r.get("duplicate")) for r in replies] == [(write.cmd_id, True, None)]
     assert letters == [("RuntimeError: handler bug",)]
     assert len(applier.calls) == 1 and metrics.batch_failures.labels("batch")._value.get() == 0
-    assert flushes[0] == 2 and "owed then written" in page
+    assert flushes[0] == 2 and len(pages) == 1 and "owed then written" in pages[0]
     assert consumer.fault is None
+
+
+@pytest.mark.timeout(60)
+async def test_a_writer_stopped_mid_retry_hands_the_batch_back_in_order(settings, bus, patch_handler) -> None:
+    """Stopped while it retries a failing batch, the writer hands that batch back with what
+    it fetched after it, in stream order (not left for ``ack_wait_s``): the next writer, on
+    a store where the failure is gone, applies every prompt once, in published order."""
+    failed = _fail_prompt(patch_handler, 60, float("inf"))
+    w = tuned(settings, ack_wait_s=ACK_WAIT_S)
+    async with real_writer(w, bus, DeliveryRecorder) as (thread, applier, metrics):
+        first = Consumer(w, bus.nc, thread, applier, metrics)
+        run = asyncio.create_task(first.run())
+        stop = asyncio.Event()
+        pub = asyncio.create_task(trickle(bus.js, stop, 0.004))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and metrics.batch_failures.labels("batch")._value.get() < 2:
+            await asyncio.sleep(0.05)
+        first.stop()
+        await asyncio.wait_for(run, 10)
+        stop.set()
+        published = await pub
+        assert failed[0] == 2 and 60 not in stored_prompts(settings)
+        failed[0] = float("inf")  # the failure is gone: prompt 60 applies now
+        second = Consumer(w, bus.nc, thread, applier, metrics)
+        run = asyncio.create_task(second.run())
+        stored = await wait_stored(settings, published, 10)
+        second.stop()
+        await asyncio.wait_for(run, 10)
+    assert stored == list(range(1, published + 1)), f"stored {len(stored)} of {published}"
+
+
+class FailsInItsBatch(DeliveryRecorder):
+    """Fails any batch of more than one command that holds ``Prompt 60`` (a command that
+    only conflicts with its neighbours); applies single commands 0.1 s slower."""
+
+    def apply(self, items):
+        if len(items) > 1 and b'"Prompt 60"' in b"".join(i.data for i in items):
+            super().apply([])  # recorded as an empty call
+            raise RuntimeError("conflicts with its batch")
+        if len(items) == 1:
+            time.sleep(0.1)
+        return super().apply(items)
+
+
+@pytest.mark.timeout(60)
+async def test_a_writer_stopped_one_command_at_a_time_hands_the_rest_back(settings, bus) -> None:
+    """Stopped while it applies a failed batch one command at a time, the writer settles
+    what it applied and hands the rest back in stream order: the next writer applies every
+    prompt once, in published order (left unsettled, the rest would wait ``ack_wait_s``)."""
+    w = tuned(settings, ack_wait_s=ACK_WAIT_S, max_deliver=1)
+    async with real_writer(w, bus, FailsInItsBatch) as (thread, applier, metrics):
+        first = Consumer(w, bus.nc, thread, applier, metrics)
+        run = asyncio.create_task(first.run())
+        stop = asyncio.Event()
+        pub = asyncio.create_task(trickle(bus.js, stop, 0.004))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and sum(1 for c in applier.calls if len(c) == 1) < 3:
+            await asyncio.sleep(0.01)
+        first.stop()
+        await asyncio.wait_for(run, 10)
+        stop.set()
+        published = await pub
+        singles = sum(1 for c in applier.calls if len(c) == 1)
+        second = Consumer(w, bus.nc, thread, DeliveryRecorder(applier.conn, applier.wiki, w, metrics), metrics)
+        run = asyncio.create_task(second.run())
+        stored = await wait_stored(settings, published, 10)
+        second.stop()
+        await asyncio.wait_for(run, 10)
+    assert metrics.batch_failures.labels("batch")._value.get() == 1
+    assert 3 <= singles < 20, singles  # stopped part-way through the failed batch
+    assert stored == list(range(1, published + 1)), f"stored {len(stored)} of {published}"

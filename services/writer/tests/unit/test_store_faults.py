@@ -212,3 +212,21 @@ def test_a_crash_between_commit_and_flush_is_replayed_at_start(wh, monkeypatch, 
         assert restarted.count("SELECT count(*) FROM pages WHERE path = 'notes/b.md'") == 1
     finally:
         restarted.close()
+
+
+def test_a_command_failing_alone_is_redelivered_then_a_dead_letter(wh) -> None:
+    """``Applier.give_up``: below ``max_deliver`` deliveries a nak (no dead letter); at it a
+    dead letter in its own transaction, the message terminated and a waiting caller told."""
+    env = _obs(wh, 3)
+    error = FileNotFoundError(errno.ENOENT, "No such file or directory", "/gone")
+    early = wh.applier.give_up(Incoming(env.model_dump_json().encode(), {}, wh.applier.max_deliver - 1), error)
+    assert (early.action, early.reply, early.dead_letter) == ("nak", None, None)
+    assert wh.applier.open_dead_letters() == 0
+    waited = {"Aimem-Reply-To": "_INBOX.x"}
+    late = wh.applier.give_up(Incoming(env.model_dump_json().encode(), waited, wh.applier.max_deliver), error)
+    assert late.action == "term" and late.reply["ok"] is False and late.reply["error"]["code"] == "internal"
+    row = tuple(wh.conn.execute("SELECT cmd_id, reason, error_code, deliveries FROM dead_letters").fetchone())
+    assert row == (env.cmd_id, late.dead_letter, "internal", wh.applier.max_deliver)
+    assert late.dead_letter == (f"unexpected error after {wh.applier.max_deliver} deliveries: "
+                                "FileNotFoundError: [Errno 2] No such file or directory: '/gone'")
+    assert not wh.conn.in_transaction
