@@ -12,9 +12,11 @@ the fault is announced on ``aimem.status.writer`` (so ingress answers 507/503 in
 202), and the same batch is retried with backoff up to ``writer.store_retry_max_s`` until
 the store takes it. A batch whose apply fails with any other unexpected error is retried in
 place too, before anything fetched after it (``inplace.py``: up to ``writer.max_deliver``
-attempts ~1 s apart, then one command at a time). A message is in hand from its fetch to its ack; one that has been in
-hand for ``ack_wait_s/3`` since its fetch (or its last in-progress ack) gets an in-progress
-ack, checked every ``ack_wait_s/6``, so none goes more than about ``ack_wait_s/2`` without
+attempts ~1 s apart, then one command at a time).
+
+A message is in hand from its fetch to its ack; one that has been in hand for
+``ack_wait_s/3`` since its fetch (or its last in-progress ack) gets an in-progress ack,
+checked every ``ack_wait_s/6``, so none goes more than about ``ack_wait_s/2`` without
 one. A batch that commits well within ``ack_wait_s`` sends none (each one is a publish, for
 the writer and for nats-server), a slow or held one keeps every message alive, and a killed
 writer's batch is redelivered within ``ack_wait_s`` of its death, not after a long fixed
