@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ from aimem_common.db.connect import open_writer
 from aimem_common.commands import Envelope, ScopeRef
 
 import aimem_writer.ops  # noqa: F401  (registers every handler)
+from aimem_writer import registry
 from aimem_writer.batch import Applier, Incoming
 from aimem_writer.metrics import WriterMetrics
 from aimem_common.telemetry import Telemetry
@@ -86,6 +88,18 @@ def wh(tmp_path: Path):
         yield h
     finally:
         h.close()
+
+
+@pytest.fixture
+def patch_handler(monkeypatch):
+    """``patch_handler(op, fn)`` makes ``fn(tx, env, cmd)`` the handler of ``op`` for this test
+    (the writer thread finds it in the registry too); returns the original function."""
+    def patch(op: str, fn):
+        h = registry.get(op)
+        monkeypatch.setitem(registry._HANDLERS, op, dataclasses.replace(h, fn=fn))
+        return h.fn
+
+    return patch
 
 
 def new_id() -> str:

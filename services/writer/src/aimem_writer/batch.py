@@ -18,8 +18,9 @@ Failures, by kind (``faults.py``):
 * a store fault anywhere (disk full, I/O error at a statement, at ``COMMIT`` or while
   writing wiki files before the commit) rolls the batch back and raises
   ``StoreFaultError``: nothing is settled, the consumer holds the batch and retries it.
-  A store fault *after* ``COMMIT`` (the file flush) keeps the effects in ``wiki_outbox``;
-  the batch is settled (it is stored) and ``recover()`` re-flushes them;
+  Any failure of the file flush *after* ``COMMIT`` keeps the effects in ``wiki_outbox``
+  and is reported as a store fault (``owed_fault``), whatever raised it: the batch is
+  settled (it is stored), the writer is held and ``recover()`` re-flushes them;
 * a ``RetryableError`` or another ``sqlite3.OperationalError`` aborts the transaction: the
   failing command is nak'ed (or, after ``writer.max_deliver`` deliveries, terminated and
   kept as a dead letter) and the batch is re-applied without it;
@@ -89,6 +90,7 @@ class BatchResult:
     files: int = 0
     duration_s: float = 0.0
     flush_fault: StoreFaultError | None = None  # committed, but the wiki files are still owed
+    settled_msgs: int = 0  # messages the consumer settled from these outcomes (a bundle is several items)
 
 
 class _ObservationEnvelope(Envelope):
@@ -150,6 +152,14 @@ def _reply_json(reply: dict[str, Any]) -> str:
         return json.dumps(reply, ensure_ascii=False)
 
 
+def owed_fault(exc: BaseException) -> StoreFaultError:
+    """Return the store fault that holds the writer while ``exc`` keeps wiki files owed:
+    ``store_fault(exc)`` when it is one, else ``reason`` ``io_error`` (a bug or bad text, e.g.
+    ``UnicodeEncodeError``, is not the disk's, but the files must not be dropped either)."""
+    return store_fault(exc) or StoreFaultError(f"wiki flush: {type(exc).__name__}: {exc}",
+                                               data={"reason": "io_error", "store": "wiki"})
+
+
 WIKI_COMMIT_KEY = "wiki_commit"
 
 
@@ -191,7 +201,8 @@ class Applier:
         """Flush wiki effects a failed flush left in ``wiki_outbox`` (writer thread).
 
         Raises:
-            StoreFaultError: the wiki or the DB still refuses writes.
+            StoreFaultError: the flush still fails, for any reason (``owed_fault``): the
+                files stay owed and the writer stays held until they are written.
         """
         if not self.outbox_owed:
             return
@@ -199,13 +210,20 @@ class Applier:
             replay_outbox(self.conn, self.wiki)
         except AimemError as exc:
             raise StoreFaultError(exc.message, data={"reason": "io_error", "store": "wiki"}) from exc
-        except sqlite3.Error as exc:
-            raise (store_fault(exc) or StoreFaultError(f"database: {exc}", data={"reason": "io_error"})) from exc
+        except Exception as exc:  # any failure keeps the files owed and the writer held (visible)
+            raise owed_fault(exc) from exc
         self.outbox_owed = False
 
     # -- the batch ------------------------------------------------------------------
     def apply(self, items: list[Incoming]) -> BatchResult:
-        """Apply ``items`` (see module docstring); returns one outcome per item."""
+        """Apply ``items`` (see module docstring); returns one outcome per item, in order.
+
+        Raises:
+            StoreFaultError: the store refused a write; nothing of the batch is committed.
+            Exception: an unexpected error before the ``COMMIT`` (rolled back, nothing
+                committed: the consumer applies the batch again, ``inplace.py``). Nothing
+                after the ``COMMIT`` raises (file flush: ``flush_fault``; text index: logged).
+        """
         t0 = time.perf_counter()
         outcomes: list[Outcome | None] = [None] * len(items)
         envs: list[Envelope | None] = [None] * len(items)
@@ -255,14 +273,54 @@ class Applier:
 
     def sync_text_index(self) -> int:
         """Bring the page text index up to the last COMMIT (``TextIndexWriter.drain``); returns
-        the outbox rows drained. A failure is logged: the rows stay and the next call retries."""
+        the outbox rows drained. A failure is logged: the rows stay and the next call retries.
+        It never raises: it runs after the COMMIT, and ``apply`` raising would read as nothing
+        committed (the consumer would apply the batch again)."""
         if self.text_index is None:
             return 0
         try:
             return self.text_index.drain(self.conn)
-        except sqlite3.Error as exc:
-            log.warning("search outbox not drained: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - committed; the outbox rows stay for the next drain
+            log.warning("search outbox not drained: %r", exc)
             return 0
+
+    def give_up(self, item: Incoming, error: BaseException) -> Outcome:
+        """Settle a command whose apply failed *alone* with an unexpected ``error`` (writer thread).
+
+        Below ``writer.max_deliver`` deliveries it is ``nak``ed: JetStream redelivers it, and the
+        batch it comes back in is retried the same way. At ``max_deliver`` it is kept as a dead
+        letter (its own transaction) and terminated; a waiting caller gets an ``internal`` error.
+
+        Returns:
+            The command's ``Outcome``: ``nak`` (also when the dead letter could not be stored,
+            or the message is no envelope), else ``term`` with ``dead_letter`` set.
+        Raises:
+            StoreFaultError: the store refused the dead letter (the consumer holds and retries).
+        """
+        try:
+            env = Envelope.model_validate_json(item.data)
+        except ValidationError:
+            log.error("an unparsable message failed alone, will redeliver: %r", error)
+            return Outcome("nak", None)
+        if item.num_delivered < self.max_deliver:
+            log.warning("%s %s failed alone (delivery %d), will redeliver: %r", env.op, env.cmd_id,
+                        item.num_delivered, error)
+            return Outcome("nak", None, env.op, "internal")
+        reason = f"unexpected error after {item.num_delivered} deliveries: {type(error).__name__}: {error}"
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._insert_dead_letter(item, env, reason, "internal", utc_now())
+            self.conn.execute("COMMIT")
+        except Exception as exc:  # noqa: BLE001 - a store fault is raised; anything else is redelivered
+            self._rollback()
+            fault = store_fault(exc)
+            if fault is not None:
+                raise fault from exc
+            log.exception("dead letter of %s %s not stored, will redeliver", env.op, env.cmd_id)
+            return Outcome("nak", None, env.op, "internal")
+        log.error("giving up %s %s (dead letter): %s", env.op, env.cmd_id, reason)
+        err = AimemError(f"internal error applying {env.op}: {type(error).__name__}")
+        return Outcome("term", reply_body(env.cmd_id, error=err), env.op, err.code, dead_letter=reason)
 
     def _apply_once(self, items, envs, outcomes, pending, savepoints: bool = True) -> BatchResult:
         conn = self.conn
@@ -317,11 +375,12 @@ class Applier:
             try:
                 files = self.wiki.flush(ops)
                 clear_outbox(conn)
-            except (OSError, sqlite3.Error) as exc:
-                # Committed: the batch is stored and will be settled; the files are owed.
-                flush_fault = store_fault(exc) or StoreFaultError(f"wiki flush: {exc}", data={"reason": "io_error"})
+            except Exception as exc:  # noqa: BLE001 - whatever it is, the files must stay owed
+                # Committed: the batch is stored and will be settled; the files are owed (else
+                # the next batch's flush would clear wiki_outbox and they would be lost).
+                flush_fault = owed_fault(exc)
                 self.outbox_owed = True
-                log.error("wiki flush failed after commit (kept in wiki_outbox): %s", exc)
+                log.error("wiki flush failed after commit (kept in wiki_outbox): %r", exc)
             self.wiki.note_ops(stage.op_names)
         return BatchResult([o or Outcome() for o in outcomes], events, files, flush_fault=flush_fault)
 

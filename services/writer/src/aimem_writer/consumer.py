@@ -10,9 +10,13 @@ Store faults (disk full, I/O error) never drop a command: the batch stays in han
 acks keep JetStream from redelivering it), nothing more is fetched, ``/healthz`` turns red,
 the fault is announced on ``aimem.status.writer`` (so ingress answers 507/503 instead of
 202), and the same batch is retried with backoff up to ``writer.store_retry_max_s`` until
-the store takes it. A message is in hand from its fetch to its ack; one that has been in
-hand for ``ack_wait_s/3`` since its fetch (or its last in-progress ack) gets an in-progress
-ack, checked every ``ack_wait_s/6``, so none goes more than about ``ack_wait_s/2`` without
+the store takes it. A batch whose apply fails with any other unexpected error is retried in
+place too, before anything fetched after it (``inplace.py``: up to ``writer.max_deliver``
+attempts ~1 s apart, then one command at a time).
+
+A message is in hand from its fetch to its ack; one that has been in hand for
+``ack_wait_s/3`` since its fetch (or its last in-progress ack) gets an in-progress ack,
+checked every ``ack_wait_s/6``, so none goes more than about ``ack_wait_s/2`` without
 one. A batch that commits well within ``ack_wait_s`` sends none (each one is a publish, for
 the writer and for nats-server), a slow or held one keeps every message alive, and a killed
 writer's batch is redelivered within ``ack_wait_s`` of its death, not after a long fixed
@@ -38,6 +42,7 @@ import json
 import logging
 import math
 import time
+from functools import partial
 
 import nats.errors
 import nats.js.errors
@@ -48,7 +53,8 @@ from aimem_common.config import Settings, WriterSettings
 from aimem_common.errors import StoreFaultError
 
 from aimem_writer.batch import Applier, BatchResult
-from aimem_writer.messages import command_count, commands_of, settlements
+from aimem_writer.inplace import InPlaceRetry
+from aimem_writer.messages import command_count, commands_of, settled_count, settlements
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.thread import WriterThread
 from aimem_writer.tx import Event
@@ -135,6 +141,8 @@ class Consumer:
         self.fault_since: float | None = None  # epoch s
         # id(msg) → [msg, monotonic s of its fetch or last in-progress ack]: fetched, not yet settled
         self._in_hand: dict[int, list] = {}
+        self._retry = InPlaceRetry(partial(self._holding, applier.apply), partial(self._holding, applier.give_up),
+                                   settings.writer.max_deliver, self._stop, metrics.batch_failures)
 
     async def run(self) -> None:
         """Fetch and apply batches until ``stop()``; never raises on transient NATS errors."""
@@ -173,11 +181,12 @@ class Consumer:
                     self.arrivals.observe(command_count(msgs), time.monotonic())
                     msgs = await self._linger(msgs, fetch)
                     try:
-                        await self.process(msgs)
-                        self._held = []
+                        result = await self.process(msgs)
+                        self._held = msgs[result.settled_msgs:]  # all but what a stop left unsettled
                     except asyncio.CancelledError:
                         raise
                     except Exception:  # noqa: BLE001 - unacked messages are redelivered
+                        # After the apply (replies, events, acks), or at a stop mid-retry.
                         log.exception("batch failed; its messages will be redelivered")
                         if not self._stop.is_set():  # at a stop (a held store fault) it is handed back
                             self._held = []
@@ -255,6 +264,10 @@ class Consumer:
 
         A store fault holds the batch here, retried with backoff, until the store takes
         it (or ``stop()``; the unsettled messages are then redelivered to the next writer).
+        Any other failure of the apply is retried in place (``InPlaceRetry``). Returns one
+        outcome per settled command and ``settled_msgs``, the messages settled: fewer than
+        ``msgs`` when a stop ended the one-at-a-time step (the rest, and a bundle only part of
+        which was applied, is unsettled and handed back).
         """
         try:
             return await self._process(msgs)
@@ -262,12 +275,18 @@ class Consumer:
             for m in msgs:
                 self._in_hand.pop(id(m), None)
 
-    async def _apply_holding(self, items: list) -> BatchResult:
-        """Run ``applier.apply(items)``, retrying store faults with backoff until it succeeds."""
+    async def _holding(self, fn, *args):
+        """Run ``fn(*args)`` on the writer thread, retrying store faults with backoff until it
+        succeeds; returns its result.
+
+        Raises:
+            StoreFaultError: still failing when ``stop()`` was called.
+            Exception: whatever else ``fn`` raised (not retried here).
+        """
         delay = 0.25
         while True:
             try:
-                result: BatchResult = await self.thread.call(self.applier.apply, items)
+                result = await self.thread.call(fn, *args)
             except StoreFaultError as fault:
                 self._enter_fault(fault)
                 if self._stop.is_set():
@@ -357,7 +376,7 @@ class Consumer:
     async def _process(self, msgs: list) -> BatchResult:
         items, owners = commands_of(msgs)
         t0 = time.perf_counter()
-        result = await self._apply_holding(items)
+        result = await self._retry.run(items)
         self._leave_fault()
         self.metrics.apply_seconds.observe(time.perf_counter() - t0)
         self.metrics.batch_size.observe(len(items))
@@ -377,7 +396,9 @@ class Consumer:
                     log.warning("reply to %s failed: %s", reply_to, exc)
         if result.events:
             await self.publish_events(result.events)
-        for m, action in zip(msgs, settlements(result.outcomes, owners, len(msgs))):
+        done = len(result.outcomes)  # fewer than the commands when a stop ended the one-at-a-time step
+        result.settled_msgs = settled_count(owners, done, len(msgs))
+        for m, action in zip(msgs, settlements(result.outcomes, owners[:done], result.settled_msgs)):
             try:
                 if action == "ack":
                     await m.ack()

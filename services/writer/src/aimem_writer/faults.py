@@ -14,17 +14,21 @@ import sqlite3
 from aimem_common.errors import StoreFaultError
 
 # Primary SQLite result codes (https://sqlite.org/rescode.html) that mean "the store, not
-# the statement": BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL.
+# the statement": PERM, BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL.
 _SQLITE_FULL = 13
-_SQLITE_STORE_CODES = {5, 6, 7, 8, 10, 13, 14, 15}
+_SQLITE_STORE_CODES = {3, 5, 6, 7, 8, 10, 13, 14, 15}
 _DISK_FULL_ERRNOS = {errno.ENOSPC, errno.EDQUOT}
-_IO_ERRNOS = {errno.EIO, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EMFILE, errno.ENFILE}
+# EACCES/EPERM (PermissionError): a data dir whose owner or mode changed under the writer
+# (a chown, a volume remounted) refuses every write alike, whatever the command.
+_IO_ERRNOS = {errno.EIO, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOMEM, errno.EMFILE, errno.ENFILE,
+              errno.EACCES, errno.EPERM}
 
 
 def store_fault(exc: BaseException) -> StoreFaultError | None:
     """Return a ``StoreFaultError`` (``data.reason`` ``disk_full``|``io_error``) for ``exc``, or None.
 
-    Recognises ``sqlite3.Error`` by its primary result code and ``OSError`` by errno.
+    Recognises ``sqlite3.Error`` by its primary result code and ``OSError`` by errno
+    (no space, I/O, read-only, out of memory or descriptors, permission denied).
     """
     if isinstance(exc, StoreFaultError):
         return exc

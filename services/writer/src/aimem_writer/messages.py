@@ -50,12 +50,21 @@ def command_count(msgs: list) -> int:
     return total
 
 
+def settled_count(owners: list[int], done: int, count: int) -> int:
+    """Messages of ``count`` whose every command has an outcome when the first ``done``
+    commands have one (``owners`` as from ``commands_of``, nondecreasing): a bundle cut
+    short is not settled, nor anything after it."""
+    return owners[done] if done < len(owners) else count
+
+
 def settlements(outcomes: list[Outcome], owners: list[int], count: int) -> list[str]:
-    """Return one action (``ack``/``nak``/``term``) per message of ``count`` from its commands'
-    ``outcomes`` (``owners`` as from ``commands_of``); a message with no command is acked."""
+    """Return one action (``ack``/``nak``/``term``) for each of the first ``count`` messages from
+    their commands' ``outcomes`` (``owners`` as from ``commands_of``); a message with no
+    command is acked; outcomes of later messages are ignored."""
     actions: list[set[str]] = [set() for _ in range(count)]
     for outcome, n in zip(outcomes, owners):
-        actions[n].add(outcome.action)
+        if n < count:  # a bundle cut short (``settled_count``) is left unsettled
+            actions[n].add(outcome.action)
     out = []
     for seen in actions:
         if "nak" in seen:

@@ -32,6 +32,7 @@ class WriterMetrics:
     dead_letters_open: Gauge
     store_fault: Gauge
     store_faults: Counter
+    batch_failures: Counter
     replication_lag: Gauge
     wiki_pushes: Counter
 
@@ -69,6 +70,10 @@ class WriterMetrics:
                                 "1 while the writer cannot store (disk full, I/O error), by reason", ["reason"]),
             store_faults=t.counter("aimem_writer_store_faults_total",
                                    "Batches held because the store refused a write, by reason", ["reason"]),
+            batch_failures=t.counter("aimem_writer_batch_failures_total",
+                                     "Failed applies retried in place (an unexpected error, not a store fault), by scope:"
+                                     " batch = an attempt of the whole batch, command = one command applied alone",
+                                     ["scope"]),
             # Registered even when replication is off, so dashboards and rules always resolve.
             replication_lag=t.gauge("aimem_replication_lag_seconds",
                                     "Seconds the off-node copy is behind, by target (db = Litestream, wiki = git push)",
@@ -78,4 +83,6 @@ class WriterMetrics:
         )
         for reason in ("disk_full", "io_error"):  # exported at 0 from the start (alerts, dashboards)
             m.store_fault.labels(reason).set(0)
+        for scope in ("batch", "command"):
+            m.batch_failures.labels(scope)
         return m

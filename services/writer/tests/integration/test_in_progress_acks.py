@@ -7,24 +7,17 @@ slow (a sleep on the writer thread, as a long transaction or a held store fault 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 
 import pytest
 
 from aimem_common import bus as busmod
-from aimem_common.commands import make_envelope
-from aimem_common.db.connect import open_writer
-from aimem_common.models import ObservationKind
-from aimem_common.sanitize import RawObservation, sanitize
-from aimem_common.telemetry import Telemetry
 
-import aimem_writer.ops  # noqa: F401  (registers every handler)
 from aimem_writer.batch import Applier
 from aimem_writer.consumer import Consumer
 from aimem_writer.metrics import WriterMetrics
-from aimem_writer.thread import WriterThread
-from aimem_writer.wiki import WikiRepo
+
+from .realwriter import publish_prompt, real_writer, tuned, wait_stored
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio, pytest.mark.timeout(60)]
 
@@ -54,48 +47,22 @@ async def _drain(settings, bus, *, delay_s: float, slow_batches: int) -> tuple[S
     """Publish ``N`` observations, run a consumer until they are stored and ``2 * ack_wait``
     more has passed (a redelivery would show by then); return its applier, metrics and
     the consumer's final JetStream state (``deliveries`` counts redeliveries too)."""
-    settings = settings.model_copy(update={"writer": settings.writer.model_copy(
-        update={"ack_wait_s": ACK_WAIT_S, "batch_max_msgs": N, "batch_max_msgs_behind": N})})
+    settings = tuned(settings, ack_wait_s=ACK_WAIT_S, batch_max_msgs=N, batch_max_msgs_behind=N)
     js = bus.js
-    await busmod.ensure_writer_consumer(js, ack_wait_s=ACK_WAIT_S)
-    for i in range(N):
-        raw = RawObservation(session_id="s1", kind=ObservationKind.USER_PROMPT, agent="claude-code",
-                             cwd="/w/app", title=f"Prompt {i}", body=f"prompt number {i}")
-        env = make_envelope("observation.append", sanitize(raw).to_payload(), project="app",
-                            idempotency_key=f"s1-{i}")
-        await js.publish(busmod.mut_subject(env.op), env.model_dump_json().encode(),
-                         headers={busmod.MSG_ID_HEADER: env.dedupe_id})
-    thread = WriterThread()
-    metrics = WriterMetrics.create(Telemetry("writer"))
-    try:
-        conn = await thread.call(open_writer, settings.db_path)
-        wiki = await thread.call(WikiRepo, settings.wiki_dir)
-        applier = SlowApplier(conn, wiki, settings, metrics, delay_s=delay_s, slow_batches=slow_batches)
+    async with real_writer(settings, bus, SlowApplier, delay_s=delay_s, slow_batches=slow_batches) as (
+            thread, applier, metrics):
+        for i in range(N):
+            await publish_prompt(js, i)
         consumer = Consumer(settings, bus.nc, thread, applier, metrics)
         task = asyncio.create_task(consumer.run())
         try:
-            ro = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
-            deadline = time.monotonic() + 30
-            stored = 0
-            while time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-                try:
-                    stored = ro.execute("SELECT count(*) FROM observations").fetchone()[0]
-                except sqlite3.OperationalError:
-                    continue  # the schema is not there yet
-                if stored >= N:
-                    break
-            assert stored == N
+            assert len(await wait_stored(settings, N, 30)) == N
             await asyncio.sleep(2 * ACK_WAIT_S)
-            stored = ro.execute("SELECT count(*) FROM observations").fetchone()[0]
-            ro.close()
+            stored = len(await wait_stored(settings, N, 0))
         finally:
             consumer.stop()
             await asyncio.wait_for(task, 10)
         info = await js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE)
-        await thread.call(conn.close)
-    finally:
-        thread.close()
     return applier, metrics, {"stored": stored, "ack_pending": info.num_ack_pending,
                               "deliveries": info.delivered.consumer_seq, "pending": info.num_pending}
 

@@ -32,3 +32,15 @@ def test_a_message_settles_by_the_weakest_of_its_commands() -> None:
     outcomes = [o["ack"], o["nak"], o["ack"], o["term"], o["ack"], o["term"], o["term"]]
     owners = [0, 0, 1, 1, 2, 3, 3]
     assert settlements(outcomes, owners, 5) == ["nak", "ack", "ack", "term", "ack"]
+
+
+def test_a_bundle_cut_short_is_not_settled_nor_anything_after_it() -> None:
+    from aimem_writer.messages import settled_count
+
+    owners = [0, 1, 1, 1, 2]
+    assert settled_count(owners, 5, 3) == 3
+    assert settled_count(owners, 2, 3) == 1  # message 1 had one of its three commands applied
+    assert settled_count(owners, 1, 3) == 1
+    assert settled_count(owners, 0, 3) == 0
+    acks = [Outcome("ack"), Outcome("ack")]
+    assert settlements(acks, owners[:2], 1) == ["ack"]  # the applied part of message 1 is not settled

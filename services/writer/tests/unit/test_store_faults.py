@@ -7,7 +7,6 @@ commit, a "crash" between the commit and the flush.
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import sqlite3
 
@@ -15,7 +14,6 @@ import pytest
 
 from aimem_common.errors import RetryableError, StoreFaultError
 
-from aimem_writer import registry
 from aimem_writer.batch import Incoming
 from aimem_writer.faults import store_fault
 from aimem_writer.wiki import replay_outbox
@@ -55,6 +53,11 @@ def test_store_fault_classification() -> None:
     io.sqlite_errorcode = 10 | (3 << 8)  # SQLITE_IOERR_WRITE: the primary code decides
     assert store_fault(io).data["reason"] == "io_error"
     assert store_fault(OSError(errno.ENOSPC, "No space left on device")).data["reason"] == "disk_full"
+    for err in (errno.EACCES, errno.EPERM):  # a data dir whose owner or mode changed: every write fails alike
+        assert store_fault(PermissionError(err, "Permission denied")).data == {"reason": "io_error", "store": "wiki"}
+    perm = sqlite3.OperationalError("access permission denied")
+    perm.sqlite_errorcode = 3  # SQLITE_PERM
+    assert store_fault(perm).data == {"reason": "io_error", "store": "db"}
     syntax = sqlite3.OperationalError("no such column: x")
     syntax.sqlite_errorcode = 1  # SQLITE_ERROR: a bug, not the store
     assert store_fault(syntax) is None
@@ -91,18 +94,11 @@ def test_commit_on_a_full_disk_holds_the_batch_and_stores_it_once_space_returns(
     assert wh.count("SELECT count(*) FROM observations") == 3
 
 
-def _patch_handler(monkeypatch, op: str, fn) -> None:
-    h = registry.get(op)
-    monkeypatch.setitem(registry._HANDLERS, op, dataclasses.replace(h, fn=fn))
-
-
-def test_a_handler_bug_is_a_dead_letter_and_a_replay_applies_it(wh, monkeypatch) -> None:
-    original = registry.get("observation.append").fn
-
+def test_a_handler_bug_is_a_dead_letter_and_a_replay_applies_it(wh, patch_handler) -> None:
     def broken(tx, env, cmd):
         raise RuntimeError("boom")
 
-    _patch_handler(monkeypatch, "observation.append", broken)
+    original = patch_handler("observation.append", broken)
     env = _obs(wh, 1)
     raw = env.model_dump_json().encode()
     result = wh.applier.apply([Incoming(raw)])
@@ -112,7 +108,7 @@ def test_a_handler_bug_is_a_dead_letter_and_a_replay_applies_it(wh, monkeypatch)
     assert wh.count("SELECT count(*) FROM ingest_keys") == 0  # not applied: a replay must apply it
     assert wh.applier.open_dead_letters() == 1
 
-    _patch_handler(monkeypatch, "observation.append", original)
+    patch_handler("observation.append", original)
     replayed = wh.applier.apply([Incoming(row[2].encode())])  # what /admin/dead-letters/replay publishes
     assert replayed.outcomes[0].reply["ok"] is True
     assert wh.count("SELECT count(*) FROM observations") == 1
@@ -120,17 +116,34 @@ def test_a_handler_bug_is_a_dead_letter_and_a_replay_applies_it(wh, monkeypatch)
     assert wh.applier.open_dead_letters() == 0
 
 
-def test_a_transient_failure_past_max_deliver_is_a_dead_letter(wh, monkeypatch) -> None:
+def test_a_transient_failure_past_max_deliver_is_a_dead_letter(wh, patch_handler) -> None:
     def flaky(tx, env, cmd):
         raise RetryableError("upstream busy")
 
-    _patch_handler(monkeypatch, "observation.append", flaky)
+    patch_handler("observation.append", flaky)
     env = _obs(wh, 2)
     early = wh.applier.apply([Incoming(env.model_dump_json().encode(), {}, 1)])
     assert early.outcomes[0].action == "nak" and wh.applier.open_dead_letters() == 0
     late = wh.applier.apply([Incoming(env.model_dump_json().encode(), {}, wh.applier.max_deliver)])
     assert late.outcomes[0].action == "term"
     assert "upstream busy" in wh.conn.execute("SELECT reason FROM dead_letters").fetchone()[0]
+
+
+def test_permission_denied_in_a_handler_holds_the_batch(wh, patch_handler) -> None:
+    """EACCES on the wiki is the store's fault, not the command's: the batch is held and
+    retried (``StoreFaultError``), never given up, and applies once the store takes it."""
+    def denied(tx, env, cmd):
+        raise PermissionError(errno.EACCES, "Permission denied", "/data/wiki/default")
+
+    original = patch_handler("observation.append", denied)
+    items = [Incoming(_obs(wh, i).model_dump_json().encode(), {}, 9) for i in range(2)]
+    with pytest.raises(StoreFaultError) as info:
+        wh.applier.apply(items)
+    assert info.value.data == {"reason": "io_error", "store": "wiki"}
+    assert wh.count("SELECT count(*) FROM dead_letters") == 0
+    patch_handler("observation.append", original)
+    assert [o.action for o in wh.applier.apply(items).outcomes] == ["ack", "ack"]
+    assert wh.count("SELECT count(*) FROM observations") == 2
 
 
 def test_an_error_nobody_waits_for_is_a_dead_letter_but_a_waited_one_is_a_reply(wh) -> None:
@@ -143,24 +156,36 @@ def test_an_error_nobody_waits_for_is_a_dead_letter_but_a_waited_one_is_a_reply(
     assert wh.applier.open_dead_letters() == 1
 
 
-def test_flush_on_a_full_disk_after_commit_is_owed_and_recovered(wh, monkeypatch) -> None:
+@pytest.mark.parametrize("error, reason", [
+    (OSError(errno.ENOSPC, "No space left on device"), "disk_full"),
+    # not the file system's: a bug or text the flush cannot encode; the files are owed all the same
+    (UnicodeEncodeError("utf-8", "\udc80", 0, 1, "surrogates not allowed"), "io_error"),
+], ids=["enospc", "unicode"])
+def test_a_failed_flush_after_commit_is_owed_and_recovered(wh, monkeypatch, error, reason) -> None:
     flush = wh.wiki.flush
 
-    def full(ops):
-        raise OSError(errno.ENOSPC, "No space left on device")
+    def failing(ops):
+        raise error
 
-    monkeypatch.setattr(wh.wiki, "flush", full)
+    monkeypatch.setattr(wh.wiki, "flush", failing)
     env = wh.envelope("page.write", {"path": "notes/a.md", "body": "kept"})
     result = wh.applier.apply([Incoming(env.model_dump_json().encode())])
     assert result.outcomes[0].reply["ok"] is True  # committed: it will be acked
-    assert result.flush_fault is not None and result.flush_fault.data["reason"] == "disk_full"
-    assert wh.count("SELECT count(*) FROM wiki_outbox") > 0 and wh.applier.outbox_owed
+    assert result.flush_fault is not None and result.flush_fault.data == {"reason": reason, "store": "wiki"}
+    owed = wh.count("SELECT count(*) FROM wiki_outbox")
+    assert owed > 0 and wh.applier.outbox_owed
     with pytest.raises(StoreFaultError):
-        wh.applier.recover()  # still full
+        wh.applier.recover()  # still failing: the writer stays held (a store fault, visible)
+    later = wh.envelope("page.write", {"path": "notes/b.md", "body": "later"})
+    with pytest.raises(StoreFaultError):  # the next batch waits for the owed files, never clears them
+        wh.applier.apply([Incoming(later.model_dump_json().encode())])
+    assert wh.count("SELECT count(*) FROM wiki_outbox") == owed
     monkeypatch.setattr(wh.wiki, "flush", flush)
     wh.applier.recover()
-    assert "kept" in wh.page_file("notes/a.md").read_text()
+    assert wh.page_file("notes/a.md").read_text().rstrip().endswith("kept")
     assert wh.count("SELECT count(*) FROM wiki_outbox") == 0 and not wh.applier.outbox_owed
+    assert wh.applier.apply([Incoming(later.model_dump_json().encode())]).outcomes[0].reply["ok"] is True
+    assert wh.page_file("notes/b.md").read_text().rstrip().endswith("later")
 
 
 class _Died(BaseException):
@@ -187,3 +212,21 @@ def test_a_crash_between_commit_and_flush_is_replayed_at_start(wh, monkeypatch, 
         assert restarted.count("SELECT count(*) FROM pages WHERE path = 'notes/b.md'") == 1
     finally:
         restarted.close()
+
+
+def test_a_command_failing_alone_is_redelivered_then_a_dead_letter(wh) -> None:
+    """``Applier.give_up``: below ``max_deliver`` deliveries a nak (no dead letter); at it a
+    dead letter in its own transaction, the message terminated and a waiting caller told."""
+    env = _obs(wh, 3)
+    error = FileNotFoundError(errno.ENOENT, "No such file or directory", "/gone")
+    early = wh.applier.give_up(Incoming(env.model_dump_json().encode(), {}, wh.applier.max_deliver - 1), error)
+    assert (early.action, early.reply, early.dead_letter) == ("nak", None, None)
+    assert wh.applier.open_dead_letters() == 0
+    waited = {"Aimem-Reply-To": "_INBOX.x"}
+    late = wh.applier.give_up(Incoming(env.model_dump_json().encode(), waited, wh.applier.max_deliver), error)
+    assert late.action == "term" and late.reply["ok"] is False and late.reply["error"]["code"] == "internal"
+    row = tuple(wh.conn.execute("SELECT cmd_id, reason, error_code, deliveries FROM dead_letters").fetchone())
+    assert row == (env.cmd_id, late.dead_letter, "internal", wh.applier.max_deliver)
+    assert late.dead_letter == (f"unexpected error after {wh.applier.max_deliver} deliveries: "
+                                "FileNotFoundError: [Errno 2] No such file or directory: '/gone'")
+    assert not wh.conn.in_transaction

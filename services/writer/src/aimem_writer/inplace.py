@@ -1,0 +1,126 @@
+"""Retry a batch whose apply failed unexpectedly in place, before anything fetched after it.
+
+Trigger: ``Applier.apply`` raised an error that is neither a store fault (held by the
+consumer until the store takes the batch) nor a command's own error (answered or kept as a
+dead letter by the applier). Nothing was committed: the applier rolls back, and nothing
+after its ``COMMIT`` raises.
+
+Why in place: left to JetStream, the batch would come back after ``ack_wait_s``, behind the
+commands fetched since, which would be applied first. Nak'ing it with what was prefetched
+does not keep the order either (a large fetch leaves messages in the pull subscription's
+queue that the next fetch hands out before the redelivery), and every nak counts a delivery
+toward the dead letter. So the messages stay in hand (the consumer's in-progress acks keep
+them from expiring) and the apply is attempted again ``RETRY_PAUSE_S`` apart, up to
+``writer.max_deliver`` attempts in all, or until a stop (the batch is then handed back, in
+stream order, with everything fetched after it).
+
+Outcome: a batch that outlasts its attempts is applied one command at a time; only a
+command that still fails alone is left to JetStream (``Applier.give_up``: nak'ed, and a dead
+letter at ``writer.max_deliver`` deliveries), so a poison command never takes the commands
+around it along, however large the backlog its retries built. Every failed attempt is
+counted in ``aimem_writer_batch_failures_total`` (``scope`` ``batch`` or ``command``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from prometheus_client import Counter
+
+from aimem_common.errors import StoreFaultError
+
+from aimem_writer.batch import BatchResult, Incoming, Outcome
+
+log = logging.getLogger("aimem.writer.inplace")
+
+RETRY_PAUSE_S = 1.0  # between two attempts of a failing batch
+
+ApplyFn = Callable[[list[Incoming]], Awaitable[BatchResult]]
+GiveUpFn = Callable[[Incoming, BaseException], Awaitable[Outcome]]
+
+
+def merge_results(results: list[BatchResult]) -> BatchResult:
+    """Concatenate the results of consecutive applies into one: outcomes and events in
+    order, files and durations summed, the last flush fault (an earlier one is recovered by
+    the next apply before it runs, or raised there)."""
+    faults = [r.flush_fault for r in results if r.flush_fault is not None]
+    return BatchResult([o for r in results for o in r.outcomes], [e for r in results for e in r.events],
+                       sum(r.files for r in results), sum(r.duration_s for r in results),
+                       faults[-1] if faults else None)
+
+
+@dataclass(slots=True)
+class InPlaceRetry:
+    """Applies one fetched batch, retrying it in place (see the module docstring). Event loop.
+
+    Args:
+        apply: applies a list of commands on the writer thread, holding store faults (raises
+            ``StoreFaultError`` only at a stop).
+        give_up: settles a command that failed alone (``Applier.give_up``, held the same way).
+        attempts: applies of the whole batch before it goes one command at a time (``writer.max_deliver``;
+            below 1 counts as 1).
+        stop: set when the consumer stops.
+        failures: ``aimem_writer_batch_failures_total`` (label ``scope``).
+        pause_s: seconds between two attempts.
+    """
+
+    apply: ApplyFn
+    give_up: GiveUpFn
+    attempts: int
+    stop: asyncio.Event
+    failures: Counter
+    pause_s: float = RETRY_PAUSE_S
+
+    async def run(self, items: list[Incoming]) -> BatchResult:
+        """Apply ``items``; returns one outcome per item, in order, or fewer at a stop during
+        the one-at-a-time step (the rest is unsettled: the consumer hands it back).
+
+        Raises:
+            StoreFaultError: a store fault at a stop (nothing settled).
+            Exception: the batch's own error when the consumer stops between two attempts.
+        """
+        last: Exception | None = None
+        attempts = max(1, self.attempts)
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self.apply(items)
+            except StoreFaultError:
+                raise  # only at a stop: a store fault is held by ``apply`` itself
+            except Exception as exc:  # noqa: BLE001 - nothing committed: attempted again
+                last = exc
+                self.failures.labels("batch").inc()
+                log.warning("batch of %d failed (attempt %d of %d), retrying in place: %r",
+                            len(items), attempt, attempts, exc)
+            if self.stop.is_set() or (attempt < attempts and await self._stopped_within(self.pause_s)):
+                raise last
+        if len(items) == 1:
+            return BatchResult([await self.give_up(items[0], last)])
+        log.error("batch of %d failed %d times: applying it one command at a time", len(items), attempts)
+        return await self._one_by_one(items)
+
+    async def _one_by_one(self, items: list[Incoming]) -> BatchResult:
+        results: list[BatchResult] = []
+        for item in items:
+            if self.stop.is_set():
+                break  # the rest stays unsettled and is handed back in order
+            try:
+                try:
+                    results.append(await self.apply([item]))
+                except StoreFaultError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - this command fails alone: JetStream's
+                    self.failures.labels("command").inc()
+                    results.append(BatchResult([await self.give_up(item, exc)]))
+            except StoreFaultError:
+                break  # a store fault at a stop
+        return merge_results(results)
+
+    async def _stopped_within(self, seconds: float) -> bool:
+        """Wait up to ``seconds``; return True as soon as the consumer stops."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.stop.wait(), seconds)
+        return self.stop.is_set()
