@@ -398,6 +398,16 @@ class Applier:
                 self._insert_dead_letter(items[i], envs[i], o.dead_letter, o.error_code or "retryable", now)
 
     def _insert_dead_letter(self, item: Incoming, env: Envelope, reason: str, code: str, now: str) -> None:
+        """Keep ``env`` as a dead letter, once: a command given up again while its dead letter
+        is open (a bundle redelivered for a sibling's sake runs it again; it is not in
+        ``ingest_keys``) updates that row's reason and delivery count instead of adding one."""
+        again = self.conn.execute(
+            "UPDATE dead_letters SET reason = ?, error_code = ?, deliveries = max(deliveries, ?)"
+            " WHERE cmd_id = ? AND replayed_at IS NULL",
+            (reason[:2000], code, item.num_delivered, env.cmd_id),
+        )
+        if again.rowcount:
+            return
         self.conn.execute(
             "INSERT INTO dead_letters(cmd_id, op, workspace, project, envelope, reason, error_code, deliveries,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -172,3 +172,47 @@ async def test_a_full_bundle_leaves_at_once_and_a_large_command_alone(settings, 
     before = await _stream_messages(bus)
     await asyncio.gather(*(small.publish(_obs(i)) for i in range(3)))
     assert await _stream_messages(bus) == before + 3
+
+
+def _poison():
+    """A hook the ingress accepts (each field clean on its own) and the writer refuses
+    (``unsanitized``: the joined fields read as a private key): a dead letter."""
+    raw = RawObservation(session_id="s1", kind=ObservationKind.USER_PROMPT, agent="claude-code",
+                         cwd="/tmp/wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                         title="Prompt: -----BEGIN RSA PRIVATE KEY-----", body="-----BEGIN RSA PRIVATE KEY-----")
+    return make_envelope("observation.append", sanitize(raw).to_payload(), project="app")
+
+
+async def test_a_poison_bundled_with_a_redelivered_command_is_one_dead_letter(settings, bus, monkeypatch) -> None:
+    """The bundle comes back twice for a sibling's transient failure; the poison runs again
+    each time (a dead letter is not an ingest key) but stays one dead letter (found by a
+    tester: one per delivery before)."""
+    handler = registry.get("observation.append")
+    original = handler.fn
+    failed: list[str] = []
+
+    def flaky(tx, env, cmd):
+        if cmd.title == "Prompt 3" and len(failed) < 2:  # transient twice, then applied
+            failed.append(env.cmd_id)
+            raise RetryableError("transient")
+        return original(tx, env, cmd)
+
+    monkeypatch.setitem(registry._HANDLERS, "observation.append", dataclasses.replace(handler, fn=flaky))
+    gatherer = _gatherer(bus)
+    await gatherer.publish(_obs(0))  # in flight while the next ones gather into one bundle
+    poison = _poison()
+    await asyncio.gather(*(gatherer.publish(e) for e in [_obs(1), _obs(2), _obs(3), poison, _obs(4)]))
+    assert await _stream_messages(bus) == 2  # obs 0 alone, the other five in one bundle
+    async with _running_writer(settings, bus):
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and "Prompt 3" not in _titles(settings):
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+        titles = _titles(settings)
+    assert len(failed) == 2, failed
+    assert sorted(titles) == sorted(f"Prompt {i}" for i in range(5))  # every good command once
+    ro = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
+    dead = ro.execute("SELECT cmd_id, deliveries FROM dead_letters").fetchall()
+    ro.close()
+    assert [cmd for cmd, _ in dead] == [poison.cmd_id], dead
+    assert dead[0][1] >= 2  # the row says it was given up again on the redelivery
