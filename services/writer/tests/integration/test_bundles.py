@@ -175,12 +175,7 @@ async def test_a_full_bundle_leaves_at_once_and_a_large_command_alone(settings, 
 
 
 def _poison():
-    """A hook the ingress accepts (each field clean on its own) and the writer refuses
-    (``unsanitized``: the joined fields read as a private key): a dead letter."""
-    raw = RawObservation(session_id="s1", kind=ObservationKind.USER_PROMPT, agent="claude-code",
-                         cwd="/tmp/wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
-                         title="Prompt: -----BEGIN RSA PRIVATE KEY-----", body="-----BEGIN RSA PRIVATE KEY-----")
-    return make_envelope("observation.append", sanitize(raw).to_payload(), project="app")
+    return _obs(99)  # "Prompt 99": its handler fails every time (a bug: a dead letter)
 
 
 async def test_a_poison_bundled_with_a_redelivered_command_is_one_dead_letter(settings, bus, monkeypatch) -> None:
@@ -192,6 +187,8 @@ async def test_a_poison_bundled_with_a_redelivered_command_is_one_dead_letter(se
     failed: list[str] = []
 
     def flaky(tx, env, cmd):
+        if cmd.title == "Prompt 99":
+            raise ValueError("a handler bug")
         if cmd.title == "Prompt 3" and len(failed) < 2:  # transient twice, then applied
             failed.append(env.cmd_id)
             raise RetryableError("transient")
@@ -216,3 +213,16 @@ async def test_a_poison_bundled_with_a_redelivered_command_is_one_dead_letter(se
     ro.close()
     assert [cmd for cmd, _ in dead] == [poison.cmd_id], dead
     assert dead[0][1] >= 2  # the row says it was given up again on the redelivery
+
+
+async def test_a_hook_whose_fields_are_clean_apart_is_stored_though_their_join_reads_as_a_key(settings, bus) -> None:
+    """Each field passed the ingress's sanitize() and got its 202; the writer's one-pass
+    check over the joined fields saw a private key across title and cwd and refused it
+    (found by a tester): it is stored."""
+    raw = RawObservation(session_id="s1", kind=ObservationKind.USER_PROMPT, agent="claude-code",
+                         cwd="/tmp/wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                         title="Prompt: -----BEGIN RSA PRIVATE KEY-----", body="-----BEGIN RSA PRIVATE KEY-----")
+    await bus.publish(make_envelope("observation.append", sanitize(raw).to_payload(), project="app"))
+    async with _running_writer(settings, bus):
+        titles = await _wait_titles(settings, 1, timeout_s=20)
+    assert titles == ["Prompt: -----BEGIN RSA PRIVATE KEY-----"]

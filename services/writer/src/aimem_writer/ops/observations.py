@@ -48,17 +48,17 @@ def ledger_entry(at: str, kind: str, agent: str, session_id: str, title: str, bo
 def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
     """Store one observation and bump its session. Result ``{observation_id, session_id}``."""
     fields = {name: getattr(cmd, name) for name in TEXT_FIELDS}
-    # One redactor pass over all fields (the hot path); per field only to name the culprit.
+    # One redactor pass over all fields (the hot path); per field only when it finds one. A
+    # hit of the joined text alone (a private-key header in the title, key-like characters in
+    # the cwd) was made by the join: each field is stored apart and was sanitized apart at
+    # the ingress, which answered 202 for it.
     if contains_secret("\n\n".join(v for v in fields.values() if v)):
-        for name, value in fields.items():
-            if value and contains_secret(value):
-                break
-        else:
-            name = "body"
-        raise BadRequestError(
-            f"observation {name} still contains a secret; sanitize() it before sending",
-            code="unsanitized", data={"field": name},
-        )
+        name = next((n for n, value in fields.items() if value and contains_secret(value)), None)
+        if name is not None:
+            raise BadRequestError(
+                f"observation {name} still contains a secret; sanitize() it before sending",
+                code="unsanitized", data={"field": name},
+            )
     scope = tx.scope(create=True)
     if cmd.imported and _captured_live(tx, scope.project_id, cmd.session_id):
         return {"observation_id": None, "session_id": cmd.session_id, "skipped": "captured_live"}
