@@ -15,19 +15,14 @@ import pytest
 from aimem_common import bus as busmod
 from aimem_common.bundles import BUNDLE_HEADER, Gatherer
 from aimem_common.commands import make_envelope
-from aimem_common.db.connect import open_writer
 from aimem_common.errors import RetryableError, UnavailableError
 from aimem_common.models import ObservationKind
 from aimem_common.sanitize import RawObservation, sanitize
-from aimem_common.telemetry import Telemetry
 
-import aimem_writer.ops  # noqa: F401  (registers every handler)
 from aimem_writer import registry
-from aimem_writer.batch import Applier
 from aimem_writer.consumer import Consumer
-from aimem_writer.metrics import WriterMetrics
-from aimem_writer.thread import WriterThread
-from aimem_writer.wiki import WikiRepo
+
+from .realwriter import real_writer
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio, pytest.mark.timeout(90)]
 
@@ -48,23 +43,15 @@ async def _stream_messages(bus) -> int:
 
 @contextlib.asynccontextmanager
 async def _running_writer(settings, bus):
-    """A ``Consumer`` with the real applier, writer thread, database and wiki, running."""
-    await busmod.ensure_writer_consumer(bus.js, ack_wait_s=settings.writer.ack_wait_s)
-    thread = WriterThread()
-    metrics = WriterMetrics.create(Telemetry("writer"))
-    try:
-        conn = await thread.call(open_writer, settings.db_path)
-        wiki = await thread.call(WikiRepo, settings.wiki_dir)
-        consumer = Consumer(settings, bus.nc, thread, Applier(conn, wiki, settings, metrics), metrics)
+    """A ``Consumer`` running on ``real_writer``'s thread, database and wiki."""
+    async with real_writer(settings, bus) as (thread, applier, metrics):
+        consumer = Consumer(settings, bus.nc, thread, applier, metrics)
         task = asyncio.create_task(consumer.run())
         try:
             yield consumer
         finally:
             consumer.stop()
             await asyncio.wait_for(task, 15)
-            await thread.call(conn.close)
-    finally:
-        thread.close()
 
 
 def _titles(settings) -> list[str]:
