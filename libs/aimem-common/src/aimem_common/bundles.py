@@ -20,18 +20,25 @@ Gathering adds no wait of its own: a command submitted while nothing is in fligh
 on the next event-loop turn, with whatever was submitted in the same turn; while
 ``max_inflight`` publishes await their PubAck, new commands gather until one returns (or
 until ``max_cmds`` / ``max_bytes`` fill a bundle). A command travelling alone is published
-as before (its own subject and ``Nats-Msg-Id``, so JetStream still reports duplicates).
+as before (its own subject and ``Nats-Msg-Id``, so JetStream still reports duplicates), and
+so is every command while the writer has not announced that it reads bundles.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aimem_common.commands import Envelope
 
 BUNDLE_OP = "bundle"
 BUNDLE_HEADER = "Aimem-Bundle"
+# The writer announces on aimem.status.writer that it reads bundles (``{"bundles": 1}``):
+# a writer from before bundles would take one for a bad envelope and drop its hooks, so
+# the ingress gathers only while a fresh announcement says so.
+BUNDLES_STATUS_KEY = "bundles"
+BUNDLE_VERSION = 1
 
 
 def encode_bundle(parts: list[bytes]) -> bytes:
@@ -60,12 +67,16 @@ class Gatherer:
         max_bytes: JSON bytes per bundle (below the stream's ``max_msg_size``).
         max_inflight: bundles (or lone commands) awaiting their PubAck before new commands
             wait for one to return.
+        enabled: returns whether bundles may be sent now (the writer said it reads them);
+            None: always.
 
     Runs on the event loop; ``publish`` is the only entry point.
     """
 
-    def __init__(self, bus, *, max_cmds: int, max_bytes: int, max_inflight: int):
+    def __init__(self, bus, *, max_cmds: int, max_bytes: int, max_inflight: int,
+                 enabled: Callable[[], bool] | None = None):
         self.bus = bus
+        self.enabled = enabled
         self.max_cmds = max(1, max_cmds)
         self.max_bytes = max_bytes
         self.max_inflight = max(1, max_inflight)
@@ -82,7 +93,7 @@ class Gatherer:
             BackPressureError / UnavailableError: as ``Bus.publish``, for every command of
                 the bundle that failed (none of them is acknowledged).
         """
-        if self.max_cmds == 1:
+        if self.max_cmds == 1 or (self.enabled is not None and not self.enabled()):
             return await self.bus.publish(env)
         data = env.model_dump_json().encode()
         if len(data) >= self.max_bytes:

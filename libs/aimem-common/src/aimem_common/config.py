@@ -131,7 +131,7 @@ class IngressSettings(BaseModel):
 
     max_body_bytes: int = 10 * 1024 * 1024
     max_json_depth: int = 64
-    max_writer_lag: int = 100_000  # pending commands before ingress answers 429
+    max_writer_lag: int = 100_000  # pending messages before ingress answers 429 (a bundle of hooks counts once)
     # Time bound: 429 once the writer is this many seconds behind (pending commands / its
     # measured apply rate, or how long it has made no progress with work pending).
     max_writer_delay_s: float = 15.0

@@ -42,7 +42,7 @@ def create_app(settings: Settings) -> ServiceApp:
         # Traced, every hook travels alone: one trace per hook from ingress to git commit.
         hooks = Gatherer(bus, max_cmds=1 if tracing_enabled() else cfg.bundle_max_cmds,
                          max_bytes=min(settings.bus.mut_max_msg_bytes // 2, BUNDLE_MAX_BYTES),
-                         max_inflight=cfg.bundle_max_inflight)
+                         max_inflight=cfg.bundle_max_inflight, enabled=gate.writer_reads_bundles)
         return IngressContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, gate=gate, metrics=metrics,
                               read_pool=pool, hooks=hooks, claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
 

@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 
+from aimem_common.bundles import BUNDLE_VERSION, BUNDLES_STATUS_KEY
 from aimem_common.bus import WriterProgress
 from aimem_common.errors import AimemError, BackPressureError, InsufficientStorageError, UnavailableError
 
@@ -94,6 +95,14 @@ class LagGate:
         if time.monotonic() - self._store_at > self.status_stale_s:
             return None
         return self._store
+
+    def writer_reads_bundles(self) -> bool:
+        """True while the writer's fresh announcement says it reads bundled hooks
+        (``aimem_common.bundles``); False before any, or once it is stale."""
+        status = self._store
+        version = status.get(BUNDLES_STATUS_KEY) if status is not None else None
+        return (isinstance(version, int) and version >= BUNDLE_VERSION
+                and time.monotonic() - self._store_at <= self.status_stale_s)
 
     # -- inputs ---------------------------------------------------------------------
     async def on_writer_status(self, msg) -> None:

@@ -49,6 +49,7 @@ import nats.js.errors
 from nats.aio.client import Client as NATS
 
 from aimem_common import bus as busmod
+from aimem_common.bundles import BUNDLE_VERSION, BUNDLES_STATUS_KEY
 from aimem_common.config import Settings, WriterSettings
 from aimem_common.errors import StoreFaultError
 
@@ -328,10 +329,13 @@ class Consumer:
         asyncio.get_running_loop().create_task(self._publish_status())
 
     def status(self) -> dict:
-        """Return the store state announced to ingress: ``{state, reason?, detail?, since?, retry_after_s}``."""
+        """Return the store state announced to ingress: ``{state, bundles, reason?, detail?, since?,
+        retry_after_s?}``; ``bundles`` says this writer reads bundled hooks (ingress gathers
+        hooks only while the writer says so)."""
         if self.fault is None:
-            return {"state": "ok"}
-        return {"state": "store_fault", "reason": (self.fault.data or {}).get("reason", "io_error"),
+            return {"state": "ok", BUNDLES_STATUS_KEY: BUNDLE_VERSION}
+        return {"state": "store_fault", BUNDLES_STATUS_KEY: BUNDLE_VERSION,
+                "reason": (self.fault.data or {}).get("reason", "io_error"),
                 "detail": self.fault.message[:300], "since": self.fault_since,
                 "retry_after_s": max(1, int(self.settings.writer.store_retry_max_s))}
 
