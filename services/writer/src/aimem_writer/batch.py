@@ -399,12 +399,16 @@ class Applier:
 
     def _insert_dead_letter(self, item: Incoming, env: Envelope, reason: str, code: str, now: str) -> None:
         """Keep ``env`` as a dead letter, once: a command given up again while its dead letter
-        is open (a bundle redelivered for a sibling's sake runs it again; it is not in
-        ``ingest_keys``) updates that row's reason and delivery count instead of adding one."""
+        is open — a bundle redelivered for a sibling's sake runs it again (it is not in
+        ``ingest_keys``), and a client's retries of it with its idempotency key reach the
+        writer as copies when they were gathered into bundles — updates that row's reason and
+        delivery count instead of adding one (open dead letters are few: the scan is cheap)."""
         again = self.conn.execute(
-            "UPDATE dead_letters SET reason = ?, error_code = ?, deliveries = max(deliveries, ?)"
-            " WHERE cmd_id = ? AND replayed_at IS NULL",
-            (reason[:2000], code, item.num_delivered, env.cmd_id),
+            "UPDATE dead_letters SET reason = :reason, error_code = :code, deliveries = max(deliveries, :n)"
+            " WHERE replayed_at IS NULL AND (cmd_id = :cmd"
+            " OR (:key IS NOT NULL AND json_extract(envelope, '$.idempotency_key') = :key))",
+            {"reason": reason[:2000], "code": code, "n": item.num_delivered, "cmd": env.cmd_id,
+             "key": env.idempotency_key},
         )
         if again.rowcount:
             return

@@ -213,3 +213,31 @@ async def test_a_hook_whose_fields_are_clean_apart_is_stored_though_their_join_r
     async with _running_writer(settings, bus):
         titles = await _wait_titles(settings, 1, timeout_s=20)
     assert titles == ["Prompt: -----BEGIN RSA PRIVATE KEY-----"]
+
+
+async def test_a_poison_retried_with_its_key_into_one_bundle_is_one_dead_letter(settings, bus, monkeypatch) -> None:
+    """Alone, a client's retries of a hook share its Nats-Msg-Id and JetStream drops them;
+    gathered, every copy reaches the writer, and each was given up as a dead letter of its
+    own (found by a tester: 4 copies, 4 dead letters). One dead letter per command."""
+    handler = registry.get("observation.append")
+    original = handler.fn
+
+    def buggy(tx, env, cmd):
+        if cmd.title == "Prompt 99":
+            raise ValueError("a handler bug")
+        return original(tx, env, cmd)
+
+    monkeypatch.setitem(registry._HANDLERS, "observation.append", dataclasses.replace(handler, fn=buggy))
+    gatherer = _gatherer(bus)
+    await gatherer.publish(_obs(0))
+    copies = [_obs(99, key="k99") for _ in range(3)]
+    await asyncio.gather(*(gatherer.publish(e) for e in [*copies, _obs(1)]))
+    assert await _stream_messages(bus) == 2
+    async with _running_writer(settings, bus):
+        titles = await _wait_titles(settings, 2, timeout_s=20)
+        await asyncio.sleep(0.5)
+    assert sorted(titles) == ["Prompt 0", "Prompt 1"]
+    ro = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
+    dead = ro.execute("SELECT json_extract(envelope, '$.idempotency_key') FROM dead_letters").fetchall()
+    ro.close()
+    assert dead == [("k99",)], dead
