@@ -41,7 +41,8 @@ def replay_cmd(ids: list[int] = typer.Argument(None, help="Dead-letter ids (see 
     body = {"all": True} if all_ else {"ids": ids}
     with client(server, token) as c:
         data = c.post("/admin/dead-letters/replay", body)
-    emit(data, as_json, lambda d: typer.echo(f"replayed {len(d.get('replayed') or [])}: {d.get('replayed')}"))
+    emit(data, as_json, lambda d: typer.echo(f"replayed {len(d.get('replayed') or [])}: {d.get('replayed')}"
+                                            + (f"; not envelopes, left open: {d['unreadable']}" if d.get('unreadable') else "")))
 
 
 def register(root: typer.Typer) -> None:

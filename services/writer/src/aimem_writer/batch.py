@@ -243,7 +243,10 @@ class Applier:
                 msg = first_error(exc) if isinstance(exc, ValidationError) else str(exc)
                 err = BadRequestError(f"invalid command envelope: {msg}", code="invalid_envelope")
                 cmd_id = raw.get("cmd_id", "") if isinstance(raw, dict) else ""
-                outcomes[i] = Outcome("ack", reply_body(str(cmd_id), error=err), "unknown", err.code)
+                # Nobody waits for it (a hook, a line of a bundle): kept as a dead letter, visible.
+                lost = None if item.headers.get(REPLY_HEADER) else f"{err.code}: {err.message}"
+                outcomes[i] = Outcome("ack", reply_body(str(cmd_id), error=err), "unknown", err.code,
+                                      dead_letter=lost)
         self.recover()  # a previous batch's files first: they come before this batch's
         pending = [i for i in range(len(items)) if outcomes[i] is None]
         savepoints = False  # see the module docstring: the first attempt runs without them
@@ -394,8 +397,26 @@ class Applier:
     def _store_dead_letters(self, items, envs, outcomes, now: str) -> None:
         """Insert the batch's terminated commands (decided before this attempt) as dead letters."""
         for i, o in enumerate(outcomes):
-            if o is not None and o.action == "term" and o.dead_letter and envs[i] is not None:
+            if o is None or not o.dead_letter:
+                continue
+            if envs[i] is None:  # unreadable: kept as received
+                self._insert_unreadable(items[i], o, now)
+            elif o.action == "term":
                 self._insert_dead_letter(items[i], envs[i], o.dead_letter, o.error_code or "retryable", now)
+
+    def _insert_unreadable(self, item: Incoming, outcome: Outcome, now: str) -> None:
+        """Keep a command that is no envelope as a dead letter (op ``unknown``), once per text."""
+        text = item.data.decode("utf-8", "replace")
+        if self.conn.execute("SELECT 1 FROM dead_letters WHERE replayed_at IS NULL AND envelope = ?",
+                             (text,)).fetchone():
+            return
+        cmd_id = str((outcome.reply or {}).get("cmd_id") or "")
+        self.conn.execute(
+            "INSERT INTO dead_letters(cmd_id, op, envelope, reason, error_code, deliveries, created_at)"
+            " VALUES (?, 'unknown', ?, ?, ?, ?, ?)",
+            (cmd_id, text, outcome.dead_letter[:2000], outcome.error_code or "invalid_envelope", item.num_delivered, now),
+        )
+        self.metrics.dead_letters.labels("unknown").inc()
 
     def _insert_dead_letter(self, item: Incoming, env: Envelope, reason: str, code: str, now: str) -> None:
         """Keep ``env`` as a dead letter, once: a command given up again while its dead letter

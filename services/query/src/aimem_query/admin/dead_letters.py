@@ -3,10 +3,12 @@
 * ``GET  /admin/dead-letters?all=false&limit=100`` → ``{"dead_letters": [...], "open": int}``
   (oldest first; ``all`` includes replayed ones).
 * ``POST /admin/dead-letters/replay`` ``{"ids": [int]}`` or ``{"all": true}`` →
-  ``{"replayed": [ids]}``: each open dead letter's command is published again, exactly as
+  ``{"replayed": [ids], "unreadable": [ids]}``: each open dead letter's command is published again, exactly as
   received (its idempotency key too, so a command that did apply meanwhile is answered from
   the writer's stored replies), then marked replayed (``dead_letter.resolve``). A replay
-  that fails again becomes a new dead letter.
+  that fails again becomes a new dead letter. A dead letter that is no envelope at all (kept
+  as received: a line of a bundle the writer could not read) cannot be sent: it is listed in
+  ``"unreadable": [ids]`` and stays open for a person to read.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import time
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from aimem_common.commands import Envelope
 from aimem_common.commands import make_envelope
@@ -50,11 +52,18 @@ async def replay(request: Request, body: ReplayRequest) -> dict:
         return {"replayed": []}
     bus = bus_of(request)
     stamp = int(time.time() * 1000)
+    ids, unreadable = [], []
     for dl_id, raw in rows:
-        env = Envelope.model_validate_json(raw)
+        try:
+            env = Envelope.model_validate_json(raw)
+        except ValidationError:  # kept as received because it is no envelope: nothing to send
+            unreadable.append(dl_id)
+            continue
         await bus.publish(env, msg_id=f"{env.dedupe_id}:replay:{dl_id}:{stamp}")
-    ids = [r[0] for r in rows]
+        ids.append(dl_id)
+    if not ids:
+        return {"replayed": [], "unreadable": unreadable}
     env = make_envelope("dead_letter.resolve", DeadLetterResolve(ids=ids),
                         actor=getattr(request.state, "admin_actor", None) or "root")
     await bus.request(env)
-    return {"replayed": ids}
+    return {"replayed": ids, "unreadable": unreadable}
