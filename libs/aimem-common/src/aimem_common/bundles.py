@@ -84,6 +84,7 @@ class Gatherer:
         self._pending_bytes = 0
         self._inflight = 0
         self._scheduled = False
+        self._sending: set[asyncio.Task] = set()  # held: the loop keeps only weak references to tasks
 
     async def publish(self, env: Envelope):
         """Publish ``env`` (no caller waits on the writer) and return its ``PublishResult``
@@ -120,7 +121,9 @@ class Gatherer:
             return
         batch, self._pending, self._pending_bytes = self._pending, [], 0
         self._inflight += 1
-        asyncio.get_running_loop().create_task(self._send(batch))
+        task = asyncio.get_running_loop().create_task(self._send(batch))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
     async def _send(self, batch: list[_Waiting]) -> None:
         try:
