@@ -56,9 +56,12 @@ newline()
 row("Bus and writer")
 ts("Bus publish latency p99 by op (PubAck)", [(q(0.99, "aimem_bus_publish_seconds", "le, op"), "{{op}}")], "s",
    desc="JetStream publish round trip, every service that publishes.")
-ts("Writer batch size (mean, p90)", [
+ts("Writer batch size (mean, p90), commands per bus message", [
     (f"sum(rate(aimem_writer_batch_size_sum[{R}])) / sum(rate(aimem_writer_batch_size_count[{R}]))", "mean"),
     (q(0.9, "aimem_writer_batch_size"), "p90"),
+    # above 1 while concurrent hooks share JetStream messages (aimem_common.bundles)
+    (f"sum(rate(aimem_bus_message_commands_sum[{R}])) / sum(rate(aimem_bus_message_commands_count[{R}]))",
+     "commands per message"),
 ], "short")
 ts("Writer apply latency p50 / p99", [
     (q(0.5, "aimem_writer_apply_seconds"), "p50"),
