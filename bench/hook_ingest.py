@@ -396,6 +396,9 @@ def in_process() -> dict[str, Any]:
     print("\n### the ingress app in process (no HTTP server), min CPU per hook over the rounds\n"
           + table(res["summary"], ["variant", "concurrency", "cpu_us_per_hook_min", "sys_us_per_hook",
                                    "cpu_us_per_hook_all", "hooks_per_s_median", "accepted", "hooks"]))
+    g = res["gc"]
+    print(f"a full collection of the started app: {g['full_collection_ms']} ms; with its "
+          f"{g['frozen_objects']:,} start-up objects frozen: {g['full_collection_ms_frozen']} ms")
     res["loadavg_end"] = os.getloadavg()
     print(f"written to {write_result('hook_inproc', res)}")
     return res

@@ -84,7 +84,8 @@ class _GcClock:
         gc.callbacks.remove(self._cb)
 
 
-async def _measure(n: int, concurrency: int, rounds: int, payload) -> list[dict[str, Any]]:
+async def _measure(n: int, concurrency: int, rounds: int, payload) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from aimem_common.service import freeze_heap
     from aimem_ingress import routes
     from aimem_ingress.app import create_app
 
@@ -121,12 +122,18 @@ async def _measure(n: int, concurrency: int, rounds: int, payload) -> list[dict[
 
     impl = {"route": publish, "no_publish": no_publish, "puback": puback}
     rows: list[dict[str, Any]] = []
+    gc_pause: dict[str, Any] = {}
     clock = _GcClock()
     try:
         async with app.router.lifespan_context(app):
             routes._publish = sized_publish
             assert await _post(app, bodies[0]) == 202, "the warm-up hook was not accepted"
             sent = 1
+            # A full collection of the started app's heap, then as the service runner leaves it
+            # (``service.freeze_after_startup``); the variants below run frozen, as in production.
+            gc_pause["full_collection_ms"] = _full_collection_ms()
+            gc_pause["frozen_objects"] = freeze_heap()
+            gc_pause["full_collection_ms_frozen"] = _full_collection_ms()
             for conc in (1, concurrency) if concurrency > 1 else (1,):
                 for rnd in range(rounds):
                     for variant in VARIANTS:
@@ -152,21 +159,36 @@ async def _measure(n: int, concurrency: int, rounds: int, payload) -> list[dict[
                                      "gc_us_per_hook": clock.spent / n * 1e6, "hooks_per_s": n / (w1 - w0),
                                      "loadavg_1m": os.getloadavg()[0]})
     finally:
+        gc.unfreeze()
         routes._publish = publish
         clock.close()
         nats.stop()
-    return rows
+    return rows, gc_pause
+
+
+def _full_collection_ms(rounds: int = 3) -> float:
+    """Wall ms of one full ``gc.collect()`` (min of ``rounds``): the event loop stands still that long."""
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        gc.collect()
+        best = min(best, (time.perf_counter() - t0) * 1000)
+    return round(best, 3)
 
 
 def run(payload, *, n: int = 3000, concurrency: int = 8, rounds: int = 3) -> dict[str, Any]:
-    """Run the variants (module docstring); return ``{"rows": [...], "summary": [...]}``.
+    """Run the variants (module docstring); return ``{"rows": [...], "summary": [...], "gc": {...}}``.
+
+    ``gc``: the wall ms of one full collection of the started app's heap
+    (``full_collection_ms``), the objects frozen as the service runner freezes them, and the
+    same collection once they are (``full_collection_ms_frozen``).
 
     ``summary`` has, per variant and concurrency, the minimum CPU µs per hook over the rounds
     (the least disturbed by other work on the machine) and the median hooks per second.
     """
     import uvloop
 
-    rows = uvloop.run(_measure(n, concurrency, rounds, payload))
+    rows, gc_pause = uvloop.run(_measure(n, concurrency, rounds, payload))
     summary = []
     for conc in sorted({r["concurrency"] for r in rows}):
         for variant in VARIANTS:
@@ -178,4 +200,4 @@ def run(payload, *, n: int = 3000, concurrency: int = 8, rounds: int = 3) -> dic
                             "cpu_us_per_hook_all": [round(r["cpu_us_per_hook"], 1) for r in mine],
                             "hooks_per_s_median": round(rates[len(rates) // 2]),
                             "accepted": sum(r["accepted"] for r in mine), "hooks": sum(r["hooks"] for r in mine)})
-    return {"rows": rows, "summary": summary}
+    return {"rows": rows, "summary": summary, "gc": gc_pause}

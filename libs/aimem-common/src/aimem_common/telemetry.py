@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import sys
@@ -111,6 +112,10 @@ class Telemetry:
             "aimem_start_time_seconds", "Unix time the service started", ["service"], registry=self.registry
         )
         self.started.labels(service).set(time.time())
+        # Objects the collector leaves out since start-up (``service.freeze_after_startup``).
+        self.gc_frozen = Gauge("aimem_gc_frozen_objects", "Objects frozen out of garbage collection after start-up",
+                               registry=self.registry)
+        self.gc_frozen.set_function(gc.get_freeze_count)
 
     def counter(self, name: str, doc: str, labels: list[str] | tuple[str, ...] = ()) -> Counter:
         """Create a counter in this service's registry (``aimem_`` prefix expected)."""
