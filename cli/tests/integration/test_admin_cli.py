@@ -246,3 +246,29 @@ def test_doctor_and_unreachable_server(stack2, settings) -> None:
     assert by["writer"]["detail"].startswith(f"http://127.0.0.1:{settings.port('writer')}/healthz")
     r = cli("status", "--server", "http://127.0.0.1:9")
     assert r.exit_code == 1 and "cannot reach" in r.output
+
+
+def test_search_explain_shows_each_streams_rank(stack2) -> None:
+    url, cli, _ = stack2
+    write(cli, "app", "gotchas/ledger.md", "# Ledger reconcile\nreconcile_ledger_v2 fails when the ledger is empty.")
+    write(cli, "app", "notes/ledger.md", "# Ledger notes\nThe ledger is reconciled nightly.")
+    deadline = time.monotonic() + 10
+    while True:
+        r = cli("search", "reconcile_ledger_v2", "-p", "app", "--explain", "--json")
+        assert r.exit_code == 0, r.output
+        data = json.loads(r.output)
+        if data["hits"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    top = data["hits"][0]
+    assert top["path"] == "gotchas/ledger.md"
+    streams = top["score_details"]["streams"]
+    human = cli("search", "reconcile_ledger_v2", "-p", "app", "--explain")
+    assert human.exit_code == 0, human.output
+    first_line, header, row = human.output.splitlines()[:3]
+    assert first_line.startswith("streams run: ") and all(s in first_line for s in data["streams_active"])
+    assert "STREAMS" in header and row.split()[2] == "gotchas/ledger.md"
+    best = min(streams.items(), key=lambda kv: kv[1]["rank"])
+    assert f"{best[0]}#{best[1]['rank']}" in row  # each stream's rank, as the API gives it
+    plain = cli("search", "reconcile_ledger_v2", "-p", "app")
+    assert "STREAMS" not in plain.output and "streams run" not in plain.output

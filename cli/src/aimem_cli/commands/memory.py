@@ -56,11 +56,14 @@ def search(
     workspace: str = WsOpt, project: str = PjOpt,
     all_projects: bool = typer.Option(False, "--all", help="Search every project you can read."),
     limit: int = typer.Option(10, "--limit", min=1, max=100),
+    explain: bool = typer.Option(False, "--explain", help="Show each stream's rank of every hit, and the streams run."),
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
-    """Search the memory (FTS + entities + links, fused)."""
+    """Search the memory (every stream fused; --explain: each stream's rank per hit)."""
     ws, pj = scope(workspace, project)
     params: dict[str, Any] = {"q": query, "limit": limit}
+    if explain:
+        params["explain"] = "true"
     if all_projects:
         params["global"] = "true"
     else:
@@ -69,12 +72,27 @@ def search(
         data = c.get("/api/v1/search", **params)
 
     def human(d: dict) -> None:
-        table(d.get("hits") or [], ["score", "project", "path", "title", "snippet"], empty="no hits")
+        hits = d.get("hits") or []
+        if explain:
+            hits = [{**h, "streams": stream_ranks(h)} for h in hits]
+            skipped = ", ".join(f"{k} ({v})" for k, v in (d.get("streams_skipped") or {}).items())
+            typer.echo(f"streams run: {', '.join(d.get('streams_active') or []) or '-'}"
+                       + (f"; skipped: {skipped}" if skipped else ""))
+        table(hits, ["score", "project", "path", "title", *(["streams"] if explain else []), "snippet"],
+              empty="no hits")
         if d.get("raw_hits"):
             typer.echo("\nraw observations:")
             table(d["raw_hits"], ["session_id", "kind", "snippet"])
 
     emit(data, as_json, human)
+
+
+def stream_ranks(hit: dict[str, Any]) -> str:
+    """``"fts#1 turns#3"``: each stream that found ``hit`` and its rank there, best first
+    (from the explain ``score_details.streams``; ``"-"`` without them)."""
+    streams = (hit.get("score_details") or {}).get("streams") or {}
+    ranked = sorted(streams.items(), key=lambda kv: (kv[1].get("rank") or 10**9, kv[0]))
+    return " ".join(f"{name}#{info.get('rank')}" for name, info in ranked) or "-"
 
 
 def read_page(
