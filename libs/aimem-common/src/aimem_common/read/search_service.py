@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from aimem_common.bus import Bus
 
 GLOBAL_SCOPE_LIMIT = 5  # ``global_scope_hits`` per default-scoped search
+# The longest question every interface accepts (API, MCP, web); what is read of it is cut shorter
+# before tokenising (``text.MAX_QUERY_CHARS``), so a pasted log stays cheap and is not refused.
+MAX_QUERY_INPUT_CHARS = 16 * 1024
 
 
 @dataclass(frozen=True, slots=True)

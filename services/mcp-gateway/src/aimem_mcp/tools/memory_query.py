@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import AliasChoices, Field
 
 from aimem_common.errors import BadRequestError
-from aimem_common.read.search_service import SearchRequest, search
+from aimem_common.read.search_service import MAX_QUERY_INPUT_CHARS, SearchRequest, search
 
 from aimem_mcp.args import WORKSPACE_DOC, limit_field
 from aimem_mcp.context import ToolCall
@@ -19,7 +19,7 @@ class Args(ToolArgs):
         validation_alias=AliasChoices("query", "q", "search"),
         description="What you want to know, in natural language or keywords. Aliases: `q`, `search`.",
         min_length=1,
-        max_length=4000,
+        max_length=MAX_QUERY_INPUT_CHARS,
     )
     workspace: str | None = Field(None, description=WORKSPACE_DOC, max_length=128)
     project: str | None = Field(

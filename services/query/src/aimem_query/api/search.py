@@ -14,7 +14,7 @@ from aimem_query.deps import PrincipalDep, ctx_of
 
 router = APIRouter(tags=["search"])
 
-MAX_QUERY_CHARS = 16 * 1024
+MAX_QUERY_CHARS = search_service.MAX_QUERY_INPUT_CHARS
 
 
 class SearchRequest(BaseModel):
