@@ -41,6 +41,7 @@ async def test_freeze_after_startup_freezes_what_start_up_left_alive_and_frees_i
             assert seen["during_start"] == 0  # frozen after the service's own start-up, not before
             assert frozen > 10_000, frozen  # the modules, the app, what start-up built
             assert dead() is None  # start-up garbage was collected before the freeze
-            assert Telemetry("test").registry.get_sample_value("aimem_gc_frozen_objects") == frozen  # /metrics reads the same count
+            # /metrics reads the same count (a frozen object freed since by its last reference leaves it)
+            assert frozen - 1000 < Telemetry("test").registry.get_sample_value("aimem_gc_frozen_objects") <= frozen
     finally:
         gc.unfreeze()
