@@ -102,6 +102,26 @@ def trigrams(runs: list[str], *, max_trigrams: int = MAX_TRIGRAMS) -> tuple[list
     return list(grams)[:max_trigrams], short
 
 
+MIN_LATIN_TRIGRAM_CHARS = 3  # a shorter Latin/digit term has no trigram to match
+
+
+def latin_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
+    """Return the Latin/digit parts (≥ ``MIN_LATIN_TRIGRAM_CHARS`` characters) of the question's
+    content terms (``query_terms``: lower-cased, stopwords dropped), in order, distinct.
+
+    A term glued to an unspaced script is split at it: ``我们使用Redis缓存`` → ``["redis"]``.
+    The trigram stream matches them as substrings, since unicode61 indexes
+    ``…のKubernetesクラスタ…`` as one token that the word ``kubernetes`` never equals.
+    """
+    seen: dict[str, None] = {}
+    for term in query_terms(text, max_terms=max_terms):
+        for part in _UNSPACED_RUN_RE.split(term):
+            part = part.strip("'.-_")
+            if len(part) >= MIN_LATIN_TRIGRAM_CHARS and part not in STOPWORDS:
+                seen.setdefault(part, None)
+    return list(seen)[:max_terms]
+
+
 # Korean writes spaces between words but glues particles to them (캐시를 = 캐시 + 를): a
 # question's 캐시를 must find a page's 캐시 전략을, which holds no trigram of 캐시를.
 _KO_PARTICLES = ("에서", "으로", "에게", "까지", "부터", "처럼", "보다", "하고", "이나",
