@@ -55,8 +55,8 @@ from aimem_common.models import Scope
 from aimem_common.read import scopes as scopes_mod
 from aimem_common.read.pages import is_expired
 from aimem_common.read.vectors import ChunkVectors, Identity
-from aimem_common.read.text import (fts_query, identifier_terms, latin_terms, query_terms, snippet, strip_frontmatter,
-                                    trigrams, unspaced_runs, words)
+from aimem_common.read.text import (fts_query, identifier_terms, index_form, latin_terms, query_terms, snippet,
+                                    strip_frontmatter, trigrams, unspaced_runs, words)
 from aimem_common.read.textindex import analyzer as textindex_analyzer, query_tokens
 
 # vector 1.0: a page is ranked by its best chunk (~75-token windows of its lines and captured
@@ -373,7 +373,7 @@ def _passage_stream(conn, cands: dict[int, _Cand], terms: list[str],
     n = 0  # runs, read or not
 
     def add(pid: int, text: str) -> None:
-        toks = Counter(an.analyze(text))
+        toks = Counter(an.analyze(index_form(text)))
         passages.append((pid, {t: toks[t] for t in want if t in toks}, toks.total()))
 
     size = PASSAGE_SIZE

@@ -88,3 +88,15 @@ def test_latin_words_do_not_count_twice_for_a_cjk_page(pool, seeder):
     assert [h["page_id"] for h in res["hits"]][0] == en
     assert all("trigram" not in h["score_details"]["streams"] for h in res["hits"]), res["hits"]
     assert zh in [h["page_id"] for h in res["hits"]]
+
+
+@pytest.mark.parametrize(("body", "queries"), [
+    ("Ame\u0301lie signed the contract.", ["Amélie", "amelie", "AME\u0301LIE"]),  # NFD on the page
+    ("The team met in İstanbul last week.", ["İstanbul", "İSTANBUL", "istanbul"]),
+])
+def test_unicode_forms_of_a_word_find_each_other(pool, seeder, body, queries):
+    app = seeder.scope("default", "fold")
+    pid = seeder.page(app, "notes/fold.md", body, title="meeting")
+    seeder.page(app, "notes/other.md", "Nothing to see.", title="other")
+    for q in queries:
+        assert _hits(pool, q, app) == [pid], q
