@@ -12,8 +12,11 @@ Pipeline, all inside one read snapshot:
    the question; a page scores Σ idf, idf = ln(1 + N / df) over live pages in scope.
    **trigram** — the unspaced-script words of the question (Chinese, Japanese, Korean,
    Thai, ...) matched as trigrams in ``pages_tri`` (bm25, title ×4): a word inside a
-   sentence is found though unicode61 makes one token of the whole run. Idle for a
-   question without such characters.
+   sentence is found though unicode61 makes one token of the whole run. A 1–2 character
+   word is matched by every trigram starting with it (``_short_word_stream``), and the
+   question's Latin/digit terms as substrings (``TrigramTerms``: a Latin word glued to CJK
+   text, ``…のKubernetesクラスタ…``; a Latin-only question adds only pages fts missed).
+   ``pages_tri`` holds only pages with such characters: idle in an English vault.
    **turns** — bm25 over the captured observations (``observations_fts``) of the scope,
    folded onto their session's live page (its best turn; bm25 margin bonus as fts):
    a session page holds a bounded digest of the session (the prompts past its budget are
