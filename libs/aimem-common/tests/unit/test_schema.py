@@ -153,3 +153,34 @@ def test_observations_fts_gains_project_id_and_keeps_rows(tmp_path: Path) -> Non
     assert hits('project_id : "pb" AND ledger') == [1, 2]
     conn.execute("DELETE FROM observations WHERE id = 2")
     assert hits("ledger") == [1]
+
+
+def test_pages_tri_is_padded_and_keeps_rows_and_versions(tmp_path: Path) -> None:
+    """Migration 12: pages indexed before it are indexed again padded (a word in a column's
+    last characters has a trigram starting with it), and the triggers send the padded values
+    on edit, retire and delete (no stale trigram is left)."""
+    path = tmp_path / "m.sqlite"
+    conn = database_at(path, 11)
+    conn.execute("INSERT INTO workspaces VALUES ('w', 'default', 'now')")
+    conn.execute("INSERT INTO projects(id, workspace_id, name, created_at) VALUES ('pa', 'w', 'a', 'now')")
+    page = ("INSERT INTO pages(workspace_id, project_id, path, title, body, kind, tier, content_hash, created_at,"
+            " updated_at) VALUES ('w', 'pa', ?, ?, ?, 'note', 'semantic', 'h', 'now', 'now')")
+    conn.execute(page, ("a.md", "标题", "これは猫"))
+    conn.execute(page, ("b.md", "english", "only ascii"))
+    conn.close()
+    conn = open_writer(path)
+
+    def docs(prefix: str) -> list[int]:
+        return sorted({r[0] for r in conn.execute("SELECT doc FROM pages_tri_inst WHERE term >= ? AND term < ?",
+                                                  (prefix, prefix + "\U0010ffff"))})
+
+    assert docs("猫") == [1] and docs("标题") == [1]
+    conn.execute(page, ("c.md", "猫", "数据"))
+    assert docs("猫") == [1, 3] and docs("数据") == [3]
+    conn.execute("UPDATE pages SET body = '没有了' WHERE id = 1")
+    assert docs("猫") == [3] and docs("没有了") == [1]
+    conn.execute("UPDATE pages SET is_latest = 0 WHERE id = 3")
+    assert docs("猫") == [] and docs("数据") == []
+    conn.execute("DELETE FROM pages WHERE id = 1")
+    assert conn.execute("SELECT count(*) FROM pages_tri_inst").fetchone()[0] == 0
+    conn.execute("INSERT INTO pages_tri(pages_tri, rank) VALUES ('integrity-check', 0)")

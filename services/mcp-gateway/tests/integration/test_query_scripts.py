@@ -30,3 +30,21 @@ async def test_cjk_words_inside_sentences_over_mcp(seed, services, h):
             assert top["score_details"]["streams"]["trigram"]["rank"] == 1
         en = await h.call(c, "memory_query", {**APP, "query": "database load"})
         assert en["hits"][0]["path"] == "notes/en.md"
+
+
+async def test_short_and_glued_latin_words_over_mcp(seed, services, h):
+    """A 1-character word at the end of a page, a 2-character word beside another project's
+    pages that share it, and a Latin word glued to CJK text are found over MCP."""
+    app = seed.project("app")
+    other = seed.project("other")
+    cat = seed.page(app, "notes/cat.md", title="ペット", body="これは猫")
+    cache = seed.page(app, "notes/cache.md", title="笔记", body="我们使用缓存")
+    k8s = seed.page(app, "notes/k8s.md", title="更新", body="東京リージョンのKubernetesクラスタを更新した。")
+    for i in range(70):
+        seed.page(other, f"notes/t{i}.md", title=f"工具{i}", body=f"请使用{chr(0x4E00 + i)}工具。")
+    url = h.mcp_url(services("mcp-gateway")["mcp-gateway"])
+    async with Client(url) as c:
+        for q, want in [("猫", cat), ("使用", cache), ("缓存", cache), ("Kubernetes", k8s)]:
+            res = await h.call(c, "memory_query", {**APP, "query": q, "explain": True})
+            assert [x["page_id"] for x in res["hits"]] == [want], (q, [x["path"] for x in res["hits"]])
+            assert res["hits"][0]["score_details"]["streams"]["trigram"]["rank"] == 1

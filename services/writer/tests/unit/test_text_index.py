@@ -356,3 +356,15 @@ def test_a_failed_index_commit_hands_searches_to_fts5_and_a_rebuild_catches_up(i
     wh.ok("page.write", {"path": "notes/d.md", "body": "# D\n\nunrelated"})  # a drain on the rebuilt index
     assert sorted(found(pool, ["wombat"])) == sorted([first, second, third])
     assert outbox(wh) == 0
+
+
+def test_unicode_forms_of_a_word_find_each_other(ix) -> None:
+    """The index holds NFC text and İ as I (lower-cased, İ is i + a combining dot, which the
+    tokenizer would split off): a page's NFD or Turkish word is found by its usual spellings."""
+    wh, _, pool = ix
+    nfd = wh.ok("page.write", {"path": "notes/nfd.md", "body": "# Contract\n\nAme\u0301lie signed it.\n"})
+    tr = wh.ok("page.write", {"path": "notes/tr.md", "body": "# Trip\n\nThe team met in İstanbul.\n"})
+    for q, want in [("Amélie", nfd), ("amelie", nfd), ("İstanbul", tr), ("İSTANBUL", tr), ("istanbul", tr)]:
+        res = pool.call(memory_query, q, None, options=QueryOptions(explain=True))
+        assert [h["page_id"] for h in res["hits"]] == [want["page_id"]], q
+    assert pool.text_index.available()

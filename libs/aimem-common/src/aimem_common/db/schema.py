@@ -609,11 +609,68 @@ CREATE TABLE page_chunk_embeddings (
 );
 """
 
+# ``pages_tri`` again, contentless and padded, with an 'instance' vocabulary: a 1–2 character
+# query word (``猫``, ``数据``) is matched by the trigrams that *start* with it, read by a range
+# scan of ``pages_tri_inst`` (every page holding them, then kept to the scope), where migration
+# 6 expanded it to the first 64 trigrams of a global 'row' vocabulary (other projects' trigrams
+# crowded the scope's out). Each column is indexed with ``TRI_PAD`` (two spaces) appended, so a
+# word in a column's last two characters (``これは猫``) or a column of 1–2 characters still has
+# a trigram starting with it. The indexed text is no longer the page's, hence contentless
+# (``content=''``): a 'delete' carries the padded values, as ``pages_tri_insert_sql`` inserts them.
+TRI_PAD = "  "
+
+
+def _tri_cols(row: str) -> str:
+    return f"coalesce({row}.title, '') || '{TRI_PAD}', coalesce({row}.body, '') || '{TRI_PAD}'"
+
+
+def pages_tri_insert_sql(row: str = "pages") -> str:
+    """SQL that indexes every live unspaced-script page of table/alias ``row`` into ``pages_tri``
+    (padded as its triggers index them): for a rebuild after ``'delete-all'``."""
+    return (f"INSERT INTO pages_tri(rowid, title, body) SELECT {row}.id, {_tri_cols(row)} FROM pages {row}"
+            f" WHERE {row}.is_latest = 1 AND {_TRI.format(r=row)}")
+
+
+MIGRATION_12 = f"""
+DROP TRIGGER pages_tri_ins;
+DROP TRIGGER pages_tri_retire;
+DROP TRIGGER pages_tri_revive;
+DROP TRIGGER pages_tri_edit;
+DROP TRIGGER pages_tri_del;
+DROP TABLE pages_tri_vocab;
+DROP TABLE pages_tri;
+CREATE VIRTUAL TABLE pages_tri USING fts5(title, body, content='', tokenize='trigram');
+CREATE VIRTUAL TABLE pages_tri_inst USING fts5vocab(pages_tri, 'instance');
+{pages_tri_insert_sql('p')};
+CREATE TRIGGER pages_tri_ins AFTER INSERT ON pages WHEN new.is_latest = 1 AND {_TRI.format(r='new')} BEGIN
+  INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, {_tri_cols('new')});
+END;
+CREATE TRIGGER pages_tri_retire AFTER UPDATE OF is_latest ON pages
+  WHEN old.is_latest = 1 AND new.is_latest = 0 AND {_TRI.format(r='old')} BEGIN
+  INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, {_tri_cols('old')});
+END;
+CREATE TRIGGER pages_tri_revive AFTER UPDATE OF is_latest ON pages
+  WHEN old.is_latest = 0 AND new.is_latest = 1 AND {_TRI.format(r='new')} BEGIN
+  INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, {_tri_cols('new')});
+END;
+CREATE TRIGGER pages_tri_edit AFTER UPDATE OF title, body ON pages
+  WHEN old.is_latest = 1 AND new.is_latest = 1 BEGIN
+  INSERT INTO pages_tri(pages_tri, rowid, title, body)
+    SELECT 'delete', old.id, {_tri_cols('old')} WHERE {_TRI.format(r='old')};
+  INSERT INTO pages_tri(rowid, title, body)
+    SELECT new.id, {_tri_cols('new')} WHERE {_TRI.format(r='new')};
+END;
+CREATE TRIGGER pages_tri_del AFTER DELETE ON pages WHEN old.is_latest = 1 AND {_TRI.format(r='old')} BEGIN
+  INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, {_tri_cols('old')});
+END;
+"""
+
 # Forward-only: append new migrations; never edit one that has shipped. A database is only
 # ever moved forward from its ``user_version``; 5 was reserved and never shipped, so the list
 # has a gap there.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
     (7, MIGRATION_7), (8, MIGRATION_8), (9, MIGRATION_9), (10, MIGRATION_10), (11, MIGRATION_11),
+    (12, MIGRATION_12),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -12,8 +12,11 @@ Pipeline, all inside one read snapshot:
    the question; a page scores Σ idf, idf = ln(1 + N / df) over live pages in scope.
    **trigram** — the unspaced-script words of the question (Chinese, Japanese, Korean,
    Thai, ...) matched as trigrams in ``pages_tri`` (bm25, title ×4): a word inside a
-   sentence is found though unicode61 makes one token of the whole run. Idle for a
-   question without such characters.
+   sentence is found though unicode61 makes one token of the whole run. A 1–2 character
+   word is matched by every trigram starting with it (``_short_word_stream``), and the
+   question's Latin/digit terms as substrings (``TrigramTerms``: a Latin word glued to CJK
+   text, ``…のKubernetesクラスタ…``; a Latin-only question adds only pages fts missed).
+   ``pages_tri`` holds only pages with such characters: idle in an English vault.
    **turns** — bm25 over the captured observations (``observations_fts``) of the scope,
    folded onto their session's live page (its best turn; bm25 margin bonus as fts):
    a session page holds a bounded digest of the session (the prompts past its budget are
@@ -46,7 +49,7 @@ import math
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -55,8 +58,8 @@ from aimem_common.models import Scope
 from aimem_common.read import scopes as scopes_mod
 from aimem_common.read.pages import is_expired
 from aimem_common.read.vectors import ChunkVectors, Identity
-from aimem_common.read.text import (fts_query, identifier_terms, query_terms, snippet, strip_frontmatter, trigrams,
-                                    unspaced_runs, words)
+from aimem_common.read.text import (fts_query, identifier_terms, index_form, latin_terms, query_terms, snippet,
+                                    strip_frontmatter, trigrams, unspaced_runs, words)
 from aimem_common.read.textindex import analyzer as textindex_analyzer, query_tokens
 
 # vector 1.0: a page is ranked by its best chunk (~75-token windows of its lines and captured
@@ -122,7 +125,10 @@ PASSAGE_SCAN = 10_000  # observation ids of one session cut into runs (a coverin
 PASSAGE_CHARS = 2000  # characters of one turn or one run of lines read (bounds the tokenising)
 PASSAGE_WINDOWS = 50  # runs of lines read per page
 BM25_K1, BM25_B = 1.2, 0.75  # FTS5's and tantivy's bm25 constants
-SHORT_TERM_TRIGRAMS = 64  # indexed trigrams a 1–2 character CJK/Hangul word expands to
+# A 1–2 character unspaced word is matched by the trigrams starting with it (``pages_tri_inst``,
+# one row per occurrence, ~1 µs each): at most SHORT_SCAN_ROWS occurrences are read per word
+# (~100 ms), a bound only a character in most of a 100k-page CJK vault reaches.
+SHORT_SCAN_ROWS = 100_000
 
 # Authority multiplier (bounded to [AUTHORITY_MIN, AUTHORITY_MAX]): maintained rules,
 # decisions, procedures and gotchas win close contests; episodic/lint evidence stays findable.
@@ -227,14 +233,15 @@ def _scoped_match(q: str, scopes) -> str:
     return f"project_id : ({projects}) AND {{title body}} : ({q})"
 
 
-def _fts_stream(conn, q: str, scopes, opts: QueryOptions, table: str = "pages_fts") -> list[tuple[int, float]]:
+def _fts_stream(conn, q: str, scopes, opts: QueryOptions, table: str = "pages_fts",
+                exclude: Collection[int] = ()) -> list[tuple[int, float]]:
     """Pages matching ``q`` (an ``fts_query``) by bm25 (title ×``TITLE_WEIGHT``), best first.
 
     ``pages_fts`` filters the project inside FTS5, so the index alone ranks the scope's
     matches and only the best ``2 × candidates`` rowids are joined to ``pages`` (expiry);
     measured at 100k pages this is ~40 % less CPU than joining every match before the sort
     (bench/query_latency.py). ``pages_tri`` has no project column: its (few) matches are
-    joined and filtered by project before the sort.
+    joined and filtered by project before the sort; ``exclude`` (page ids) are left out there.
     """
     expiry = "" if opts.include_expired else " AND (p.expires_at IS NULL OR julianday(p.expires_at) > julianday('now'))"
     if table == "pages_fts":
@@ -246,6 +253,9 @@ def _fts_stream(conn, q: str, scopes, opts: QueryOptions, table: str = "pages_ft
         ).fetchall()[: opts.candidates]
     else:
         where, args = _scope_sql(scopes, "+p.project_id")  # drive the join from the FTS match
+        if exclude:
+            where += f" AND p.id NOT IN ({','.join('?' * len(exclude))})"
+            args += list(exclude)
         rows = conn.execute(
             f"SELECT p.id, bm25({table}, {TITLE_WEIGHT}, 1.0) AS s FROM {table} JOIN pages p ON p.id = {table}.rowid"
             f" WHERE {table} MATCH ?{where}{expiry} ORDER BY s, p.id LIMIT ?",
@@ -366,7 +376,7 @@ def _passage_stream(conn, cands: dict[int, _Cand], terms: list[str],
     n = 0  # runs, read or not
 
     def add(pid: int, text: str) -> None:
-        toks = Counter(an.analyze(text))
+        toks = Counter(an.analyze(index_form(text)))
         passages.append((pid, {t: toks[t] for t in want if t in toks}, toks.total()))
 
     size = PASSAGE_SIZE
@@ -412,21 +422,81 @@ def _analyzer():
     return _ANALYZER[0]
 
 
-def trigram_query(conn: sqlite3.Connection, query: str) -> str | None:
-    """Return the ``pages_tri`` MATCH expression for the unspaced-script words of ``query``.
+@dataclass(frozen=True, slots=True)
+class TrigramTerms:
+    """What the trigram stream searches for one question (``trigram_terms``).
 
-    Runs of ≥ 3 characters contribute their trigrams; a 1–2 character run is expanded to
-    at most ``SHORT_TERM_TRIGRAMS`` indexed trigrams that start with it (``pages_tri_vocab``,
-    a range scan), so ``缓存`` finds ``…的缓存策略…``. ``None`` when the query has no such
-    words (an English question never touches the trigram index).
+    ``match``: the ``pages_tri`` MATCH expression (``None`` = nothing to match): the trigrams of
+    the unspaced runs of ≥ 3 characters, OR'ed, and the Latin/digit terms (``text.latin_terms``)
+    as phrases, i.e. substrings. ``short``: the 1–2 character unspaced words, matched by the
+    trigrams starting with them (``_short_word_stream``). ``latin_only``: the question has no
+    unspaced word: the stream then only adds pages the fts stream did not find (a Latin word
+    glued to CJK text), so a CJK page does not count its spaced Latin words twice.
     """
-    grams, short = trigrams(unspaced_runs(query))
-    for run in short:
-        grams += [r[0] for r in conn.execute(
-            "SELECT term FROM pages_tri_vocab WHERE term >= ? AND term < ? LIMIT ?",
-            (run, run + "\U0010ffff", SHORT_TERM_TRIGRAMS),
-        )]
-    return fts_query(list(dict.fromkeys(grams)))
+
+    match: str | None
+    short: list[str]
+    latin_only: bool
+
+
+def trigram_terms(query: str) -> TrigramTerms:
+    """Return the trigram stream's ``TrigramTerms`` for ``query`` (pure: reads no index).
+
+    ``缓存策略`` → match ``"缓存策" OR "存策略"``; ``缓存`` → short ``["缓存"]``;
+    ``我们使用Redis缓存`` → match ``"我们使" OR … OR "redis"``; ``lower database load`` →
+    match ``"lower" OR "database" OR "load"`` (latin_only). An English-only vault has no
+    page in ``pages_tri``, so an English question's match costs one empty lookup per term.
+    """
+    runs = unspaced_runs(query)
+    grams, short = trigrams(runs)
+    latin = latin_terms(query)
+    return TrigramTerms(fts_query(list(dict.fromkeys(grams + latin))), list(dict.fromkeys(short)), not runs)
+
+
+def _short_word_stream(conn, word: str, scopes, opts: QueryOptions) -> list[tuple[int, float]]:
+    """Live pages of ``scopes`` holding the 1–2 character ``word``: ``[(page_id, score)]``, best first.
+
+    Every occurrence of the word has an indexed trigram starting with it (``pages_tri`` pads
+    each column with ``schema.TRI_PAD``), so a range scan of ``pages_tri_inst`` over those
+    trigrams yields every page holding it, whatever other projects hold; at most
+    ``SHORT_SCAN_ROWS`` occurrences are read. Score: bm25's term part without length
+    normalisation, ``idf × tf × (k1 + 1) / (tf + k1)``, tf counting a title occurrence
+    ``TITLE_WEIGHT`` times, idf over ``pages_tri``'s pages (N) and the scope's matches (df).
+    """
+    expiry = "" if opts.include_expired else " AND (p.expires_at IS NULL OR julianday(p.expires_at) > julianday('now'))"
+    where, args = _scope_sql(scopes, "p.project_id")
+    rows = conn.execute(
+        f"SELECT p.id, t.tf FROM (SELECT doc, sum(CASE WHEN col = 'title' THEN {TITLE_WEIGHT} ELSE 1.0 END) AS tf"
+        " FROM (SELECT doc, col FROM pages_tri_inst WHERE term >= ? AND term < ? LIMIT ?) GROUP BY doc) t"
+        f" JOIN pages p ON p.id = t.doc WHERE p.is_latest = 1{where}{expiry}",
+        [word, word + "\U0010ffff", SHORT_SCAN_ROWS, *args],
+    ).fetchall()
+    if not rows:
+        return []
+    block = conn.execute("SELECT block FROM pages_tri_data WHERE id = 1").fetchone()
+    n = max(len(rows), (_varint(block[0]) if block and block[0] else None) or len(rows))
+    idf = math.log(1 + (n - len(rows) + 0.5) / (len(rows) + 0.5))
+    ranked = [(pid, idf * tf * (BM25_K1 + 1) / (tf + BM25_K1)) for pid, tf in rows]
+    ranked.sort(key=lambda kv: (-round(kv[1], 9), kv[0]))
+    return ranked
+
+
+def _trigram_stream(conn, tt: TrigramTerms, scopes, opts: QueryOptions,
+                    exclude: Collection[int] = ()) -> list[tuple[int, float]]:
+    """The trigram stream: ``pages_tri`` bm25 for ``tt.match`` plus each short word's score
+    (``_short_word_stream``), summed per page; ``[(page_id, score)]`` best first, len ≤
+    ``candidates``. ``exclude``: page ids left out (the fts stream's, for a ``latin_only`` question).
+    """
+    scores: dict[int, float] = {}
+    if tt.match:
+        for pid, sc in _fts_stream(conn, tt.match, scopes, opts, table="pages_tri", exclude=exclude):
+            scores[pid] = sc
+    for word in tt.short:
+        for pid, sc in _short_word_stream(conn, word, scopes, opts):
+            if pid not in exclude:
+                scores[pid] = scores.get(pid, 0.0) + sc
+    ranked = sorted(scores.items(), key=lambda kv: (-round(kv[1], 9), kv[0]))
+    return ranked[: opts.candidates]
 
 
 def _exact_stream(conn, idents: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
@@ -705,7 +775,8 @@ def memory_query(
             scope's rows for this call only (tests, one-off tools).
 
     Returns ``{"hits": list[Hit], "raw_hits": list[RawHit]}`` plus, with ``explain``,
-    ``"streams_active": list[str]``, ``"fts_query": str|None``, ``"trigram_query": str|None``
+    ``"streams_active": list[str]``, ``"fts_query": str|None``, ``"trigram_query": str|None``,
+    ``"trigram_short": list[str]`` (1–2 character unspaced words, see ``TrigramTerms``)
     and ``"stream_ms": {stage: wall ms}`` (fts, turns, exact, trigram, entity, vector, superseded,
     links, passage, hits = metadata/snippets).
 
@@ -746,17 +817,20 @@ def memory_query(
             _fuse(cands, name, ranked, k, weight)
         lap(name)
 
+    fts_ids: list[int] = []
     if q:
-        add("fts", _page_text_stream(conn, q, terms, scopes, opts_d))
+        fts = _page_text_stream(conn, q, terms, scopes, opts_d)
+        fts_ids = [pid for pid, _ in fts]
+        add("fts", fts)
         add("turns", _turns_stream(conn, terms, scopes, opts_d, turn_ids))
     idents = identifier_terms(query)
     if idents:
         add("exact", _exact_stream(conn, idents, scopes, opts_d))
-    tq = trigram_query(conn, query)
+    tt = trigram_terms(query)
     if opts.explain:
-        out["trigram_query"] = tq
-    if tq:
-        add("trigram", _fts_stream(conn, tq, scopes, opts_d, table="pages_tri"))
+        out.update(trigram_query=tt.match, trigram_short=tt.short)
+    if tt.match or tt.short:
+        add("trigram", _trigram_stream(conn, tt, scopes, opts_d, fts_ids if tt.latin_only else ()))
     ent, matched = _entity_stream(conn, query, scopes, opts_d)
     add("entity", ent)
     chunk_hits: dict[int, list[tuple[int, float]]] = {}

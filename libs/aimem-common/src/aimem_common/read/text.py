@@ -36,6 +36,17 @@ _CJK_RE = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _FRONTMATTER_RE = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.S)
 
 
+def index_form(text: str) -> str:
+    """Return ``text`` as the page text index holds it: NFC, and ``İ`` (U+0130) as ``I``.
+
+    NFC composes an NFD page's ``e`` + U+0301 into ``é`` (the index's tokenizer would cut the
+    word at the combining mark, so ``Amélie`` never met ``Ame\u0301lie``); ``İ`` lower-cases to
+    ``i`` + U+0307, a combining dot that cuts ``İstanbul`` into ``i`` and ``stanbul`` (FTS5's
+    unicode61 folds it to ``i``, as this does). Other text is returned unchanged.
+    """
+    return unicodedata.normalize("NFC", text).replace("\u0130", "I")
+
+
 def words(text: str) -> list[str]:
     """Return the NFKC, case-folded word tokens of ``text`` (``_ ' . -`` join parts)."""
     return _WORD_RE.findall(unicodedata.normalize("NFKC", text[:MAX_QUERY_CHARS]).casefold())
@@ -49,7 +60,7 @@ def query_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
     """
     # lower(), not casefold(): the FTS tokenizer folds case the same way, so "Straße" stays
     # "straße" (casefold would make it "strasse", a word the index does not hold).
-    low = unicodedata.normalize("NFKC", text[:MAX_QUERY_CHARS]).lower()
+    low = unicodedata.normalize("NFKC", text[:MAX_QUERY_CHARS]).replace("\u0130", "I").lower()  # see index_form
     toks = [t.strip("'.-") for t in _WORD_RE.findall(low)]
     toks = [t for t in toks if t and (len(t) > 1 or t.isdigit() or _CJK_RE.match(t))]
     content = [t for t in toks if t not in STOPWORDS]
@@ -100,6 +111,26 @@ def trigrams(runs: list[str], *, max_trigrams: int = MAX_TRIGRAMS) -> tuple[list
         for i in range(len(run) - 2):
             grams.setdefault(run[i:i + 3], None)
     return list(grams)[:max_trigrams], short
+
+
+MIN_LATIN_TRIGRAM_CHARS = 3  # a shorter Latin/digit term has no trigram to match
+
+
+def latin_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
+    """Return the Latin/digit parts (≥ ``MIN_LATIN_TRIGRAM_CHARS`` characters) of the question's
+    content terms (``query_terms``: lower-cased, stopwords dropped), in order, distinct.
+
+    A term glued to an unspaced script is split at it: ``我们使用Redis缓存`` → ``["redis"]``.
+    The trigram stream matches them as substrings, since unicode61 indexes
+    ``…のKubernetesクラスタ…`` as one token that the word ``kubernetes`` never equals.
+    """
+    seen: dict[str, None] = {}
+    for term in query_terms(text, max_terms=max_terms):
+        for part in _UNSPACED_RUN_RE.split(term):
+            part = part.strip("'.-_")
+            if len(part) >= MIN_LATIN_TRIGRAM_CHARS and part not in STOPWORDS:
+                seen.setdefault(part, None)
+    return list(seen)[:max_terms]
 
 
 # Korean writes spaces between words but glues particles to them (캐시를 = 캐시 + 를): a

@@ -30,6 +30,8 @@ from typing import Any
 
 import tantivy
 
+from aimem_common.read.text import index_form
+
 log = logging.getLogger("aimem.read.textindex")
 
 # The title counts as this many copies of itself in the indexed text (as FTS5's bm25 column
@@ -39,7 +41,8 @@ log = logging.getLogger("aimem.read.textindex")
 TITLE_REPEAT = 4
 # Bumped whenever the schema, the tokenizer or TITLE_REPEAT changes: an index with another
 # marker text is rebuilt by the writer and ignored by readers meanwhile.
-INDEX_VERSION = f"aimem-pages-2-t{TITLE_REPEAT}"
+# 3: the indexed text is ``text.index_form`` (NFC, İ as I).
+INDEX_VERSION = f"aimem-pages-3-t{TITLE_REPEAT}"
 INDEX_DIR = "pages"
 MARKER = "pages.complete"
 TOKENIZER = "aimem_text"
@@ -71,8 +74,9 @@ def schema() -> tantivy.Schema:
 
 
 def indexed_text(title: str, body: str) -> str:
-    """The text a page is indexed by: ``TITLE_REPEAT`` copies of its title, then its body."""
-    return ((title or "") + "\n") * TITLE_REPEAT + (body or "")
+    """The text a page is indexed by: ``TITLE_REPEAT`` copies of its title, then its body, in
+    ``text.index_form`` (NFC; the question's terms are NFKC, ``text.query_terms``)."""
+    return index_form(((title or "") + "\n") * TITLE_REPEAT + (body or ""))
 
 
 def index_dir(search_dir: Path) -> Path:
