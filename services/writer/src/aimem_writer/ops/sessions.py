@@ -16,6 +16,7 @@ the transcript's own end time, marks the page ``imported`` and opens no handoff.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from aimem_common.errors import NotFoundError
@@ -34,10 +35,26 @@ BOUNDARY_KINDS = ("session-start", "session-end")
 REAL_KINDS = frozenset(("user-prompt", "pre-tool-use", "post-tool-use", "stop"))
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+SLUG_HASH_CHARS = 10  # hex chars of sha256(session id): 40 bits, per project
+
+
 def session_slug(session_id: str) -> str:
-    """Return a path-safe file stem for a session id."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", session_id).strip(".-")[:200]
-    return slug or "session"
+    """Return the file stem of ``session_id``'s page (``sessions/<stem>.md``): stable, path-safe,
+    and distinct for distinct ids.
+
+    An id that is already a safe stem (``[A-Za-z0-9._-]``, not starting or ending in ``.``/``-``,
+    ≤ 200 chars: every UUID-like client id) is its own stem, so existing pages keep their paths.
+    Any other id gets its safe form (unsafe runs → ``-``, cut to 200 chars; ``session`` when
+    nothing is left) plus ``-`` and the first ``SLUG_HASH_CHARS`` hex chars of the SHA-256 of
+    the id (UTF-8, lone surrogates kept): ``a b`` → ``a-b-<hash>``, never ``a-b`` itself, and
+    ``../../etc/passwd`` → ``etc-passwd-<hash>``. Pure; the stem is at most 211 chars.
+    """
+    slug = _UNSAFE.sub("-", session_id).strip(".-")[:200]
+    if slug == session_id:
+        return slug
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:SLUG_HASH_CHARS]
+    return f"{slug.rstrip('.-') or 'session'}-{digest}"
 
 
 def _substantive(rows) -> list:
