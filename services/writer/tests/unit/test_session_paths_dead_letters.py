@@ -37,6 +37,42 @@ def test_distinct_session_ids_get_distinct_pages(wh) -> None:
     assert wh.count("SELECT count(*) FROM pages WHERE path = ?", paths["a b"]) == 2
 
 
+def test_an_observation_stored_with_nul_still_ends_its_session(wh) -> None:
+    """Rows stored before ingress removed NUL: the session ends, its page and handoff without it."""
+    wh.obs("old", "user-prompt", "Prompt: fix a\x00b", "fix a\x00b", cwd="/w/app")
+    wh.obs("old", "stop", "Stop", "done\x00")
+    res = wh.ok("session.end", {"session_id": "old", "agent": "claude-code", "cwd": "/w/app"})
+    assert res["path"] == "sessions/old.md" and res["handoff_id"]
+    body = wh.conn.execute("SELECT body FROM pages WHERE id = ?", (res["page_id"],)).fetchone()[0]
+    assert "fix ab" in body and "\x00" not in body
+    handoff = wh.conn.execute("SELECT title, body FROM handoffs WHERE id = ?", (res["handoff_id"],)).fetchone()
+    assert "\x00" not in handoff["title"] + handoff["body"]
+    assert wh.count("SELECT count(*) FROM dead_letters") == 0
+
+
+def test_a_page_written_under_the_old_stem_is_retired_on_the_next_end(wh) -> None:
+    """A session whose id is no safe stem and whose page predates the hash: its next end writes
+    the hashed path and retires the old page (history kept); another session's page is kept."""
+    first = _work(wh, "a b", "first part")
+    # as the old writer left it: the page at the unhashed stem, the session's summary pointing there
+    wh.ok("page.write", {"path": "sessions/a-b.md", "body": "old digest", "frontmatter": {"session_id": "a b"}})
+    old_id = wh.conn.execute("SELECT id FROM pages WHERE path = 'sessions/a-b.md' AND is_latest = 1").fetchone()[0]
+    wh.conn.execute("UPDATE pages SET session_id = 'a b' WHERE id = ?", (old_id,))
+    wh.conn.execute("UPDATE sessions SET summary_page_id = ? WHERE session_id = 'a b'", (old_id,))
+    wh.conn.commit()
+    again = _work(wh, "a b", "second part")
+    assert again["path"] == first["path"] != "sessions/a-b.md"
+    assert wh.count("SELECT count(*) FROM pages WHERE path = 'sessions/a-b.md' AND is_latest = 1") == 0
+    assert wh.count("SELECT count(*) FROM pages WHERE session_id = 'a b' AND is_latest = 1") == 1
+    # the old collision: "a b"'s summary is the old version, and the safe id "a-b" wrote over
+    # sessions/a-b.md since; "a b" ending again leaves that page to "a-b"
+    wh.conn.execute("UPDATE sessions SET summary_page_id = ? WHERE session_id = 'a b'", (old_id,))
+    wh.conn.commit()
+    _work(wh, "a-b", "the other session")
+    _work(wh, "a b", "third part")
+    assert wh.count("SELECT count(*) FROM pages WHERE path = 'sessions/a-b.md' AND is_latest = 1") == 1
+
+
 def _doomed() -> Envelope:
     """A command that fails on every delivery, nobody waiting for its answer."""
     return Envelope(op="page.write", payload={"path": "concepts/x.md", "body": "a\x00b"},
