@@ -63,6 +63,10 @@ WRITER_DURABLE = "writer"
 WRITER_STATUS_SUBJECT = "aimem.status.writer"
 REPLY_HEADER = "Aimem-Reply-To"
 MSG_ID_HEADER = "Nats-Msg-Id"
+# A dead-letter replay names the row it sends again (its id): when the command fails again,
+# the writer keeps a new open dead letter instead of updating that row, which the replay's
+# ``dead_letter.resolve`` is about to mark replayed (the failure would vanish with it).
+REPLAY_HEADER = "Aimem-Replay-Of"
 
 # JetStream err_codes that mean "the stream is full" (discard=new).
 _FULL_ERR_CODES = {10077, 10047, 10028}
@@ -395,14 +399,15 @@ class Bus:
 
     async def publish(
         self, env: Envelope, *, reply_to: str | None = None, timeout_s: float | None = None,
-        msg_id: str | None = None,
+        msg_id: str | None = None, replay_of: int | None = None,
     ) -> PublishResult:
         """Publish ``env`` to ``aimem.mut.<op>`` and wait for the PubAck.
 
         Returns ``PublishResult(seq, duplicate)``; a duplicate (same ``Nats-Msg-Id`` within
         the dedupe window) is not stored twice. ``msg_id`` overrides the ``Nats-Msg-Id``
         (default ``env.dedupe_id``): a dead-letter replay must get past the stream's dedupe
-        window while keeping the command's own idempotency key.
+        window while keeping the command's own idempotency key. ``replay_of`` (a dead
+        letter's id) marks the message as that dead letter's replay (``REPLAY_HEADER``).
 
         Raises:
             BackPressureError: the stream is full (``discard=new``).
@@ -411,6 +416,8 @@ class Bus:
         headers = {MSG_ID_HEADER: msg_id or env.dedupe_id}
         if reply_to:
             headers[REPLY_HEADER] = reply_to
+        if replay_of is not None:
+            headers[REPLAY_HEADER] = str(replay_of)
         return await self._publish(env.op, env.model_dump_json().encode(), headers, env.cmd_id, 1, timeout_s)
 
     async def publish_bundle(self, envs: list[Envelope], parts: list[bytes], *,

@@ -5,6 +5,10 @@ a private token. ``sanitize`` redacts secrets from every free-text field with
 ``aimem_common.redact`` and applies the 16 KiB body backstop after redaction; the result
 turns into an ``observation.append`` payload with ``sanitized=True``. The writer re-checks
 the text (``contains_secret``) and refuses a command that still carries a secret.
+
+What is accepted must be storable: NUL, which no page body may hold (the writer's page
+store refuses it, so a prompt carrying one would make its session's page, and so its
+end, fail for good), is removed from every text field here (``storable``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,16 @@ BODY_BACKSTOP_BYTES = 16 * 1024
 TITLE_CAP_BYTES = 512
 
 _TOKEN = object()
+UNSTORABLE_CHARS = "\x00"  # what a page body refuses (``aimem_writer.page_store``)
+_UNSTORABLE = str.maketrans("", "", UNSTORABLE_CHARS)
+
+
+def storable(text: str) -> str:
+    """Return ``text`` without the characters no page body may hold (``UNSTORABLE_CHARS``: NUL).
+
+    Pure; the other characters (other controls, any Unicode) are kept as they are.
+    """
+    return text.translate(_UNSTORABLE) if "\x00" in text else text
 
 
 def cap_utf8(text: str, max_bytes: int, marker: str = "…") -> str:
@@ -83,15 +97,17 @@ class SanitizedObservation:
 
 
 def _cut(text: str | None, max_chars: int) -> str | None:
-    """A metadata field cut to the ``observation.append`` limit (a client's odd value is
-    shortened, never a reason to refuse the event)."""
+    """A metadata field made storable and cut to the ``observation.append`` limit (a
+    client's odd value is shortened, never a reason to refuse the event)."""
+    text = storable(text) if text else text
     return text[:max_chars] if text and len(text) > max_chars else text
 
 
 def sanitize(obs: RawObservation) -> SanitizedObservation:
-    """Redact secrets in title/body/cwd/tool name/model, then cap title (512 B) and body
-    (16 KiB), and cut the metadata fields to their payload limits (agent, extension 64;
-    model, source event 128; tool name 256; cwd 4096 characters).
+    """Remove NUL from every text field (``storable``), redact secrets in
+    title/body/cwd/tool name/model, then cap title (512 B) and body (16 KiB), and cut the
+    metadata fields to their payload limits (agent, extension 64; model, source event 128;
+    tool name 256; cwd 4096 characters).
 
     Returns the only kind of observation the writer accepts.
     """
@@ -100,7 +116,7 @@ def sanitize(obs: RawObservation) -> SanitizedObservation:
     def clean(text: str | None) -> str | None:
         if not text:
             return text
-        res = redact(text)
+        res = redact(storable(text))
         kinds.extend(res.kinds)
         return res.text
 

@@ -8,7 +8,9 @@ Order of checks, each a typed 4xx in the JSON error envelope:
 * nesting deeper than ``max_depth`` → 400 ``too_deep`` (checked on the parsed value, and a
   ``RecursionError`` from the parser itself lands on the same code);
 * a lone surrogate escape (``"\\ud800"``: valid JSON, not encodable text) becomes U+FFFD in
-  keys and values, so the event is kept instead of failing later.
+  keys and values, so the event is kept instead of failing later — except in an identity
+  field (``session_id``, ``cwd``), which ``normalize.check_identity`` then refuses (400
+  ``invalid_field``): two ids that differ only there would otherwise merge.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -50,7 +51,8 @@ _EXTENSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 class HookPayloadError(BadRequestError, ValueError):
     """The payload cannot be normalised (HTTP 400); ``code`` says why.
 
-    Codes: ``invalid_field`` (not an object, or a key field has the wrong type),
+    Codes: ``invalid_field`` (not an object, a key field has the wrong type, or an identity
+    field holds a control character or a lost character: ``check_identity``),
     ``missing_session_id``, ``unknown_agent``.
     """
 
@@ -308,10 +310,10 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
     if native is None and agent == "copilot-cli":
         native = next((name for keys, name in _COPILOT_SHAPES if keys <= payload.keys()), None)
     kind = _EVENTS[agent].get(native.casefold(), K.OTHER) if native else K.OTHER
-    session_id = _text_field(pick("session_id"), "session_id")
+    session_id = check_identity(_text_field(pick("session_id"), "session_id"), "session_id")
     if not session_id:
         raise HookPayloadError("missing_session_id", f"no session id in the {agent} payload")
-    cwd = _text_field(pick("cwd"), "cwd", max_chars=4096)
+    cwd = check_identity(_text_field(pick("cwd"), "cwd", max_chars=4096), "cwd")
     project = _text_field(payload.get("project"), "project") or _basename(cwd)
     extra = _extra(payload)
 
@@ -489,6 +491,28 @@ def _text_field(value: Any, name: str, *, max_chars: int = MAX_ID_CHARS) -> str 
     return value.strip() or None
 
 
+def check_identity(value: str | None, name: str) -> str | None:
+    """Return ``value`` (an identity field: ``session_id``, ``cwd``) when it can be stored and
+    told apart as sent; None passes through.
+
+    Identity is not cleaned but refused: two ids that differ only in a control character
+    (``a\\nb``, ``a\\tb``) or in an unencodable lone surrogate (which ``body.py`` has already
+    turned into U+FFFD, so ``\\udc00`` and ``\\udc01`` arrive equal) would merge into one
+    session if cleaned, and NUL can be neither stored in a page nor part of a path.
+
+    Raises:
+        HookPayloadError: ``invalid_field`` for a control character (Unicode category
+            ``Cc``: NUL, tab, newline, DEL, C1), a lone surrogate or U+FFFD.
+    """
+    if value is None:
+        return None
+    bad = next((c for c in value if c == "\ufffd" or unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is not None:
+        what = "a lone surrogate (sent as U+FFFD)" if bad == "\ufffd" else f"control character U+{ord(bad):04X}"
+        raise HookPayloadError("invalid_field", f"{name} contains {what}; send it as printable text")
+    return value
+
+
 def _basename(cwd: str | None) -> str | None:
     return (re.split(r"[\\/]", cwd.rstrip("/\\"))[-1] or None) if cwd else None
 
@@ -588,4 +612,4 @@ def _iso(value: Any) -> str | None:
 
 __all__ = [
     "AGENTS", "BODY_CAP_BYTES", "EXCERPT_CAP_BYTES", "PROMPT_CAP_BYTES", "HookPayloadError",
-    "NormalizedEvent", "cap_utf8", "detect_agent", "normalize"]
+    "NormalizedEvent", "cap_utf8", "check_identity", "detect_agent", "normalize"]

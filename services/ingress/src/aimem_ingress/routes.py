@@ -63,12 +63,12 @@ from aimem_common.redact import redact
 from aimem_common.commands import make_envelope
 from aimem_common.commands.handoffs import HandoffAccept
 from aimem_common.commands.observations import SessionEnd
-from aimem_common.sanitize import RawObservation, sanitize
+from aimem_common.sanitize import RawObservation, sanitize, storable
 from aimem_ingress.body import decode_json, read_capped
 from aimem_ingress.brief import budget_chars, read_brief, render_context
 from aimem_ingress.context import IngressContext
 from aimem_ingress.deps import CtxDep, ctx_of
-from aimem_ingress.normalize import NormalizedEvent, normalize
+from aimem_ingress.normalize import NormalizedEvent, check_identity, normalize
 
 log = logging.getLogger("aimem.ingress")
 
@@ -218,7 +218,7 @@ async def _read_event(ctx: IngressContext, request: Request) -> tuple[Normalized
     ev = normalize(q.get("agent") or None, payload, event=q.get("event") or None,
                    extension=q.get("extension") or None)
     if ev.cwd is None and q.get("cwd"):
-        cwd = q["cwd"][:4096]
+        cwd = check_identity(q["cwd"][:4096], "cwd")
         project = ev.project or _basename(cwd)
         ev = replace(ev, cwd=cwd, project=project)
     if ev.occurred_at is None and q.get("ts"):
@@ -332,7 +332,7 @@ async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
     if ev.kind is ObservationKind.SESSION_END:
         reason = ev.extra.get("reason")
         end = SessionEnd(session_id=ev.session_id, agent=ev.agent, cwd=ev.cwd, ended_at=ev.occurred_at,
-                         reason=redact(str(reason)).text[:64] if reason else None)  # redacted before the cut
+                         reason=redact(storable(str(reason))).text[:64] or None if reason else None)  # redacted before the cut
         end_key = f"{key}:session.end" if key else f"{env.cmd_id}:session.end"
         await ctx.hooks.publish(make_envelope("session.end", end, actor=actor,
                                             idempotency_key=end_key[:MAX_KEY_CHARS], **scope.envelope_kwargs()))

@@ -43,7 +43,7 @@ import orjson
 from opentelemetry import trace
 from pydantic import ValidationError
 
-from aimem_common.bus import REPLY_HEADER, extract_context, reply_body
+from aimem_common.bus import REPLAY_HEADER, REPLY_HEADER, extract_context, reply_body
 from aimem_common.config import Settings
 from aimem_common.errors import AimemError, BadRequestError, RetryableError, StoreFaultError
 from aimem_common.commands import Envelope, parse_payload
@@ -134,6 +134,15 @@ class _Abort(Exception):
 # Answers to a command nobody waits for that are expected races, not lost work: the target
 # is gone (404), changed (409) or a condition did not hold (412).
 _EXPECTED_UNWAITED = {404, 409, 412}
+
+
+def _replayed_id(headers: dict[str, str]) -> int | None:
+    """The dead-letter id a message replays (``REPLAY_HEADER``), None when it is no replay."""
+    value = headers.get(REPLAY_HEADER)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
 
 
 def _unwaited(err: AimemError, waited: bool) -> str | None:
@@ -423,13 +432,19 @@ class Applier:
         is open — a bundle redelivered for a sibling's sake runs it again (it is not in
         ``ingest_keys``), and a client's retries of it with its idempotency key reach the
         writer as copies when they were gathered into bundles — updates that row's reason and
-        delivery count instead of adding one (open dead letters are few: the scan is cheap)."""
+        delivery count instead of adding one (open dead letters are few: the scan is cheap).
+
+        A replay (``REPLAY_HEADER``: the id of the dead letter it sends again) that fails is
+        never folded into that row: the replay's ``dead_letter.resolve`` follows it on the
+        stream and marks that row replayed, so the failure gets a row of its own (its
+        redeliveries then update that one)."""
+        replay_of = _replayed_id(item.headers)
         again = self.conn.execute(
             "UPDATE dead_letters SET reason = :reason, error_code = :code, deliveries = max(deliveries, :n)"
-            " WHERE replayed_at IS NULL AND (cmd_id = :cmd"
+            " WHERE replayed_at IS NULL AND id IS NOT :replayed AND (cmd_id = :cmd"
             " OR (:key IS NOT NULL AND json_extract(envelope, '$.idempotency_key') = :key))",
             {"reason": reason[:2000], "code": code, "n": item.num_delivered, "cmd": env.cmd_id,
-             "key": env.idempotency_key},
+             "key": env.idempotency_key, "replayed": replay_of},
         )
         if again.rowcount:
             return

@@ -6,7 +6,9 @@
   ``{"replayed": [ids], "unreadable": [ids]}``: each open dead letter's command is published again, exactly as
   received (its idempotency key too, so a command that did apply meanwhile is answered from
   the writer's stored replies), then marked replayed (``dead_letter.resolve``). A replay
-  that fails again becomes a new dead letter. A dead letter that is no envelope at all (kept
+  that fails again becomes a new open dead letter (the message names the row it replays,
+  ``bus.REPLAY_HEADER``, so the writer never folds the new failure into the row being
+  resolved; the replay is applied before its resolve). A dead letter that is no envelope at all (kept
   as received: a line of a bundle the writer could not read) cannot be sent: it is listed in
   ``"unreadable": [ids]`` and stays open for a person to read.
 """
@@ -59,7 +61,7 @@ async def replay(request: Request, body: ReplayRequest) -> dict:
         except ValidationError:  # kept as received because it is no envelope: nothing to send
             unreadable.append(dl_id)
             continue
-        await bus.publish(env, msg_id=f"{env.dedupe_id}:replay:{dl_id}:{stamp}")
+        await bus.publish(env, msg_id=f"{env.dedupe_id}:replay:{dl_id}:{stamp}", replay_of=dl_id)
         ids.append(dl_id)
     if not ids:
         return {"replayed": [], "unreadable": unreadable}

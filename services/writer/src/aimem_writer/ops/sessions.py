@@ -1,6 +1,8 @@
 """``session.end``: rule-based summary page, automatic handoff, the ended watermark.
 
-One transaction (DESIGN.md "Hook ingress"): ``sessions/<session_id>.md`` synthesised from
+One transaction (DESIGN.md "Hook ingress"): ``sessions/<session_slug(id)>.md`` (the id
+itself when it is a safe file stem, else its safe form plus a hash: one page per distinct
+id; an earlier page of the session at another stem is retired) synthesised from
 the observations (no LLM, ``session_page``: the task, commands and how they ended, files
 changed, errors with their meaningful line, how the session ended, the final message; the
 page ≤ 16 KiB, paths relative to the repository root), an automatic handoff for the next
@@ -16,9 +18,11 @@ the transcript's own end time, marks the page ``imported`` and opens no handoff.
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from aimem_common.errors import NotFoundError
+from aimem_common.sanitize import storable
 from aimem_common.commands import Envelope
 from aimem_common.commands.observations import SessionEnd
 
@@ -34,10 +38,26 @@ BOUNDARY_KINDS = ("session-start", "session-end")
 REAL_KINDS = frozenset(("user-prompt", "pre-tool-use", "post-tool-use", "stop"))
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+SLUG_HASH_CHARS = 10  # hex chars of sha256(session id): 40 bits, per project
+
+
 def session_slug(session_id: str) -> str:
-    """Return a path-safe file stem for a session id."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", session_id).strip(".-")[:200]
-    return slug or "session"
+    """Return the file stem of ``session_id``'s page (``sessions/<stem>.md``): stable, path-safe,
+    and distinct for distinct ids.
+
+    An id that is already a safe stem (``[A-Za-z0-9._-]``, not starting or ending in ``.``/``-``,
+    ≤ 200 chars: every UUID-like client id) is its own stem, so existing pages keep their paths.
+    Any other id gets its safe form (unsafe runs → ``-``, cut to 200 chars; ``session`` when
+    nothing is left) plus ``-`` and the first ``SLUG_HASH_CHARS`` hex chars of the SHA-256 of
+    the id (UTF-8, lone surrogates kept): ``a b`` → ``a-b-<hash>``, never ``a-b`` itself, and
+    ``../../etc/passwd`` → ``etc-passwd-<hash>``. Pure; the stem is at most 211 chars.
+    """
+    slug = _UNSAFE.sub("-", session_id).strip(".-")[:200]
+    if slug == session_id:
+        return slug
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:SLUG_HASH_CHARS]
+    return f"{slug.rstrip('.-') or 'session'}-{digest}"
 
 
 def _substantive(rows) -> list:
@@ -93,7 +113,9 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
         d = digest(substantive, roots)
         d.tail = tail
         path = f"sessions/{session_slug(cmd.session_id)}.md"
-        title, body = render_page(cmd.session_id, row, d, ended_at, count, roots, cmd.reason)
+        # Observations stored before ingress removed NUL (``sanitize.storable``) may still hold
+        # one, which the page store refuses: the session would never end. The page drops it.
+        title, body = map(storable, render_page(cmd.session_id, row, d, ended_at, count, roots, cmd.reason))
         fm = {"session_id": cmd.session_id, "agent": row["agent"], "cwd": row["cwd"],
               "started_at": row["started_at"], "ended_at": ended_at, "end_reason": cmd.reason or "session-end",
               "observation_count": count, "tags": ["session"]}
@@ -102,9 +124,11 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
         res = tx.pages.write(scope, PageInput(path=path, body=body, title=title, frontmatter=fm),
                              evidence=[{"kind": "session", "id": cmd.session_id}], session_id=cmd.session_id)
         page_id = res["page_id"]
+        _retire_old_path(tx, scope, row, cmd.session_id, path)
         if real and not cmd.historical:  # an imported old session is history, not work to continue
             handoff_id = _automatic_handoff(tx, scope, cmd, row,
-                                            render_handoff(cmd.session_id, row, d, path, roots, cmd.reason))
+                                            tuple(map(storable, render_handoff(cmd.session_id, row, d, path,
+                                                                               roots, cmd.reason))))
     returned = [] if real or cmd.historical else give_back_handoffs(tx, scope, cmd.session_id)
     tx.conn.execute(
         "UPDATE sessions SET ended_at = ?, ended_observation_count = ?, summary_page_id = coalesce(?, summary_page_id),"
@@ -127,6 +151,20 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
                               "path": path, "handoff_id": handoff_id, "reason": cmd.reason})
     return {"ended": True, "changed": True, "observation_count": count, "page_id": page_id, "path": path,
             "handoff_id": handoff_id, "returned_handoffs": returned, "reason": cmd.reason}
+
+
+def _retire_old_path(tx: Tx, scope, row, session_id: str, path: str) -> None:
+    """Retire the session's earlier page when it lives at another path (a page written before
+    ids that are no safe stem got their hash, ``session_slug``), so one session keeps one live
+    page; a page another session has since written over is left to that session."""
+    if row["summary_page_id"] is None:
+        return
+    old = tx.conn.execute("SELECT path FROM pages WHERE id = ?", (row["summary_page_id"],)).fetchone()
+    if old is None or old["path"] == path or not old["path"].startswith("sessions/"):
+        return
+    live = tx.pages.get(scope, old["path"])
+    if live is not None and live["session_id"] == session_id:
+        tx.pages.delete(scope, old["path"], reason="renamed")
 
 
 def give_back_handoffs(tx: Tx, scope, session_id: str) -> list[int]:
