@@ -19,6 +19,14 @@ command that still fails alone is left to JetStream (``Applier.give_up``: nak'ed
 letter at ``writer.max_deliver`` deliveries), so a poison command never takes the commands
 around it along, however large the backlog its retries built. Every failed attempt is
 counted in ``aimem_writer_batch_failures_total`` (``scope`` ``batch`` or ``command``).
+
+After the COMMIT (``step``): the consumer's own steps between a committed batch and its acks
+(the requested git checkpoint, the replies, the events, the acks) are retried in place the
+same way, ``RETRY_PAUSE_S`` apart up to ``writer.max_deliver`` attempts, then given up, and
+the consumer goes on to the next step. Left to JetStream instead, the batch would come back
+after ``ack_wait_s`` as duplicates (``ingest_keys``): its callers answered late and after
+later commands, its events never sent (a duplicate emits none). Each failed attempt counts
+as ``scope="post_apply"``.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ from aimem_writer.batch import BatchResult, Incoming, Outcome
 log = logging.getLogger("aimem.writer.inplace")
 
 RETRY_PAUSE_S = 1.0  # between two attempts of a failing batch
+
+POST_APPLY = "post_apply"  # the failures label of a step after the COMMIT (``InPlaceRetry.step``)
 
 ApplyFn = Callable[[list[Incoming]], Awaitable[BatchResult]]
 GiveUpFn = Callable[[Incoming, BaseException], Awaitable[Outcome]]
@@ -101,6 +111,34 @@ class InPlaceRetry:
             return BatchResult([await self.give_up(items[0], last)])
         log.error("batch of %d failed %d times: applying it one command at a time", len(items), attempts)
         return await self._one_by_one(items)
+
+    async def step(self, fn: Callable[[], Awaitable[None]], what: str) -> bool:
+        """Run ``fn()``, a step after a batch's COMMIT, retrying it in place when it raises.
+
+        ``fn`` must be safe to run again after it raised part-way (it keeps its own progress,
+        e.g. the replies already sent). Attempts are ``pause_s`` apart, up to ``attempts`` in
+        all; a stop ends them at once. Each failure counts once as ``scope="post_apply"``.
+
+        Args:
+            fn: the step (event loop; may call the writer thread).
+            what: the step's name for the log, e.g. ``"the replies"``.
+        Returns:
+            True once ``fn`` returned, False when it was given up (logged as an error).
+        """
+        attempts = max(1, self.attempts)
+        for attempt in range(1, attempts + 1):
+            try:
+                await fn()
+                return True
+            except Exception as exc:  # noqa: BLE001 - committed: retried, then given up, never lost
+                self.failures.labels(POST_APPLY).inc()
+                if attempt == attempts or self.stop.is_set() or await self._stopped_within(self.pause_s):
+                    log.error("%s failed after the commit (attempt %d of %d), giving up: %r",
+                              what, attempt, attempts, exc)
+                    return False
+                log.warning("%s failed after the commit (attempt %d of %d), retrying in place: %r",
+                            what, attempt, attempts, exc)
+        return False  # not reached: the last attempt returns above
 
     async def _one_by_one(self, items: list[Incoming]) -> BatchResult:
         results: list[BatchResult] = []
