@@ -105,6 +105,8 @@ class WriterSettings(BaseModel):
 
     batch_max_msgs: int = 512  # commands per fetch (= per transaction) when the writer keeps up
     batch_max_msgs_behind: int = 4096  # ... when the consumer still has commands pending after a fetch
+    # (a bundle counts its commands; a batch passes these by at most the rest of the bundle
+    # that crosses them, aimem_writer.messages.split_batch)
     fetch_timeout_s: float = 0.25
     # A batch smaller than batch_linger_msgs that nobody waits on (hook observations) waits up
     # to batch_linger_ms for more commands before it is applied: fewer, larger transactions

@@ -58,7 +58,7 @@ from aimem_common.errors import StoreFaultError, UnavailableError
 
 from aimem_writer.batch import Applier, BatchResult
 from aimem_writer.inplace import InPlaceRetry
-from aimem_writer.messages import command_count, commands_of, settled_count, settlements
+from aimem_writer.messages import command_count, commands_of, settled_count, settlements, split_batch
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.thread import WriterThread
 from aimem_writer.tx import Event
@@ -69,18 +69,38 @@ NAK_DELAY_S = 1.0
 LAG_POLL_S = 2.0
 
 
-def fetch_size(msgs: list, w: WriterSettings) -> int:
-    """Messages to ask for next: room for ``w.batch_max_msgs_behind`` commands when the last
-    fetched message says the consumer still had commands pending (its JetStream
-    ``num_pending``), else for ``w.batch_max_msgs``; divided by the commands per message of
-    ``msgs`` (bundles of gathered hooks), so a transaction stays about that many commands."""
+def _behind(msgs: list) -> bool:
+    """Whether the last fetched message of ``msgs`` says the consumer had more commands pending
+    (its JetStream ``num_pending``)."""
     try:
-        pending = msgs[-1].metadata.num_pending
-    except Exception:  # noqa: BLE001 - not a JetStream message (tests)
-        pending = 0
-    commands = max(w.batch_max_msgs, w.batch_max_msgs_behind) if pending else w.batch_max_msgs
+        return bool(msgs[-1].metadata.num_pending)
+    except Exception:  # noqa: BLE001 - no message, or not a JetStream message (tests)
+        return False
+
+
+def command_budget(msgs: list, w: WriterSettings) -> int:
+    """Commands a batch taken from ``msgs`` (in hand, in order) may hold: behind,
+    ``w.batch_max_msgs_behind``, else ``w.batch_max_msgs``. Behind: the consumer still had
+    commands pending after the last of them (``num_pending``), or they carry more than one
+    ``w.batch_max_msgs`` batch themselves (a fetch of bundles brings more than it asked for)."""
+    behind = _behind(msgs) or command_count(msgs) > w.batch_max_msgs
+    return max(w.batch_max_msgs, w.batch_max_msgs_behind) if behind else w.batch_max_msgs
+
+
+def fetch_size(msgs: list, w: WriterSettings) -> int:
+    """Messages to ask for next: room for ``command_budget(msgs, w)`` commands divided by the
+    commands per message of ``msgs`` (bundles of gathered hooks), so a transaction stays about
+    that many commands (``split_batch`` cuts what a fetch brings beyond it)."""
     per_msg = command_count(msgs) / len(msgs) if msgs else 1.0
-    return max(1, int(commands / per_msg))
+    return max(1, int(command_budget(msgs, w) / per_msg))
+
+
+def first_fetch_size(settings: Settings) -> int:
+    """Messages to ask for when nothing says how many commands a message carries (at the start,
+    after an idle fetch): ``writer.batch_max_msgs`` commands in messages of the worst case,
+    full bundles of ``ingress.bundle_max_cmds`` commands. Lone commands then make one small
+    batch, and the prefetch behind it is sized by what they carried (``fetch_size``)."""
+    return max(1, settings.writer.batch_max_msgs // max(1, settings.ingress.bundle_max_cmds))
 
 
 # The linger starts only when the commands' arrival rate promises this many more within it:
@@ -176,17 +196,27 @@ class Consumer:
         # the writer thread. Batches are still applied and acked strictly in order. Behind
         # (commands still pending after this batch), the next fetch is larger: fewer, larger
         # transactions catch up faster (one COMMIT, one wiki flush, one ack round per batch).
+        # A fetch is sized in messages and a message may be a bundle: what it brings beyond
+        # the command budget is carried (kept in hand, in order) into the next batch.
         self._prefetch = None
+        carry: list = []
         try:
             while not self._stop.is_set():
-                msgs = self._held = await (self._prefetch or asyncio.create_task(fetch(w.batch_max_msgs)))
-                self._prefetch = asyncio.create_task(fetch(fetch_size(msgs, w))) if msgs else None
+                if carry and command_count(carry) >= command_budget(carry, w):
+                    msgs = carry  # a whole batch is in hand already: the prefetch waits
+                else:
+                    got = await (self._prefetch or asyncio.create_task(fetch(first_fetch_size(self.settings))))
+                    self._prefetch = asyncio.create_task(fetch(fetch_size(got, w))) if got else None
+                    msgs = self._held = carry + got
+                    if got:
+                        self.arrivals.observe(command_count(got), time.monotonic())
                 if msgs:
-                    self.arrivals.observe(command_count(msgs), time.monotonic())
-                    msgs = await self._linger(msgs, fetch)
+                    if self._prefetch is not None:
+                        msgs = await self._linger(msgs, fetch)
+                    batch, carry = split_batch(msgs, command_budget(msgs, w))
                     try:
-                        result = await self.process(msgs)
-                        self._held = msgs[result.settled_msgs:]  # all but what a stop left unsettled
+                        result = await self.process(batch)
+                        self._held = batch[result.settled_msgs:] + carry  # what a stop left unsettled
                     except asyncio.CancelledError:
                         raise
                     except Exception:  # noqa: BLE001 - unacked messages are redelivered
@@ -194,7 +224,7 @@ class Consumer:
                         # here (the steps after the COMMIT are retried and given up in ``process``).
                         log.exception("batch failed; its messages will be redelivered")
                         if not self._stop.is_set():  # at a stop (a held store fault) it is handed back
-                            self._held = []
+                            self._held = carry
                         await asyncio.sleep(NAK_DELAY_S)
         finally:
             await self._hand_back(sub)
