@@ -119,7 +119,8 @@ class WriterSettings(BaseModel):
     # Deliveries of a command failing with a transient, non-store error before it becomes a
     # dead letter. Store faults (disk full, I/O) never count: the batch is held and retried.
     # Also the attempts, ~1 s apart, of a batch whose apply fails unexpectedly, retried in
-    # place before it goes one command at a time (aimem_writer.inplace).
+    # place before it goes one command at a time (aimem_writer.inplace); a command handed
+    # back after failing alone is tried alone at once when it returns.
     max_deliver: int = 5
     store_retry_max_s: float = 5.0  # backoff ceiling between retries of a batch on a store fault
     status_interval_s: float = 1.0  # how often the writer announces its store state to ingress
