@@ -105,6 +105,8 @@ class WriterSettings(BaseModel):
 
     batch_max_msgs: int = 512  # commands per fetch (= per transaction) when the writer keeps up
     batch_max_msgs_behind: int = 4096  # ... when the consumer still has commands pending after a fetch
+    # (a bundle counts its commands; a batch passes these by at most the rest of the bundle
+    # that crosses them, aimem_writer.messages.split_batch)
     fetch_timeout_s: float = 0.25
     # A batch smaller than batch_linger_msgs that nobody waits on (hook observations) waits up
     # to batch_linger_ms for more commands before it is applied: fewer, larger transactions
@@ -117,7 +119,8 @@ class WriterSettings(BaseModel):
     # Deliveries of a command failing with a transient, non-store error before it becomes a
     # dead letter. Store faults (disk full, I/O) never count: the batch is held and retried.
     # Also the attempts, ~1 s apart, of a batch whose apply fails unexpectedly, retried in
-    # place before it goes one command at a time (aimem_writer.inplace).
+    # place before it goes one command at a time (aimem_writer.inplace); a command handed
+    # back after failing alone is tried alone at once when it returns.
     max_deliver: int = 5
     store_retry_max_s: float = 5.0  # backoff ceiling between retries of a batch on a store fault
     status_interval_s: float = 1.0  # how often the writer announces its store state to ingress

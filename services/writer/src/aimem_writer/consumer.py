@@ -12,7 +12,10 @@ the fault is announced on ``aimem.status.writer`` (so ingress answers 507/503 in
 202), and the same batch is retried with backoff up to ``writer.store_retry_max_s`` until
 the store takes it. A batch whose apply fails with any other unexpected error is retried in
 place too, before anything fetched after it (``inplace.py``: up to ``writer.max_deliver``
-attempts ~1 s apart, then one command at a time).
+attempts ~1 s apart, then one command at a time). So is a failure after the COMMIT (the
+requested git checkpoint, the replies, the events, the acks: ``InPlaceRetry.step``): the batch
+is not applied again, and its messages are acked once the step succeeds or is given up, before
+the next batch is applied.
 
 A message is in hand from its fetch to its ack; one that has been in hand for
 ``ack_wait_s/3`` since its fetch (or its last in-progress ack) gets an in-progress ack,
@@ -51,11 +54,11 @@ from nats.aio.client import Client as NATS
 from aimem_common import bus as busmod
 from aimem_common.bundles import BUNDLE_VERSION, BUNDLES_STATUS_KEY
 from aimem_common.config import Settings, WriterSettings
-from aimem_common.errors import StoreFaultError
+from aimem_common.errors import StoreFaultError, UnavailableError
 
 from aimem_writer.batch import Applier, BatchResult
 from aimem_writer.inplace import InPlaceRetry
-from aimem_writer.messages import command_count, commands_of, settled_count, settlements
+from aimem_writer.messages import command_count, commands_of, settled_count, settlements, split_batch
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.thread import WriterThread
 from aimem_writer.tx import Event
@@ -66,18 +69,38 @@ NAK_DELAY_S = 1.0
 LAG_POLL_S = 2.0
 
 
-def fetch_size(msgs: list, w: WriterSettings) -> int:
-    """Messages to ask for next: room for ``w.batch_max_msgs_behind`` commands when the last
-    fetched message says the consumer still had commands pending (its JetStream
-    ``num_pending``), else for ``w.batch_max_msgs``; divided by the commands per message of
-    ``msgs`` (bundles of gathered hooks), so a transaction stays about that many commands."""
+def _behind(msgs: list) -> bool:
+    """Whether the last fetched message of ``msgs`` says the consumer had more commands pending
+    (its JetStream ``num_pending``)."""
     try:
-        pending = msgs[-1].metadata.num_pending
-    except Exception:  # noqa: BLE001 - not a JetStream message (tests)
-        pending = 0
-    commands = max(w.batch_max_msgs, w.batch_max_msgs_behind) if pending else w.batch_max_msgs
+        return bool(msgs[-1].metadata.num_pending)
+    except Exception:  # noqa: BLE001 - no message, or not a JetStream message (tests)
+        return False
+
+
+def command_budget(msgs: list, w: WriterSettings) -> int:
+    """Commands a batch taken from ``msgs`` (in hand, in order) may hold: behind,
+    ``w.batch_max_msgs_behind``, else ``w.batch_max_msgs``. Behind: the consumer still had
+    commands pending after the last of them (``num_pending``), or they carry more than one
+    ``w.batch_max_msgs`` batch themselves (a fetch of bundles brings more than it asked for)."""
+    behind = _behind(msgs) or command_count(msgs) > w.batch_max_msgs
+    return max(w.batch_max_msgs, w.batch_max_msgs_behind) if behind else w.batch_max_msgs
+
+
+def fetch_size(msgs: list, w: WriterSettings) -> int:
+    """Messages to ask for next: room for ``command_budget(msgs, w)`` commands divided by the
+    commands per message of ``msgs`` (bundles of gathered hooks), so a transaction stays about
+    that many commands (``split_batch`` cuts what a fetch brings beyond it)."""
     per_msg = command_count(msgs) / len(msgs) if msgs else 1.0
-    return max(1, int(commands / per_msg))
+    return max(1, int(command_budget(msgs, w) / per_msg))
+
+
+def first_fetch_size(settings: Settings) -> int:
+    """Messages to ask for when nothing says how many commands a message carries (at the start,
+    after an idle fetch): ``writer.batch_max_msgs`` commands in messages of the worst case,
+    full bundles of ``ingress.bundle_max_cmds`` commands. Lone commands then make one small
+    batch, and the prefetch behind it is sized by what they carried (``fetch_size``)."""
+    return max(1, settings.writer.batch_max_msgs // max(1, settings.ingress.bundle_max_cmds))
 
 
 # The linger starts only when the commands' arrival rate promises this many more within it:
@@ -173,24 +196,35 @@ class Consumer:
         # the writer thread. Batches are still applied and acked strictly in order. Behind
         # (commands still pending after this batch), the next fetch is larger: fewer, larger
         # transactions catch up faster (one COMMIT, one wiki flush, one ack round per batch).
+        # A fetch is sized in messages and a message may be a bundle: what it brings beyond
+        # the command budget is carried (kept in hand, in order) into the next batch.
         self._prefetch = None
+        carry: list = []
         try:
             while not self._stop.is_set():
-                msgs = self._held = await (self._prefetch or asyncio.create_task(fetch(w.batch_max_msgs)))
-                self._prefetch = asyncio.create_task(fetch(fetch_size(msgs, w))) if msgs else None
+                if carry and command_count(carry) >= command_budget(carry, w):
+                    msgs = carry  # a whole batch is in hand already: the prefetch waits
+                else:
+                    got = await (self._prefetch or asyncio.create_task(fetch(first_fetch_size(self.settings))))
+                    self._prefetch = asyncio.create_task(fetch(fetch_size(got, w))) if got else None
+                    msgs = self._held = carry + got
+                    if got:
+                        self.arrivals.observe(command_count(got), time.monotonic())
                 if msgs:
-                    self.arrivals.observe(command_count(msgs), time.monotonic())
-                    msgs = await self._linger(msgs, fetch)
+                    if self._prefetch is not None:
+                        msgs = await self._linger(msgs, fetch)
+                    batch, carry = split_batch(msgs, command_budget(msgs, w))
                     try:
-                        result = await self.process(msgs)
-                        self._held = msgs[result.settled_msgs:]  # all but what a stop left unsettled
+                        result = await self.process(batch)
+                        self._held = batch[result.settled_msgs:] + carry  # what a stop left unsettled
                     except asyncio.CancelledError:
                         raise
                     except Exception:  # noqa: BLE001 - unacked messages are redelivered
-                        # After the apply (replies, events, acks), or at a stop mid-retry.
+                        # At a stop mid-retry (the batch is handed back); anything else is a bug
+                        # here (the steps after the COMMIT are retried and given up in ``process``).
                         log.exception("batch failed; its messages will be redelivered")
                         if not self._stop.is_set():  # at a stop (a held store fault) it is handed back
-                            self._held = []
+                            self._held = carry
                         await asyncio.sleep(NAK_DELAY_S)
         finally:
             await self._hand_back(sub)
@@ -385,34 +419,13 @@ class Consumer:
         self.metrics.apply_seconds.observe(time.perf_counter() - t0)
         self.metrics.batch_size.observe(len(items))
         self.batches += 1
-        if any(o.op == "wiki.checkpoint" and o.reply and o.reply.get("ok") for o in result.outcomes):
-            # Requested checkpoint (admin backup): commit before answering, not after the debounce.
-            oid = await self.flush_checkpoint()
-            for o in result.outcomes:
-                if o.op == "wiki.checkpoint" and o.reply and o.reply.get("ok"):
-                    o.reply["result"]["commit"] = oid
-        for item, outcome in zip(items, result.outcomes):
-            reply_to = item.headers.get(busmod.REPLY_HEADER)
-            if reply_to and outcome.reply is not None:
-                try:
-                    await self.nc.publish(reply_to, json.dumps(outcome.reply, ensure_ascii=False).encode())
-                except nats.errors.Error as exc:
-                    log.warning("reply to %s failed: %s", reply_to, exc)
-        if result.events:
-            await self.publish_events(result.events)
+        await self._after_commit(items, result)
         done = len(result.outcomes)  # fewer than the commands when a stop ended the one-at-a-time step
         result.settled_msgs = settled_count(owners, done, len(msgs))
-        for m, action in zip(msgs, settlements(result.outcomes, owners[:done], result.settled_msgs)):
-            try:
-                if action == "ack":
-                    await m.ack()
-                elif action == "nak":
-                    await m.nak(delay=NAK_DELAY_S)
-                else:
-                    await m.term()
-                self.metrics.acks.labels(action).inc()
-            except nats.errors.Error as exc:  # redelivery replays it as a duplicate
-                log.warning("settling a message failed: %s", exc)
+        unsettled = list(zip(msgs, settlements(result.outcomes, owners[:done], result.settled_msgs)))
+        if not await self._retry.step(partial(self._settle_all, unsettled), "settling the batch's messages"):
+            # Left to JetStream: redelivered after ack_wait_s and answered from ingest_keys.
+            log.error("%d messages of a committed batch left unsettled", len(unsettled))
         if result.files:
             self.schedule_checkpoint()
         if any(o.dead_letter or o.op == "dead_letter.resolve" for o in result.outcomes):
@@ -423,6 +436,76 @@ class Consumer:
             self._leave_fault()
             self.schedule_checkpoint()
         return result
+
+    async def _after_commit(self, items: list, result: BatchResult) -> None:
+        """Run the steps between a committed batch and its acks, each retried in place and
+        given up after ``writer.max_deliver`` attempts (``InPlaceRetry.step``; the commit stands
+        either way): a requested git checkpoint (its reply then carries the commit, or an
+        ``unavailable`` error when it was given up), the replies to waiting callers (each sent
+        once), the events. Event loop; publishes on NATS, commits to git (writer thread)."""
+        checkpoints = [o for o in result.outcomes if o.op == "wiki.checkpoint" and o.reply and o.reply.get("ok")]
+        if checkpoints:
+            # Requested checkpoint (admin backup): commit before answering, not after the debounce.
+            tries = [0]
+
+            async def checkpoint() -> None:
+                tries[0] += 1
+                oid = await self.flush_checkpoint()
+                if oid is None and tries[0] > 1:  # the failed attempt may have made the commit
+                    oid = self.applier.wiki.head()
+                for o in checkpoints:
+                    o.reply["result"]["commit"] = oid
+
+            if not await self._retry.step(checkpoint, "the requested git checkpoint"):
+                err = UnavailableError("the git checkpoint failed; the wiki files stay on disk and a later"
+                                       " checkpoint commits them")
+                for o in checkpoints:
+                    o.reply = busmod.reply_body(o.reply.get("cmd_id"), error=err)
+        replies = [(item.headers[busmod.REPLY_HEADER], outcome.reply) for item, outcome in zip(items, result.outcomes)
+                   if item.headers.get(busmod.REPLY_HEADER) and outcome.reply is not None]
+        sent = [0]
+
+        async def send_replies() -> None:
+            while sent[0] < len(replies):  # a retry goes on from the first reply not sent
+                reply_to, body = replies[sent[0]]
+                try:
+                    await self.nc.publish(reply_to, json.dumps(body, ensure_ascii=False).encode())
+                except nats.errors.Error as exc:  # the connection refused it: that caller times out
+                    log.warning("reply to %s failed: %s", reply_to, exc)
+                sent[0] += 1
+
+        await self._retry.step(send_replies, "the replies")
+        if result.events:
+            await self._retry.step(partial(self.publish_events, result.events), "the events")
+
+    async def _settle_all(self, unsettled: list[tuple]) -> None:
+        """Settle each ``(msg, action)`` of ``unsettled`` in order, removing it once done, so an
+        attempt after a failure goes on from the message that failed.
+
+        Raises:
+            Exception: whatever ``_settle`` raised (``unsettled`` then starts with that message).
+        """
+        while unsettled:
+            msg, action = unsettled[0]
+            try:
+                await self._settle(msg, action)
+            except nats.errors.MsgAlreadyAckdError:
+                pass  # settled by an attempt whose error came after the publish
+            unsettled.pop(0)
+            self.metrics.acks.labels(action).inc()
+
+    async def _settle(self, msg, action: str) -> None:
+        """``ack``, ``nak`` (redelivered after ``NAK_DELAY_S``) or ``term`` one message.
+
+        Raises:
+            nats.errors.Error: the settlement was not published (e.g. the connection is closed).
+        """
+        if action == "ack":
+            await msg.ack()
+        elif action == "nak":
+            await msg.nak(delay=NAK_DELAY_S)
+        else:
+            await msg.term()
 
     async def publish_events(self, events: list[Event]) -> None:
         """Publish committed events on ``aimem.evt.<kind>``, concurrently; a failed publish is

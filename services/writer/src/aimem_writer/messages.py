@@ -11,6 +11,9 @@ folds the items' outcomes back into one action per message:
   keyed by its idempotency key or cmd id), so nothing is applied twice;
 * else ``term`` when every command of it was given up (each is a dead letter already);
 * else ``ack``.
+
+``split_batch`` cuts what was fetched at the writer's command budget: a fetch is sized in
+messages, and a message may carry one command or a whole bundle.
 """
 
 from __future__ import annotations
@@ -48,6 +51,19 @@ def command_count(msgs: list) -> int:
         size = (m.headers or {}).get(BUNDLE_HEADER)
         total += int(size) if size and size.isdigit() else 1
     return total
+
+
+def split_batch(msgs: list, budget: int) -> tuple[list, list]:
+    """Return ``(batch, rest)``: the shortest prefix of ``msgs`` that carries ``budget`` commands
+    (``command_count``; all of ``msgs`` when they carry fewer), at least one message, and the
+    messages after it, in order. The batch passes ``budget`` by less than its last message's
+    commands (a bundle is never cut)."""
+    total = 0
+    for n, m in enumerate(msgs):
+        total += command_count([m])
+        if total >= budget:
+            return msgs[:n + 1], msgs[n + 1:]
+    return msgs, []
 
 
 def settled_count(owners: list[int], done: int, count: int) -> int:

@@ -72,7 +72,8 @@ class WriterMetrics:
                                    "Batches held because the store refused a write, by reason", ["reason"]),
             batch_failures=t.counter("aimem_writer_batch_failures_total",
                                      "Failed applies retried in place (an unexpected error, not a store fault), by scope:"
-                                     " batch = an attempt of the whole batch, command = one command applied alone",
+                                     " batch = an attempt of the whole batch, command = one command applied alone,"
+                                     " post_apply = a step after the COMMIT (checkpoint, replies, events, acks)",
                                      ["scope"]),
             # Registered even when replication is off, so dashboards and rules always resolve.
             replication_lag=t.gauge("aimem_replication_lag_seconds",
@@ -83,6 +84,6 @@ class WriterMetrics:
         )
         for reason in ("disk_full", "io_error"):  # exported at 0 from the start (alerts, dashboards)
             m.store_fault.labels(reason).set(0)
-        for scope in ("batch", "command"):
+        for scope in ("batch", "command", "post_apply"):
             m.batch_failures.labels(scope)
         return m

@@ -109,11 +109,12 @@ POISON = 100
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("rate", [250, 1000])
 async def test_a_poison_command_is_the_only_one_left_out(settings, bus, patch_handler, rate) -> None:
-    """Prompt 100 fails for good while prompts arrive at ``rate``/s: each of its deliveries
-    is attempted ``max_deliver`` times in its batch, then the batch goes one command at a
-    time and only prompt 100 is nak'ed; at its ``max_deliver``-th delivery it is a dead
-    letter. Every other prompt is stored, once and in published order, whatever backlog the
-    retries built."""
+    """Prompt 100 fails for good while prompts arrive at ``rate``/s: its first delivery is
+    attempted ``max_deliver`` times in its batch, then the batch goes one command at a time
+    and only prompt 100 is nak'ed; each later delivery is tried alone once, with no pause
+    (the commands around it applied in their own runs), and at its ``max_deliver``-th
+    delivery it is a dead letter. Every other prompt is stored, once and in published order,
+    whatever backlog the retries built."""
     max_deliver = 3
     _fail_prompt(patch_handler, POISON, float("inf"))
     w = tuned(settings, ack_wait_s=ACK_WAIT_S, max_deliver=max_deliver)
@@ -142,11 +143,15 @@ async def test_a_poison_command_is_the_only_one_left_out(settings, bus, patch_ha
     assert stored == [n for n in range(1, published + 1) if n != POISON]
     assert [(prompt_number(e.encode()), d) for e, _, d in letters] == [(POISON, max_deliver)]
     assert letters[0][1].startswith(f"unexpected error after {max_deliver} deliveries: FileNotFoundError")
-    # each delivery of the poison: max_deliver attempts of its batch, then alone once
+    # the first delivery of the poison: max_deliver attempts of its batch, then alone once
+    # (unless its batch was it alone); each later one: alone once, its batch never whole
     deliveries = sorted({d for call in applier.calls for n, d in call if n == POISON})
     assert deliveries == list(range(1, max_deliver + 1))
-    assert metrics.batch_failures.labels("batch")._value.get() == max_deliver * max_deliver
-    assert 1 <= metrics.batch_failures.labels("command")._value.get() <= max_deliver
+    with_poison = [call for call in applier.calls if POISON in {n for n, _ in call}]
+    assert len(with_poison) in {2 * max_deliver - 1, 2 * max_deliver}, [len(c) for c in with_poison]
+    assert all(len(call) == 1 for call in with_poison[max_deliver:]), [len(c) for c in with_poison]
+    assert metrics.batch_failures.labels("batch")._value.get() == max_deliver
+    assert max_deliver - 1 <= metrics.batch_failures.labels("command")._value.get() <= max_deliver
     innocent = {d for call in applier.calls for n, d in call if n != POISON}
     assert innocent == {1}, "a command other than the poison was redelivered"
 
@@ -272,3 +277,37 @@ async def test_a_writer_stopped_one_command_at_a_time_hands_the_rest_back(settin
     assert metrics.batch_failures.labels("batch")._value.get() == 1
     assert 3 <= singles < 20, singles  # stopped part-way through the failed batch
     assert stored == list(range(1, published + 1)), f"stored {len(stored)} of {published}"
+
+
+@pytest.mark.timeout(60)
+async def test_a_command_handed_back_that_then_applies_is_stored_once_and_forgotten(settings, bus,
+                                                                                  patch_handler) -> None:
+    """Prompt 60 fails through its batch's attempts and alone (handed back), then applies on
+    its redelivery, tried alone without a pause: every prompt is stored once, the others in
+    published order, no dead letter, and the writer no longer counts it a suspect."""
+    max_deliver = 3
+    failed = _fail_prompt(patch_handler, 60, max_deliver + 1)
+    w = tuned(settings, ack_wait_s=ACK_WAIT_S, max_deliver=max_deliver)
+    async with real_writer(w, bus, DeliveryRecorder) as (thread, applier, metrics):
+        consumer = Consumer(w, bus.nc, thread, applier, metrics)
+        run = asyncio.create_task(consumer.run())
+        stop = asyncio.Event()
+        pub = asyncio.create_task(trickle(bus.js, stop, 0.004))
+        await asyncio.sleep(max_deliver + 2.0)
+        stop.set()
+        published = await pub
+        stored = await wait_stored(settings, published, 10)
+        await asyncio.sleep(0.3)
+        stored = stored_prompts(settings)
+        consumer.stop()
+        await asyncio.wait_for(run, 10)
+    ro = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
+    letters = ro.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
+    ro.close()
+    assert failed[0] == max_deliver + 1
+    assert sorted(stored) == list(range(1, published + 1)), f"stored {len(stored)} of {published}"
+    assert [n for n in stored if n != 60] == [n for n in range(1, published + 1) if n != 60]
+    assert letters == 0 and not consumer._retry.suspects
+    redelivered = [call for call in applier.calls if (60, 2) in call]
+    assert [len(call) for call in redelivered] == [1], redelivered  # alone, once
+    assert metrics.batch_failures.labels("batch")._value.get() == max_deliver

@@ -46,3 +46,24 @@ def test_only_small_batches_nobody_waits_on_linger() -> None:
     assert not lingers([_msg()] * w.batch_linger_msgs, w)  # large enough
     assert not lingers([], w)
     assert not lingers([_msg()], w.model_copy(update={"batch_linger_ms": 0}))
+
+
+def _fetched(n_cmds: int, pending: int = 0):
+    """A fetched message carrying ``n_cmds`` commands (a bundle above 1), ``pending`` behind it."""
+    headers = {"Aimem-Bundle": str(n_cmds)} if n_cmds > 1 else None
+    return SimpleNamespace(headers=headers, metadata=SimpleNamespace(num_pending=pending))
+
+
+def test_fetches_are_sized_in_commands_whatever_a_message_carries(tmp_path) -> None:
+    from aimem_common import config
+    from aimem_writer.consumer import command_budget, fetch_size, first_fetch_size
+
+    w = WriterSettings(batch_max_msgs=512, batch_max_msgs_behind=4096)
+    settings = config.load(tmp_path, environ={}).model_copy(update={"writer": w})
+    assert first_fetch_size(settings) == 512 // settings.ingress.bundle_max_cmds  # full bundles: 8
+    assert first_fetch_size(settings.model_copy(update={"writer": w.model_copy(update={"batch_max_msgs": 10})})) == 1
+    assert fetch_size([_fetched(1)] * 4, w) == 512  # keeping up, lone commands
+    assert fetch_size([_fetched(1), _fetched(1, pending=9)], w) == 4096  # behind
+    assert fetch_size([_fetched(64, pending=9)] * 2, w) == 64  # behind, full bundles
+    assert command_budget([_fetched(1)] * 10, w) == 512
+    assert command_budget([_fetched(64)] * 9, w) == 4096  # in hand beyond one idle batch: behind

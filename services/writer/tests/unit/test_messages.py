@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from aimem_common.bundles import BUNDLE_HEADER, encode_bundle
 
 from aimem_writer.batch import Outcome
-from aimem_writer.messages import command_count, commands_of, settlements
+from aimem_writer.messages import command_count, commands_of, settlements, split_batch
 
 
 @dataclass
@@ -44,3 +44,19 @@ def test_a_bundle_cut_short_is_not_settled_nor_anything_after_it() -> None:
     assert settled_count(owners, 0, 3) == 0
     acks = [Outcome("ack"), Outcome("ack")]
     assert settlements(acks, owners[:2], 1) == ["ack"]  # the applied part of message 1 is not settled
+
+
+def _bundle(n: int) -> _Msg:
+    return _Msg(encode_bundle([b'{"c":%d}' % i for i in range(n)]), {BUNDLE_HEADER: str(n)})
+
+
+def test_a_batch_is_cut_at_the_command_budget_but_never_inside_a_bundle() -> None:
+    msgs = [_Msg(b'{"a":1}'), _bundle(64), _bundle(64), _Msg(b'{"a":2}')]
+    assert split_batch(msgs, 1) == (msgs[:1], msgs[1:])
+    assert split_batch(msgs, 2) == (msgs[:2], msgs[2:])  # 65: the bundle that crosses it comes whole
+    assert split_batch(msgs, 65) == (msgs[:2], msgs[2:])
+    assert split_batch(msgs, 66) == (msgs[:3], msgs[3:])
+    assert split_batch(msgs, 1000) == (msgs, [])
+    big = [_bundle(64)]
+    assert split_batch(big, 10) == (big, [])  # at least one message, whatever it carries
+    assert split_batch([], 10) == ([], [])

@@ -20,7 +20,7 @@ from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 
 from aimem_common.archive import create_backup
-from aimem_common.errors import BusTimeoutError
+from aimem_common.errors import BusTimeoutError, UnavailableError
 from aimem_common.commands import make_envelope
 from aimem_query.deps import bus_of, settings_of
 
@@ -47,8 +47,8 @@ async def _backup(request: Request) -> FileResponse:
     # then has no uncommitted files and a restore reproduces the history exactly.
     try:
         await bus_of(request).request(make_envelope("wiki.checkpoint", {}, actor="admin"), timeout_s=10)
-    except BusTimeoutError:
-        log.warning("backup: the writer did not confirm a checkpoint; archiving the wiki as it is")
+    except (BusTimeoutError, UnavailableError) as exc:  # no answer, or the writer's git commit failed
+        log.warning("backup: the writer did not confirm a checkpoint (%s); archiving the wiki as it is", exc.code)
     work = Path(tempfile.mkdtemp(prefix="aimem-backup-"))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = work / f"aimem-backup-{stamp}.tar.gz"
