@@ -9,36 +9,15 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
 import httpx
 import pytest
 
 from aimem_common.commands import Envelope, ScopeRef
+from aimem_testing.probe import db_rows, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.timeout(120)]
-
-
-def db_rows(settings, sql: str, args=()) -> list[sqlite3.Row]:
-    if not settings.db_path.exists():
-        return []
-    conn = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
-
-
-def wait_for(fn, timeout_s: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _post(client: httpx.Client, sid: str, event: str, **fields) -> None:
@@ -48,7 +27,7 @@ def _post(client: httpx.Client, sid: str, event: str, **fields) -> None:
 
 
 def _ended(settings, sid: str):
-    rows = db_rows(settings, "SELECT s.ended_at, p.path FROM sessions s LEFT JOIN pages p ON p.id = s.summary_page_id"
+    rows = db_rows(settings.db_path, "SELECT s.ended_at, p.path FROM sessions s LEFT JOIN pages p ON p.id = s.summary_page_id"
                              " WHERE s.session_id = ?", (sid,))
     return rows[0] if rows and rows[0]["ended_at"] else None
 
@@ -64,14 +43,14 @@ def test_nul_prompt_session_ends_and_colliding_ids_keep_their_pages(services, se
             _post(client, sid, "SessionEnd")
     row = wait_for(lambda: _ended(settings, "nulprompt"), 60, "the NUL session's end")
     assert row["path"] == "sessions/nulprompt.md"
-    [page] = db_rows(settings, "SELECT body FROM pages WHERE path = ? AND is_latest = 1", (row["path"],))
+    [page] = db_rows(settings.db_path, "SELECT body FROM pages WHERE path = ? AND is_latest = 1", (row["path"],))
     assert "fix ab" in page["body"]
-    assert db_rows(settings, "SELECT id FROM handoffs WHERE from_session_id = 'nulprompt' AND status = 'open'")
+    assert db_rows(settings.db_path, "SELECT id FROM handoffs WHERE from_session_id = 'nulprompt' AND status = 'open'")
     paths = {sid: wait_for(lambda sid=sid: _ended(settings, sid), 60, f"{sid}'s end")["path"] for sid in ids}
     assert len(set(paths.values())) == len(ids), paths
     assert paths["a-b"] == "sessions/a-b.md" and paths["etc-passwd"] == "sessions/etc-passwd.md"
     for sid, path in paths.items():
-        [page] = db_rows(settings, "SELECT session_id, body FROM pages WHERE path = ? AND is_latest = 1", (path,))
+        [page] = db_rows(settings.db_path, "SELECT session_id, body FROM pages WHERE path = ? AND is_latest = 1", (path,))
         assert page["session_id"] == sid and f"the task of {sid}" in page["body"]
     with httpx.Client(base_url=procs["query"].url, timeout=10) as q:
         assert q.get("/admin/dead-letters").json()["open"] == 0
@@ -82,7 +61,7 @@ async def test_a_replayed_dead_letter_that_fails_again_stays_open(services, sett
     procs = services("writer", "ingress", "query")
     with httpx.Client(base_url=procs["ingress"].url, timeout=10) as client:
         _post(client, "real", "UserPromptSubmit", prompt="creates the project")
-    wait_for(lambda: db_rows(settings, "SELECT 1 FROM sessions WHERE session_id = 'real'"), 60, "the project")
+    wait_for(lambda: db_rows(settings.db_path, "SELECT 1 FROM sessions WHERE session_id = 'real'"), 60, "the project")
     # a page body with NUL, nobody waiting for the answer: the writer gives it up, every time
     doomed = Envelope(op="page.write", payload={"path": "concepts/x.md", "body": "a\u0000b"},
                       scope=ScopeRef(workspace="default", project="badin"), actor="tester")

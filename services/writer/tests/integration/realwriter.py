@@ -99,3 +99,15 @@ async def wait_stored(settings, n: int, timeout_s: float) -> list[int]:
         if len(stored) >= n or time.monotonic() > deadline:
             return stored
         await asyncio.sleep(0.05)
+
+
+async def durable_state(js, settle_s: float = 5.0) -> tuple[int, int, int]:
+    """``(delivered, redelivered, ack pending)`` of the writer durable, once its acks are in:
+    a batch's rows are visible at its COMMIT, its acks follow a moment later (up to
+    ``settle_s`` s; CI saw 2 still pending when read at once)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        info = await js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE)
+        if not info.num_ack_pending or time.monotonic() > deadline:
+            return info.delivered.consumer_seq, info.num_redelivered, info.num_ack_pending
+        await asyncio.sleep(0.05)

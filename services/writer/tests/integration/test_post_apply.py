@@ -23,7 +23,7 @@ from aimem_common.errors import UnavailableError
 
 from aimem_writer.consumer import Consumer
 
-from .realwriter import real_writer, tuned
+from .realwriter import durable_state, real_writer, tuned
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -49,16 +49,6 @@ def _fail_once(monkeypatch, obj, name: str, exc: BaseException) -> list[int]:
 
     monkeypatch.setattr(obj, name, async_wrapper if asyncio.iscoroutinefunction(original) else wrapper)
     return calls
-
-
-async def _durable_state(js, settle_s: float = 5.0) -> tuple[int, int, int]:
-    """``(delivered, redelivered, ack pending)`` of the writer durable once its acks are in."""
-    deadline = time.monotonic() + settle_s
-    while True:
-        info = await js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE)
-        if not info.num_ack_pending or time.monotonic() > deadline:
-            return info.delivered.consumer_seq, info.num_redelivered, info.num_ack_pending
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.timeout(60)
@@ -110,7 +100,7 @@ async def test_a_failure_after_the_commit_is_retried_in_place(settings, bus, mon
             await asyncio.sleep(0.02)
         answered_s = time.monotonic() - t0
         await asyncio.sleep(0.5)  # a second reply or event would show by now
-        delivered, redelivered, ack_pending = await _durable_state(bus.js)
+        delivered, redelivered, ack_pending = await durable_state(bus.js)
         consumer.stop()
         await asyncio.wait_for(run, 10)
         for sub in subs:
@@ -150,7 +140,7 @@ async def test_a_checkpoint_that_keeps_failing_is_given_up_and_answered_as_unava
         answered_s = time.monotonic() - t0
         later = await bus.request(make_envelope("page.write", {"path": "notes/c.md", "body": "# C\ngamma"},
                                                 project="app"), timeout_s=10)
-        delivered, redelivered, ack_pending = await _durable_state(bus.js)
+        delivered, redelivered, ack_pending = await durable_state(bus.js)
         consumer.stop()
         await asyncio.wait_for(run, 10)
     assert answered_s < 5, answered_s
