@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aimem_testing.gitrepo import wait_for
 
-__all__ = ["db_rows", "wait_for"]
+__all__ = ["db_rows", "mut_messages", "wait_for"]
 
 
 def db_rows(db_path: Path, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
@@ -23,3 +23,20 @@ def db_rows(db_path: Path, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
         return []
     finally:
         conn.close()
+
+
+async def mut_messages(js) -> list[tuple[dict, dict]]:
+    """Every message on the command stream as ``(envelope, headers)``, read by sequence (no
+    consumer), oldest first; ``[]`` while it is empty. ``js``: a nats-py JetStream context."""
+    import json
+
+    from aimem_common.bus import MUT_STREAM
+
+    info = await js.stream_info(MUT_STREAM)
+    if info.state.messages == 0:
+        return []
+    out = []
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        msg = await js.get_msg(MUT_STREAM, seq)
+        out.append((json.loads(msg.data), dict(msg.headers or {})))
+    return out

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from aimem_common.bus import MUT_STREAM
+from aimem_testing.probe import mut_messages
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 JSON = {"Content-Type": "application/json"}
@@ -19,16 +19,8 @@ CLAUDE_PROMPT = {
 
 
 async def stream_msgs(app) -> list[tuple[dict, dict]]:
-    """Every command on AIMEM_MUT as ``(envelope, headers)`` (read by sequence, no consumer)."""
-    js = app.state.ctx.nc.jetstream()
-    info = await js.stream_info(MUT_STREAM)
-    out = []
-    for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        if info.state.messages == 0:
-            break
-        msg = await js.get_msg(MUT_STREAM, seq)
-        out.append((json.loads(msg.data), dict(msg.headers or {})))
-    return out
+    """Every command on AIMEM_MUT as ``(envelope, headers)``."""
+    return await mut_messages(app.state.ctx.nc.jetstream())
 
 
 def _nul_free(value) -> bool:
