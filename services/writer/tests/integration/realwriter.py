@@ -51,6 +51,19 @@ async def real_writer(settings, bus, applier_cls: type[Applier] = Applier, **app
         thread.close()
 
 
+@contextlib.asynccontextmanager
+async def running(consumer):
+    """Run ``consumer.run()`` for the block; stop it and wait for it (10 s) after, also when the
+    block fails (a consumer left running would keep the test's event loop, and its
+    nats-server, from ever being torn down)."""
+    task = asyncio.create_task(consumer.run())
+    try:
+        yield task
+    finally:
+        consumer.stop()
+        await asyncio.wait_for(task, 10)
+
+
 def prompt_number(data: bytes) -> int:
     """Return ``i`` of an observation published by ``publish_prompt(js, i)`` (its raw message)."""
     return int(json.loads(data)["payload"]["title"].split()[-1])

@@ -20,7 +20,7 @@ from aimem_common.sanitize import RawObservation, sanitize
 from aimem_writer.batch import Applier
 from aimem_writer.consumer import Consumer
 
-from .realwriter import real_writer, stored_prompts, tuned, wait_stored
+from .realwriter import real_writer, running, stored_prompts, tuned, wait_stored
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -79,17 +79,16 @@ async def test_a_backlog_of_bundles_is_applied_within_the_command_budget(setting
     w = tuned(settings, batch_max_msgs=IDLE, batch_max_msgs_behind=BEHIND, batch_linger_ms=0.0)
     async with real_writer(w, bus, SizeRecorder) as (thread, applier, metrics):
         consumer = Consumer(w, bus.nc, thread, applier, metrics)
-        run = asyncio.create_task(consumer.run())
-        while not applier.first.is_set():
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.5)  # the prefetch behind the first batch arrives meanwhile
-        in_hand = (await bus.js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE)).num_ack_pending
-        applier.release.set()
-        stored = await wait_stored(settings, total, 60)
-        await asyncio.sleep(0.3)  # a late duplicate would show
-        stored = stored_prompts(settings)
-        consumer.stop()
-        await asyncio.wait_for(run, 10)
+        async with running(consumer):
+            deadline = asyncio.get_running_loop().time() + 20
+            while not applier.first.is_set() and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.5)  # the prefetch behind the first batch arrives meanwhile
+            in_hand = (await bus.js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE)).num_ack_pending
+            applier.release.set()
+            stored = await wait_stored(settings, total, 60)
+            await asyncio.sleep(0.3)  # a late duplicate would show
+            stored = stored_prompts(settings)
         info = await bus.js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE)
     sizes = [n for n in applier.sizes if n]
     assert stored == list(range(1, total + 1)), f"stored {len(stored)} of {total}"

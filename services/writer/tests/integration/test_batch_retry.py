@@ -21,7 +21,8 @@ from aimem_common.commands import make_envelope
 from aimem_writer.batch import Applier
 from aimem_writer.consumer import Consumer
 
-from .realwriter import durable_state, prompt_number, publish_prompt, real_writer, stored_prompts, trickle, tuned, wait_stored
+from .realwriter import (durable_state, prompt_number, publish_prompt, real_writer, running, stored_prompts,
+                         trickle, tuned, wait_stored)
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -126,8 +127,12 @@ async def test_a_poison_command_is_the_only_one_left_out(settings, bus, patch_ha
     ro = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
     letters = ro.execute("SELECT envelope, reason, deliveries FROM dead_letters").fetchall()
     ro.close()
-    # The load was real (the publisher shares this process with the writer: a slow 2-core VM kept 555/s of 1,000)
-    assert rate_seen > 0.4 * rate, f"published {published} at {rate_seen:.0f}/s"
+    # The retries built a backlog behind them: at least half a second of the nominal rate is
+    # applied as one batch after a stall. (Not the publish rate itself: the publisher shares this
+    # process and the GIL with the writer, which now works through the run instead of sitting out
+    # ~max_deliver² pauses; a loaded 2-core machine reaches ~650/s here with no poison at all.)
+    biggest = max(len(call) for call in applier.calls)
+    assert biggest >= 0.5 * rate, f"largest batch {biggest}; published {published} at {rate_seen:.0f}/s"
     assert stored == [n for n in range(1, published + 1) if n != POISON]
     assert [(prompt_number(e.encode()), d) for e, _, d in letters] == [(POISON, max_deliver)]
     assert letters[0][1].startswith(f"unexpected error after {max_deliver} deliveries: FileNotFoundError")
@@ -278,17 +283,15 @@ async def test_a_command_handed_back_that_then_applies_is_stored_once_and_forgot
     w = tuned(settings, ack_wait_s=ACK_WAIT_S, max_deliver=max_deliver)
     async with real_writer(w, bus, DeliveryRecorder) as (thread, applier, metrics):
         consumer = Consumer(w, bus.nc, thread, applier, metrics)
-        run = asyncio.create_task(consumer.run())
-        stop = asyncio.Event()
-        pub = asyncio.create_task(trickle(bus.js, stop, 0.004))
-        await asyncio.sleep(max_deliver + 2.0)
-        stop.set()
-        published = await pub
-        stored = await wait_stored(settings, published, 10)
-        await asyncio.sleep(0.3)
-        stored = stored_prompts(settings)
-        consumer.stop()
-        await asyncio.wait_for(run, 10)
+        async with running(consumer):
+            stop = asyncio.Event()
+            pub = asyncio.create_task(trickle(bus.js, stop, 0.004))
+            await asyncio.sleep(max_deliver + 2.0)
+            stop.set()
+            published = await pub
+            stored = await wait_stored(settings, published, 10)
+            await asyncio.sleep(0.3)
+            stored = stored_prompts(settings)
     ro = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
     letters = ro.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
     ro.close()

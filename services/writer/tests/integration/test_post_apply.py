@@ -23,7 +23,7 @@ from aimem_common.errors import UnavailableError
 
 from aimem_writer.consumer import Consumer
 
-from .realwriter import durable_state, real_writer, tuned
+from .realwriter import durable_state, real_writer, running, tuned
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -88,21 +88,19 @@ async def test_a_failure_after_the_commit_is_retried_in_place(settings, bus, mon
         await bus.publish(make_envelope("page.write", {"path": "notes/a.md", "body": "# A\nalpha"}, project="app"),
                           reply_to=inboxes["write"])
         await bus.publish(make_envelope("wiki.checkpoint", {}), reply_to=inboxes["checkpoint"])
-        run = asyncio.create_task(consumer.run())
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not calls[0]:
-            await asyncio.sleep(0.01)
-        assert calls[0], f"{step} was never reached"
-        await bus.publish(make_envelope("page.write", {"path": "notes/b.md", "body": "# B\nbeta"}, project="app"),
-                          reply_to=inboxes["later"])
-        t0 = time.monotonic()
-        while time.monotonic() < t0 + 10 and len(replies) < 3:
-            await asyncio.sleep(0.02)
-        answered_s = time.monotonic() - t0
-        await asyncio.sleep(0.5)  # a second reply or event would show by now
-        delivered, redelivered, ack_pending = await durable_state(bus.js)
-        consumer.stop()
-        await asyncio.wait_for(run, 10)
+        async with running(consumer):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not calls[0]:
+                await asyncio.sleep(0.01)
+            assert calls[0], f"{step} was never reached"
+            await bus.publish(make_envelope("page.write", {"path": "notes/b.md", "body": "# B\nbeta"}, project="app"),
+                              reply_to=inboxes["later"])
+            t0 = time.monotonic()
+            while time.monotonic() < t0 + 10 and len(replies) < 3:
+                await asyncio.sleep(0.02)
+            answered_s = time.monotonic() - t0
+            await asyncio.sleep(0.5)  # a second reply or event would show by now
+            delivered, redelivered, ack_pending = await durable_state(bus.js)
         for sub in subs:
             await sub.unsubscribe()
         repo = pygit2.Repository(str(settings.wiki_dir))
@@ -133,16 +131,14 @@ async def test_a_checkpoint_that_keeps_failing_is_given_up_and_answered_as_unava
 
         monkeypatch.setattr(applier, "checkpoint", broken)
         consumer = Consumer(w, bus.nc, thread, applier, metrics)
-        run = asyncio.create_task(consumer.run())
-        t0 = time.monotonic()
-        with pytest.raises(UnavailableError):
-            await bus.request(make_envelope("wiki.checkpoint", {}), timeout_s=10)
-        answered_s = time.monotonic() - t0
-        later = await bus.request(make_envelope("page.write", {"path": "notes/c.md", "body": "# C\ngamma"},
-                                                project="app"), timeout_s=10)
-        delivered, redelivered, ack_pending = await durable_state(bus.js)
-        consumer.stop()
-        await asyncio.wait_for(run, 10)
+        async with running(consumer):
+            t0 = time.monotonic()
+            with pytest.raises(UnavailableError):
+                await bus.request(make_envelope("wiki.checkpoint", {}), timeout_s=10)
+            answered_s = time.monotonic() - t0
+            later = await bus.request(make_envelope("page.write", {"path": "notes/c.md", "body": "# C\ngamma"},
+                                                    project="app"), timeout_s=10)
+            delivered, redelivered, ack_pending = await durable_state(bus.js)
     assert answered_s < 5, answered_s
     assert later["page_id"] > 0
     assert (delivered, redelivered, ack_pending) == (2, 0, 0)
