@@ -43,11 +43,12 @@ class SlowApplier(Applier):
         return super().apply(items)
 
 
-async def _drain(settings, bus, *, delay_s: float, slow_batches: int) -> tuple[SlowApplier, WriterMetrics, dict]:
+async def _drain(settings, bus, *, delay_s: float, slow_batches: int,
+                 ack_wait_s: float = ACK_WAIT_S) -> tuple[SlowApplier, WriterMetrics, dict]:
     """Publish ``N`` observations, run a consumer until they are stored and ``2 * ack_wait``
     more has passed (a redelivery would show by then); return its applier, metrics and
     the consumer's final JetStream state (``deliveries`` counts redeliveries too)."""
-    settings = tuned(settings, ack_wait_s=ACK_WAIT_S, batch_max_msgs=N, batch_max_msgs_behind=N)
+    settings = tuned(settings, ack_wait_s=ack_wait_s, batch_max_msgs=N, batch_max_msgs_behind=N)
     js = bus.js
     async with real_writer(settings, bus, SlowApplier, delay_s=delay_s, slow_batches=slow_batches) as (
             thread, applier, metrics):
@@ -57,7 +58,7 @@ async def _drain(settings, bus, *, delay_s: float, slow_batches: int) -> tuple[S
         task = asyncio.create_task(consumer.run())
         try:
             assert len(await wait_stored(settings, N, 30)) == N
-            await asyncio.sleep(2 * ACK_WAIT_S)
+            await asyncio.sleep(2 * ack_wait_s)
             stored = len(await wait_stored(settings, N, 0))
         finally:
             consumer.stop()
@@ -79,7 +80,9 @@ async def test_a_batch_slower_than_the_ack_wait_is_kept_alive(settings, bus) -> 
 
 
 async def test_a_batch_within_the_ack_wait_sends_no_in_progress_ack(settings, bus) -> None:
-    applier, metrics, state = await _drain(settings, bus, delay_s=0.0, slow_batches=0)
+    # A 4 s ack wait: the first in-progress ack is due 1.3 s after a fetch. With 1 s, a loaded
+    # CI machine once held a plain 39-message batch past the 0.33 s mark and sent 39.
+    applier, metrics, state = await _drain(settings, bus, delay_s=0.0, slow_batches=0, ack_wait_s=4.0)
     assert applier.deliveries == [1] * N
     assert state == {"stored": N, "ack_pending": 0, "deliveries": N, "pending": 0}
     assert metrics.in_progress_acks._value.get() == 0
