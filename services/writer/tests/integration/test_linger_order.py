@@ -102,7 +102,7 @@ async def test_the_arrival_rate_counts_what_the_linger_gathered(settings, bus) -
         await asyncio.sleep(2.0)  # past the warm-up (the rate starts at 0: the first batches are singles)
         start = len(applier.batches)
         rates = []
-        for _ in range(20):
+        for _ in range(40):
             rates.append(consumer.arrivals.per_s)
             await asyncio.sleep(0.05)
         stop.set()
