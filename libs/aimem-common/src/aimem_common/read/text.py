@@ -159,7 +159,9 @@ def identifier_terms(text: str, *, max_terms: int = 8) -> list[str]:
 
     An identifier is what a person copies rather than paraphrases: letters mixed with
     digits (``E1234``, ``ERR_4711``, ``v2.3.1``), snake_case, camelCase, dotted names
-    (``cfg.load_all``), or a number of ≥ 4 digits. Plain words never qualify.
+    (``cfg.load_all``), a number of ≥ 4 digits, or a number of three or more dotted parts
+    (a bare version ``2.3.1``, an address ``10.0.0.12``; ``3.12`` reads as a quantity).
+    Plain words never qualify.
     """
     out: dict[str, None] = {}
     for tok in _WORD_RE.findall(unicodedata.normalize("NFKC", text[:MAX_QUERY_CHARS])):
@@ -169,6 +171,7 @@ def identifier_terms(text: str, *, max_terms: int = 8) -> list[str]:
         if (
             (has_digit and has_alpha) or "_" in tok or _CAMEL_RE.search(tok)
             or (has_alpha and "." in tok) or (tok.isdigit() and len(tok) >= 4)
+            or (tok.count(".") >= 2 and tok.replace(".", "").isdigit())
         ):
             out.setdefault(tok.lower(), None)
         if len(out) >= max_terms:

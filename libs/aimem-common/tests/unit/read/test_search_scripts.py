@@ -113,3 +113,21 @@ def test_unique_identifier_ranks_first_among_1000_pages(pool, seeder):
     # A word held by more than EXACT_MAX_DF pages is not an identifier signal.
     res = _top(pool, "pool_timeout connection", app)
     assert "exact" not in res["streams_active"]
+
+
+def test_a_bare_version_number_finds_its_page_first(pool, seeder):
+    """A dotted version with no letters (``2.3.1``) is an identifier too: among 1,000 pages
+    about the same upgrade that name the neighbouring versions, the one holding it ranks first."""
+    app = seeder.scope("default", "app")
+    for i in range(1000):
+        other = f"2.{i % 7}.{i % 5 + 2}" if i % 2 else f"1.2.3.{i % 9 + 2}"
+        seeder.page(app, f"notes/upgrade-{i}.md",
+                    f"# Upgrade note {i}\nThe upgrade to {other} broke the build of the payment worker.",
+                    tags=["canonical"] if i < 5 else [])
+    target = seeder.page(app, "sessions/s-9.md", "# Session s-9\nThe upgrade to 2.3.1 broke the build.",
+                         session_id="s-9")
+    res = _top(pool, "why did the upgrade to 2.3.1 break the build of the payment worker?", app)
+    assert res["hits"][0]["page_id"] == target, [h["path"] for h in res["hits"][:3]]
+    assert res["hits"][0]["score_details"]["streams"]["exact"]["rank"] == 1
+    # A two-part number reads as a quantity, not an identifier.
+    assert "exact" not in _top(pool, "upgrade 3.12 build", app)["streams_active"]
