@@ -34,8 +34,10 @@ Pipeline, all inside one read snapshot:
 
 Streams are fused by reciprocal rank fusion, ``Σ w_s / (k + rank_s)`` with ``k`` =
 ``settings.retrieval.rrf_k`` (60), then multiplied by a bounded authority factor (kind,
-tier, pinned, tags; session pages slightly down) and truncated. If no page matches in a
-project-scoped search, raw observations are searched as ``raw_hits``.
+tier, pinned, tags; session pages slightly down) and truncated. In a project-scoped search
+``raw_hits`` holds raw observations: the best turns of sessions still running (no page
+yet: what a session is doing right now is not hidden by pages that share the question's
+other words), or, when no page matched, every observation of the scope.
 
 Functions are sync (``ReaderPool.run``). The caller bumps access counts of the returned
 hits through ``read.access``.
@@ -110,6 +112,10 @@ TURN_CANDIDATES = 240
 # LoCoMo, ~600 turns a project, is unchanged by the cap: hit@5 0.956, MRR 0.816).
 TURN_MATCH_CAP = 500
 TURN_TITLE_WEIGHT = 4.0  # bm25 column weight of an observation's title (its first words) against its body
+# raw_hits beside page hits: the turns stream's matches in sessions that have no page yet and
+# have not ended, at most RUNNING_TURNS_PER_SESSION of one session (a busy session would fill
+# the list with near-duplicates of its one matching tool output).
+RUNNING_TURNS_PER_SESSION = 3
 # passage: the best PASSAGE_PAGES fused pages are scored again by their best passage (bm25
 # over runs of PASSAGE_SIZE captured turns or body lines, the statistics taken over those runs):
 # a page-level bm25 cannot tell a session that answers in neighbouring turns from one that
@@ -293,13 +299,15 @@ def _page_text_stream(conn, q: str, terms: list[str], scopes, opts: QueryOptions
 
 
 def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions,
-                  turn_ids: dict[int, list[int]] | None = None) -> list[tuple[int, float]]:
+                  turn_ids: dict[int, list[int]] | None = None,
+                  unpaged: list[tuple[int, float]] | None = None) -> list[tuple[int, float]]:
     """Live session pages whose observations match the question's ``terms``, best first.
 
     The ``TURN_CANDIDATES`` best observations (bm25, title ×``TURN_TITLE_WEIGHT``; the project
     filter runs inside FTS5) are grouped by session; a page scores its best turn. ``turn_ids``,
     when given, receives each ranked page's matching observation ids, best first (the passage
-    stage's anchors). bm25 is computed for every
+    stage's anchors); ``unpaged`` receives ``(observation id, bm25 score)`` of the matches in
+    sessions without a live page, best first (``running_hits``). bm25 is computed for every
     matching observation, and a vault keeps many more observations than pages, so when the
     question's terms match more than ``TURN_MATCH_CAP`` observations in scope only the terms
     that each match at most that many are used (none: the stream stays idle).
@@ -326,7 +334,8 @@ def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions,
             return []
     turns: dict[tuple[str, str], float] = {}
     matched: dict[tuple[str, str], list[int]] = {}
-    for project_id, session_id, s, oid in conn.execute(sql, [scoped(q), TURN_CANDIDATES]).fetchall():
+    found = conn.execute(sql, [scoped(q), TURN_CANDIDATES]).fetchall()
+    for project_id, session_id, s, oid in found:
         turns.setdefault((project_id, session_id), -float(s))  # rows come best first
         matched.setdefault((project_id, session_id), []).append(oid)
     if not turns:
@@ -343,6 +352,10 @@ def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions,
             ranked.append((pid, best))
             if turn_ids is not None:
                 turn_ids[pid] = matched[(project_id, session_id)]
+    if unpaged is not None:
+        paged = {(project_id, session_id) for _pid, project_id, session_id in pages}
+        unpaged.extend((oid, -float(s)) for project_id, session_id, s, oid in found
+                       if (project_id, session_id) not in paged)
     ranked.sort(key=lambda kv: (-kv[1], kv[0]))
     return ranked[: opts.candidates]
 
@@ -787,8 +800,9 @@ def memory_query(
     rrf, authority, evidence_count)}``; len ≤ ``limit``.
 
     ``RawHit`` = ``{"observation_id", "session_id", "kind", "agent", "title", "snippet",
-    "occurred_at", "workspace", "project", "score"}`` — only when no page matched and the
-    search is project-scoped; len ≤ ``raw_limit``.
+    "occurred_at", "workspace", "project", "score" (bm25, desc)}`` — project-scoped searches
+    only: beside page hits, the matching turns of sessions still running (``running_hits``);
+    when no page matched, any matching observation (``raw_search``); len ≤ ``raw_limit``.
 
     Raises:
         BadRequestError: a malformed query vector.
@@ -810,6 +824,7 @@ def memory_query(
     opts_d = replace(opts, candidates=depth)
     lap = _Laps()
     turn_ids: dict[int, list[int]] = {}
+    unpaged: list[tuple[int, float]] = []
 
     def add(name: str, ranked: list[tuple[int, float]], weight: float | None = None) -> None:
         if ranked:
@@ -822,7 +837,7 @@ def memory_query(
         fts = _page_text_stream(conn, q, terms, scopes, opts_d)
         fts_ids = [pid for pid, _ in fts]
         add("fts", fts)
-        add("turns", _turns_stream(conn, terms, scopes, opts_d, turn_ids))
+        add("turns", _turns_stream(conn, terms, scopes, opts_d, turn_ids, unpaged))
     idents = identifier_terms(query)
     if idents:
         add("exact", _exact_stream(conn, idents, scopes, opts_d))
@@ -893,8 +908,12 @@ def memory_query(
     lap("hits")
 
     out["hits"] = hits
-    if not hits and scopes is not None and opts.raw_fallback and q:
-        out["raw_hits"] = raw_search(conn, q, terms, scopes, limit=opts.raw_limit, n_words=opts.snippet_words)
+    if scopes is not None and opts.raw_fallback and q:
+        if hits:
+            out["raw_hits"] = running_hits(conn, unpaged, terms, scopes, limit=opts.raw_limit,
+                                           n_words=opts.snippet_words)
+        else:
+            out["raw_hits"] = raw_search(conn, q, terms, scopes, limit=opts.raw_limit, n_words=opts.snippet_words)
         if out["raw_hits"]:
             active.append("raw")
     if opts.explain:
@@ -985,20 +1004,65 @@ def raw_search(
 
     ``q`` is an ``fts_query`` expression. Returns ``list[RawHit]`` best first, len ≤ ``limit``.
     """
-    names = {s.project_id: s for s in scopes}
     rows = conn.execute(
-        "SELECT o.id, o.session_id, o.kind, o.agent, o.title, o.body, o.occurred_at, o.project_id,"
-        " bm25(observations_fts, 1.0, 1.0, 0.0) AS s FROM observations_fts"
+        f"SELECT {_RAW_COLS}, bm25(observations_fts, 1.0, 1.0, 0.0) AS s FROM observations_fts"
         " JOIN observations o ON o.id = observations_fts.rowid WHERE observations_fts MATCH ? ORDER BY s LIMIT ?",
         [_scoped_match(q, scopes), max(1, min(limit, 100))],
     ).fetchall()
+    names = {s.project_id: s for s in scopes}
+    return [_raw_hit(r, names[r["project_id"]], -float(r["s"]), terms, n_words) for r in rows]
+
+
+def running_hits(
+    conn: sqlite3.Connection,
+    found: list[tuple[int, float]],
+    terms: list[str],
+    scopes: list[Scope],
+    *,
+    limit: int = 10,
+    n_words: int = 24,
+) -> list[dict[str, Any]]:
+    """The ``raw_hits`` shown beside page hits: of ``found`` (the turns stream's ``(observation
+    id, bm25 score)`` in sessions without a live page, best first), those whose session has not
+    ended, at most ``RUNNING_TURNS_PER_SESSION`` a session.
+
+    A session's page is written when it ends, so until then its turns reach a page search only
+    here: an identifier or a finding of the running session stays visible even when pages
+    sharing the question's other words fill ``hits``. Returns ``list[RawHit]`` best first,
+    len ≤ ``limit``.
+    """
+    if not found or limit < 1:
+        return []
+    ids = [oid for oid, _score in found]
+    rows = {r["id"]: r for r in conn.execute(
+        f"SELECT {_RAW_COLS} FROM observations o JOIN sessions s"
+        " ON s.project_id = o.project_id AND s.session_id = o.session_id"
+        f" WHERE o.id IN ({','.join('?' * len(ids))}) AND s.ended_at IS NULL", ids,
+    ).fetchall()}
+    names = {s.project_id: s for s in scopes}
+    per_session: Counter[tuple[str, str]] = Counter()
     out = []
-    for r in rows:
-        sc = names[r["project_id"]]
-        out.append({
-            "observation_id": r["id"], "session_id": r["session_id"], "kind": r["kind"], "agent": r["agent"],
-            "title": r["title"], "snippet": snippet(r["body"] or r["title"] or "", terms, n_words=n_words),
-            "occurred_at": r["occurred_at"], "workspace": sc.workspace, "project": sc.project,
-            "score": round(-float(r["s"]), 6),
-        })
+    for oid, score in found:
+        r = rows.get(oid)
+        if r is None or r["project_id"] not in names:
+            continue
+        key = (r["project_id"], r["session_id"])
+        if per_session[key] >= RUNNING_TURNS_PER_SESSION:
+            continue
+        per_session[key] += 1
+        out.append(_raw_hit(r, names[r["project_id"]], score, terms, n_words))
+        if len(out) >= min(limit, 100):
+            break
     return out
+
+
+_RAW_COLS = "o.id, o.session_id, o.kind, o.agent, o.title, o.body, o.occurred_at, o.project_id"
+
+
+def _raw_hit(r: sqlite3.Row, sc: Scope, score: float, terms: list[str], n_words: int) -> dict[str, Any]:
+    return {
+        "observation_id": r["id"], "session_id": r["session_id"], "kind": r["kind"], "agent": r["agent"],
+        "title": r["title"], "snippet": snippet(r["body"] or r["title"] or "", terms, n_words=n_words),
+        "occurred_at": r["occurred_at"], "workspace": sc.workspace, "project": sc.project,
+        "score": round(score, 6),
+    }

@@ -43,7 +43,7 @@ class Args(ToolArgs):
 
 @tool(name="memory_query", title="Search memory", args=Args, read_only=True, destructive=False, idempotent=True)
 async def memory_query(call: ToolCall, args: Args) -> dict[str, Any]:
-    """Search the project's long-term memory (wiki pages; raw hook observations as a fallback).
+    """Search the project's long-term memory (wiki pages; raw hook observations of running sessions).
 
     Use first when a task may touch something done, decided or learned before: "how do we
     deploy", "why did we pick X", "the flaky test". Ranking fuses full-text (bm25 over an OR
@@ -53,7 +53,9 @@ async def memory_query(call: ToolCall, args: Args) -> dict[str, Any]:
     memory_read_page. For "what is going on in this project" use memory_briefing; to pick
     up a previous agent's work use memory_handoff_accept. Default-scoped calls also return
     up to 5 `global_scope_hits` from the workspace's `_global` preferences. Page hits bump
-    access counters (at most once a minute per page).
+    access counters (at most once a minute per page). `raw_hits` are raw hook observations:
+    the matching turns of sessions still running (they have no page until they end), or,
+    when no page matched, any matching observation of the project.
 
     Returns `{hits: [{path, title, snippet, score, kind, workspace, project, page_id,
     session_id?, ...}], raw_hits: [{session_id, kind, snippet, ...}], global_scope_hits?}`.
