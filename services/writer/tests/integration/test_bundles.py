@@ -22,7 +22,7 @@ from aimem_common.sanitize import RawObservation, sanitize
 from aimem_writer import registry
 from aimem_writer.consumer import Consumer
 
-from .realwriter import real_writer
+from .realwriter import real_writer, running
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio, pytest.mark.timeout(90)]
 
@@ -46,12 +46,8 @@ async def _running_writer(settings, bus):
     """A ``Consumer`` running on ``real_writer``'s thread, database and wiki."""
     async with real_writer(settings, bus) as (thread, applier, metrics):
         consumer = Consumer(settings, bus.nc, thread, applier, metrics)
-        task = asyncio.create_task(consumer.run())
-        try:
+        async with running(consumer):
             yield consumer
-        finally:
-            consumer.stop()
-            await asyncio.wait_for(task, 15)
 
 
 def _titles(settings) -> list[str]:
