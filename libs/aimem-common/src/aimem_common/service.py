@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import ipaddress
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,10 +25,11 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Request
 from nats.aio.client import Client as NATS
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from aimem_common import bus as busmod
 from aimem_common.config import ConfigError, Settings
-from aimem_common.errors import UnavailableError
+from aimem_common.errors import BadRequestError, UnavailableError
 from aimem_common.read.pool import ReaderPool
 from aimem_common.telemetry import Telemetry, setup_logging, setup_tracing
 from aimem_common.web import ServiceApp, install_error_handlers, install_gate, install_guard, install_observability
@@ -223,12 +225,35 @@ def create_service_app(
     return app
 
 
+class JsonErrorHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, whose answer to a request it cannot parse is our JSON error.
+
+    A request the HTTP parser rejects (a ``Content-Length`` that is not a number, a malformed
+    request line or header, a body longer than it said) never reaches the app: uvicorn answers
+    it ``400`` with a plain-text ``Invalid HTTP request received.`` and closes the connection.
+    This answers the same status and closes the same way, with the body every other error has:
+    ``{"error": {"code": "invalid_http", "message": ...}}`` (``application/json``).
+    """
+
+    def send_400_response(self, msg: str) -> None:
+        body = json.dumps(BadRequestError(f"the HTTP request could not be parsed ({msg.rstrip('.')})",
+                                          code="invalid_http").envelope()).encode()
+        content = [STATUS_LINE[400]]
+        for name, value in self.server_state.default_headers:
+            content.extend([name, b": ", value, b"\r\n"])
+        content.extend([b"content-type: application/json\r\n",
+                        b"content-length: " + str(len(body)).encode("ascii") + b"\r\n",
+                        b"connection: close\r\n", b"\r\n", body])
+        self.transport.write(b"".join(content))
+        self.transport.close()
+
+
 def run_service(service: str, settings: Settings, app_factory: Callable[[Settings], FastAPI], *,
                 workers: int = 1, worker_factory: str | None = None) -> None:
     """Run ``service`` under uvicorn on ``settings.host:port(service)`` (blocking).
 
     Sets up JSON logs and tracing first; logs the absolute data dir loudly. uvicorn runs on
-    uvloop with the httptools parser (both from ``uvicorn[standard]``). With ``workers`` > 1
+    uvloop with the httptools parser (both from ``uvicorn[standard]``; ``JsonErrorHttpProtocol``). With ``workers`` > 1
     (a stateless service only) uvicorn forks that many processes sharing the one listening
     socket, each building its app from ``worker_factory`` (``"module:function"``, no
     arguments, see ``worker_app``).
@@ -238,7 +263,7 @@ def run_service(service: str, settings: Settings, app_factory: Callable[[Setting
     check_bind(settings, settings.host)
     log.info("starting aimem-%s on %s:%d (%d worker%s), data dir %s", service, settings.host, settings.port(service),
              workers, "" if workers == 1 else "s", settings.data_dir)
-    common = dict(host=settings.host, port=settings.port(service), loop="uvloop", http="httptools",
+    common = dict(host=settings.host, port=settings.port(service), loop="uvloop", http=JsonErrorHttpProtocol,
                   log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     if workers > 1 and worker_factory is not None:
         # Config errors are found by ``config.load`` and ``check_bind`` before uvicorn forks.
