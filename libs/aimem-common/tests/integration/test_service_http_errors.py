@@ -16,6 +16,7 @@ BROKEN = {
     "content-length not a number": b"POST /hook HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n{}",
     "bad request line": b"POST /hook HTTP/9\r\nHost: 127.0.0.1\r\n\r\n",
     "header without a colon": b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nno colon here\r\n\r\n",
+    "a URL past the parser's limit": b"GET /healthz?x=" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
 }
 
 
