@@ -3,9 +3,10 @@
 A hook request never waits for ``consumer_info``: a background task samples the writer's
 progress every ``interval_s`` (whether or not hooks arrive) and ``check()`` acts on the last
 sample. The bound is a time: how many seconds of work the writer has in front of it — the
-pending commands over its measured apply rate, or, when it makes no progress at all with
-work pending (stopped, wedged), how long that has lasted. A count bound (``max_lag``) stays
-as a backstop.
+pending messages over its measured rate of acked messages (a bundle of hooks is one message
+either way, so the ratio is a time whatever the bundles carry), or, when it makes no progress
+at all with work pending (stopped, wedged), how long that has lasted. A count bound
+(``max_lag``, in messages) stays as a backstop.
 
 The writer also announces its store state (``aimem.status.writer``): while it reports a
 store fault, ``check()`` answers 507 (disk full) or 503 (I/O error) with ``Retry-After``,
@@ -35,7 +36,7 @@ class LagGate:
 
     Args:
         read_progress: coroutine returning a ``WriterProgress`` (``Bus.writer_progress``).
-        max_lag: pending commands above which ``check`` raises (count backstop).
+        max_lag: pending messages above which ``check`` raises (count backstop; a bundle counts once).
         max_delay_s: seconds of writer backlog above which ``check`` raises.
         interval_s: seconds between two progress samples (background task).
         retry_after_s: the ``Retry-After`` hint of a 429.
@@ -52,7 +53,7 @@ class LagGate:
         self.status_stale_s = status_stale_s
         self.lag = 0
         self.delay_s = 0.0
-        self.rate: float | None = None  # commands applied per second (EWMA), None before a sample
+        self.rate: float | None = None  # messages acked per second (EWMA), None before a sample
         self._acked_seq: int | None = None
         self._sampled_at = 0.0
         self._progress_at = time.monotonic()  # last time the ack floor moved (or nothing was pending)
@@ -82,7 +83,7 @@ class LagGate:
             raise err
         if self.lag > self.max_lag or self.delay_s > self.max_delay_s:
             raise BackPressureError(
-                f"writer is {self.lag} commands / {self.delay_s:.0f} s behind "
+                f"writer is {self.lag} messages / {self.delay_s:.0f} s behind "
                 f"(bounds {self.max_lag}, {self.max_delay_s:g} s); retry later",
                 retry_after_s=self.retry_after_s,
                 data={"writer_lag": self.lag, "writer_delay_s": round(self.delay_s, 1)},
