@@ -6,6 +6,7 @@ A real writer, ingress and query (auth on) per test; every change goes through t
 from __future__ import annotations
 
 import re
+import time
 
 import httpx
 import pytest
@@ -255,3 +256,21 @@ def test_aimem_user_passwd_sets_a_password_that_logs_in(web, tmp_path):
     assert short.returncode != 0 and short.stderr.strip().count("\n") == 0  # one line, non-zero exit
     with client(web) as c:
         assert login(c, name="fay", password="fay's long password").status_code == 303
+
+
+def test_a_running_sessions_turns_show_inert_beside_the_page_hits(web):
+    """A session still running has no page; its matching turn is listed under the page hits,
+    escaped like every other agent text."""
+    web.hook("app", "sess-run", "UserPromptSubmit", prompt="<b>ERR_7311</b> while retries keep the id")
+    with client(web) as c:
+        login(c, name="carl", password="carl's long password")
+        deadline = time.monotonic() + 20
+        while True:
+            html = c.get("/web/p/default/app/search", params={"q": "ERR_7311 keep the id"}).text
+            if "sess-run" in html or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        hits, _, raw = html.partition('<h2 id="raw-h">')
+        assert "decisions/keep-id.md" in hits  # the page hits are still there
+        assert raw.startswith("In sessions still running</h2>"), raw[:200]
+        assert "sess-run" in raw and "&lt;b&gt;ERR_7311&lt;/b&gt;" in raw and "<b>ERR_7311" not in raw
