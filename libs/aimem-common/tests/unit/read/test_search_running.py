@@ -52,3 +52,48 @@ def test_a_running_sessions_turns_show_beside_page_hits(pool, seeder):
     assert _query(pool, Q, None)["raw_hits"] == []
     quiet = _query(pool, "payment worker pool", [app])
     assert quiet["hits"] and quiet["raw_hits"] == [] and "raw" not in quiet["streams_active"]
+
+
+def test_an_identifier_in_hundreds_of_running_turns_is_still_shown(pool, seeder):
+    """600 turns of one running session hold the identifier (more than the turns stream ranks):
+    pages holding the question's other words fill ``hits``, the running turns are still shown."""
+    app = seeder.scope("default", "app")
+    for i in range(3):
+        seeder.page(app, f"notes/flaky-{i}.md", f"# Flaky test notes {i}\nWhy the flaky test fails: ordering, note {i}.")
+    turns = [seeder.observation(app, "big-run", "pre-tool-use", f"pytest -k QZFLAKY77 --count {i}", title="Bash")
+             for i in range(600)]
+    res = _query(pool, "why is the flaky test QZFLAKY77 failing", [app])
+    assert {h["path"] for h in res["hits"]} == {f"notes/flaky-{i}.md" for i in range(3)}
+    raw = res["raw_hits"]
+    assert [r["session_id"] for r in raw] == ["big-run"] * RUNNING_TURNS_PER_SESSION
+    assert all(r["observation_id"] in turns and "QZFLAKY77" in r["snippet"] for r in raw)
+
+
+def test_a_reopened_sessions_new_turns_show_beside_its_page(pool, seeder):
+    """A session that ended (page written) and then resumed: the turns after its page are shown,
+    the ones its page holds are not."""
+    app = seeder.scope("default", "app")
+    seeder.page(app, "notes/cache.md", "# Cache\nThe cache invalidation bug in the gateway.")
+    before = seeder.observation(app, "r2", "user-prompt", "first look at the cache invalidation bug REOPEN_8888")
+    seeder.end_session(app, "r2")
+    seeder.page(app, "sessions/r2.md", "# Session r2\nfirst look at the cache invalidation bug", session_id="r2")
+    seeder.conn.execute("UPDATE sessions SET ended_at = NULL WHERE session_id = 'r2'")  # an event after the end
+    after = seeder.observation(app, "r2", "user-prompt", "reopened: REOPEN_8888 is the stale cache invalidation")
+    res = _query(pool, "cache invalidation bug REOPEN_8888", [app])
+    assert res["hits"]
+    assert [r["observation_id"] for r in res["raw_hits"]] == [after]
+    assert before != after
+
+
+def test_an_early_identifier_turn_is_shown_behind_newer_matches_of_common_words(pool, seeder):
+    """The running session named the identifier before 500 newer turns of another running
+    session matched the question's common words: the identifier's turn still comes first."""
+    app = seeder.scope("default", "app")
+    seeder.page(app, "notes/parser.md", "# Parser\nThe parser keeps failing on long input.")
+    early = seeder.observation(app, "s-early", "post-tool-use", "ERR_5150 raised by the parser")
+    for i in range(500):
+        seeder.observation(app, "s-noisy", "post-tool-use", f"parser failing again, attempt {i}")
+    res = _query(pool, "why is the parser failing with ERR_5150", [app])
+    raw = res["raw_hits"]
+    assert raw[0]["observation_id"] == early, raw[:2]
+    assert [r["session_id"] for r in raw[1:]] == ["s-noisy"] * RUNNING_TURNS_PER_SESSION

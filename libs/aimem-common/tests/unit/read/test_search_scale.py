@@ -53,6 +53,7 @@ def test_turns_stream_finds_a_session_page_by_any_turn(pool, seeder):
         seeder.observation(app, "s1", "user-prompt", f"turn {i}: small talk")
     seeder.observation(app, "s1", "user-prompt", "we migrated the ledger to postgres partitions")
     seeder.observation(infra, "s1", "user-prompt", "ledger postgres partitions in infra")  # same id, other project
+    seeder.end_session(app, "s1")  # ended: its turns lead to its page, none is a raw hit
     res = _q(pool, "ledger postgres partitions", [app])
     assert [h["page_id"] for h in res["hits"]] == [page] and res["raw_hits"] == []
     assert res["hits"][0]["score_details"]["streams"]["turns"]["rank"] == 1 and "turns" in res["stream_ms"]
