@@ -4,10 +4,10 @@ An ``imported`` observation (``aimem import``) for a session that hooks captured
 skipped (result ``skipped: "captured_live"``): the transcript would only duplicate it.
 
 The hot path (thousands per second): one session upsert, one observation insert (FTS by
-trigger; the trigram index too when the text holds an unspaced script) and a ledger line staged for ``log-YYYY-MM.md``. An event that happened after its
-session was ended reopens the session (``ended_at`` back to NULL; the ended watermark
-stays, so the next end re-renders the page). The text is re-checked with the
-redactor: a command that still carries a secret is refused with ``unsanitized``
+trigger; ``observations_tri`` too when the text holds an unspaced script) and a ledger line
+staged for ``log-YYYY-MM.md``. An event that happened after its session was ended reopens
+the session (``ended_at`` back to NULL; the ended watermark stays, so the next end
+re-renders the page). The text is re-checked with the redactor: a command that still carries a secret is refused with ``unsanitized``
 (DESIGN.md invariant 6) and nothing of it is stored.
 """
 
