@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from aimem_common.db.connect import migrate, open_reader, open_writer
-from aimem_common.db.schema import SCHEMA_VERSION
+from aimem_common.db.schema import SCHEMA_VERSION, UNSPACED_GLOB
 from aimem_common.errors import UnavailableError
 
 EXPECTED_TABLES = {
@@ -184,3 +184,55 @@ def test_pages_tri_is_padded_and_keeps_rows_and_versions(tmp_path: Path) -> None
     conn.execute("DELETE FROM pages WHERE id = 1")
     assert conn.execute("SELECT count(*) FROM pages_tri_inst").fetchone()[0] == 0
     conn.execute("INSERT INTO pages_tri(pages_tri, rank) VALUES ('integrity-check', 0)")
+
+
+def test_observations_tri_indexes_the_unspaced_observations_of_a_version_12_db(tmp_path: Path) -> None:
+    """Migration 13: observations captured before it that hold an unspaced script (title or
+    body) are indexed padded; ASCII and other non-ASCII text (an em-dash, ✓) are not. The
+    triggers remove an indexed row on delete and re-decide on an edit; deleting an unindexed
+    row sends no 'delete' (the totals record would drop below the rows held)."""
+    from aimem_common.db.schema import index_observation_tri, unspaced
+
+    path = tmp_path / "m.sqlite"
+    conn = database_at(path, 12)
+    conn.execute("INSERT INTO workspaces VALUES ('w', 'default', 'now')")
+    conn.execute("INSERT INTO projects(id, workspace_id, name, created_at) VALUES ('pa', 'w', 'a', 'now')")
+    obs = ("INSERT INTO observations(workspace_id, project_id, session_id, kind, agent, title, body, occurred_at,"
+           " created_at) VALUES ('w', 'pa', 's', 'user-prompt', 'x', ?, ?, 'now', 'now')")
+    for title, body in [("", "我们使用缓存"), ("デプロイ", "done"), ("Bash", "ok — 3 passed ✓"), ("", "plain"),
+                        ("", "เราใช้แคช"), ("", "데이터베이스를 연결")]:
+        conn.execute(obs, (title, body))
+    conn.close()
+    conn = open_writer(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+    def held() -> list[int]:
+        return [r[0] for r in conn.execute("SELECT id FROM observations_tri_docsize ORDER BY id")]
+
+    def docs(prefix: str) -> list[int]:
+        return sorted({r[0] for r in conn.execute("SELECT doc FROM observations_tri_inst WHERE term >= ? AND term < ?",
+                                                  (prefix, prefix + "\U0010ffff"))})
+
+    def rows_held() -> int:  # FTS5's row count (averages record), what bm25 and the short-word idf use
+        block = conn.execute("SELECT block FROM observations_tri_data WHERE id = 1").fetchone()[0]
+        return block[0] if block else 0  # < 128 rows: a one-byte varint
+
+    assert held() == [1, 2, 5, 6] and rows_held() == 4
+    assert docs("缓存") == [1] and docs("デプ") == [2] and docs("连") == [] and docs("연결") == [6]
+    assert docs("存") == [1]  # the last character of a body: padded, so a trigram starts with it
+    conn.execute("DELETE FROM observations WHERE id IN (3, 4)")  # not indexed: no 'delete' sent
+    assert held() == [1, 2, 5, 6] and rows_held() == 4
+    conn.execute("UPDATE observations SET body = '没有了' WHERE id = 1")
+    conn.execute("UPDATE observations SET title = 'deploy' WHERE id = 2")  # no unspaced text left
+    assert docs("缓存") == [] and docs("没有") == [1] and docs("デプ") == [] and held() == [1, 5, 6]
+    conn.execute("DELETE FROM observations WHERE id IN (1, 5, 6)")
+    assert held() == [] and rows_held() == 0
+    assert conn.execute("SELECT count(*) FROM observations_tri_inst").fetchone()[0] == 0
+    conn.execute("INSERT INTO observations_tri(observations_tri, rank) VALUES ('integrity-check', 0)")
+    # the writer's Python test and the schema's GLOB agree, character class by character class
+    for text in ["a", "—", "✓", "ｱ", "猫", "ー", "ㄱ", "ก", "ລ", "က", "ក", "ᄀ", "豈", "\u3400", "\ua960"]:
+        glob = conn.execute("SELECT ? GLOB ?", (text, UNSPACED_GLOB)).fetchone()[0]
+        assert unspaced(text) == bool(glob), text
+    oid = conn.execute(obs, ("", "猫")).lastrowid
+    assert index_observation_tri(conn, oid, "", "猫") and docs("猫") == [oid]
+    assert not index_observation_tri(conn, oid + 1, "Bash", "ok — ✓")

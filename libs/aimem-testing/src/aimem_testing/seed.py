@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aimem_common.db.connect import open_writer
+from aimem_common.db.schema import index_observation_tri
 from aimem_common.models import Scope, kind_for_path, tier_for
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
@@ -170,10 +171,12 @@ class Seeder:
             (scope.workspace_id, scope.project_id, session_id, agent, now, now))
         c.execute("UPDATE sessions SET observation_count = observation_count + 1 WHERE project_id = ? AND session_id = ?",
                   (scope.project_id, session_id))
-        return c.execute(
+        oid = c.execute(
             "INSERT INTO observations(workspace_id, project_id, session_id, kind, agent, title, body, occurred_at,"
             " created_at) VALUES (?,?,?,?,?,?,?,?,?)",
             (scope.workspace_id, scope.project_id, session_id, kind, agent, title, body, now, now)).lastrowid
+        index_observation_tri(c, oid, title, body)  # as the writer's observation.append does
+        return oid
 
     def end_session(self, scope: Scope, session_id: str) -> None:
         """Mark a session ended now (the seeder clock)."""
@@ -189,7 +192,7 @@ class Seeder:
             (scope.workspace_id, scope.project_id, session_id, "claude-code", self._ago(ended_days_ago + 0.1),
              self._ago(ended_days_ago), self._ago(ended_days_ago), observations, observations, summary_page_id),
         )
-        for i in range(observations):
+        for i in range(observations):  # ASCII text: nothing for observations_tri
             self.conn.execute(
                 "INSERT INTO observations (workspace_id, project_id, session_id, kind, agent, title, body, occurred_at, "
                 "created_at) VALUES (?,?,?,?,?,?,?,?,?)",

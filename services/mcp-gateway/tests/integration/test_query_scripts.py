@@ -48,3 +48,20 @@ async def test_short_and_glued_latin_words_over_mcp(seed, services, h):
             res = await h.call(c, "memory_query", {**APP, "query": q, "explain": True})
             assert [x["page_id"] for x in res["hits"]] == [want], (q, [x["path"] for x in res["hits"]])
             assert res["hits"][0]["score_details"]["streams"]["trigram"]["rank"] == 1
+
+
+async def test_running_sessions_cjk_observation_is_a_raw_hit_over_mcp(seed, services, h):
+    """A running session (no page yet) is found by a word inside its Chinese/Japanese turns,
+    only in the searched project."""
+    app = seed.project("app")
+    other = seed.project("other")
+    zh = seed.observation(app, "run1", "user-prompt", "我们决定使用读写分离的缓存策略来降低数据库压力。")
+    ja = seed.observation(app, "run1", "tool-output", "本番環境へのデプロイは完了 — ok ✓", title="Bash")
+    seed.observation(other, "run9", "user-prompt", "另一个项目也用缓存。")
+    url = h.mcp_url(services("mcp-gateway")["mcp-gateway"])
+    async with Client(url) as c:
+        for q, want in [("缓存", zh), ("数据库", zh), ("デプロイ", ja)]:
+            res = await h.call(c, "memory_query", {**APP, "query": q})
+            assert res["hits"] == [], q
+            assert [(x["observation_id"], x["session_id"], x["project"]) for x in res["raw_hits"]] == \
+                [(want, "run1", "app")], q

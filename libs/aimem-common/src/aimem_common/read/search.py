@@ -21,6 +21,8 @@ Pipeline, all inside one read snapshot:
    folded onto their session's live page (its best turn; bm25 margin bonus as fts):
    a session page holds a bounded digest of the session (the prompts past its budget are
    cut), its observations every turn, so a long session is findable by any part of it.
+   A question's unspaced-script words also match turns in ``observations_tri`` (trigrams, as
+   ``pages_tri``; it holds only observations with such characters), here and in ``raw_hits``.
 3. **vector** — optional: cosine between a caller-supplied query vector and the page
    chunks (``page_chunk_embeddings``) of the same ``{provider, model, dim}`` and the page's
    current hash (``read.vectors``: exact numpy, HNSW for a large scope); a page scores its
@@ -305,7 +307,8 @@ def _page_text_stream(conn, q: str, terms: list[str], scopes, opts: QueryOptions
 
 
 def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions,
-                  turn_ids: dict[int, list[int]] | None = None) -> list[tuple[int, float]]:
+                  turn_ids: dict[int, list[int]] | None = None, *,
+                  tri: TrigramTerms | None = None) -> list[tuple[int, float]]:
     """Live session pages whose observations match the question's ``terms``, best first.
 
     The ``TURN_CANDIDATES`` best observations (bm25, title ×``TURN_TITLE_WEIGHT``; the project
@@ -314,7 +317,9 @@ def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions,
     stage's anchors). bm25 is computed for every
     matching observation, and a vault keeps many more observations than pages, so when the
     question's terms match more than ``TURN_MATCH_CAP`` observations in scope only the terms
-    that each match at most that many are used (none: the stream stays idle).
+    that each match at most that many are used (none: the stream stays idle). ``tri``: the
+    question's ``trigram_terms``; its unspaced words also match turns through
+    ``observations_tri`` (``_fold_tri_turns``).
     """
     def scoped(q: str) -> str:
         return "{title body} : (" + q + ")" if scopes is None else _scoped_match(q, scopes)
@@ -341,6 +346,8 @@ def _turns_stream(conn, terms: list[str], scopes, opts: QueryOptions,
     for project_id, session_id, s, oid in conn.execute(sql, [scoped(q), TURN_CANDIDATES]).fetchall():
         turns.setdefault((project_id, session_id), -float(s))  # rows come best first
         matched.setdefault((project_id, session_id), []).append(oid)
+    if tri is not None:
+        _fold_tri_turns(conn, tri, scopes, turns, matched)
     if not turns:
         return []
     sids = sorted({sid for _pj, sid in turns})
@@ -832,15 +839,15 @@ def memory_query(
         lap(name)
 
     fts_ids: list[int] = []
+    tt = trigram_terms(query)
     if q:
         fts = _page_text_stream(conn, q, terms, scopes, opts_d)
         fts_ids = [pid for pid, _ in fts]
         add("fts", fts)
-        add("turns", _turns_stream(conn, terms, scopes, opts_d, turn_ids))
+        add("turns", _turns_stream(conn, terms, scopes, opts_d, turn_ids, tri=tt))
     idents = identifier_terms(query)
     if idents:
         add("exact", _exact_stream(conn, idents, scopes, opts_d))
-    tt = trigram_terms(query)
     if opts.explain:
         out.update(trigram_query=tt.match, trigram_short=tt.short)
     if tt.match or tt.short:
@@ -910,9 +917,10 @@ def memory_query(
     if scopes is not None and opts.raw_fallback and q:
         if hits:
             out["raw_hits"] = running_hits(conn, q, idents, terms, scopes, limit=opts.raw_limit,
-                                           n_words=opts.snippet_words)
+                                           n_words=opts.snippet_words, tt=tt)
         else:
-            out["raw_hits"] = raw_search(conn, q, terms, scopes, limit=opts.raw_limit, n_words=opts.snippet_words)
+            out["raw_hits"] = raw_search(conn, q, terms, scopes, limit=opts.raw_limit, n_words=opts.snippet_words,
+                                         tt=tt)
         if out["raw_hits"]:
             active.append("raw")
     if opts.explain:
@@ -998,18 +1006,26 @@ def raw_search(
     *,
     limit: int = 10,
     n_words: int = 24,
+    tt: TrigramTerms | None = None,
 ) -> list[dict[str, Any]]:
     """Bounded bm25 search over raw ``observations`` of ``scopes`` (the ``raw_hits`` fallback).
 
-    ``q`` is an ``fts_query`` expression. Returns ``list[RawHit]`` best first, len ≤ ``limit``.
+    ``q`` is an ``fts_query`` expression; ``tt`` (``trigram_terms`` of the question), when
+    given, adds the observations its unspaced words match in ``observations_tri``
+    (``_raw_tri_rows``; an observation found by both keeps its higher score). Returns
+    ``list[RawHit]`` best first, len ≤ ``limit``.
     """
+    limit = max(1, min(limit, 100))
     rows = conn.execute(
         f"SELECT {_RAW_COLS}, bm25(observations_fts, 1.0, 1.0, 0.0) AS s FROM observations_fts"
         " JOIN observations o ON o.id = observations_fts.rowid WHERE observations_fts MATCH ? ORDER BY s LIMIT ?",
-        [_scoped_match(q, scopes), max(1, min(limit, 100))],
+        [_scoped_match(q, scopes), limit],
     ).fetchall()
+    scored = [(r, -float(r["s"])) for r in rows]
+    if tt is not None:
+        scored = _merge_raw(scored, _raw_tri_rows(conn, tt, scopes, limit), limit)
     names = {s.project_id: s for s in scopes}
-    return [_raw_hit(r, names[r["project_id"]], -float(r["s"]), terms, n_words) for r in rows]
+    return [_raw_hit(r, names[r["project_id"]], score, terms, n_words) for r, score in scored]
 
 
 def running_hits(
@@ -1021,6 +1037,7 @@ def running_hits(
     *,
     limit: int = 10,
     n_words: int = 24,
+    tt: TrigramTerms | None = None,
 ) -> list[dict[str, Any]]:
     """The ``raw_hits`` shown beside page hits: turns of sessions still running that match the
     question and that their session's page does not hold yet.
@@ -1030,7 +1047,8 @@ def running_hits(
     identifier or a finding of the running session stays visible even when pages sharing the
     question's other words fill ``hits``. Read: the newest ``RUNNING_SCAN`` observations of
     ``scopes`` matching ``q`` (an ``fts_query`` expression), and as many holding one of
-    ``idents`` (``text.identifier_terms``), without bm25 (ranking every match costs ~40 ms at
+    ``idents`` (``text.identifier_terms``), and the ``RUNNING_SCAN`` best that ``tt``'s
+    unspaced-script words match in ``observations_tri``, without bm25 (ranking every match costs ~40 ms at
     500k observations); kept: those whose session has not ended and has no live page, or a
     page last written before the turn was stored. Ranked: turns holding an identifier first,
     then by the distinct question ``terms`` they hold (``text.terms_held``, the RawHit's
@@ -1052,6 +1070,8 @@ def running_hits(
             ids[oid] = None
             if ident:
                 ident_ids.add(oid)
+    if tt is not None:
+        ids.update((oid, None) for oid, _score in _obs_tri_hits(conn, tt, scopes, RUNNING_SCAN))
     if not ids:
         return []
     rows = conn.execute(
@@ -1090,3 +1110,83 @@ def _raw_hit(r: sqlite3.Row, sc: Scope, score: float, terms: list[str], n_words:
         "occurred_at": r["occurred_at"], "workspace": sc.workspace, "project": sc.project,
         "score": float(f"{score:.6g}"),  # bm25 of a small vault is ~1e-6: keep its digits
     }
+
+
+# -- observations_tri (schema.MIGRATION_13): a captured turn's word inside an unspaced-script
+# sentence. Only a question with such a word reads it; an English vault's table is empty.
+def _obs_tri_hits(conn, tt: TrigramTerms, scopes, limit: int) -> list[tuple[int, float]]:
+    """Observations of ``scopes`` matching ``tt`` in ``observations_tri``: ``[(observation id,
+    score)]`` best first, len ≤ ``limit``; ``[]`` when ``tt.latin_only``.
+
+    Scored as ``_trigram_stream`` scores pages: bm25 of ``tt.match`` (title
+    ×``TURN_TITLE_WEIGHT``) plus, per 1–2 character word, ``idf × tf × (k1 + 1) / (tf + k1)``
+    over the trigrams starting with it (a range scan of ``observations_tri_inst``, at most
+    ``SHORT_SCAN_ROWS`` occurrences). The scope is ``observations.project_id`` (the index has
+    no project column, so a moved observation needs no re-indexing).
+    """
+    if tt.latin_only or not (tt.match or tt.short):
+        return []
+    where, args = _scope_sql(scopes, "+o.project_id")  # drive the join from the index
+    scores: dict[int, float] = {}
+    if tt.match:
+        for oid, s in conn.execute(
+                f"SELECT o.id, bm25(observations_tri, {TURN_TITLE_WEIGHT}, 1.0) AS s FROM observations_tri"
+                f" JOIN observations o ON o.id = observations_tri.rowid WHERE observations_tri MATCH ?{where}"
+                " ORDER BY s, o.id LIMIT ?", [tt.match, *args, limit]).fetchall():
+            scores[oid] = -float(s)
+    for word in tt.short:
+        rows = conn.execute(
+            f"SELECT o.id, t.tf FROM (SELECT doc, sum(CASE WHEN col = 'title' THEN {TURN_TITLE_WEIGHT} ELSE 1.0 END)"
+            " AS tf FROM (SELECT doc, col FROM observations_tri_inst WHERE term >= ? AND term < ? LIMIT ?)"
+            f" GROUP BY doc) t JOIN observations o ON o.id = t.doc WHERE 1 = 1{where}",
+            [word, word + "\U0010ffff", SHORT_SCAN_ROWS, *args]).fetchall()
+        if not rows:
+            continue
+        block = conn.execute("SELECT block FROM observations_tri_data WHERE id = 1").fetchone()
+        n = max(len(rows), (_varint(block[0]) if block and block[0] else None) or len(rows))
+        idf = math.log(1 + (n - len(rows) + 0.5) / (len(rows) + 0.5))
+        for oid, tf in rows:
+            scores[oid] = scores.get(oid, 0.0) + idf * tf * (BM25_K1 + 1) / (tf + BM25_K1)
+    return sorted(scores.items(), key=lambda kv: (-round(kv[1], 9), kv[0]))[:limit]
+
+
+def _raw_tri_rows(conn, tt: TrigramTerms, scopes, limit: int) -> list[tuple[sqlite3.Row, float]]:
+    """``raw_search``'s rows for the observations ``_obs_tri_hits`` finds: ``[(row, score)]`` best first."""
+    hits = _obs_tri_hits(conn, tt, scopes, limit)
+    if not hits:
+        return []
+    rows = {r["id"]: r for r in conn.execute(
+        f"SELECT {_RAW_COLS} FROM observations o"
+        f" WHERE o.id IN ({','.join('?' * len(hits))})", [oid for oid, _ in hits]).fetchall()}
+    return [(rows[oid], sc) for oid, sc in hits if oid in rows]
+
+
+def _merge_raw(a: list[tuple[Any, float]], b: list[tuple[Any, float]], limit: int) -> list[tuple[Any, float]]:
+    """``a`` and ``b`` (``(row, score)``, best first) as one list by score desc (an id in both
+    keeps its higher score; ties keep ``a`` first), len ≤ ``limit``."""
+    best: dict[int, tuple[Any, float]] = {}
+    for r, sc in a + b:
+        if r["id"] not in best or sc > best[r["id"]][1]:
+            best[r["id"]] = (r, sc)
+    return sorted(best.values(), key=lambda rs: -rs[1])[:limit]
+
+
+def _fold_tri_turns(conn, tt: TrigramTerms, scopes, turns: dict[tuple[str, str], float],
+                    matched: dict[tuple[str, str], list[int]]) -> None:
+    """Add the ``TURN_CANDIDATES`` best ``_obs_tri_hits`` to ``_turns_stream``'s per-session
+    ``turns`` (best score, kept when higher) and ``matched`` (observation ids, appended)."""
+    hits = _obs_tri_hits(conn, tt, scopes, TURN_CANDIDATES)
+    if not hits:
+        return
+    session_of = {oid: (pj, sid) for oid, pj, sid in conn.execute(
+        f"SELECT id, project_id, session_id FROM observations WHERE id IN ({','.join('?' * len(hits))})",
+        [oid for oid, _ in hits]).fetchall()}
+    for oid, sc in hits:
+        key = session_of.get(oid)
+        if key is None:
+            continue
+        if sc > turns.get(key, float("-inf")):
+            turns[key] = sc
+        ids = matched.setdefault(key, [])
+        if oid not in ids:
+            ids.append(oid)

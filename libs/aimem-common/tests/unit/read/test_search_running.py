@@ -97,3 +97,15 @@ def test_an_early_identifier_turn_is_shown_behind_newer_matches_of_common_words(
     raw = res["raw_hits"]
     assert raw[0]["observation_id"] == early, raw[:2]
     assert [r["session_id"] for r in raw[1:]] == ["s-noisy"] * RUNNING_TURNS_PER_SESSION
+
+
+def test_a_running_sessions_cjk_turn_shows_beside_a_cjk_page(pool, seeder):
+    """Words inside an unspaced-script turn (observations_tri) reach running_hits too."""
+    app = seeder.scope("default", "app")
+    page = seeder.page(app, "decisions/cache.md", "# 缓存决定\n我们决定使用读写分离的缓存策略来降低数据库压力。")
+    turn = seeder.observation(app, "cjk-run", "user-prompt", "我们发现缓存击穿导致数据库压力升高")
+    for q in ("缓存", "击穿", "缓存击穿是什么"):
+        res = _query(pool, q, [app])
+        assert [r["observation_id"] for r in res["raw_hits"]] == [turn], q
+        if q == "缓存":
+            assert res["hits"][0]["page_id"] == page

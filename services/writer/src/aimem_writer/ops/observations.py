@@ -4,15 +4,16 @@ An ``imported`` observation (``aimem import``) for a session that hooks captured
 skipped (result ``skipped: "captured_live"``): the transcript would only duplicate it.
 
 The hot path (thousands per second): one session upsert, one observation insert (FTS by
-trigger) and a ledger line staged for ``log-YYYY-MM.md``. An event that happened after its
-session was ended reopens the session (``ended_at`` back to NULL; the ended watermark
-stays, so the next end re-renders the page). The text is re-checked with the
-redactor: a command that still carries a secret is refused with ``unsanitized``
+trigger; ``observations_tri`` too when the text holds an unspaced script) and a ledger line
+staged for ``log-YYYY-MM.md``. An event that happened after its session was ended reopens
+the session (``ended_at`` back to NULL; the ended watermark stays, so the next end
+re-renders the page). The text is re-checked with the redactor: a command that still carries a secret is refused with ``unsanitized``
 (DESIGN.md invariant 6) and nothing of it is stored.
 """
 
 from __future__ import annotations
 
+from aimem_common.db.schema import index_observation_tri
 from aimem_common.errors import BadRequestError
 from aimem_common.commands import Envelope
 from aimem_common.commands.observations import ObservationAppend
@@ -92,6 +93,7 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
         (scope.workspace_id, scope.project_id, cmd.session_id, kind, cmd.agent, cmd.cwd, cmd.title, cmd.body,
          cmd.tool_name, cmd.source_event, cmd.extension, at, tx.now, tx.cmd_id),
     ).lastrowid
+    index_observation_tri(tx.conn, obs_id, cmd.title, cmd.body)  # CJK/Thai/... words: schema.MIGRATION_13
     tx.wiki.append_ledger(scope, at[:7], ledger_entry(at, kind, cmd.agent, cmd.session_id, cmd.title, cmd.body))
     # One event per session per batch after coalescing (consumer.coalesce_events): live views.
     tx.emit("observations.appended", {"session_id": cmd.session_id, "count": 1, "last_observation_id": obs_id,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from aimem_common.db.schema import pages_tri_insert_sql
+from aimem_common.db.schema import pages_tri_insert_sql, rebuild_observations_tri
 from aimem_common.errors import (
     AimemError,
     ConflictError,
@@ -66,6 +66,7 @@ def compact(tx: Tx) -> dict[str, Any]:
                     " SELECT id, title, body, project_id FROM pages WHERE is_latest = 1")
     tx.conn.execute("INSERT INTO pages_tri(pages_tri) VALUES ('delete-all')")
     tx.conn.execute(pages_tri_insert_sql())  # padded as its triggers index (schema.MIGRATION_12)
+    rebuild_observations_tri(tx.conn)  # contentless as pages_tri: no 'rebuild' (schema.MIGRATION_13)
     after = getattr(tx, "after_commit", None)
     if callable(after):
         after(lambda conn: (conn.execute("VACUUM"), conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")))
