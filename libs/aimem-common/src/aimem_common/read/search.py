@@ -50,6 +50,7 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import re
 import sqlite3
 import time
 from collections import Counter
@@ -518,22 +519,44 @@ def _trigram_stream(conn, tt: TrigramTerms, scopes, opts: QueryOptions,
     return ranked[: opts.candidates]
 
 
+_DOTTED_NUMBER = re.compile(r"\d+(?:\.\d+){2,}")
+DOTTED_SCAN = 200  # phrase matches of a dotted number read to find the pages writing it as such
+
+
 def _exact_stream(conn, idents: list[str], scopes, opts: QueryOptions) -> list[tuple[int, float]]:
-    """Pages holding a rare identifier of the question: score Σ 1/df over the identifiers held."""
+    """Pages holding a rare identifier of the question: score Σ 1/df over the identifiers held.
+
+    A dotted number (``2.3.1``) is a phrase of its parts to FTS5, which ``2, 3, 1``,
+    ``192.2.3.1`` and ``2-3-1`` match too: its matches (and those of ``v2.3.1``) are kept to the
+    pages whose text writes it with dots and no longer number around it (``_dotted_pages``).
+    """
     expiry = "" if opts.include_expired else " AND (p.expires_at IS NULL OR julianday(p.expires_at) > julianday('now'))"
     where, args = _scope_sql(scopes, "+p.project_id")
     score: dict[int, float] = {}
     for ident in idents:
+        dotted = _DOTTED_NUMBER.fullmatch(ident) is not None
+        expr = fts_query([ident, "v" + ident] if dotted else [ident]) or '""'
         rows = conn.execute(
             "SELECT p.id FROM pages_fts JOIN pages p ON p.id = pages_fts.rowid"
             f" WHERE pages_fts MATCH ?{where}{expiry} LIMIT ?",
-            [_scoped_match(fts_query([ident]) or '""', scopes), *args, EXACT_MAX_DF + 1],
+            [_scoped_match(expr, scopes), *args, DOTTED_SCAN if dotted else EXACT_MAX_DF + 1],
         ).fetchall()
-        if len(rows) > EXACT_MAX_DF:
+        ids = _dotted_pages(conn, ident, [pid for (pid,) in rows]) if dotted else [pid for (pid,) in rows]
+        if len(ids) > EXACT_MAX_DF:
             continue
-        for (pid,) in rows:
-            score[pid] = score.get(pid, 0.0) + 1.0 / len(rows)
+        for pid in ids:
+            score[pid] = score.get(pid, 0.0) + 1.0 / len(ids)
     return sorted(score.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def _dotted_pages(conn, number: str, ids: list[int]) -> list[int]:
+    """Of ``ids``, the pages whose title or body writes ``number`` (``2.3.1``, or ``v2.3.1``)
+    with no digit, letter or dotted part joined to it."""
+    if not ids:
+        return []
+    pattern = re.compile(r"(?<![\w.])v?" + re.escape(number) + r"(?![\w]|\.\d)", re.I)
+    rows = conn.execute(f"SELECT id, title, body FROM pages WHERE id IN ({','.join('?' * len(ids))})", ids)
+    return [pid for pid, title, body in rows if pattern.search(title or "") or pattern.search(body or "")]
 
 
 def live_page_count(conn: sqlite3.Connection, scopes: list[Scope] | None) -> int:

@@ -131,3 +131,20 @@ def test_a_bare_version_number_finds_its_page_first(pool, seeder):
     assert res["hits"][0]["score_details"]["streams"]["exact"]["rank"] == 1
     # A two-part number reads as a quantity, not an identifier.
     assert "exact" not in _top(pool, "upgrade 3.12 build", app)["streams_active"]
+
+
+def test_a_bare_version_is_told_from_the_same_digits_written_otherwise(pool, seeder):
+    """``2.3.1`` is not ``2, 3, 1``, ``192.2.3.1``, ``1.2.3.1`` or ``2-3-1``; ``v2.3.1`` is it."""
+    app = seeder.scope("default", "app")
+    for i in range(10):
+        seeder.page(app, f"notes/rel-{i}.md", f"# Release notes {i}\nRelease notes for the upgrade, {i}.")
+    for path, body in [("a", "Do steps 2, 3, 1 in that order for the upgrade."), ("b", "Gateway 192.2.3.1 for the upgrade."),
+                       ("c", "libfoo 1.2.3.1 for the upgrade"), ("e", "Meeting at 2-3-1 upgrade"),
+                       ("f", "Upgrade to 2.3.10 later.")]:
+        seeder.page(app, f"notes/{path}.md", f"# {path}\n{body}")
+    target = seeder.page(app, "notes/d.md", "# Target\nUpgrade to 2.3.1 tomorrow.")
+    tagged = seeder.page(app, "notes/v.md", "# Regression\nThe regression shipped in v2.3.1 (parser).")
+    res = _top(pool, "2.3.1", app)
+    assert {h["page_id"] for h in res["hits"][:2]} == {target, tagged}, [h["path"] for h in res["hits"][:4]]
+    exact = {h["page_id"] for h in res["hits"] if "exact" in h["score_details"]["streams"]}
+    assert exact == {target, tagged}
