@@ -48,3 +48,28 @@ def test_an_unparsable_request_gets_a_json_400(services) -> None:
             assert int(headers["content-length"]) == len(body)
         # The service goes on answering.
         assert httpx.get(f"{procs[name].url}/healthz", timeout=5).status_code == 200
+
+
+def test_a_client_that_goes_away_mid_body_is_a_4xx_not_a_500(services) -> None:
+    """A hook client killed while sending its body: the ingress counts a 400, logs no error."""
+    import time
+
+    procs = services("writer")
+    procs |= services("ingress")
+    u = urlsplit(procs["ingress"].url)
+    for _ in range(3):
+        with socket.create_connection((u.hostname, u.port), timeout=5) as sock:
+            sock.sendall(b"POST /hook?agent=claude-code HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 200\r\n\r\n{\"session_id\":")
+            time.sleep(0.2)
+    deadline = time.monotonic() + 10
+    while True:
+        metrics = httpx.get(f"{procs['ingress'].url}/metrics", timeout=5).text
+        counts = [line for line in metrics.splitlines()
+                  if line.startswith("aimem_http_request_duration_seconds_count") and 'route="/hook"' in line]
+        if any('status="400"' in c for c in counts) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert any('status="400"' in c for c in counts), counts
+    assert not any('status="500"' in c for c in counts), counts
+    assert "unhandled error" not in procs["ingress"].log_path.read_text()
