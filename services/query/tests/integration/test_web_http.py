@@ -274,3 +274,14 @@ def test_a_running_sessions_turns_show_inert_beside_the_page_hits(web):
         assert "decisions/keep-id.md" in hits  # the page hits are still there
         assert raw.startswith("In sessions still running</h2>"), raw[:200]
         assert "sess-run" in raw and "&lt;b&gt;ERR_7311&lt;/b&gt;" in raw and "<b>ERR_7311" not in raw
+
+
+def test_a_session_whose_id_holds_a_slash_opens_its_timeline(web):
+    web.hook("app", "team/agent-7", "UserPromptSubmit", prompt="a prompt from a slashed session id")
+    with client(web) as c:
+        login(c, name="carl", password="carl's long password")
+        deadline = time.monotonic() + 20
+        while "team/agent-7" not in c.get("/web/p/default/app/sessions").text and time.monotonic() < deadline:
+            time.sleep(0.2)
+        r = c.get("/web/p/default/app/sessions/team/agent-7")
+        assert r.status_code == 200 and "a prompt from a slashed session id" in r.text

@@ -28,7 +28,7 @@ async def session_list(request: Request, user: UserDep, workspace: str, project:
     return renderer(request).page(request, "sessions.html", scope=scope, sessions=rows, live=True)
 
 
-@router.get("/sessions/{session_id}")
+@router.get("/sessions/{session_id:path}")  # an id may hold "/" (page_url keeps it)
 async def timeline(request: Request, user: UserDep, workspace: str, project: str, session_id: str,
                    offset: int = Query(0, ge=0, le=DB_INT_MAX)) -> Response:
     """One session's observations in arrival order, with their kinds (200 a screen)."""
