@@ -263,7 +263,8 @@ def run_service(service: str, settings: Settings, app_factory: Callable[[Setting
     check_bind(settings, settings.host)
     log.info("starting aimem-%s on %s:%d (%d worker%s), data dir %s", service, settings.host, settings.port(service),
              workers, "" if workers == 1 else "s", settings.data_dir)
-    common = dict(host=settings.host, port=settings.port(service), loop="uvloop", http=JsonErrorHttpProtocol,
+    # ws="none": no service speaks WebSocket, so an upgrade request is served as plain HTTP.
+    common = dict(host=settings.host, port=settings.port(service), loop="uvloop", http=JsonErrorHttpProtocol, ws="none",
                   log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     if workers > 1 and worker_factory is not None:
         # Config errors are found by ``config.load`` and ``check_bind`` before uvicorn forks.

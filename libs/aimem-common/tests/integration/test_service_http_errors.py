@@ -73,3 +73,14 @@ def test_a_client_that_goes_away_mid_body_is_a_4xx_not_a_500(services) -> None:
     assert any('status="400"' in c for c in counts), counts
     assert not any('status="500"' in c for c in counts), counts
     assert "unhandled error" not in procs["ingress"].log_path.read_text()
+
+
+def test_a_websocket_upgrade_is_answered_as_plain_http(services) -> None:
+    """No service speaks WebSocket: an upgrade request is answered by the app as the plain
+    request it also is (uvicorn's was an empty 403)."""
+    procs = services("writer")
+    status, headers, body = _raw(procs["writer"].url, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                                 b"Connection: close, Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                                 b"Sec-WebSocket-Version: 13\r\n\r\n")
+    assert status == 200 and headers["content-type"] == "application/json", (status, headers, body)
+    assert json.loads(body)["service"] == "writer"
