@@ -35,6 +35,8 @@ def web(web_stack):
     web_stack.user("carl", "carl's long password", ("default", "app", False))
     web_stack.user("dora", "dora's long password", ("default", "app", False))
     web_stack.user("eve", "eve's long password", ("default", "app", False))
+    # gil reads app and is never locked out (carl is, by the rate-limit test, for login_window_s)
+    web_stack.user("gil", "gil's long password", ("default", "app", False))
     web_stack.page("app", "concepts/retry.md", "# Retry\nKeep the id. See [[decisions/keep-id]].")
     web_stack.page("app", "decisions/keep-id.md", "# Keep the id\nRetries keep the event id.")
     web_stack.page("infra", "runbooks/nats.md", "# NATS\nRestart with the store kept.")
@@ -263,7 +265,7 @@ def test_a_running_sessions_turns_show_inert_beside_the_page_hits(web):
     escaped like every other agent text."""
     web.hook("app", "sess-run", "UserPromptSubmit", prompt="<b>ERR_7311</b> while retries keep the id")
     with client(web) as c:
-        login(c, name="carl", password="carl's long password")
+        assert login(c, name="gil", password="gil's long password").status_code == 303
         deadline = time.monotonic() + 20
         while True:
             html = c.get("/web/p/default/app/search", params={"q": "ERR_7311 keep the id"}).text
@@ -279,7 +281,7 @@ def test_a_running_sessions_turns_show_inert_beside_the_page_hits(web):
 def test_a_session_whose_id_holds_a_slash_opens_its_timeline(web):
     web.hook("app", "team/agent-7", "UserPromptSubmit", prompt="a prompt from a slashed session id")
     with client(web) as c:
-        login(c, name="carl", password="carl's long password")
+        assert login(c, name="gil", password="gil's long password").status_code == 303
         deadline = time.monotonic() + 20
         while "team/agent-7" not in c.get("/web/p/default/app/sessions").text and time.monotonic() < deadline:
             time.sleep(0.2)
