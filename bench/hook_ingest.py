@@ -6,7 +6,9 @@ offered rate, two ``hey`` processes at once (a Go client: it does not eat the CP
 server needs like a Python loop would): one posting Claude Code ``PostToolUse`` payloads to
 ``/hook`` with the root token at the rate, one reading ``/healthz`` at 50 req/s on the same
 server — the reference: what the same server answers, under the same load, for a request
-that does no work. Then ``max``: no rate limit, 64 connections, the sustained accepted rate.
+that does no work. Then ``max``: no rate limit, 64 connections, the sustained accepted rate,
+once driven by ``wrk`` (a C client, ``wrk_post.lua``: a fraction of hey's CPU per request, which
+the two cores share with the stack) and once by ``hey`` (the client of the earlier rounds).
 After the runs it waits until the writer caught up and counts what reached SQLite: every
 202 must be there (zero loss). Finally ``aimem hook`` (the real console script, a fresh
 process each time): p50/p95 wall time.
@@ -15,7 +17,7 @@ Reported per rate: accepted (202/s), ``/hook`` and ``/healthz`` p50/p99 and thei
 the 429/other shares, the ingress's CPU µs per accepted hook (``/proc``, every worker
 process: load-independent; ``net``: less what the ingress spends per second serving only the
 ``/healthz`` reference and its own background work, measured first), the CPU of the other
-parts per hook (nats-server, writer, the ``hey`` clients), their sum (``pipeline``: what one
+parts per hook (nats-server, writer, the load generator: hey or wrk), their sum (``pipeline``: what one
 hook costs this machine end to end) and ``cores_bound``: the rate the machine's cores would
 carry at that cost with nothing else running (cores / pipeline CPU per hook), the machine's
 load average.
@@ -31,7 +33,8 @@ that connection's next request: latencies under saturation are closed-loop figur
     .venv/bin/python -m bench.hook_ingest --in-process   # where the ingress CPU goes (hook_inproc.py)
 
 ``--profile DIR`` records the ingress with py-spy (every worker) during the 500 ev/s run
-(``DIR/ingress-w<N>-500.folded``, folded stacks). Needs ``hey`` (``apt-get install hey``).
+(``DIR/ingress-w<N>-500.folded``, folded stacks). Needs ``hey`` (``apt-get install hey``); the
+unthrottled step also runs with ``wrk`` when it is installed (``apt-get install wrk``).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ CWD = "/home/dev/projects/acme-api"
 HEALTHZ_RATE = 50
 REFERENCE_S = 5.0  # the /healthz-only run that measures the ingress's cost outside hooks
 SPREAD = 8  # hey processes per paced rate, their tickers out of phase (_hey_spread)
+MAX_CLIENTS = ("wrk", "hey")  # the unthrottled step, once with each client found on PATH
 
 
 def payload(i: int) -> bytes:
@@ -89,6 +93,24 @@ def _hey(url: str, *, rate: float | None, seconds: float, conns: int, body: Path
     if token:
         cmd += ["-H", f"Authorization: Bearer {token}"]
     return subprocess.Popen(cmd + [url], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+WRK_SCRIPT = Path(__file__).with_name("wrk_post.lua")
+
+
+def _wrk(url: str, *, seconds: float, conns: int, body: Path, token: str | None) -> subprocess.Popen:
+    """The unthrottled step's C client (``wrk_post.lua``): one thread, ``conns`` connections."""
+    cmd = ["wrk", "-t1", "-c", str(conns), "-d", f"{seconds:g}s", "-s", str(WRK_SCRIPT), url, "--",
+           str(body), token or "-"]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _parse_wrk(out: bytes) -> dict[str, Any]:
+    """wrk's last line (``wrk_post.lua``'s ``done``) → statuses and p50/p99 in ms (every answer)."""
+    res = json.loads(out.decode().strip().splitlines()[-1])
+    return {"statuses": {int(k): v for k, v in res["statuses"].items()},
+            "p50_ms": res["p50_us"] / 1000, "p99_ms": res["p99_us"] / 1000,
+            "socket_errors": res["socket_errors"] + res["timeouts"]}
 
 
 def _hey_spread(url: str, *, rate: int, seconds: float, conns: int, procs: int, body: Path | None = None,
@@ -212,9 +234,11 @@ def reference_cpu_per_s(port: int, parts: Parts, seconds: float = REFERENCE_S) -
 
 def load_step(port: int, token: str | None, rate: int | None, seconds: float, conns: int, body: Path,
               parts: Parts, reference_per_s: float, profile: Path | None = None,
-              writer_url: str | None = None, spread: int = 1) -> dict[str, Any]:
+              writer_url: str | None = None, spread: int = 1, client: str = "hey") -> dict[str, Any]:
     """One run: ``/hook`` at ``rate`` (None = as fast as ``conns`` connections go) beside ``/healthz``;
-    a paced run's connections in ``spread`` hey processes out of phase (``_hey_spread``)."""
+    a paced run's connections in ``spread`` hey processes out of phase (``_hey_spread``). An
+    unthrottled run may use ``client="wrk"`` instead of hey (``_wrk``: the same body and
+    connections, a fraction of hey's CPU per request, latencies over every answer)."""
     spy = _spy(parts.ingress, seconds, profile) if profile is not None else None
     applied0 = writer_batches(writer_url, token) if writer_url else (0.0, 0.0)
     base = f"http://127.0.0.1:{port}"
@@ -222,8 +246,12 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
     load0, cpu0, t0 = os.getloadavg()[0], parts.cpu(), time.perf_counter()
     health = _hey(f"{base}/healthz", rate=HEALTHZ_RATE, seconds=seconds, conns=2)
     url = f"{base}/hook?agent=claude-code"
-    hooks = (_hey_spread(url, rate=rate, seconds=seconds, conns=conns, procs=spread, body=body, token=token)
-             if rate else [_hey(url, rate=None, seconds=seconds, conns=conns, body=body, token=token)])
+    if rate:
+        hooks = _hey_spread(url, rate=rate, seconds=seconds, conns=conns, procs=spread, body=body, token=token)
+    elif client == "wrk":
+        hooks = [_wrk(url, seconds=seconds, conns=conns, body=body, token=token)]
+    else:
+        hooks = [_hey(url, rate=None, seconds=seconds, conns=conns, body=body, token=token)]
     outs = [h.communicate() for h in hooks]
     health_out, _ = health.communicate()
     elapsed = time.perf_counter() - t0
@@ -236,25 +264,33 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
         spy.wait(60)
     for h, (_, err) in zip(hooks, outs):
         if h.returncode:
-            raise RuntimeError(f"hey failed: {err.decode()[-500:]}")
-    lat, statuses = [], Counter()
-    for out, _ in outs:
-        part_lat, part_statuses = _parse(out)
-        lat += part_lat
-        statuses.update(part_statuses)
-    statuses = dict(statuses)
+            raise RuntimeError(f"{client if not rate else 'hey'} failed: {err.decode()[-500:]}")
+    socket_errors = 0
+    if client == "wrk" and not rate:
+        got = _parse_wrk(outs[0][0])
+        statuses, socket_errors = got["statuses"], got["socket_errors"]
+        hook_p50, hook_p99 = got["p50_ms"], got["p99_ms"]
+    else:
+        lat, counts = [], Counter()
+        for out, _ in outs:
+            part_lat, part_statuses = _parse(out)
+            lat += part_lat
+            counts.update(part_statuses)
+        statuses = dict(counts)
+        hook_p50, hook_p99 = pct(lat, 50) * 1000, pct(lat, 99) * 1000
     hlat, _ = _parse(health_out)
     sent = sum(statuses.values())
     accepted = statuses.get(202, 0)
     per_hook = 1e6 / max(1, accepted)
     pipeline = cpu["ingress"] + cpu.get("nats-server", 0.0) + cpu.get("writer", 0.0) + cpu["hey"]
-    hook_p99, health_p99 = pct(lat, 99) * 1000, pct(hlat, 99) * 1000
+    health_p99 = pct(hlat, 99) * 1000
     return {
         "rate": rate or "max", "arrivals": "closed loop" if not rate else ("in phase" if spread == 1 else
                                                                             f"{spread} phases"),
-        "connections": conns, "sent": sent, "accepted": accepted,
+        "client": "hey" if rate else client,
+        "connections": conns, "sent": sent, "accepted": accepted, "socket_errors": socket_errors,
         "accepted_per_s": accepted / elapsed,
-        "hook_p50_ms": pct(lat, 50) * 1000, "hook_p99_ms": hook_p99,
+        "hook_p50_ms": hook_p50, "hook_p99_ms": hook_p99,
         "healthz_p50_ms": pct(hlat, 50) * 1000, "healthz_p99_ms": health_p99,
         "p99_ratio": hook_p99 / health_p99 if health_p99 else 0.0,
         "share_429": statuses.get(429, 0) / max(1, sent),
@@ -269,7 +305,7 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
         "writer_mean_batch": (applied[0] - applied0[0]) / batches if batches else 0.0,  # what it applied meanwhile
         # hooks per JetStream message the ingress published (gathered into bundles; one worker's view)
         "ingress_mean_bundle": (published[0] - published0[0]) / messages if messages else 0.0,
-        "hey_cpu_us_per_hook": cpu["hey"] * per_hook,
+        "loadgen_cpu_us_per_hook": cpu["hey"] * per_hook,  # hey or wrk, and the /healthz hey
         # everything a hook costs on this machine, and the rate its cores could carry at that cost
         "pipeline_cpu_us_per_hook": pipeline * per_hook,
         "cores_bound_ev_s": os.cpu_count() / pipeline * accepted if pipeline else 0.0,
@@ -334,7 +370,7 @@ def _stored(db_path: Path, expected: int, writer_alive, timeout_s: float = 300) 
         if not writer_alive():
             raise RuntimeError(f"the stack stopped with {got}/{expected} stored")
         time.sleep(0.2)
-    time.sleep(0.5)  # nothing more may arrive: a count above `expected` is a duplicate
+    time.sleep(0.5)  # nothing more may arrive: a count above `expected` (and the unread) is a duplicate
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
     got = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
     conn.close()
@@ -359,27 +395,33 @@ def run_stack(workers: int, rates: list[int], seconds: float, conns: int, hook_r
             token = stack.token
             warm = load_step(port, token, 200, 2.0, 4, body, parts, 0.0)
             reference = reference_cpu_per_s(port, parts)
-            rows, accepted = [], warm["accepted"]
-            # (rate, hey processes): each paced rate with its connections out of phase; 500 ev/s
-            # also in phase (one hey process: bursts of every connection at once) beside it
-            steps: list[tuple[int | None, int]] = [(r, spread) for r in rates]
+            rows, accepted, unread = [], warm["accepted"], 0
+            # (rate, hey processes, client): each paced rate with its connections out of phase;
+            # 500 ev/s also in phase (one hey process: bursts of every connection at once) beside
+            # it; unthrottled with wrk (the lighter client) and with hey (as in earlier rounds)
+            steps: list[tuple[int | None, int, str]] = [(r, spread, "hey") for r in rates]
             if 500 in rates and spread > 1:
-                steps.insert(rates.index(500) + 1, (500, 1))
+                steps.insert(rates.index(500) + 1, (500, 1, "hey"))
             if max_run:
-                steps.append((None, 1))
-            for rate, procs in steps:
+                steps += [(None, 1, c) for c in MAX_CLIENTS if shutil.which(c)]
+            for rate, procs, client in steps:
                 spy_to = (profile / f"ingress-w{workers}-{rate}.folded"
                           if profile is not None and rate == 500 and procs == spread else None)
                 row = load_step(port, token, rate, seconds, conns if rate is None else max(8, min(conns, rate // 12)),
-                                body, parts, reference, spy_to, stack.url("writer"), procs)
+                                body, parts, reference, spy_to, stack.url("writer"), procs, client)
                 accepted += row["accepted"]
+                # wrk stops reading when its time is up: each connection may hold a request the
+                # ingress still stores (and answers 202 to nobody)
+                unread += conns if client == "wrk" and rate is None else 0
                 rows.append(row)
                 time.sleep(1.0)
             db_path = config.load(stack.data_dir, environ={}, check_writable=False).db_path
             got = _stored(db_path, accepted, lambda: stack.proc is not None and stack.proc.poll() is None)
             hook = hook_walls(stack.url("ingress"), token, tmp_path / "client", hook_runs) if hook_runs else None
     return {"ingress_workers": workers, "rates": rows, "accepted_total": accepted, "stored_total": got,
-            "lost": accepted - got if got < accepted else 0, "zero_loss": got == accepted,
+            "lost": accepted - got if got < accepted else 0, "unread_max": unread,
+            # every counted 202 stored, and nothing beyond what was sent but not read (a duplicate)
+            "zero_loss": accepted <= got <= accepted + unread,
             "reference_ingress_cpu_per_s": reference, "hook_client": hook, "auth": bool(token)}
 
 
@@ -437,24 +479,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         stacks.append(res)
         print(f"\n### ingress workers {workers} (aimem up, root token {'on' if res['auth'] else 'off'}; "
               f"ingress alone on /healthz + background: {res['reference_ingress_cpu_per_s'] * 1000:.1f} ms CPU/s)")
-        print(table(res["rates"], ["rate", "arrivals", "connections", "sent", "accepted_per_s", "hook_p50_ms", "hook_p99_ms",
+        print(table(res["rates"], ["rate", "arrivals", "client", "connections", "sent", "accepted_per_s", "hook_p50_ms", "hook_p99_ms",
                                    "healthz_p50_ms", "healthz_p99_ms", "p99_ratio", "share_429", "other_errors",
                                    "ingress_cpu_us_per_hook", "ingress_cpu_us_per_hook_net", "ingress_cpu_share",
                                    "ingress_sys_share_of_cpu", "nats_cpu_us_per_hook", "writer_cpu_us_per_hook", "writer_mean_batch",
                                    "ingress_mean_bundle",
-                                   "hey_cpu_us_per_hook", "pipeline_cpu_us_per_hook", "cores_bound_ev_s", "loadavg_1m"]))
+                                   "loadgen_cpu_us_per_hook", "pipeline_cpu_us_per_hook", "cores_bound_ev_s", "loadavg_1m"]))
         print(f"stored {res['stored_total']} / accepted {res['accepted_total']} (lost {res['lost']}, "
-              f"zero loss: {res['zero_loss']})")
+              f"zero loss: {res['zero_loss']}; up to {res['unread_max']} more may be stored: requests in "
+              f"flight when wrk stopped reading)")
         if h := res["hook_client"]:
             print(f"aimem hook wall time over {h['runs']} runs: p50 {h['p50_ms']:.1f} ms, p95 {h['p95_ms']:.1f} ms, "
                   f"max {h['max_ms']:.1f} ms")
-    scaling = [{"ingress_workers": s["ingress_workers"],
-                **{k: r[k] for r in s["rates"] if r["rate"] == "max"
+    scaling = [{"ingress_workers": s["ingress_workers"], "client": r["client"],
+                **{k: r[k]
                    for k in ("accepted_per_s", "ingress_cpu_us_per_hook", "ingress_cpu_share", "nats_cpu_us_per_hook",
-                             "writer_cpu_us_per_hook", "writer_mean_batch", "ingress_mean_bundle", "hey_cpu_us_per_hook",
+                             "writer_cpu_us_per_hook", "writer_mean_batch", "ingress_mean_bundle", "loadgen_cpu_us_per_hook",
                              "pipeline_cpu_us_per_hook",
                              "cores_bound_ev_s", "share_429", "loadavg_1m")},
-                "zero_loss": s["zero_loss"]} for s in stacks]
+                "zero_loss": s["zero_loss"]} for s in stacks for r in s["rates"] if r["rate"] == "max"]
     if not args.no_max:
         print("\n### unthrottled, by ingress workers\n" + table(scaling))
     res = {"stacks": stacks, "scaling": scaling, "seconds_per_rate": args.seconds, "max_connections": args.conns,

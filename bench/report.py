@@ -102,17 +102,29 @@ def _hook_ingest(path: Path, data: dict[str, Any]) -> list[Row]:
                                 f"{cpu:,.0f} µs ({r.get('ingress_cpu_us_per_hook_net', cpu):,.0f} net of `/healthz`)",
                                 f"per hook: nats-server {_num(r.get('nats_cpu_us_per_hook'), ' µs')}, writer "
                                 f"{_num(r.get('writer_cpu_us_per_hook'), ' µs')}, load generator "
-                                f"{_num(r.get('hey_cpu_us_per_hook'), ' µs')}", cpu <= 250, path.name))
+                                f"{_num(_loadgen_us(r), ' µs')}", cpu <= 250, path.name))
             elif r["rate"] == "max":
-                rows.append(Row(f"accepted ev/s, unthrottled{tag}", "≥ 3,000 ev/s",
+                client = r.get("client", "hey")
+                rows.append(Row(f"accepted ev/s, unthrottled, {client} as the client{tag}", "≥ 3,000 ev/s",
                                 f"{r['accepted_per_s']:,.0f} ev/s at {r.get('ingress_cpu_share', 0):.2f} of a core",
                                 f"p99 {_ms(r['hook_p99_ms'])}, 429 share {r.get('share_429', 0):.1%}, "
-                                f"{cpu:,.0f} µs ingress CPU each", r["accepted_per_s"] >= 3000, path.name))
+                                f"{cpu:,.0f} µs ingress CPU each; {client} {_num(_loadgen_us(r), ' µs')} per hook "
+                                f"of the same cores; pipeline {_num(r.get('pipeline_cpu_us_per_hook'), ' µs')} per hook",
+                                r["accepted_per_s"] >= 3000, path.name))
         if "stored_total" in stack:
+            unread = stack.get("unread_max", 0)
             rows.append(Row(f"accepted hooks stored{tag}", "0 lost",
-                            f"{stack['stored_total']:,} / {stack['accepted_total']:,}", "counted in SQLite after the drain",
+                            f"{stack['stored_total']:,} / {stack['accepted_total']:,}",
+                            "counted in SQLite after the drain" + (
+                                f"; up to {unread} more may be stored: requests in flight when wrk stopped reading"
+                                if unread else ""),
                             bool(stack.get("zero_loss")), path.name))
     return rows
+
+
+def _loadgen_us(r: dict[str, Any]) -> float | None:
+    """The load generator's CPU per hook (files before wrk name it ``hey_cpu_us_per_hook``)."""
+    return r.get("loadgen_cpu_us_per_hook", r.get("hey_cpu_us_per_hook"))
 
 
 def _writer(path: Path, data: dict[str, Any]) -> list[Row]:

@@ -58,14 +58,18 @@ def test_each_vault_size_comes_from_its_newest_file_beside_the_fts5_reference(tm
 def test_hook_rows_per_ingress_worker_count(tmp_path):
     rate = {"rate": 500, "p99_ratio": 1.5, "hook_p99_ms": 30.0, "healthz_p99_ms": 20.0, "hook_p50_ms": 5.0,
             "ingress_cpu_us_per_hook": 260.0, "accepted_per_s": 500.0}
-    top = {**rate, "rate": "max", "accepted_per_s": 3100.0}
-    stacks = [{"ingress_workers": w, "rates": [rate, top], "stored_total": 10, "accepted_total": 10 + w - 1,
-               "zero_loss": w == 1} for w in (1, 2)]
+    top = {**rate, "rate": "max", "accepted_per_s": 3100.0, "client": "wrk", "loadgen_cpu_us_per_hook": 31.0}
+    top_hey = {**rate, "rate": "max", "accepted_per_s": 2600.0, "hey_cpu_us_per_hook": 120.0}  # a file before wrk
+    stacks = [{"ingress_workers": w, "rates": [rate, top, top_hey], "stored_total": 10,
+               "accepted_total": 10 + w - 1, "zero_loss": w == 1} for w in (1, 2)]
     _write(tmp_path, "hook_ingest", "20261201T010000", {"stacks": stacks})
     rows = _rows(report.render(tmp_path))
     assert "**met**" in rows["`/hook` p99 ÷ `/healthz` p99 at 500 ev/s (1 ingress worker)"]
     assert "not met" in rows["ingress CPU per accepted hook at 500 ev/s (2 ingress workers)"]
-    assert "**met**" in rows["accepted ev/s, unthrottled (2 ingress workers)"]
+    wrk = rows["accepted ev/s, unthrottled, wrk as the client (2 ingress workers)"]
+    assert "**met**" in wrk and "3,100 ev/s" in wrk and "wrk 31.0 µs per hook" in wrk
+    hey = rows["accepted ev/s, unthrottled, hey as the client (2 ingress workers)"]
+    assert "not met" in hey and "hey 120 µs per hook" in hey
     assert "not met" in rows["accepted hooks stored (2 ingress workers)"]
 
 
