@@ -16,6 +16,31 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 
 
+def reset_peak_rss() -> bool:
+    """Start this process's peak resident set afresh (Linux: ``5`` into ``/proc/self/clear_refs``
+    resets ``VmHWM``), so that ``peak_rss_mb`` covers only what runs after it, not a seeding
+    phase before it. False where the kernel does not offer it."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set in MiB since it started or since ``reset_peak_rss``
+    (``VmHWM`` of ``/proc/self/status``; ``ru_maxrss`` where that is missing)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def cpu_mhz() -> float | None:
     """The first core's clock as ``/proc/cpuinfo`` reports it (MHz), or None."""
     try:

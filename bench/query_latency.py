@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import statistics
 import time
 import uuid
@@ -37,7 +36,7 @@ from aimem_common.db.connect import open_reader
 from aimem_common.read.textindex import disk_bytes, is_complete
 from aimem_writer.textindex import build
 
-from bench.common import machine_info, write_result
+from bench.common import machine_info, peak_rss_mb, reset_peak_rss, write_result
 from aimem_common.models import Scope
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.search import QueryOptions, memory_query
@@ -287,7 +286,7 @@ def footprint(db: Path, search_dir: Path, size: int) -> dict[str, float]:
     disk = sum(p.stat().st_size for p in db.parent.glob(db.name) if p.is_file())
     disk += sum(p.stat().st_size for p in db.parent.glob(db.name + "-*") if p.is_file())
     tidx = disk_bytes(search_dir)
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss_mb = peak_rss_mb()  # since reset_peak_rss() in main: the readers and their searches, not the seeding
     per = 100_000 / size
     return {"sqlite_mb": round(disk / 2**20, 1), "sqlite_mb_per_100k": round(disk / 2**20 * per, 1),
             "text_index_mb": round(tidx / 2**20, 1), "text_index_mb_per_100k": round(tidx / 2**20 * per, 1),
@@ -344,6 +343,7 @@ def main(argv: list[str] | None = None) -> None:
         added = add_observations(db, args.turns) if args.turns else 0
         gen_s = time.perf_counter() - t0
         search_dir, index_s = ensure_text_index(db)
+        reset_peak_rss()  # the footprint's peak RSS is the serving side's, whether or not this run seeded
         # "text_index": what the services run (the fts stream on tantivy); "fts5": the fallback
         # (a read replica, an index being rebuilt), measured beside it as the A/B.
         pools = {"text_index": ReaderPool(db, size=1, budget_ms=0, text_index_dir=search_dir)}

@@ -127,6 +127,21 @@ def _loadgen_us(r: dict[str, Any]) -> float | None:
     return r.get("loadgen_cpu_us_per_hook", r.get("hey_cpu_us_per_hook"))
 
 
+def _wake_cost(path: Path, data: dict[str, Any]) -> list[Row]:
+    """The machine's floor under a lone hook (``wake_cost``): no target, the reference of the
+    ingress CPU rows."""
+    rows = data.get("rows", [])
+    ack = next((r for r in rows if r["case"].startswith("puback")), None)
+    sleep = next((r for r in rows if r["case"] == "sleep"), None)
+    if not ack or not sleep:
+        return []
+    gap = data.get("gap_ms", 2)
+    return [Row(f"a publish and its PubAck, one every {gap:g} ms (the floor under a hook that arrives alone)", "—",
+                f"{ack['after_idle_cpu_us']:,.0f} µs CPU ({ack['back_to_back_cpu_us']:,.0f} back to back)",
+                f"waking from {gap:g} ms idle alone costs {sleep['after_idle_cpu_us']:,.0f} µs CPU; "
+                f"PubAck p50 {ack.get('p50_us', 0):,.0f} µs", None, path.name)]
+
+
 def _writer(path: Path, data: dict[str, Any]) -> list[Row]:
     return [Row("writer apply rate, 20,000-observation backlog", "≥ 6,000 obs/s",
                 f"{data['obs_per_s']:,} obs/s", f"{data.get('obs_per_cpu_s', 0):,} per writer CPU-second, "
@@ -186,6 +201,7 @@ def _locomo(path: Path, data: dict[str, Any]) -> list[Row]:
 # name of the result files → what its targets are
 TARGETS: dict[str, Callable[[Path, dict[str, Any]], list[Row]]] = {
     "hook_ingest": _hook_ingest,
+    "wake_cost": _wake_cost,
     "writer_throughput": _writer,
     "query_latency": _query,
     "locomo-none": _locomo,

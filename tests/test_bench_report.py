@@ -85,3 +85,16 @@ def test_the_machine_line_carries_the_clock_and_the_python_speed(tmp_path):
     assert "2 × Test CPU, 2,600 MHz, pure-Python loop 32.9 M it/s, 23.5 GiB" in line
     old = next(l for l in text.splitlines() if l.startswith("- `hook_ingest-20261201T010000.json`"))
     assert "2 × Test CPU, 23.5 GiB" in old and "MHz" not in old
+
+
+def test_the_wake_cost_row_is_a_reference_without_a_target(tmp_path):
+    rows = [{"case": "sleep", "after_idle_cpu_us": 40.0, "back_to_back_cpu_us": 1.0, "extra_us": 39.0},
+            {"case": "sleep + 3,000 loop iterations", "after_idle_cpu_us": 106.5, "back_to_back_cpu_us": 63.7,
+             "extra_us": 42.8},
+            {"case": "puback (publish + its PubAck)", "after_idle_cpu_us": 215.9, "back_to_back_cpu_us": 78.4,
+             "extra_us": 137.5, "p50_us": 267, "p99_us": 478, "back_to_back_p50_us": 151}]
+    _write(tmp_path, "wake_cost", "20261201T010000", {"gap_ms": 2.0, "n": 3000, "rows": rows})
+    row = _rows(report.render(tmp_path))["a publish and its PubAck, one every 2 ms (the floor under a hook that "
+                                         "arrives alone)"]
+    assert "216 µs CPU (78 back to back)" in row and "alone costs 40 µs CPU" in row and "p50 267 µs" in row
+    assert "met" not in row  # a reference: no verdict
