@@ -123,3 +123,28 @@ def test_candidate_rows_keep_reading_while_authority_can_still_win(pool, seeder)
                                                    search._json_list(r["tags"])), c.page_id) for c, r in rows),
                         reverse=True)
     assert {pid for _, pid in scored[:3]} <= set(strong)
+
+
+def test_a_rare_entity_counts_its_live_pages_a_common_one_its_links(pool, seeder, monkeypatch):
+    """Counting a common entity's live pages (a page lookup per link) was most of a global search
+    at 1M pages: above ``DF_EXACT_MAX`` links its document frequency is its link count, and only
+    when it is among the entities used."""
+    monkeypatch.setattr(search, "DF_EXACT_MAX", 20)
+    app = seeder.scope("default", "app")
+    for i in range(30):
+        seeder.page(app, f"notes/l{i}.md", f"# Ledger note {i}\nplain words", entities=["Ledger"])
+    seeder.page(app, "notes/kafka.md", "# Kafka\nold text", entities=["Kafka", "Ledger"])
+    seeder.page(app, "notes/kafka.md", "# Kafka\nnew text", entities=["Kafka", "Ledger"])  # supersedes the first
+    seeder.page(app, "notes/kafka-2.md", "# Kafka again\ntext", entities=["Kafka"])
+    with pool.connection() as conn:
+        ids = {name: eid for eid, name in conn.execute("SELECT id, name FROM entities")}
+        df = search._entity_df(conn, list(ids.values()))
+        assert df == {ids["kafka"]: 2, ids["ledger"]: 32}  # 2 live of 3 links; 32 links (31 live pages)
+        monkeypatch.setattr(search, "DF_EXACT_MAX", 1000)
+        assert search._entity_df(conn, list(ids.values())) == {ids["kafka"]: 2, ids["ledger"]: 31}  # all exact
+        monkeypatch.setattr(search, "DF_EXACT_MAX", 20)
+        monkeypatch.setattr(search, "MAX_ENTITIES", 1)  # no room after the rare one: the common one is not counted
+        assert search._entity_df(conn, list(ids.values())) == {ids["kafka"]: 2}
+    monkeypatch.setattr(search, "MAX_ENTITIES", 16)
+    top = _q(pool, "kafka ledger", [app])["hits"][0]
+    assert top["path"] == "notes/kafka.md" and top["score_details"]["streams"]["entity"]["rank"] == 1
