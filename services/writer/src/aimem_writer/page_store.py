@@ -315,6 +315,20 @@ class PageStore:
             (new_id, path, scope.project_id, scope.project, scope.workspace_id, scope.workspace),
         )
 
+    def relink_entities(self, dest: Scope, page_ids: list[int]) -> None:
+        """Give pages that moved into ``dest`` (a ``session.move`` with ``pages=move``) the same
+        entities there: each link to an entity of another project becomes a link to ``dest``'s
+        entity of that name (created when missing). Entities are per project, and the entity
+        stream finds pages through the searched scope's entities: a link left behind kept a
+        moved page findable from its old project only."""
+        marks = ",".join("?" * len(page_ids))
+        stale = self.conn.execute(
+            f"SELECT l.page_id, e.id, e.display_name FROM entity_page_links l JOIN entities e ON e.id = l.entity_id"
+            f" WHERE l.page_id IN ({marks}) AND e.project_id != ?", (*page_ids, dest.project_id)).fetchall()
+        for page_id, entity_id, display in stale:
+            self.conn.execute("DELETE FROM entity_page_links WHERE entity_id = ? AND page_id = ?", (entity_id, page_id))
+            self._entities(dest, page_id, [display])
+
     def _entities(self, scope: Scope, page_id: int, names: list[str]) -> None:
         seen: set[str] = set()
         for display in names:

@@ -261,6 +261,34 @@ def test_move_session_dry_run_then_confirm(h: Harness) -> None:
     assert e.value.status == 422
 
 
+def test_a_moved_session_page_takes_its_entities_along(h: Harness) -> None:
+    """Entities are per project: the moved page is linked to the new project's entity of the same
+    name, so a search of the new project finds it by that entity and one of the old does not
+    (a link left behind made the page a hit of its old project, across workspaces too)."""
+    from aimem_common.models import Scope
+    from aimem_common.read.search import QueryOptions, memory_query
+
+    def entity_hits(ws: str, pj: str, q: str) -> list[tuple[str, str]]:
+        wid, pid = h.scope_ids(ws, pj)
+        res = memory_query(h.conn, q, [Scope(ws, pj, wid, pid)], options=QueryOptions(explain=True))
+        return [(x["project"], x["path"]) for x in res["hits"] if "entity" in x["score_details"]["streams"]]
+
+    populate(h)
+    for sid, to in (("s-2", {"to_project": "app"}), ("s-3", {"to_workspace": "lab", "to_project": "secret"})):
+        h.session("default", "tmp", sid, n_obs=2)
+        h.write("default", "tmp", f"sessions/{sid}.md",
+                f"---\nentities: [Zanzibar, Quokka]\n---\n# {sid}\nsummary of the work", session_id=sid)
+        if "to_workspace" in to:
+            h.write("lab", "secret", "notes/x.md", "# X\nsomething")  # the destination exists
+        assert ("tmp", f"sessions/{sid}.md") in entity_hits("default", "tmp", "zanzibar")
+        h.run("session.move", {"session_id": sid, **to, "dry_run": False})
+        dest = ("default", "app") if "to_workspace" not in to else ("lab", "secret")
+        assert entity_hits("default", "tmp", "zanzibar quokka") == []
+        assert entity_hits(*dest, "zanzibar quokka") == [(dest[1], f"sessions/{sid}.md")]
+    assert h.count("SELECT count(*) FROM entity_page_links l JOIN entities e ON e.id = l.entity_id"
+                   " JOIN pages p ON p.id = l.page_id WHERE e.project_id != p.project_id") == 0
+
+
 def test_move_session_open_guard_and_create(h: Harness) -> None:
     h.session("default", "tmp", "s-3", ended=False)
     with pytest.raises(AimemError) as e:

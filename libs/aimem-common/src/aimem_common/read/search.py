@@ -641,6 +641,12 @@ def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tu
     ranked = [(pid, float(sc)) for pid, sc in conn.execute(
         f"SELECT page_id, sum(idf) AS s FROM ({union}) GROUP BY page_id ORDER BY round(s, 9) DESC, page_id LIMIT ?",
         [*uargs, opts.candidates]).fetchall()]
+    if scopes is not None and ranked:  # a page in another scope never leaves through an entity of this one
+        pwhere, pargs = _scope_sql(scopes, "project_id")
+        inside = {r[0] for r in conn.execute(
+            f"SELECT id FROM pages WHERE id IN ({','.join('?' * len(ranked))}){pwhere}",
+            [*(pid for pid, _ in ranked), *pargs]).fetchall()}
+        ranked = [(pid, sc) for pid, sc in ranked if pid in inside]
     matched: dict[int, list[str]] = {}
     if opts.explain and ranked:  # which entities each ranked page matched
         top = {pid for pid, _ in ranked}

@@ -148,3 +148,16 @@ def test_a_rare_entity_counts_its_live_pages_a_common_one_its_links(pool, seeder
     monkeypatch.setattr(search, "MAX_ENTITIES", 16)
     top = _q(pool, "kafka ledger", [app])["hits"][0]
     assert top["path"] == "notes/kafka.md" and top["score_details"]["streams"]["entity"]["rank"] == 1
+
+
+def test_a_link_to_another_projects_page_never_leaves_the_scope(pool, seeder):
+    """A stale link (a page moved before its entities followed it) joins an entity of the
+    searched project to a page of another: the entity stream drops that page."""
+    app, lab = seeder.scope("default", "app"), seeder.scope("lab", "secret")
+    mine = seeder.page(app, "notes/z.md", "# Z\nplain", entities=["Zanzibar"])
+    theirs = seeder.page(lab, "notes/private.md", "# Private\nplain")
+    seeder.conn.execute("INSERT INTO entity_page_links(entity_id, page_id) SELECT entity_id, ? FROM entity_page_links"
+                        " WHERE page_id = ?", (theirs, mine))
+    hits = _q(pool, "zanzibar", [app])["hits"]
+    assert [h["page_id"] for h in hits] == [mine]
+    assert theirs in [h["page_id"] for h in _q(pool, "zanzibar", None)["hits"]]  # a global search may see both

@@ -315,6 +315,7 @@ def _move_one(tx: Tx, sid: str, row: sqlite3.Row, dest: Scope | None, cmd: Sessi
                              (wid, pid, *ids))
             conn.execute(f"UPDATE page_embeddings SET workspace_id = ?, project_id = ? WHERE page_id IN ({marks})",
                          (wid, pid, *ids))
+            tx.pages.relink_entities(dest, ids)
             # Readers keep chunk vectors in memory with their page's project and load only rows
             # above the last id they saw: new ids make them reload these pages' rows.
             conn.execute(f"UPDATE page_chunk_embeddings SET id = id + (SELECT max(id) FROM page_chunk_embeddings)"
