@@ -657,31 +657,28 @@ def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tu
 
 
 def _entity_df(conn, ids: list[int]) -> dict[int, int]:
-    """Document frequency of each entity in ``ids`` that some live page links, for choosing the
-    rarest ``MAX_ENTITIES`` and weighing them (idf).
+    """Document frequency of the rarest ``MAX_ENTITIES`` entities of ``ids`` that a live page
+    links: ``{entity id: pages}``, for choosing them and weighing them (idf).
 
-    An entity of at most ``DF_EXACT_MAX`` links gets its live, latest pages counted exactly
-    (each link looked up in ``pages_live``, a covering index of the live ids: see
-    schema.MIGRATION_10); a commoner one only when it is among the rarest ``MAX_ENTITIES``, and
-    then by its link count (an estimate that includes superseded and deleted pages). Counting
-    every common entity's live pages made this stream 87 / 200 ms (p50 / p95) of a global
-    search at 1M pages whose words were all common; below ``DF_EXACT_MAX`` links nothing changes.
+    Each entity's live, latest pages are counted through ``pages_live`` (a covering index of
+    the live ids: see schema.MIGRATION_10), stopping past ``DF_EXACT_MAX``: up to there the
+    count is exact, however many superseded versions also link the entity. A commoner entity
+    is measured by its links instead (an index range count, superseded and deleted versions
+    included), and the rarest of those fill what the rare ones leave. Counting every common
+    entity's live pages (a page lookup per link) made this stream 87 / 200 ms (p50 / p95) of a
+    global search at 1M pages whose words were all common.
     """
-    marks = ",".join("?" * len(ids))
-    capped = dict(conn.execute(  # links, counted up to DF_EXACT_MAX + 1 (an index range each)
-        "SELECT e.id, (SELECT count(*) FROM (SELECT 1 FROM entity_page_links l WHERE l.entity_id = e.id LIMIT ?))"
-        f" FROM entities e WHERE e.id IN ({marks})", [DF_EXACT_MAX + 1, *ids]).fetchall())
-    rare = [e for e, n in capped.items() if 0 < n <= DF_EXACT_MAX]
-    df: dict[int, int] = {}
-    if rare:
-        df.update(conn.execute(
-            "SELECT l.entity_id, count(*) FROM entity_page_links l JOIN pages p INDEXED BY pages_live"
-            f" ON p.id = l.page_id AND p.is_latest = 1 WHERE l.entity_id IN ({','.join('?' * len(rare))})"
-            " GROUP BY l.entity_id", rare).fetchall())
+    live = dict(conn.execute(
+        "SELECT e.id, (SELECT count(*) FROM (SELECT 1 FROM entity_page_links l JOIN pages p INDEXED BY pages_live"
+        " ON p.id = l.page_id AND p.is_latest = 1 WHERE l.entity_id = e.id LIMIT ?))"
+        f" FROM entities e WHERE e.id IN ({','.join('?' * len(ids))})", [DF_EXACT_MAX + 1, *ids]).fetchall())
+    df = {e: n for e, n in live.items() if 0 < n <= DF_EXACT_MAX}
     room = MAX_ENTITIES - len(df)
-    common = sorted(e for e, n in capped.items() if n > DF_EXACT_MAX)[:max(0, room)]
-    for eid in common:  # rarer than none of the rare ones; weighed by their links
-        df[eid] = conn.execute("SELECT count(*) FROM entity_page_links WHERE entity_id = ?", (eid,)).fetchone()[0]
+    common = [e for e, n in live.items() if n > DF_EXACT_MAX]
+    if room > 0 and common:
+        links = {e: conn.execute("SELECT count(*) FROM entity_page_links WHERE entity_id = ?", (e,)).fetchone()[0]
+                 for e in common}
+        df.update((e, links[e]) for e in sorted(common, key=lambda e: (links[e], e))[:room])
     return df
 
 

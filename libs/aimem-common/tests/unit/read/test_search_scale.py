@@ -161,3 +161,32 @@ def test_a_link_to_another_projects_page_never_leaves_the_scope(pool, seeder):
     hits = _q(pool, "zanzibar", [app])["hits"]
     assert [h["page_id"] for h in hits] == [mine]
     assert theirs in [h["page_id"] for h in _q(pool, "zanzibar", None)["hits"]]  # a global search may see both
+
+
+def test_an_entity_of_one_page_edited_many_times_stays_rare(pool, seeder, monkeypatch):
+    """Superseded versions keep their links: an entity of one live page rewritten past
+    ``DF_EXACT_MAX`` times still counts one page, and its page leads (found by a tester)."""
+    monkeypatch.setattr(search, "DF_EXACT_MAX", 20)
+    app = seeder.scope("default", "app")
+    for i in range(30):
+        seeder.page(app, "notes/frob.md", f"# Widget tuning\nrevision {i}", entities=["Frobnicator"])
+    for i in range(25):
+        seeder.page(app, f"notes/l{i}.md", f"# Note {i}\nplain words", entities=["Ledger"])
+    with pool.connection() as conn:
+        ids = {name: eid for eid, name in conn.execute("SELECT id, name FROM entities")}
+        assert search._entity_df(conn, list(ids.values())) == {ids["frobnicator"]: 1, ids["ledger"]: 25}
+    assert _q(pool, "frobnicator ledger", [app])["hits"][0]["path"] == "notes/frob.md"
+
+
+def test_the_rarest_common_entities_are_the_ones_used(pool, seeder, monkeypatch):
+    """Common entities fill what the rare ones leave by their link counts, rarest first, not by
+    their age (found by a tester: the oldest were taken)."""
+    monkeypatch.setattr(search, "DF_EXACT_MAX", 5)
+    monkeypatch.setattr(search, "MAX_ENTITIES", 2)
+    app = seeder.scope("default", "app")
+    for name, pages in (("Alpha", 12), ("Bravo", 11), ("Quasar", 7)):  # Quasar made last
+        for i in range(pages):
+            seeder.page(app, f"notes/{name}-{i}.md", f"# {name} {i}\ntext", entities=[name])
+    with pool.connection() as conn:
+        ids = {name: eid for eid, name in conn.execute("SELECT id, name FROM entities")}
+        assert search._entity_df(conn, list(ids.values())) == {ids["quasar"]: 7, ids["bravo"]: 11}
