@@ -100,6 +100,9 @@ MAX_PAGES_PER_ENTITY = 500
 # (an index range count; links of superseded or deleted pages included) rather than its live pages
 # (a page lookup per link: 13-33 ms for an entity of 21,000 pages at 1M, most of the stream).
 DF_EXACT_MAX = 256
+# A common entity used is first looked up to this many live pages: fewer, and they are its count
+# (one page edited hundreds of times keeps the links of every version it superseded).
+DF_LIVE_PROBE = 32
 MAX_LIMIT = 100
 # exact: an identifier of the question (error code, function name, version; see
 # text.identifier_terms) held by at most EXACT_MAX_DF live pages in scope marks those pages
@@ -641,12 +644,6 @@ def _entity_stream(conn, text: str, scopes, opts: QueryOptions) -> tuple[list[tu
     ranked = [(pid, float(sc)) for pid, sc in conn.execute(
         f"SELECT page_id, sum(idf) AS s FROM ({union}) GROUP BY page_id ORDER BY round(s, 9) DESC, page_id LIMIT ?",
         [*uargs, opts.candidates]).fetchall()]
-    if scopes is not None and ranked:  # a page in another scope never leaves through an entity of this one
-        pwhere, pargs = _scope_sql(scopes, "project_id")
-        inside = {r[0] for r in conn.execute(
-            f"SELECT id FROM pages WHERE id IN ({','.join('?' * len(ranked))}){pwhere}",
-            [*(pid for pid, _ in ranked), *pargs]).fetchall()}
-        ranked = [(pid, sc) for pid, sc in ranked if pid in inside]
     matched: dict[int, list[str]] = {}
     if opts.explain and ranked:  # which entities each ranked page matched
         top = {pid for pid, _ in ranked}
@@ -660,25 +657,38 @@ def _entity_df(conn, ids: list[int]) -> dict[int, int]:
     """Document frequency of the rarest ``MAX_ENTITIES`` entities of ``ids`` that a live page
     links: ``{entity id: pages}``, for choosing them and weighing them (idf).
 
-    Each entity's live, latest pages are counted through ``pages_live`` (a covering index of
-    the live ids: see schema.MIGRATION_10), stopping past ``DF_EXACT_MAX``: up to there the
-    count is exact, however many superseded versions also link the entity. A commoner entity
-    is measured by its links instead (an index range count, superseded and deleted versions
-    included), and the rarest of those fill what the rare ones leave. Counting every common
+    An entity of at most ``DF_EXACT_MAX`` links (index range counts, stopped past it) gets its
+    live, latest pages counted exactly (each link looked up in ``pages_live``, a covering index
+    of the live ids: see schema.MIGRATION_10). A commoner one is ranked by its links (superseded
+    and deleted versions included), and those the rare ones leave room for, rarest first, are
+    looked up to ``DF_LIVE_PROBE`` live pages: an entity of a few pages edited hundreds of times
+    keeps its exact count; above that its links are the count. Counting every common
     entity's live pages (a page lookup per link) made this stream 87 / 200 ms (p50 / p95) of a
     global search at 1M pages whose words were all common.
     """
-    live = dict(conn.execute(
-        "SELECT e.id, (SELECT count(*) FROM (SELECT 1 FROM entity_page_links l JOIN pages p INDEXED BY pages_live"
-        " ON p.id = l.page_id AND p.is_latest = 1 WHERE l.entity_id = e.id LIMIT ?))"
+    links = dict(conn.execute(
+        "SELECT e.id, (SELECT count(*) FROM (SELECT 1 FROM entity_page_links l WHERE l.entity_id = e.id LIMIT ?))"
         f" FROM entities e WHERE e.id IN ({','.join('?' * len(ids))})", [DF_EXACT_MAX + 1, *ids]).fetchall())
-    df = {e: n for e, n in live.items() if 0 < n <= DF_EXACT_MAX}
-    room = MAX_ENTITIES - len(df)
-    common = [e for e, n in live.items() if n > DF_EXACT_MAX]
-    if room > 0 and common:
-        links = {e: conn.execute("SELECT count(*) FROM entity_page_links WHERE entity_id = ?", (e,)).fetchone()[0]
-                 for e in common}
-        df.update((e, links[e]) for e in sorted(common, key=lambda e: (links[e], e))[:room])
+    rare = [e for e, n in links.items() if 0 < n <= DF_EXACT_MAX]
+    df: dict[int, int] = {}
+    if rare:
+        df.update(conn.execute(
+            "SELECT l.entity_id, count(*) FROM entity_page_links l JOIN pages p INDEXED BY pages_live"
+            f" ON p.id = l.page_id AND p.is_latest = 1 WHERE l.entity_id IN ({','.join('?' * len(rare))})"
+            " GROUP BY l.entity_id", rare).fetchall())
+    common = [e for e, n in links.items() if n > DF_EXACT_MAX]
+    if len(df) < MAX_ENTITIES and common:
+        full = {e: conn.execute("SELECT count(*) FROM entity_page_links WHERE entity_id = ?", (e,)).fetchone()[0]
+                for e in common}
+        for e in sorted(common, key=lambda e: (full[e], e)):
+            if len(df) >= MAX_ENTITIES:
+                break
+            live = conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM entity_page_links l JOIN pages p INDEXED BY pages_live"
+                " ON p.id = l.page_id AND p.is_latest = 1 WHERE l.entity_id = ? LIMIT ?)",
+                (e, DF_LIVE_PROBE + 1)).fetchone()[0]
+            if live:
+                df[e] = live if live <= DF_LIVE_PROBE else full[e]
     return df
 
 
@@ -785,7 +795,7 @@ def _fuse(cands: dict[int, _Cand], name: str, ranked: list[tuple[int, float]], k
 
 _META_SQL = """
 SELECT p.id, p.path, p.title, p.kind, p.tier, p.tags, p.pinned, p.session_id, p.expires_at,
-       p.is_latest, p.updated_at, w.name AS ws, pj.name AS pj
+       p.is_latest, p.updated_at, p.project_id, w.name AS ws, pj.name AS pj
 FROM pages p JOIN projects pj ON pj.id = p.project_id JOIN workspaces w ON w.id = p.workspace_id
 WHERE p.id IN ({marks})
 """
@@ -920,6 +930,7 @@ def memory_query(
         add("passage", _passage_stream(conn, cands, terms, turn_ids))
 
     hits: list[dict[str, Any]] = []
+    in_scope = None if scopes is None else {sc.project_id for sc in scopes}
     if cands:
         for c, r in _candidate_rows(conn, cands, limit, opts.include_expired):
             pid = c.page_id
@@ -929,6 +940,8 @@ def memory_query(
             expired = is_expired(r["expires_at"])
             if expired and not opts.include_expired:
                 continue
+            if in_scope is not None and r["project_id"] not in in_scope:
+                continue  # a stale entity link (a page moved before its entities followed) never leaves the scope
             tags = _json_list(r["tags"])
             auth = authority(r["kind"], r["tier"], bool(r["pinned"]), tags, superseded)
             hit: dict[str, Any] = {

@@ -130,6 +130,7 @@ def test_a_rare_entity_counts_its_live_pages_a_common_one_its_links(pool, seeder
     at 1M pages: above ``DF_EXACT_MAX`` links its document frequency is its link count, and only
     when it is among the entities used."""
     monkeypatch.setattr(search, "DF_EXACT_MAX", 20)
+    monkeypatch.setattr(search, "DF_LIVE_PROBE", 10)
     app = seeder.scope("default", "app")
     for i in range(30):
         seeder.page(app, f"notes/l{i}.md", f"# Ledger note {i}\nplain words", entities=["Ledger"])
@@ -139,7 +140,10 @@ def test_a_rare_entity_counts_its_live_pages_a_common_one_its_links(pool, seeder
     with pool.connection() as conn:
         ids = {name: eid for eid, name in conn.execute("SELECT id, name FROM entities")}
         df = search._entity_df(conn, list(ids.values()))
-        assert df == {ids["kafka"]: 2, ids["ledger"]: 32}  # 2 live of 3 links; 32 links (31 live pages)
+        assert df == {ids["kafka"]: 2, ids["ledger"]: 32}  # 2 live of 3 links; 32 links (31 live pages > the probe)
+        monkeypatch.setattr(search, "DF_LIVE_PROBE", 40)  # a common entity of few live pages: those are its count
+        assert search._entity_df(conn, list(ids.values())) == {ids["kafka"]: 2, ids["ledger"]: 31}
+        monkeypatch.setattr(search, "DF_LIVE_PROBE", 10)
         monkeypatch.setattr(search, "DF_EXACT_MAX", 1000)
         assert search._entity_df(conn, list(ids.values())) == {ids["kafka"]: 2, ids["ledger"]: 31}  # all exact
         monkeypatch.setattr(search, "DF_EXACT_MAX", 20)
