@@ -5,8 +5,8 @@ Benchmarks: footprint, writer_throughput, wake_cost, hook_ingest, hook_identity,
 import_throughput, locomo,
 locomo_local (LoCoMo with the local embedder; skipped when it is not installed),
 basic_memory (side by side; needs Python ≥ 3.12 for the peer), read_replica (Litestream follow-mode lag).
-After a full run (or ``python -m bench report``) ``bench/report.py`` writes ``bench/RESULTS.md``
-from the newest raw file of each benchmark.
+After every run, of all of them or of some (or alone: ``python -m bench report``),
+``bench/report.py`` rewrites ``bench/RESULTS.md`` from the newest raw file of each benchmark.
 """
 
 from __future__ import annotations

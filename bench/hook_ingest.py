@@ -17,8 +17,9 @@ Reported per rate: accepted (202/s), ``/hook`` and ``/healthz`` p50/p99 and thei
 the 429/other shares, the ingress's CPU µs per accepted hook (``/proc``, every worker
 process: load-independent; ``net``: less what the ingress spends per second serving only the
 ``/healthz`` reference and its own background work, measured first), the CPU of the other
-parts per hook (nats-server, writer, the load generator: hey or wrk), their sum (``pipeline``: what one
-hook costs this machine end to end) and ``cores_bound``: the rate the machine's cores would
+parts per hook (nats-server, writer, the load generator: hey or wrk, less the ``/healthz`` hey's
+own CPU measured with the reference), their sum (``pipeline``: what one hook costs this machine
+end to end) and ``cores_bound``: the rate the machine's cores would
 carry at that cost with nothing else running (cores / pipeline CPU per hook), the machine's
 load average.
 
@@ -52,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +100,11 @@ def _hey(url: str, *, rate: float | None, seconds: float, conns: int, body: Path
 WRK_SCRIPT = Path(__file__).with_name("wrk_post.lua")
 
 
-def _wrk(url: str, *, seconds: float, conns: int, body: Path, token: str | None) -> subprocess.Popen:
-    """The unthrottled step's C client (``wrk_post.lua``): one thread, ``conns`` connections."""
+def _wrk(url: str, *, seconds: float, conns: int, body: Path, token: str | None, ids: Path) -> subprocess.Popen:
+    """The unthrottled step's C client (``wrk_post.lua``): one thread, ``conns`` connections; the
+    cmd id of every 202 it read is written to ``ids``."""
     cmd = ["wrk", "-t1", "-c", str(conns), "-d", f"{seconds:g}s", "-s", str(WRK_SCRIPT), url, "--",
-           str(body), token or "-"]
+           str(body), token or "-", str(ids)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -224,16 +227,26 @@ def ingress_messages(url: str, token: str | None) -> tuple[float, float]:
     return histogram_totals(url, token, "aimem_bus_message_commands")
 
 
-def reference_cpu_per_s(port: int, parts: Parts, seconds: float = REFERENCE_S) -> float:
-    """Ingress CPU seconds per second while it serves only the ``/healthz`` reference."""
-    cpu0, t0 = parts.cpu()["ingress"], time.perf_counter()
+@dataclass(frozen=True)
+class Reference:
+    """CPU seconds per second while the stack serves only the ``/healthz`` reference: the
+    ingress's (its background work included), and the ``/healthz`` hey's own."""
+
+    ingress_per_s: float
+    client_per_s: float
+
+
+def reference_cpu_per_s(port: int, parts: Parts, seconds: float = REFERENCE_S) -> Reference:
+    """Measure ``Reference`` over ``seconds`` of the ``/healthz`` reference alone."""
+    cpu0, t0 = parts.cpu(), time.perf_counter()
     health = _hey(f"http://127.0.0.1:{port}/healthz", rate=HEALTHZ_RATE, seconds=seconds, conns=2)
     health.communicate()
-    return (parts.cpu()["ingress"] - cpu0) / (time.perf_counter() - t0)
+    cpu1, elapsed = parts.cpu(), time.perf_counter() - t0
+    return Reference((cpu1["ingress"] - cpu0["ingress"]) / elapsed, (cpu1["hey"] - cpu0["hey"]) / elapsed)
 
 
 def load_step(port: int, token: str | None, rate: int | None, seconds: float, conns: int, body: Path,
-              parts: Parts, reference_per_s: float, profile: Path | None = None,
+              parts: Parts, reference: Reference, profile: Path | None = None,
               writer_url: str | None = None, spread: int = 1, client: str = "hey") -> dict[str, Any]:
     """One run: ``/hook`` at ``rate`` (None = as fast as ``conns`` connections go) beside ``/healthz``;
     a paced run's connections in ``spread`` hey processes out of phase (``_hey_spread``). An
@@ -249,7 +262,7 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
     if rate:
         hooks = _hey_spread(url, rate=rate, seconds=seconds, conns=conns, procs=spread, body=body, token=token)
     elif client == "wrk":
-        hooks = [_wrk(url, seconds=seconds, conns=conns, body=body, token=token)]
+        hooks = [_wrk(url, seconds=seconds, conns=conns, body=body, token=token, ids=body.with_name("wrk-ids.txt"))]
     else:
         hooks = [_hey(url, rate=None, seconds=seconds, conns=conns, body=body, token=token)]
     outs = [h.communicate() for h in hooks]
@@ -266,10 +279,12 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
         if h.returncode:
             raise RuntimeError(f"{client if not rate else 'hey'} failed: {err.decode()[-500:]}")
     socket_errors = 0
+    accepted_ids: list[str] = []
     if client == "wrk" and not rate:
         got = _parse_wrk(outs[0][0])
         statuses, socket_errors = got["statuses"], got["socket_errors"]
         hook_p50, hook_p99 = got["p50_ms"], got["p99_ms"]
+        accepted_ids = body.with_name("wrk-ids.txt").read_text().split()
     else:
         lat, counts = [], Counter()
         for out, _ in outs:
@@ -282,7 +297,9 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
     sent = sum(statuses.values())
     accepted = statuses.get(202, 0)
     per_hook = 1e6 / max(1, accepted)
-    pipeline = cpu["ingress"] + cpu.get("nats-server", 0.0) + cpu.get("writer", 0.0) + cpu["hey"]
+    # the load generator's own CPU: the children's, less what the /healthz hey takes meanwhile
+    loadgen = max(0.0, cpu["hey"] - reference.client_per_s * elapsed)
+    pipeline = cpu["ingress"] + cpu.get("nats-server", 0.0) + cpu.get("writer", 0.0) + loadgen
     health_p99 = pct(hlat, 99) * 1000
     return {
         "rate": rate or "max", "arrivals": "closed loop" if not rate else ("in phase" if spread == 1 else
@@ -297,7 +314,7 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
         "other_errors": sent - accepted - statuses.get(429, 0),
         "statuses": statuses,
         "ingress_cpu_us_per_hook": cpu["ingress"] * per_hook,
-        "ingress_cpu_us_per_hook_net": max(0.0, cpu["ingress"] - reference_per_s * elapsed) * per_hook,
+        "ingress_cpu_us_per_hook_net": max(0.0, cpu["ingress"] - reference.ingress_per_s * elapsed) * per_hook,
         "ingress_cpu_share": cpu["ingress"] / elapsed,
         "ingress_sys_share_of_cpu": cpu["ingress_sys"] / max(1e-9, cpu["ingress"]),
         "nats_cpu_us_per_hook": cpu.get("nats-server", 0.0) * per_hook,
@@ -305,11 +322,12 @@ def load_step(port: int, token: str | None, rate: int | None, seconds: float, co
         "writer_mean_batch": (applied[0] - applied0[0]) / batches if batches else 0.0,  # what it applied meanwhile
         # hooks per JetStream message the ingress published (gathered into bundles; one worker's view)
         "ingress_mean_bundle": (published[0] - published0[0]) / messages if messages else 0.0,
-        "loadgen_cpu_us_per_hook": cpu["hey"] * per_hook,  # hey or wrk, and the /healthz hey
+        "loadgen_cpu_us_per_hook": loadgen * per_hook,  # hey or wrk, without the /healthz hey
         # everything a hook costs on this machine, and the rate its cores could carry at that cost
         "pipeline_cpu_us_per_hook": pipeline * per_hook,
         "cores_bound_ev_s": os.cpu_count() / pipeline * accepted if pipeline else 0.0,
         "cpu_share": {k: round(v / elapsed, 3) for k, v in cpu.items()},
+        "accepted_ids": accepted_ids,  # the cmd ids of the 202s wrk read (run_stack checks them, then drops them)
         "seconds": round(elapsed, 2),
         "loadavg_1m": round((load0 + os.getloadavg()[0]) / 2, 2),
     }
@@ -377,6 +395,17 @@ def _stored(db_path: Path, expected: int, writer_alive, timeout_s: float = 300) 
     return got
 
 
+def _check_ids(db_path: Path, ids: list[str]) -> tuple[int, int]:
+    """``(cmd ids of ``ids`` not stored, observations stored more than once)`` in SQLite."""
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+    try:
+        stored = {r[0] for r in conn.execute("SELECT cmd_id FROM observations")}
+        dupes = conn.execute("SELECT count(cmd_id) - count(DISTINCT cmd_id) FROM observations").fetchone()[0]
+    finally:
+        conn.close()
+    return sum(1 for i in ids if i not in stored), dupes
+
+
 def run_stack(workers: int, rates: list[int], seconds: float, conns: int, hook_runs: int,
               profile: Path | None = None, max_run: bool = True,
               env: dict[str, str] | None = None, spread: int = SPREAD) -> dict[str, Any]:
@@ -393,7 +422,7 @@ def run_stack(workers: int, rates: list[int], seconds: float, conns: int, hook_r
             parts = Parts(stack.data_dir)
             port = int(stack.url("ingress").rsplit(":", 1)[1])
             token = stack.token
-            warm = load_step(port, token, 200, 2.0, 4, body, parts, 0.0)
+            warm = load_step(port, token, 200, 2.0, 4, body, parts, Reference(0.0, 0.0))
             reference = reference_cpu_per_s(port, parts)
             rows, accepted, unread = [], warm["accepted"], 0
             # (rate, hey processes, client): each paced rate with its connections out of phase;
@@ -417,12 +446,17 @@ def run_stack(workers: int, rates: list[int], seconds: float, conns: int, hook_r
                 time.sleep(1.0)
             db_path = config.load(stack.data_dir, environ={}, check_writable=False).db_path
             got = _stored(db_path, accepted, lambda: stack.proc is not None and stack.proc.poll() is None)
+            ids = [i for row in rows for i in row.pop("accepted_ids")]
+            missing, duplicates = _check_ids(db_path, ids)
             hook = hook_walls(stack.url("ingress"), token, tmp_path / "client", hook_runs) if hook_runs else None
     return {"ingress_workers": workers, "rates": rows, "accepted_total": accepted, "stored_total": got,
             "lost": accepted - got if got < accepted else 0, "unread_max": unread,
-            # every counted 202 stored, and nothing beyond what was sent but not read (a duplicate)
-            "zero_loss": accepted <= got <= accepted + unread,
-            "reference_ingress_cpu_per_s": reference, "hook_client": hook, "auth": bool(token)}
+            "wrk_ids_checked": len(ids), "wrk_ids_missing": missing, "duplicate_cmd_ids": duplicates,
+            # every counted 202 stored (each one wrk read, by its cmd id), none stored twice, and
+            # nothing beyond what was sent but not read
+            "zero_loss": accepted <= got <= accepted + unread and missing == 0 and duplicates == 0,
+            "reference_ingress_cpu_per_s": reference.ingress_per_s,
+            "reference_client_cpu_per_s": reference.client_per_s, "hook_client": hook, "auth": bool(token)}
 
 
 def in_process() -> dict[str, Any]:
@@ -487,7 +521,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                    "loadgen_cpu_us_per_hook", "pipeline_cpu_us_per_hook", "cores_bound_ev_s", "loadavg_1m"]))
         print(f"stored {res['stored_total']} / accepted {res['accepted_total']} (lost {res['lost']}, "
               f"zero loss: {res['zero_loss']}; up to {res['unread_max']} more may be stored: requests in "
-              f"flight when wrk stopped reading)")
+              f"flight when wrk stopped reading); of the {res['wrk_ids_checked']} cmd ids wrk read, "
+              f"{res['wrk_ids_missing']} not stored; {res['duplicate_cmd_ids']} stored twice")
         if h := res["hook_client"]:
             print(f"aimem hook wall time over {h['runs']} runs: p50 {h['p50_ms']:.1f} ms, p95 {h['p95_ms']:.1f} ms, "
                   f"max {h['max_ms']:.1f} ms")

@@ -113,11 +113,14 @@ def _hook_ingest(path: Path, data: dict[str, Any]) -> list[Row]:
                                 r["accepted_per_s"] >= 3000, path.name))
         if "stored_total" in stack:
             unread = stack.get("unread_max", 0)
+            checked = (f"; {stack['wrk_ids_checked'] - stack['wrk_ids_missing']:,} of the {stack['wrk_ids_checked']:,}"
+                       f" cmd ids wrk read found, {stack['duplicate_cmd_ids']} stored twice"
+                       if "wrk_ids_checked" in stack else "")
             rows.append(Row(f"accepted hooks stored{tag}", "0 lost",
                             f"{stack['stored_total']:,} / {stack['accepted_total']:,}",
                             "counted in SQLite after the drain" + (
                                 f"; up to {unread} more may be stored: requests in flight when wrk stopped reading"
-                                if unread else ""),
+                                if unread else "") + checked,
                             bool(stack.get("zero_loss")), path.name))
     return rows
 

@@ -1,7 +1,8 @@
 -- wrk script of bench/hook_ingest.py's unthrottled step: POST one body, count answers by status,
 -- print one JSON line at the end. wrk is a C client: per request it costs this machine a small
 -- part of what hey does (hey writes each request as a CSV row and keeps them all).
--- Arguments (after `--`): body file, bearer token or "-".
+-- Arguments (after `--`): body file, bearer token or "-", a file to write the accepted cmd ids to
+-- (one a line, from each 202's {"accepted": id}) so that the bench can find every one in SQLite.
 local threads = {}
 
 function setup(thread)
@@ -18,19 +19,33 @@ function init(args)
     wrk.headers["Authorization"] = "Bearer " .. args[2]
   end
   statuses = {}
+  accepted = {}
+  ids_path = args[3]
 end
 
 function response(status, headers, body)
   statuses[status] = (statuses[status] or 0) + 1
+  if status == 202 then
+    accepted[#accepted + 1] = body:match('"accepted":"([^"]+)"') or "?"
+  end
 end
 
 function done(summary, latency, requests)
   local counts = {}
+  local out = nil
   for _, t in ipairs(threads) do
     for code, n in pairs(t:get("statuses")) do
       counts[code] = (counts[code] or 0) + n
     end
+    local path = t:get("ids_path")
+    if path then
+      out = out or assert(io.open(path, "w"))
+      for _, id in ipairs(t:get("accepted")) do
+        out:write(id, "\n")
+      end
+    end
   end
+  if out then out:close() end
   local parts = {}
   for code, n in pairs(counts) do
     table.insert(parts, string.format('"%d": %d', code, n))
