@@ -801,13 +801,15 @@ WHERE p.id IN ({marks})
 """
 
 
-def _candidate_rows(conn, cands: dict[int, _Cand], limit: int, include_expired: bool):
+def _candidate_rows(conn, cands: dict[int, _Cand], limit: int, include_expired: bool,
+                    in_scope: set[str] | None = None):
     """Yield ``(candidate, page row)`` for the candidates that can still reach the top ``limit``.
 
     A candidate's final score is ``rrf × authority + certain`` with authority at most
     ``AUTHORITY_MAX``, so candidates are read best bound first, in chunks, and the reading
     stops once ``limit`` rows that qualify as hits (live, or asked for as superseded; not
-    expired unless asked) score above the next candidate's bound: the hits are the ones
+    expired unless asked; in one of the ``in_scope`` projects when given) score above the
+    next candidate's bound: the hits are the ones
     reading every candidate gives, for ~``2 × limit`` page rows instead of all the streams'
     candidates (~150 random reads of ``pages``). The caller still checks each row.
     """
@@ -830,6 +832,8 @@ def _candidate_rows(conn, cands: dict[int, _Cand], limit: int, include_expired: 
             yield c, r
             superseded = not r["is_latest"]
             if (superseded and "superseded" not in c.streams) or (not include_expired and is_expired(r["expires_at"])):
+                continue
+            if in_scope is not None and r["project_id"] not in in_scope:
                 continue
             auth = authority(r["kind"], r["tier"], bool(r["pinned"]), _json_list(r["tags"]), superseded)
             scores.append(c.rrf * auth + c.certain)
@@ -932,7 +936,7 @@ def memory_query(
     hits: list[dict[str, Any]] = []
     in_scope = None if scopes is None else {sc.project_id for sc in scopes}
     if cands:
-        for c, r in _candidate_rows(conn, cands, limit, opts.include_expired):
+        for c, r in _candidate_rows(conn, cands, limit, opts.include_expired, in_scope):
             pid = c.page_id
             superseded = not r["is_latest"]
             if superseded and "superseded" not in c.streams:
@@ -941,7 +945,7 @@ def memory_query(
             if expired and not opts.include_expired:
                 continue
             if in_scope is not None and r["project_id"] not in in_scope:
-                continue  # a stale entity link (a page moved before its entities followed) never leaves the scope
+                continue  # whatever stream brought it (a stale entity link of a moved page), never out of scope
             tags = _json_list(r["tags"])
             auth = authority(r["kind"], r["tier"], bool(r["pinned"]), tags, superseded)
             hit: dict[str, Any] = {

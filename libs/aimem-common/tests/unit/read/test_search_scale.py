@@ -82,12 +82,12 @@ def test_hits_read_only_the_candidates_that_can_win_and_match_reading_all(pool, 
     reads: list[int] = []
     bounded = search._candidate_rows
 
-    def counting(conn, cands, limit, include_expired):
-        for c, r in bounded(conn, cands, limit, include_expired):
+    def counting(conn, cands, limit, include_expired, in_scope=None):
+        for c, r in bounded(conn, cands, limit, include_expired, in_scope):
             reads.append(c.page_id)
             yield c, r
 
-    def every(conn, cands, limit, include_expired):
+    def every(conn, cands, limit, include_expired, in_scope=None):
         ids = list(cands)
         meta = {r["id"]: r for r in conn.execute(search._META_SQL.format(marks=",".join("?" * len(ids))), ids)}
         for pid, c in cands.items():
