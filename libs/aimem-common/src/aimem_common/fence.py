@@ -25,7 +25,6 @@ left, so ``neutralise`` is idempotent. Pure functions, any thread; linear in the
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from typing import Any
 
 __all__ = [
     "CLOSE_TAG", "FENCE_NAME", "OPENERS", "PREFIX_NAMES", "ROLE_NAMES", "SUBSTITUTE", "TAG_NAMES", "TagHit",
-    "dumps_fenced", "fence", "fence_counts", "find_tags", "neutralise", "neutralise_data", "open_tag", "unfence",
+    "fence", "fence_counts", "find_tags", "neutralise", "neutralise_data", "open_tag", "unfence",
 ]
 
 FENCE_NAME = "aimem-memory"
@@ -236,7 +235,3 @@ def fence_counts(text: str) -> tuple[int, int]:
     closing = sum(h.closing for h in hits)
     return len(hits) - closing, closing
 
-
-def dumps_fenced(value: Any, **attrs: object) -> str:
-    """Return ``fence(json.dumps(neutralise_data(value)), **attrs)`` (UTF-8 JSON text, no ASCII escapes)."""
-    return fence(json.dumps(neutralise_data(value), ensure_ascii=False, default=str), **attrs)

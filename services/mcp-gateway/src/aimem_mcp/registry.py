@@ -12,7 +12,10 @@ description. ``build_server`` turns the specs into SDK ``Tool`` objects whose ``
    counts ``aimem_mcp_tool_calls_total{tool,outcome}`` plus the latency histogram.
 
 Results are JSON objects: ``content[0].text`` is the JSON text and ``structuredContent``
-the same object.
+the same object. A tool declared ``fenced=True`` returns memory for injection into the
+agent's prompt (briefing, handoff accept, explore): every string of its result is
+``aimem_common.fence.neutralise``d and ``content[0].text`` is that JSON inside one
+``<aimem-memory … tool="<name>">`` fence (``fence.unfence`` gives the JSON back).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from opentelemetry import trace
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from aimem_common.errors import AimemError
+from aimem_common.fence import fence, neutralise_data
 from aimem_common.telemetry import Telemetry
 
 from aimem_mcp import errors
@@ -52,7 +56,10 @@ class ToolArgs(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
-    """A tool as registered: name, title, description, annotations, args model, runner."""
+    """A tool as registered: name, title, description, annotations, args model, runner.
+
+    ``fenced``: the result is memory injected into the agent's prompt (module docstring).
+    """
 
     name: str
     title: str
@@ -60,6 +67,7 @@ class ToolSpec:
     annotations: ToolAnnotations
     args: type[ToolArgs]
     run: Runner
+    fenced: bool = False
 
     def input_schema(self) -> dict[str, Any]:
         """Return the JSON schema of the arguments (aliases listed, null-unions collapsed)."""
@@ -75,10 +83,13 @@ def tool(
     destructive: bool,
     idempotent: bool,
     open_world: bool = False,
+    fenced: bool = False,
 ) -> Callable[[Runner], ToolSpec]:
     """Declare a tool; the decorated coroutine's docstring is its description.
 
     ``open_world`` is true only where a call reaches beyond this memory (an LLM provider).
+    ``fenced`` is true for a tool whose result is stored memory handed to the agent as
+    context: its strings are neutralised and its text content is fenced.
     """
 
     def deco(fn: Runner) -> ToolSpec:
@@ -99,6 +110,7 @@ def tool(
             ),
             args=args,
             run=fn,
+            fenced=fenced,
         )
 
     return deco
@@ -209,10 +221,11 @@ class AimemTool(Tool):
                 principal = await self.authenticate(self.gw, getattr(context, "headers", None))
                 call = ToolCall(gw=self.gw, principal=principal, tool=spec.name)
                 result = await spec.run(call, args)
-                return CallToolResult(
-                    content=[TextContent(type="text", text=json.dumps(result, ensure_ascii=False, default=str))],
-                    structured_content=result,
-                )
+                text = json.dumps(result, ensure_ascii=False, default=str)
+                if spec.fenced:  # stored memory for the agent's prompt: one fence, no tag inside
+                    result = neutralise_data(json.loads(text))
+                    text = fence(json.dumps(result, ensure_ascii=False), tool=spec.name)
+                return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result)
             except MCPError as exc:
                 outcome = _outcome(exc)
                 span.set_attribute("error.type", str(exc.code))

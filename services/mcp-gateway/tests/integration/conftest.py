@@ -9,6 +9,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from aimem_common.fence import fence_counts, unfence
 from aimem_testing.seed import NOW, Seeder
 
 
@@ -44,9 +45,16 @@ def gateway(services):
 
 
 def payload(result) -> dict[str, Any]:
-    """The JSON object of a successful tool result (checks text and structured content agree)."""
+    """The JSON object of a successful tool result (checks text and structured content agree).
+
+    A fenced tool's text is its JSON inside one ``<aimem-memory>`` fence: checked, then unwrapped.
+    """
     assert not result.is_error, result.content
-    data = json.loads(result.content[0].text)
+    text = result.content[0].text
+    if text.startswith("<aimem-memory"):
+        assert fence_counts(text) == (1, 1), text
+        text = unfence(text)
+    data = json.loads(text)
     assert result.structured_content == data
     return data
 

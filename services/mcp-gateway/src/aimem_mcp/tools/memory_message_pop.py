@@ -9,6 +9,8 @@ from pydantic import Field
 from aimem_mcp.args import Scoped
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import tool
+from aimem_common.fence import fence as fence_text
+from aimem_common.fence import neutralise_data
 from aimem_common.models import DbId
 
 
@@ -17,15 +19,17 @@ class Args(Scoped):
 
 
 def fence(message: dict[str, Any]) -> dict[str, Any]:
-    """Add ``untrusted: true`` and a ``fenced`` rendering naming the sender."""
+    """Return the message neutralised, with ``untrusted: true`` and a ``fenced`` rendering.
+
+    ``fenced`` is the body inside one ``<aimem-memory kind="message" from= actor= id=>``
+    fence (``aimem_common.fence``); every other string is neutralised the same way.
+    """
     sender = f"{message.get('from_workspace')}/{message.get('from_project')}"
     actor = message.get("from_actor") or "unknown"
-    out = dict(message)
+    out = neutralise_data(dict(message))
     out["untrusted"] = True
-    out["fenced"] = (
-        f'<untrusted-message from="{sender}" actor="{actor}" id="{message.get("id")}">\n'
-        f"{message.get('body', '')}\n</untrusted-message>"
-    )
+    out["fenced"] = fence_text(str(message.get("body", "")), kind="message", **{"from": sender}, actor=actor,
+                               id=message.get("id"))
     return out
 
 
