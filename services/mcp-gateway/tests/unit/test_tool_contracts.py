@@ -107,3 +107,15 @@ def test_readme_table_matches_tools_list(listed):
     assert block and block.group(0) + "\n" == tooltable.render(listed), (
         "README tool table is stale: paste `python -m aimem_mcp.tooltable`"
     )
+
+
+# Tools whose result is stored memory handed to the agent as context (DESIGN: every injected
+# output is fenced): their strings are neutralised and their text is one <aimem-memory> fence.
+FENCED = {"memory_briefing", "memory_handoff_accept", "memory_explore"}
+
+
+def test_the_injected_outputs_are_fenced_and_say_so():
+    assert {s.name for s in ALL_TOOLS if s.fenced} == FENCED
+    for spec in ALL_TOOLS:
+        if spec.fenced:
+            assert "<aimem-memory>" in spec.description and "fence" in spec.description, spec.name
