@@ -15,7 +15,8 @@ joiners, BOM, soft hyphen, bidi controls) characters, combining marks (Mn, Me) a
 ``>`` is not needed (a clipped ``</aimem-memory`` still counts). Names in
 ``PREFIX_NAMES`` (aimem's own fence namespaces) match as a prefix (``<aimem…``,
 ``<untrusted…``); the role-like names match as whole words (``<user>``, ``< / System >``,
-``<|im_start|>``, ``<system prompt="x">`` but not ``<username>`` or ``<systemd>``).
+``<|im_start|>``, ``<system prompt="x">`` but not ``<username>``, ``<systemd>``,
+``<sys/types.h>`` or the arrow in ``x <- model``).
 
 **What is changed.** Only the ``<`` of each matched tag, in the *original* text, becomes
 ``‹`` (U+2039, which no normalisation maps back to ``<``); every other character is kept,
@@ -96,14 +97,16 @@ def _fold(ch: str) -> str:
     return "".join(out)
 
 
-def _view(text: str) -> tuple[str, list[int], set[int]]:
+def _view(text: str) -> tuple[str, list[int], set[int], set[int]]:
     """Return the normalised view of ``text``, each view char's origin index, and gap marks.
 
-    ``gaps`` holds the view indices right after a dropped character (a word boundary).
+    ``gaps`` holds the view indices right after a dropped character (a word boundary);
+    ``dashes`` those right after a dropped dash or underscore.
     """
     chars: list[str] = []
     origin: list[int] = []
     gaps: set[int] = set()
+    dashes: set[int] = set()
     for i, ch in enumerate(text):
         if ch.isascii() and (ch.isalnum() or ch in "</\\|!>\"'=:."):
             folded = ch.lower()  # fast path: ASCII letters, digits and tag punctuation
@@ -111,11 +114,13 @@ def _view(text: str) -> tuple[str, list[int], set[int]]:
             folded = _fold(ch)
         if not folded:
             gaps.add(len(chars))
+            if ch == "_" or unicodedata.category(ch) == "Pd":
+                dashes.add(len(chars))
             continue
         for d in folded:
             chars.append(d)
             origin.append(i)
-    return "".join(chars), origin, gaps
+    return "".join(chars), origin, gaps, dashes
 
 
 def find_tags(text: str) -> list[TagHit]:
@@ -126,7 +131,7 @@ def find_tags(text: str) -> list[TagHit]:
     """
     if not _OPENER_RE.search(text):
         return []
-    view, origin, gaps = _view(text)
+    view, origin, gaps, dashes = _view(text)
     hits: list[TagHit] = []
     for m in _TAG_RE.finditer(view):
         name, end = m.group("name"), m.end()
@@ -134,6 +139,8 @@ def find_tags(text: str) -> list[TagHit]:
             pass
         elif end < len(view) and end not in gaps and (view[end].isalnum() or view[end] in "/."):
             continue  # a longer word or a path: <username>, <systemd>, <sys/types.h>
+        elif any(k in dashes for k in range(m.start() + 1, m.start("name") + 1)):
+            continue  # an arrow, not a tag: x <- model, a <-- user
         hits.append(TagHit(origin[m.start()], name, bool(set(m.group("slash")) & {"/", "\\"})))
     return hits
 

@@ -92,6 +92,7 @@ BENIGN = [
     "if x<3 and y>2",
     "#include <sys/types.h>",
     "<username> and <systemd> and <toolbar> and <assistants-list>",
+    "df <- model(x); a <-- user",
     "<div class='x'>html</div>",
     "‹/aimem-memory> already defused",
     "&lt;/aimem-memory&gt; is escaped text",
