@@ -10,8 +10,9 @@ defuses every tag in it that could close or re-open the fence or pose as a chat 
 character at a time: compatibility decomposition (NFKD, the decomposing half of NFKC, so
 ``＜／ａｉｍｅｍ－ｍｅｍｏｒｙ＞`` and ``﹤system﹥`` read as ASCII and ``≮`` as ``<``), case
 folding, then removal of whitespace, control (Cc) and format (Cf: zero-width space and
-joiners, BOM, soft hyphen, bidi controls) characters, combining marks (Mn, Me) and dashes
-(Pd, ``_``). A tag is ``<``, any of ``/ \\ | !``, then a name of ``TAG_NAMES``; a closing
+joiners, BOM, soft hyphen, bidi controls, tag characters) characters, combining marks (Mn,
+Me), dashes (Pd, ``_``), private-use, unassigned and surrogate code points and blank
+letters (Hangul fillers, the braille blank). A tag is ``<``, any of ``/ \\ | !``, then a name of ``TAG_NAMES``; a closing
 ``>`` is not needed (a clipped ``</aimem-memory`` still counts). Names in
 ``PREFIX_NAMES`` (aimem's own fence namespaces) match as a prefix (``<aimem…``,
 ``<untrusted…``); the role-like names match as whole words (``<user>``, ``< / System >``,
@@ -62,7 +63,11 @@ ROLE_NAMES: tuple[str, ...] = (
 )
 TAG_NAMES: tuple[str, ...] = PREFIX_NAMES + ROLE_NAMES
 
-_DROP_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Pd", "Zs", "Zl", "Zp"})
+# Dropped from the view: controls, format chars, combining marks, dashes, separators,
+# private-use, unassigned and surrogate code points, and the letters that render blank
+# (Hangul fillers, the braille blank) so an invisible character cannot split a name.
+_DROP_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Mn", "Me", "Pd", "Zs", "Zl", "Zp"})
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 _TAG_RE = re.compile(
     r"<(?P<slash>[/\\|!]*)(?P<name>" + "|".join(sorted(TAG_NAMES, key=len, reverse=True)) + ")"
 )
@@ -77,7 +82,7 @@ class TagHit:
     """One tag found in a text: where its ``<`` is in the original text, its name, its kind.
 
     ``start`` indexes the original string; ``name`` is the normalised name matched
-    (``"aimem"`` for any fence-namespace tag, else the role name); ``closing`` is true for
+    (one of ``PREFIX_NAMES`` for a fence-namespace tag, else the role name); ``closing`` is true for
     ``</…>`` (or ``<\\…>``).
     """
 
@@ -91,7 +96,7 @@ def _fold(ch: str) -> str:
     """Return the normalised view of one character (``""`` when it is dropped)."""
     out = []
     for d in unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", ch).casefold()):
-        if d == "_" or d.isspace() or unicodedata.category(d) in _DROP_CATEGORIES:
+        if d == "_" or d in _BLANK_LETTERS or d.isspace() or unicodedata.category(d) in _DROP_CATEGORIES:
             continue
         out.append(d)
     return "".join(out)
