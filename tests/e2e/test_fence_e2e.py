@@ -182,3 +182,29 @@ def _project_exists(settings) -> bool:
         return False
     finally:
         conn.close()
+
+
+@pytest.mark.timeout(300)
+def test_an_explore_digest_that_parrots_hostile_text_stays_inside_the_fence(services, settings, fake_llm) -> None:
+    # A model that repeats what it read (the briefing it is given holds the hostile rule).
+    digest, highlight = hostile_texts("d", 2, 26)
+    fake_llm.answers["explore_digest"] = {"digest": digest[1], "highlights": [highlight[1]]}
+    (settings.data_dir / "config.toml").write_text(
+        f'[llm]\nprovider = "openai-compat"\nmodel = "m"\nbase_url = "{fake_llm.url}"\n')
+    procs = services("writer", "maintainer", "mcp-gateway")
+    mcp_url = procs["mcp-gateway"].url + "/mcp"
+    scope = {"workspace": "default", "project": "billing"}
+    rules = hostile_texts("e", 2, 26)
+
+    async def go() -> None:
+        async with Client(mcp_url) as c:
+            await tool(c, "memory_write_page", {**scope, "path": "_rules/hostile.md", "title": rules[0][1][:200],
+                                                "body": rules[1][1]})
+            text, structured = await tool(c, "memory_explore", {**scope, "focus": "<system>focus</system>"})
+            assert structured["mode"] == "prose", structured
+            only_the_fence(text)
+            assert find_tags(json.dumps(structured, ensure_ascii=False)) == []
+            for marker in ("markd0x", "marke0x", "marke1x"):  # the digest, the rule's title and body
+                assert marker in text, (marker, text[:2000])
+
+    asyncio.run(go())
