@@ -34,11 +34,14 @@ def win_hook(client: Client, event: str, session: str, run_in: Path, win_cwd: st
     return proc.stdout.decode()
 
 
-@pytest.mark.timeout(600)
-def test_locations_and_moved_checkouts_through_the_hook_client(services, settings, tmp_path: Path) -> None:
+def _stack(services, settings, tmp_path: Path) -> tuple[dict, Client, Store]:
     procs = services("writer", "ingress", "query")
-    client = Client(procs["ingress"].url, tmp_path / "client")
-    store = Store(settings.db_path)
+    return procs, Client(procs["ingress"].url, tmp_path / "client"), Store(settings.db_path)
+
+
+@pytest.mark.timeout(600)
+def test_windows_spellings_of_one_folder_are_one_place(services, settings, tmp_path: Path) -> None:
+    _, client, store = _stack(services, settings, tmp_path)
     plain = tmp_path / "plain"  # where the hook process runs for the Windows payloads: no repository
     plain.mkdir()
 
@@ -55,6 +58,10 @@ def test_locations_and_moved_checkouts_through_the_hook_client(services, setting
     wait_for(lambda: store.project_of(w2), what="the second Windows session")
     assert store.project_of(w2) == "default/My-Notes"
 
+
+@pytest.mark.timeout(600)
+def test_a_symlinked_then_renamed_checkout_keeps_its_project_and_handoff(services, settings, tmp_path: Path) -> None:
+    procs, client, store = _stack(services, settings, tmp_path)
     # 6. A checkout through a symlink and its physical path is one root; renamed, it keeps its
     #    project and its pending handoff (no origin: the repository id finds it).
     real = make_repo(tmp_path / "real" / "notes-api")
@@ -83,6 +90,10 @@ def test_locations_and_moved_checkouts_through_the_hook_client(services, setting
     assert by_name["notes-api"]["root"] == str(real) and by_name["notes-api"]["aliases"] == [str(renamed)]
     assert "notes-service" not in by_name and "link-notes-api" not in by_name
 
+
+@pytest.mark.timeout(600)
+def test_an_ancestor_marker_does_not_join_the_repositories_below(services, settings, tmp_path: Path) -> None:
+    _, client, store = _stack(services, settings, tmp_path)
     # 8. A marker in an ancestor folder: the repositories below stay their own projects.
     home = tmp_path / "home"
     home.mkdir()
