@@ -218,13 +218,18 @@ class Tx:
 
     def _record_keys(self, scope: Scope, root: str | None, origin: str | None, repo_id: str | None = None,
                      *, alias: bool = False) -> None:
-        """Fill the project's unknown identity keys (never overwrite a known one); with
-        ``alias`` (the project was found by its keys) record a new ``root`` as a root alias."""
-        if repo_id and scopes.repo_id_of(self.conn, scope.project_id) is None:
+        """Fill the project's unknown identity keys (never overwrite a known one) and record a
+        new ``root`` as a root alias when the project is this repository: ``alias`` (found by
+        its keys), or a marker-named project whose known origin or repository id is this
+        event's (the same repository moved; another repository sharing the marker's name
+        keeps its own root, so its handoffs stay apart)."""
+        known_id = scopes.repo_id_of(self.conn, scope.project_id)
+        if repo_id and known_id is None:
             self.conn.execute("UPDATE projects SET repo_id = ? WHERE id = ?", (repo_id, scope.project_id))
             self.audit("project.keys", f"{scope.workspace}/{scope.project}", {"repo_id": repo_id}, scope=scope)
         have = scopes.identity_keys(self.conn, scope.project_id)
-        if alias and root and have["root"] and root not in scopes.project_roots(self.conn, scope.project_id):
+        same_repo = alias or bool(repo_id and known_id == repo_id) or bool(origin and have["origin"] == origin)
+        if same_repo and root and have["root"] and root not in scopes.project_roots(self.conn, scope.project_id):
             self.conn.execute("INSERT INTO project_roots(workspace_id, project_id, root, first_seen_at)"
                               " VALUES (?, ?, ?, ?)", (scope.workspace_id, scope.project_id, root, self.now))
             self.audit("project.alias", f"{scope.workspace}/{scope.project}", {"root": root, "first": have["root"]},

@@ -84,3 +84,15 @@ def test_purging_a_project_drops_its_aliases(wh) -> None:
     assert wh.count("SELECT count(*) FROM project_roots") == 1
     wh.ok("project.purge", {"force": True}, pj="api")
     assert wh.count("SELECT count(*) FROM project_roots") == 0
+
+
+def test_a_marker_named_project_follows_its_moved_checkout_but_not_a_namesake(wh) -> None:
+    hid = _end(wh, "a", "/w/billing", pj="billing", explicit=True, repo_id=RID)
+    # Another repository that commits the same marker name: same project, its own handoffs.
+    wh.obs("b", "session-start", "start", "", cwd="/w/other", pj="billing", root="/w/other", explicit=True,
+           repo_id=OTHER)
+    assert _accept(wh, "b", "/w/other", pj="billing", explicit=True, repo_id=OTHER) is None
+    # The same repository, moved: its handoff follows it.
+    assert _accept(wh, "c", "/w2/billing", pj="billing", explicit=True, repo_id=RID)["id"] == hid
+    scope = scopes.find(wh.conn, "default", "billing")
+    assert status.status(wh.conn, scope)["aliases"] == ["/w2/billing"]
