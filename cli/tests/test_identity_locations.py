@@ -126,3 +126,11 @@ def test_aimem_init_refuses_outside_a_repository_without_force(tmp_path: Path) -
                             text=True, timeout=60)
     assert forced.returncode == 0, forced.stderr
     assert resolve(home).project == "notes"
+
+
+def test_the_hook_client_stays_light() -> None:
+    """The normaliser it shares with the server is stdlib only: no pydantic on the hot path."""
+    code = ("import sys, aimem_cli.hookclient; "
+            "print(sorted(m for m in sys.modules if m.startswith(('aimem_common', 'pydantic', 'httpx', 'typer'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "['aimem_common', 'aimem_common.locations']"

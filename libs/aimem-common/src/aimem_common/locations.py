@@ -10,7 +10,7 @@ Rules (``normalize``):
 
 * ``\\`` and ``/`` are one separator; repeated separators, ``.`` and ``..`` segments and a
   trailing separator are folded (``C:\\Repo\\`` → ``c:/repo``, ``/w/app/`` → ``/w/app``);
-* a Windows drive path (``C:``, ``c:\\``, ``C:/``) or a UNC path (``\\\\server\\share``,
+* a Windows drive path (``C:``, ``c:\\``, ``C:/``, and the editors' URI form ``/c:/x``) or a UNC path (``\\\\server\\share``,
   ``//server/share``; the ``\\\\?\\`` and ``\\\\?\\UNC\\`` long-path prefixes are dropped) is
   a Windows location: Windows compares paths case-insensitively, so the whole location is
   lower-cased (the drive letter included). A drive root keeps its separator (``c:/``);
@@ -34,12 +34,13 @@ import re
 _DRIVE = re.compile(r"^([A-Za-z]):(?:/|$)")
 _LONG_UNC = re.compile(r"^[\\/]{2}[?.][\\/]UNC[\\/]", re.I)
 _LONG = re.compile(r"^[\\/]{2}[?.][\\/](?=[A-Za-z]:)")
+_URI_DRIVE = re.compile(r"^/(?=[A-Za-z]:(?:/|$))")  # VS Code-style /c:/Users/... (Cursor's workspace_roots)
 
 
 def _slashes(path: str) -> str:
     p = _LONG_UNC.sub("//", path)
     p = _LONG.sub("", p)
-    return p.replace("\\", "/")
+    return _URI_DRIVE.sub("", p.replace("\\", "/"))
 
 
 def is_windows(path: str | None) -> bool:

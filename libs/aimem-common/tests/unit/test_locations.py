@@ -15,6 +15,7 @@ from aimem_common.locations import inside, is_windows, name, normalize, same
     ("C:\\Users\\Dev\\api\\\\", "c:/users/dev/api"),
     (r"C:\Users\Dev\..\Dev\.\api", "c:/users/dev/api"),
     (r"\\?\C:\Users\Dev\api", "c:/users/dev/api"),
+    ("/c:/Users/Dev/api", "c:/users/dev/api"),  # Cursor's workspace_roots on Windows
     ("C:", "c:/"), ("c:\\", "c:/"), (r"C:\..", "c:/"),
     (r"\\FileServer\Share\Repo\\", "//fileserver/share/repo"),
     (r"\\?\UNC\FileServer\Share\Repo", "//fileserver/share/repo"),
