@@ -210,9 +210,7 @@ class Tx:
                 f"project {workspace}/{project} not found", data={"workspace": workspace, "project": project}
             )
         project = scopes.new_project_name(self.conn, workspace, project, keyed=keyed)
-        scope = self._create(workspace, ws_id, project, root, origin)
-        if repo_id:
-            self.conn.execute("UPDATE projects SET repo_id = ? WHERE id = ?", (repo_id, scope.project_id))
+        scope = self._create(workspace, ws_id, project, root, origin, repo_id)
         self.new_scopes.by_name[key] = scope
         return scope
 
@@ -224,9 +222,10 @@ class Tx:
         event's (the same repository moved; another repository sharing the marker's name
         keeps its own root, so its handoffs stay apart)."""
         known_id = scopes.repo_id_of(self.conn, scope.project_id)
+        changed: dict[str, str] = {}
         if repo_id and known_id is None:
             self.conn.execute("UPDATE projects SET repo_id = ? WHERE id = ?", (repo_id, scope.project_id))
-            self.audit("project.keys", f"{scope.workspace}/{scope.project}", {"repo_id": repo_id}, scope=scope)
+            changed["repo_id"] = repo_id
         have = scopes.identity_keys(self.conn, scope.project_id)
         same_repo = alias or bool(repo_id and known_id == repo_id) or bool(origin and have["origin"] == origin)
         if same_repo and root and have["root"] and root not in scopes.project_roots(self.conn, scope.project_id):
@@ -236,18 +235,21 @@ class Tx:
                        scope=scope)
             self.emit("project.aliased", {"workspace_id": scope.workspace_id, "project_id": scope.project_id,
                                           "root": root})
+            changed["alias"] = root
         if (root and not have["root"]) or (origin and not have["origin"]):
             self.conn.execute("UPDATE projects SET root = coalesce(root, ?), origin = coalesce(origin, ?) WHERE id = ?",
                               (root, origin, scope.project_id))
-            keys = scopes.identity_keys(self.conn, scope.project_id)
+            changed.update({k: v for k, v in (("root", root), ("origin", origin)) if v})
+        if changed:
             self.wiki.write_rel(f"{scope.workspace_id}/{scope.project_id}/{META_FILE}", render_meta(
                 "project", id=scope.project_id, name=scope.project, workspace_id=scope.workspace_id,
-                workspace=scope.workspace, **keys))
-            self.audit("project.keys", f"{scope.workspace}/{scope.project}", {"root": root, "origin": origin},
-                       scope=scope)
+                workspace=scope.workspace, **scopes.manifest_keys(self.conn, scope.project_id)))
+            if changed.keys() - {"alias"}:
+                self.audit("project.keys", f"{scope.workspace}/{scope.project}",
+                           {k: v for k, v in changed.items() if k != "alias"}, scope=scope)
 
     def _create(self, workspace: str, ws_id: str | None, project: str, root: str | None,
-                origin: str | None) -> Scope:
+                origin: str | None, repo_id: str | None = None) -> Scope:
         """Insert the project (and its workspace when ``ws_id`` is None) with manifests."""
         if ws_id is None:
             wid = uuid.uuid4().hex
@@ -260,13 +262,14 @@ class Tx:
             wid = ws_id
         pid = uuid.uuid4().hex
         self.conn.execute(
-            "INSERT INTO projects(id, workspace_id, name, created_at, root, origin) VALUES (?, ?, ?, ?, ?, ?)",
-            (pid, wid, project, self.now, root, origin),
+            "INSERT INTO projects(id, workspace_id, name, created_at, root, origin, repo_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (pid, wid, project, self.now, root, origin, repo_id),
         )
         self.wiki.write_rel(
             f"{wid}/{pid}/{META_FILE}",
             render_meta("project", id=pid, name=project, workspace_id=wid, workspace=workspace, root=root,
-                        origin=origin),
+                        origin=origin, repo_id=repo_id),
         )
         scope = Scope(workspace, project, wid, pid)
         self.audit("project.create", f"{workspace}/{project}",

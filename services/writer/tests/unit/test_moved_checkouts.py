@@ -96,3 +96,22 @@ def test_a_marker_named_project_follows_its_moved_checkout_but_not_a_namesake(wh
     assert _accept(wh, "c", "/w2/billing", pj="billing", explicit=True, repo_id=RID)["id"] == hid
     scope = scopes.find(wh.conn, "default", "billing")
     assert status.status(wh.conn, scope)["aliases"] == ["/w2/billing"]
+
+
+def test_the_manifest_keeps_the_id_and_aliases_and_a_rebuild_restores_them(wh) -> None:
+    from aimem_common.db.connect import open_writer
+    from aimem_common.wikifmt import parse_meta
+    from aimem_writer.reindex import rebuild
+
+    _end(wh, "a", "/home/dev/api", repo_id=RID)
+    wh.obs("b", "session-start", "start", "", cwd="/srv/api", pj="api", root="/srv/api", repo_id=RID)
+    meta = parse_meta((wh.scope_dir(pj="api") / "_meta.md").read_text())
+    assert (meta["root"], meta["repo_id"], meta["aliases"]) == ("/home/dev/api", RID, ["/srv/api"])
+    wh.close()
+    for p in wh.settings.db_path.parent.glob("memory.sqlite*"):
+        p.unlink()
+    rebuild(wh.settings)
+    wh.conn = open_writer(wh.settings.db_path)
+    scope = scopes.find(wh.conn, "default", "api")
+    assert scopes.project_roots(wh.conn, scope.project_id) == ["/home/dev/api", "/srv/api"]
+    assert scopes.repo_id_of(wh.conn, scope.project_id) == RID

@@ -132,6 +132,13 @@ def identity_keys(conn: sqlite3.Connection, project_id: str) -> dict[str, str | 
     return {"root": row[0], "origin": row[1]} if row is not None else {"root": None, "origin": None}
 
 
+def manifest_keys(conn: sqlite3.Connection, project_id: str) -> dict:
+    """Return every identity key of a project for its manifest: ``{"root", "origin",
+    "repo_id", "aliases": [root, ...]}`` (``wikifmt.render_meta`` keyword arguments)."""
+    return {**identity_keys(conn, project_id), "repo_id": repo_id_of(conn, project_id),
+            "aliases": root_aliases(conn, project_id)}
+
+
 def repo_id_of(conn: sqlite3.Connection, project_id: str) -> str | None:
     """Return a project's repository id (``None`` when unknown)."""
     row = conn.execute("SELECT repo_id FROM projects WHERE id = ?", (project_id,)).fetchone()
