@@ -134,3 +134,13 @@ def test_the_hook_client_stays_light() -> None:
             "print(sorted(m for m in sys.modules if m.startswith(('aimem_common', 'pydantic', 'httpx', 'typer'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "['aimem_common', 'aimem_common.locations']"
+
+
+def test_racing_hooks_agree_on_one_repository_id(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "api")
+    code = "import sys; from aimem_cli.identity import resolve; print(resolve(sys.argv[1]).repo_id)"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(repo)], stdout=subprocess.PIPE, text=True)
+             for _ in range(6)]
+    ids = {p.communicate(timeout=60)[0].strip() for p in procs}
+    assert len(ids) == 1 and ids == {(repo / ".git" / "aimem-id").read_text().strip()}
+    assert sorted(f.name for f in (repo / ".git").iterdir() if "aimem-id" in f.name) == ["aimem-id"]

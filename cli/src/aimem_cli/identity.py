@@ -280,26 +280,31 @@ def _repo_root(top: str, common: str | None) -> str:
 
 def _repo_id(git_dir: str) -> str | None:
     """The repository's stable id from ``<git_dir>/aimem-id``, written (once, 32 hex) when
-    missing; None when the git directory cannot be written. A race between two hooks is
-    settled by ``O_EXCL``: the loser reads the winner's id."""
+    missing; None when the git directory cannot be written. The file appears whole or not at
+    all (written aside, then hard-linked into place, which fails if it exists), so two hooks
+    racing agree on the first one's id."""
     path = os.path.join(git_dir, REPO_ID_FILE)
-    for _ in range(2):
-        text = (_read_small(path, 64) or "").strip()
-        if _REPO_ID.match(text):
-            return text
-        if text:
-            return None  # something else wrote this file: never overwrite it
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            continue  # another hook wrote it meanwhile (or it is being written): read it
-        except OSError:
-            return None
-        with os.fdopen(fd, "w") as fh:
-            new = os.urandom(16).hex()
+    text = (_read_small(path, 64) or "").strip()
+    if text:
+        return text if _REPO_ID.match(text) else None  # something else wrote it: never overwrite
+    new = os.urandom(16).hex()
+    tmp = f"{path}.{os.getpid()}.{new[:8]}.tmp"
+    try:
+        with open(tmp, "x") as fh:
             fh.write(new + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:  # another hook won the race: its id is the repository's
+            text = (_read_small(path, 64) or "").strip()
+            return text if _REPO_ID.match(text) else None
         return new
-    return None
+    except OSError:
+        return None
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _read_small(path: str, limit: int = 4096) -> str | None:
