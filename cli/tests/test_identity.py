@@ -18,7 +18,9 @@ def test_subdirectory_resolves_to_the_repository(tmp_path: Path) -> None:
     ident = resolve(repo / "services" / "web")
     assert (ident.project, ident.root, ident.origin, ident.source, ident.explicit) == (
         "acme-api", str(repo), "github.com/Acme/acme-api", "git", False)
-    assert ident.as_query() == {"project": "acme-api", "root": str(repo), "origin": "github.com/Acme/acme-api"}
+    assert ident.as_query() == {"project": "acme-api", "root": str(repo), "origin": "github.com/Acme/acme-api",
+                                "repo_id": ident.repo_id}
+    assert ident.repo_id == (repo / ".git" / "aimem-id").read_text().strip()
 
 
 def test_linked_worktree_resolves_to_its_main_repository(tmp_path: Path) -> None:

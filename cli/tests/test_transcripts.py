@@ -175,7 +175,8 @@ def test_identity_is_the_hook_clients_root_origin_and_excludes(tmp_path):
     sub = repo / "src" / "deep"
     sub.mkdir(parents=True)
     live = event_identity({"cwd": str(sub)}, {})  # what `aimem hook` sends from there
-    assert live.as_query() == {"project": "api", "root": str(repo), "origin": "github.com/acme/api"}
+    assert live.as_query() == {"project": "api", "root": str(repo), "origin": "github.com/acme/api",
+                               "repo_id": live.repo_id}
 
     def call(uid: str, path: str) -> list[str]:
         use = {"type": "assistant", "uuid": f"{uid}a", "sessionId": "s", "cwd": str(sub), "message": {

@@ -9,13 +9,25 @@ replayed session lands exactly where its live hooks would have):
 
     1. the nearest ``.aimem.toml`` marker at or above ``cwd`` wins: its ``workspace`` and
        ``project`` keys name the scope (``explicit`` when it names the project), its
-       ``capture``/``exclude`` keys are the capture rules;
+       ``capture``/``exclude`` keys are the capture rules. A marker *above* the repository
+       holding ``cwd`` (``~/.aimem.toml`` over ``~/src/api``) stops at that repository
+       boundary: its names do not apply there (the repository is its own project) unless
+       it says ``scope = "tree"``; its rules that only ever record less (``capture =
+       false``, ``exclude``, a broken marker) still apply (fail safe);
     2. else (and for whatever the marker leaves out) the git top level: the directory
        holding ``.git``. A linked worktree (``.git`` file → ``gitdir`` with a
        ``commondir``) resolves to its main repository; a submodule (``.git`` file →
        ``.git/modules/…`` without ``commondir``) is its own project. The ``origin`` URL
        is read from the repository's ``config`` file and normalised (``origin``);
     3. else the cwd's basename, with no root and no origin.
+
+    The directory is taken physically (``realpath``): a checkout reached through a
+    symlink and through its real path is one root. A Windows path given on another
+    system (a payload from a Windows agent) is never looked up on disk: its project is
+    its last folder (``aimem_common.locations``). A git repository also carries a stable
+    id (``repo_id``: 32 hex digits in ``<git common dir>/aimem-id``, written by the first
+    resolve; worktrees share it, a move or rename keeps it, a fresh clone gets its own) so
+    the server recognises a moved checkout that has no ``origin``.
 
 ``Identity.should_capture(path) -> bool`` / ``should_capture(path, cwd=None) -> bool``
     False when the marker says ``capture = false``, or when ``path`` (absolute, or relative
@@ -27,6 +39,7 @@ Marker format (TOML; every key optional)::
     project = "billing-api"      # default: the git top level's name, else the cwd's
     capture = true               # false (or any non-boolean): nothing from here is recorded
     exclude = ["secrets/**", "*.pem", ".env*"]
+    scope = "repository"         # "tree": the names also apply inside repositories below
 
 Globs follow ``.gitignore`` habits: ``*`` and ``?`` stay inside one path segment, ``**``
 spans segments, a pattern without ``/`` matches a file or directory name at any depth, a
@@ -43,10 +56,14 @@ import os
 import re
 from pathlib import PurePosixPath
 
+from aimem_common import locations  # stdlib only (the hot path stays light)
+
 MARKER = ".aimem.toml"
 MAX_MARKER_BYTES = 64 * 1024
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_NAME_CHARS = 128
+REPO_ID_FILE = "aimem-id"  # in the repository's (common) git directory: <repo>/.git/aimem-id
+_REPO_ID = re.compile(r"^[0-9a-f]{32}$")
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 _SCP_URL = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")  # git@host:owner/repo.git
 
@@ -59,21 +76,24 @@ class Identity:
     ``explicit``: a marker (or the user) named the project; the server then keys the
     project by that name alone. ``root``: the project's root directory (the marker's
     directory when the marker names the project, else the repository's top level; in a
-    linked worktree both are seen from the main repository; None without either). ``origin``: the normalised ``remote "origin"`` URL (``host/owner/repo``) or
-    None. ``source``: ``marker``, ``git`` or ``cwd``. ``marker``: the marker file's path.
-    ``capture``/``exclude``: the capture rules. ``cwd``: the resolved working directory.
+    linked worktree both are seen from the main repository; None without either; physical,
+    symlinks resolved). ``origin``: the normalised ``remote "origin"`` URL
+    (``host/owner/repo``) or None. ``repo_id``: the repository's stable id (None outside a
+    git repository, or when its git directory cannot be written). ``source``: ``marker``,
+    ``git`` or ``cwd``. ``marker``: the marker file's path. ``capture``/``exclude``: the
+    capture rules. ``cwd``: the resolved working directory.
     """
 
     __slots__ = ("project", "workspace", "explicit", "root", "origin", "source", "marker", "capture", "exclude",
-                 "cwd", "_patterns")
+                 "cwd", "repo_id", "_patterns")
 
     def __init__(self, project: str | None, workspace: str | None = None, explicit: bool = False,
                  root: str | None = None, origin: str | None = None, source: str = "cwd",
                  marker: str | None = None, capture: bool = True, exclude: tuple[str, ...] = (),
-                 cwd: str | None = None):
+                 cwd: str | None = None, repo_id: str | None = None):
         self.project, self.workspace, self.explicit = project, workspace, explicit
         self.root, self.origin, self.source, self.marker = root, origin, source, marker
-        self.capture, self.exclude, self.cwd = capture, tuple(exclude), cwd
+        self.capture, self.exclude, self.cwd, self.repo_id = capture, tuple(exclude), cwd, repo_id
         self._patterns = tuple(_glob_regex(g) for g in self.exclude)
 
     def _fields(self) -> tuple:
@@ -105,7 +125,8 @@ class Identity:
 
     def as_query(self) -> dict[str, str]:
         """The ``/hook`` query fields carrying this identity (empty values left out)."""
-        out = {"project": self.project, "workspace": self.workspace, "root": self.root, "origin": self.origin}
+        out = {"project": self.project, "workspace": self.workspace, "root": self.root, "origin": self.origin,
+               "repo_id": self.repo_id}
         q = {k: v for k, v in out.items() if v}
         if self.explicit:
             q["named"] = "1"
@@ -114,16 +135,25 @@ class Identity:
 
 def resolve(cwd: str | os.PathLike[str]) -> Identity:
     """Return the ``Identity`` of ``cwd`` (see the module docstring; never raises on I/O)."""
-    start = os.path.abspath(os.fspath(cwd))
+    raw_cwd = os.fspath(cwd)
+    if os.name != "nt" and locations.is_windows(raw_cwd):
+        # A Windows agent's path seen here: nothing to look up on this disk; name it by its folder.
+        return Identity(project=_safe_name(locations.name(raw_cwd) or ""), cwd=locations.normalize(raw_cwd))
+    start = os.path.realpath(os.path.abspath(raw_cwd))  # physical: a symlinked checkout is one root
     marker_path, marker = _find_marker(start)
     top, common = _git_top(start)
     origin = _origin(common) if common else None
     repo_root = _repo_root(top, common) if top else None
+    repo_id = _repo_id(common) if common else None
     capture, exclude = True, ()
     workspace = project = None
     if marker is not None:
-        workspace = _str(marker.get("workspace"))
-        project = _str(marker.get("project"))
+        # Across a repository boundary an ancestor's names stop (scope = "tree" opts in);
+        # its rules that only record less still apply.
+        names = not (top and _strictly_above(os.path.dirname(marker_path), top)) or marker.get("scope") == "tree"
+        if names:
+            workspace = _str(marker.get("workspace"))
+            project = _str(marker.get("project"))
         capture = marker.get("capture", True) is True  # anything but true/absent fails safe
         raw = marker.get("exclude") or ()
         exclude = tuple(g for g in (raw if isinstance(raw, list) else [raw]) if isinstance(g, str) and g)
@@ -135,8 +165,13 @@ def resolve(cwd: str | os.PathLike[str]) -> Identity:
         project, root, source, explicit = _safe_name(os.path.basename(start)), None, "cwd", False
     return Identity(
         project=project or None, workspace=workspace, explicit=explicit, root=root, origin=origin,
-        source=source, marker=marker_path, capture=capture, exclude=exclude, cwd=start,
+        source=source, marker=marker_path, capture=capture, exclude=exclude, cwd=start, repo_id=repo_id,
     )
+
+
+def _strictly_above(marker_dir: str, top: str) -> bool:
+    """True when ``marker_dir`` is an ancestor of the repository top ``top`` (not ``top`` itself)."""
+    return marker_dir != top and _under(top, marker_dir)
 
 
 def _marker_root(marker_dir: str, top: str | None, repo_root: str | None) -> str:
@@ -243,6 +278,35 @@ def _repo_root(top: str, common: str | None) -> str:
     return top
 
 
+def _repo_id(git_dir: str) -> str | None:
+    """The repository's stable id from ``<git_dir>/aimem-id``, written (once, 32 hex) when
+    missing; None when the git directory cannot be written. The file appears whole or not at
+    all (written aside, then hard-linked into place, which fails if it exists), so two hooks
+    racing agree on the first one's id."""
+    path = os.path.join(git_dir, REPO_ID_FILE)
+    text = (_read_small(path, 64) or "").strip()
+    if text:
+        return text if _REPO_ID.match(text) else None  # something else wrote it: never overwrite
+    new = os.urandom(16).hex()
+    tmp = f"{path}.{os.getpid()}.{new[:8]}.tmp"
+    try:
+        with open(tmp, "x") as fh:
+            fh.write(new + "\n")
+        try:
+            os.link(tmp, path)
+        except FileExistsError:  # another hook won the race: its id is the repository's
+            text = (_read_small(path, 64) or "").strip()
+            return text if _REPO_ID.match(text) else None
+        return new
+    except OSError:
+        return None
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
 def _read_small(path: str, limit: int = 4096) -> str | None:
     try:
         with open(path, "rb") as fh:
@@ -323,7 +387,7 @@ def _relative(path: str, base: str | None, cwd: str | None) -> str:
         p = os.path.expanduser(p)
     if not os.path.isabs(p):
         p = os.path.join(cwd or base or "/", p)
-    p = os.path.normpath(p)
+    p = os.path.realpath(p)  # the same physical view as the root and the marker
     if base and _under(p, base):
         return os.path.relpath(p, base).replace(os.sep, "/")
     return PurePosixPath(p).name

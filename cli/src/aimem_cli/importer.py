@@ -224,10 +224,11 @@ class Importer:
         """Send the current batch; then the states of the files it completed are saved."""
         if self._batch and self._batch_scope and self.sender is not None:
             client, *query = self._batch_scope
-            fields = dict(query)  # the hook client's /hook query: project, workspace?, root?, origin?, named?
+            fields = dict(query)  # the hook client's /hook query: project, workspace?, root?, origin?, repo_id?, named?
             head = json.dumps({"agent": client, "workspace": fields.get("workspace") or "default",
                                "project": fields["project"], "root": fields.get("root"),
-                               "origin": fields.get("origin"), "named": fields.get("named") == "1"})
+                               "origin": fields.get("origin"), "named": fields.get("named") == "1",
+                               "repo_id": fields.get("repo_id")})
             answer = self.sender(head[:-1].encode() + b', "events": [' + b",".join(self._batch) + b"]}")
             self.stats.batches += 1
             self.stats.accepted += int(answer.get("accepted", 0))

@@ -33,9 +33,10 @@ class WriterHarness:
 
     def envelope(self, op: str, payload: dict, ws: str | None = "default", pj: str | None = "app",
                  key: str | None = None, actor: str = "tester", root: str | None = None,
-                 origin: str | None = None, explicit: bool = False):
+                 origin: str | None = None, explicit: bool = False, repo_id: str | None = None):
         # Not make_envelope: bad-input tests must reach the writer unvalidated.
-        scope = ScopeRef(workspace=ws, project=pj, root=root, origin=origin, explicit=explicit) if pj else None
+        ids = {"repo_id": repo_id} if repo_id else {}
+        scope = ScopeRef(workspace=ws, project=pj, root=root, origin=origin, explicit=explicit, **ids) if pj else None
         return Envelope(op=op, payload=payload, scope=scope, actor=actor, idempotency_key=key)
 
     def batch(self, envs: list, raw: list[bytes] | None = None) -> list[dict]:
@@ -45,7 +46,7 @@ class WriterHarness:
         return [o.reply for o in result.outcomes]
 
     def run(self, op: str, payload: dict, ws: str | None = "default", pj: str | None = "app", **kw) -> dict:
-        kw = {k: v for k, v in kw.items() if k in ("key", "actor", "root", "origin", "explicit")}
+        kw = {k: v for k, v in kw.items() if k in ("key", "actor", "root", "origin", "explicit", "repo_id")}
         """Apply one command; return its reply ``{cmd_id, ok, result|error}``."""
         return self.batch([self.envelope(op, payload, ws, pj, **kw)])[0]
 
@@ -60,7 +61,7 @@ class WriterHarness:
         return reply["error"]
 
     def obs(self, session_id: str, kind: str, title: str = "", body: str = "", ws="default", pj="app", **extra):
-        scope_kw = {k: extra.pop(k) for k in ("root", "origin", "explicit") if k in extra}
+        scope_kw = {k: extra.pop(k) for k in ("root", "origin", "explicit", "repo_id") if k in extra}
         payload = {"session_id": session_id, "kind": kind, "title": title, "body": body, "sanitized": True,
                    "agent": extra.pop("agent", "claude-code"), **extra}
         return self.ok("observation.append", payload, ws, pj, **scope_kw)

@@ -3,6 +3,11 @@
 The marker fixes the project's names (what every hook, ``aimem`` command and agent uses)
 and its capture rules (``capture``, ``exclude``); see ``aimem_cli.identity``. Commit it so
 every clone and worktree shares it.
+
+Outside any git repository ``init`` refuses (exit 1, one line) unless ``--force``: a marker in
+a folder such as the home directory would name every non-repository folder below it. (It
+stops at repositories below it anyway unless it says ``scope = "tree"``: see
+``aimem_cli.identity``.)
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ def register(app: typer.Typer) -> None:
         no_capture: bool = typer.Option(False, "--no-capture", help="Never record anything from here."),
         exclude: list[str] = typer.Option([], "--exclude", help="A path glob never recorded (repeatable)."),
         directory: Path = typer.Option(None, "--dir", help="Where to write (default: this checkout's top level)."),
-        force: bool = typer.Option(False, "--force", help="Replace an existing marker."),
+        force: bool = typer.Option(False, "--force",
+                                   help="Replace an existing marker; write one outside any git repository."),
     ) -> None:
         """Write a .aimem.toml marker naming this repository's project and its capture rules."""
         from aimem_common.models import validate_name
@@ -32,6 +38,10 @@ def register(app: typer.Typer) -> None:
 
         here = Path.cwd()
         target = (directory or Path(checkout_top(here) or here)).resolve()
+        if checkout_top(target) is None and not force:
+            typer.echo(f"aimem: {target} is not inside a git repository; a marker here would name every folder"
+                       " below it (run it in a repository, or pass --force)", err=True)
+            raise typer.Exit(1)
         ident = resolve(target)
         name = project or ident.project
         try:

@@ -46,7 +46,9 @@ def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonO
                 typer.echo(f"replication {target}: {state}, lag {rep.get('lag_s', 0):.1f} s"
                            + (f" ({rep['error']})" if rep.get("error") else ""))
         typer.echo("  ".join(f"{k}={v}" for k, v in (d.get("counts") or {}).items()))
-        table(d.get("projects") or [], ["workspace", "project", "pages", "sessions", "origin", "root"])
+        # aliases: the other roots a project was seen at (a moved, renamed or second checkout).
+        rows = [{**p, "aliases": ", ".join(p.get("aliases") or []) or "-"} for p in d.get("projects") or []]
+        table(rows, ["workspace", "project", "pages", "sessions", "origin", "root", "aliases"])
 
     emit(data, as_json, human)
 

@@ -380,17 +380,21 @@ def looks_like_ledger(head: str) -> bool:
 
 
 def render_meta(kind: str, *, id: str, name: str, workspace_id: str | None = None, workspace: str | None = None,
-                root: str | None = None, origin: str | None = None) -> str:
+                root: str | None = None, origin: str | None = None, repo_id: str | None = None,
+                aliases: list[str] | tuple[str, ...] = ()) -> str:
     """Render a scope manifest ``_meta.md`` (``kind`` is ``workspace`` or ``project``).
 
     ``aimem reindex`` reads these to rebuild workspaces and projects with their ids and a
-    project's identity keys (``root``, ``origin``; written only when known).
+    project's identity keys (``root``, ``origin``, ``repo_id``, root ``aliases``; written
+    only when known).
     """
     fm: dict[str, Any] = {"aimem": "scope", "kind": kind, "id": id, "name": name}
     if kind == "project":
         fm["workspace_id"] = workspace_id
         fm["workspace"] = workspace
-        fm.update({k: v for k, v in (("root", root), ("origin", origin)) if v})
+        fm.update({k: v for k, v in (("root", root), ("origin", origin), ("repo_id", repo_id)) if v})
+        if aliases:
+            fm["aliases"] = list(aliases)
     heading = f"Workspace {name}" if kind == "workspace" else f"Project {workspace}/{name}"
     return render(fm, f"# {heading}\n\nScope manifest written by aimem; do not edit the ids.\n")
 

@@ -41,6 +41,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aimem_common import locations
 from aimem_common.auth import Principal
 from aimem_common.commands import Envelope, make_envelope
 from aimem_common.commands.envelope import first_error
@@ -80,6 +81,7 @@ class ImportBatch(BaseModel):
     root: str | None = None
     origin: str | None = None
     named: bool = False
+    repo_id: str | None = Field(None, pattern=r"^[0-9a-f]{32}$")  # the repository's stable id (identity)
     events: list[ImportItem] = Field(max_length=MAX_EVENTS)
 
 
@@ -97,8 +99,8 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
     if agent not in AGENTS:
         raise BadRequestError(f"unknown agent {batch.agent!r}; expected {AGENTS}", code="unknown_agent")
     scope = HookScope(validate_name(batch.workspace, "workspace"), validate_name(batch.project, "project"),
-                      _key_field(batch.root, "root", MAX_ROOT_CHARS),
-                      _key_field(batch.origin, "origin", MAX_ORIGIN_CHARS), batch.named)
+                      locations.normalize(_key_field(batch.root, "root", MAX_ROOT_CHARS)),
+                      _key_field(batch.origin, "origin", MAX_ORIGIN_CHARS), batch.named, batch.repo_id)
     await require_hook_write(ctx, principal, scope)
     segments, rejected = _envelopes(batch, agent, scope, principal)
     _check_ready(ctx)

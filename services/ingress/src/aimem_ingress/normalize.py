@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from aimem_common import locations
 from aimem_common.errors import BadRequestError
 from aimem_common.models import ObservationKind
 from aimem_common.patches import is_patch_tool, looks_like_patch, patch_files
@@ -514,7 +515,7 @@ def check_identity(value: str | None, name: str) -> str | None:
 
 
 def _basename(cwd: str | None) -> str | None:
-    return (re.split(r"[\\/]", cwd.rstrip("/\\"))[-1] or None) if cwd else None
+    return locations.name(cwd)
 
 
 def _as_text(value: Any) -> str | None:

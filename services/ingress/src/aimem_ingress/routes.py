@@ -48,6 +48,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from aimem_common import locations
 from aimem_common.auth import KEY_PREFIX, Principal, authenticate, bearer
 from aimem_common.errors import (
     AimemError,
@@ -80,6 +81,7 @@ MAX_KEY_CHARS = 200
 HOOK_ACTOR = "hook"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_ROOT_CHARS, MAX_ORIGIN_CHARS = 4096, 1024
+_REPO_ID = re.compile(r"^[0-9a-f]{32}$")
 # What a session start gets, by its `source`: (claim a handoff, inject the project brief).
 START_SOURCES = {"resume": (False, False), "compact": (False, True), "clear": (False, True)}
 DEFAULT_START = (True, True)
@@ -94,10 +96,12 @@ class HookScope:
     root: str | None = None
     origin: str | None = None
     explicit: bool = False
+    repo_id: str | None = None
 
     def envelope_kwargs(self) -> dict[str, Any]:
+        """The ``make_envelope`` scope fields of this event."""
         return {"workspace": self.workspace, "project": self.project, "root": self.root,
-                "origin": self.origin, "explicit": self.explicit}
+                "origin": self.origin, "explicit": self.explicit, "repo_id": self.repo_id}
 
 
 async def post_hook(request: Request) -> Response:
@@ -203,10 +207,10 @@ def _target_names(conn, scope: HookScope) -> tuple[str, str, bool]:
     """``(workspace, project, created)``: where the writer puts this event — the existing
     project, else the name it would create (``created`` True)."""
     found = scopes.lookup(conn, scope.workspace, scope.project, root=scope.root, origin=scope.origin,
-                          explicit=scope.explicit)
+                          explicit=scope.explicit, repo_id=scope.repo_id)
     if found is not None:
         return found.workspace, found.project, False
-    keyed = not scope.explicit and bool(scope.root or scope.origin)
+    keyed = not scope.explicit and bool(scope.root or scope.origin or scope.repo_id)
     return scope.workspace, scopes.new_project_name(conn, scope.workspace, scope.project, keyed=keyed), True
 
 
@@ -239,14 +243,14 @@ def _brief(conn, scope: HookScope) -> tuple[list, str]:
     """``(brief pages, actual project name)`` of the project this event belongs to (a keyed
     scope named ``api`` may be ``api-2``); ``([], requested name)`` before it exists."""
     found = scopes.lookup(conn, scope.workspace, scope.project, root=scope.root, origin=scope.origin,
-                          explicit=scope.explicit)
+                          explicit=scope.explicit, repo_id=scope.repo_id)
     if found is None:
         return [], scope.project
     return read_brief(conn, workspace=found.workspace, project=found.project), found.project
 
 
 def _basename(cwd: str) -> str | None:
-    return re.split(r"[\\/]", cwd.rstrip("/\\"))[-1] or None
+    return locations.name(cwd)
 
 
 def _scope(request: Request, payload: dict[str, Any], ev: NormalizedEvent) -> HookScope:
@@ -255,23 +259,28 @@ def _scope(request: Request, payload: dict[str, Any], ev: NormalizedEvent) -> Ho
     An explicit name must be valid (400 ``invalid_name``); a cwd basename is made safe
     instead (``My Repo`` → ``My-Repo``) because the user never chose it as a name.
     ``root``/``origin`` must be printable strings (≤ 4096 / 1024 chars, else 400
-    ``invalid_field``); secrets in them are redacted. ``named=1`` or a body ``project``
+    ``invalid_field``); secrets in them are redacted; ``root`` is normalised
+    (``aimem_common.locations``). ``repo_id`` (the repository's stable id) must be 32
+    lower-case hex digits (else 400 ``invalid_field``). ``named=1`` or a body ``project``
     marks the name explicit (resolved by name, never renamed).
     """
     q = request.query_params
     workspace = q.get("workspace") or ev.workspace or "default"
     validate_name(workspace, "workspace")
-    root = _key_field(q.get("root"), "root", MAX_ROOT_CHARS)
+    root = locations.normalize(_key_field(q.get("root"), "root", MAX_ROOT_CHARS))
     origin = _key_field(q.get("origin"), "origin", MAX_ORIGIN_CHARS)
+    repo_id = q.get("repo_id") or None
+    if repo_id is not None and not _REPO_ID.match(repo_id):
+        raise BadRequestError("repo_id must be 32 lower-case hex digits", code="invalid_field")
     body_project = payload.get("project") if isinstance(payload.get("project"), str) else None
     named = q.get("named") == "1" or bool(body_project and not q.get("project"))
     explicit = q.get("project") or body_project
     if explicit:
-        return HookScope(workspace, validate_name(explicit, "project"), root, origin, named)
+        return HookScope(workspace, validate_name(explicit, "project"), root, origin, named, repo_id)
     derived = _UNSAFE_NAME.sub("-", ev.project or "").strip(".-")[:128]
     if not derived:
         raise BadRequestError("no project: send `project` or a payload with a cwd", code="missing_project")
-    return HookScope(workspace, derived, root, origin, False)
+    return HookScope(workspace, derived, root, origin, False, repo_id)
 
 
 def _key_field(value: str | None, name: str, max_chars: int) -> str | None:

@@ -155,9 +155,14 @@ def _rebuild(conn: sqlite3.Connection, settings: Settings, root: Path) -> Rebuil
                 if not pmeta.is_file():
                     raise NotFoundError(f"missing project manifest {pmeta}", code="meta_missing")
                 pm = parse_meta(pmeta.read_text(encoding="utf-8"))
-                conn.execute("INSERT INTO projects(id, workspace_id, name, created_at, root, origin)"
-                             " VALUES (?, ?, ?, ?, ?, ?)",
-                             (pj_dir.name, ws_dir.name, pm["name"], now, pm.get("root"), pm.get("origin")))
+                conn.execute("INSERT INTO projects(id, workspace_id, name, created_at, root, origin, repo_id)"
+                             " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (pj_dir.name, ws_dir.name, pm["name"], now, pm.get("root"), pm.get("origin"),
+                              pm.get("repo_id")))
+                for alias in pm.get("aliases") or []:  # the roots a moved or second checkout added
+                    if isinstance(alias, str) and alias:
+                        conn.execute("INSERT OR IGNORE INTO project_roots(workspace_id, project_id, root,"
+                                     " first_seen_at) VALUES (?, ?, ?, ?)", (ws_dir.name, pj_dir.name, alias, now))
                 report.projects += 1
                 scopes.append((wm["name"], pm["name"], ws_dir.name, pj_dir.name, pj_dir))
         from aimem_common.models import Scope

@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from aimem_common import locations
 from aimem_common.config import Settings
 from aimem_common.errors import BadRequestError, NotFoundError
 from aimem_common.models import Scope, validate_name
@@ -160,12 +161,12 @@ class Tx:
             create = OP_CREATES_SCOPE.get(self.op, False)
         ref = self.env.scope
         scope = self.resolve_scope(ref.workspace, ref.project, create=create, root=ref.root,
-                                   origin=ref.origin, explicit=ref.explicit)
+                                   origin=ref.origin, explicit=ref.explicit, repo_id=ref.repo_id)
         self._scope = scope
         return scope
 
     def resolve_scope(self, workspace: str, project: str, create: bool = False, *, root: str | None = None,
-                      origin: str | None = None, explicit: bool = False) -> Scope:
+                      origin: str | None = None, explicit: bool = False, repo_id: str | None = None) -> Scope:
         """Resolve names (and identity keys) to a ``Scope``, creating it when ``create``.
 
         Without keys (or with ``explicit``, a name the user chose in a marker) the project is
@@ -176,19 +177,27 @@ class Tx:
         (``api``, ``api-2``, …): two repositories sharing a folder name never merge. The
         returned ``Scope`` carries the actual name.
 
+        ``root`` is stored and compared normalised (``aimem_common.locations``: one Windows
+        folder is one root however it is spelled). ``repo_id`` (the repository's stable id)
+        finds a moved checkout without an origin. A project found by its origin or id at a
+        root it has not been seen at records that root as an alias (``project_roots``): its
+        handoffs then reach every root of the project.
+
         Raises:
             BadRequestError: invalid names (``invalid_name``).
             NotFoundError: unknown workspace/project and not ``create``.
         """
-        keyed = not explicit and bool(root or origin)
-        key: tuple = (workspace, project) if not keyed else ("key", workspace, project, root, origin)
+        root = locations.normalize(root)
+        keyed = not explicit and bool(root or origin or repo_id)
+        key: tuple = (workspace, project) if not keyed else ("key", workspace, project, root, origin, repo_id)
         hit = self._batch_scopes.by_name.get(key) or self.new_scopes.by_name.get(key)
         if hit is not None:
             return hit
-        found = scopes.lookup(self.conn, workspace, project, root=root, origin=origin, explicit=explicit)
+        found = scopes.lookup(self.conn, workspace, project, root=root, origin=origin, explicit=explicit,
+                              repo_id=repo_id)
         if found is not None:
-            if root or origin:
-                self._record_keys(found, root, origin)
+            if root or origin or repo_id:
+                self._record_keys(found, root, origin, repo_id, alias=keyed)
             self._batch_scopes.by_name[key] = found
             return found
         validate_name(workspace, "workspace")
@@ -201,25 +210,46 @@ class Tx:
                 f"project {workspace}/{project} not found", data={"workspace": workspace, "project": project}
             )
         project = scopes.new_project_name(self.conn, workspace, project, keyed=keyed)
-        scope = self._create(workspace, ws_id, project, root, origin)
+        scope = self._create(workspace, ws_id, project, root, origin, repo_id)
         self.new_scopes.by_name[key] = scope
         return scope
 
-    def _record_keys(self, scope: Scope, root: str | None, origin: str | None) -> None:
-        """Fill the project's unknown identity keys (never overwrite a known one)."""
+    def _record_keys(self, scope: Scope, root: str | None, origin: str | None, repo_id: str | None = None,
+                     *, alias: bool = False) -> None:
+        """Fill the project's unknown identity keys (never overwrite a known one) and record a
+        new ``root`` as a root alias when the project is this repository: ``alias`` (found by
+        its keys), or a marker-named project whose known origin or repository id is this
+        event's (the same repository moved; another repository sharing the marker's name
+        keeps its own root, so its handoffs stay apart)."""
+        known_id = scopes.repo_id_of(self.conn, scope.project_id)
+        changed: dict[str, str] = {}
+        if repo_id and known_id is None:
+            self.conn.execute("UPDATE projects SET repo_id = ? WHERE id = ?", (repo_id, scope.project_id))
+            changed["repo_id"] = repo_id
         have = scopes.identity_keys(self.conn, scope.project_id)
+        same_repo = alias or bool(repo_id and known_id == repo_id) or bool(origin and have["origin"] == origin)
+        if same_repo and root and have["root"] and root not in scopes.project_roots(self.conn, scope.project_id):
+            self.conn.execute("INSERT INTO project_roots(workspace_id, project_id, root, first_seen_at)"
+                              " VALUES (?, ?, ?, ?)", (scope.workspace_id, scope.project_id, root, self.now))
+            self.audit("project.alias", f"{scope.workspace}/{scope.project}", {"root": root, "first": have["root"]},
+                       scope=scope)
+            self.emit("project.aliased", {"workspace_id": scope.workspace_id, "project_id": scope.project_id,
+                                          "root": root})
+            changed["alias"] = root
         if (root and not have["root"]) or (origin and not have["origin"]):
             self.conn.execute("UPDATE projects SET root = coalesce(root, ?), origin = coalesce(origin, ?) WHERE id = ?",
                               (root, origin, scope.project_id))
-            keys = scopes.identity_keys(self.conn, scope.project_id)
+            changed.update({k: v for k, v in (("root", root), ("origin", origin)) if v})
+        if changed:
             self.wiki.write_rel(f"{scope.workspace_id}/{scope.project_id}/{META_FILE}", render_meta(
                 "project", id=scope.project_id, name=scope.project, workspace_id=scope.workspace_id,
-                workspace=scope.workspace, **keys))
-            self.audit("project.keys", f"{scope.workspace}/{scope.project}", {"root": root, "origin": origin},
-                       scope=scope)
+                workspace=scope.workspace, **scopes.manifest_keys(self.conn, scope.project_id)))
+            if changed.keys() - {"alias"}:
+                self.audit("project.keys", f"{scope.workspace}/{scope.project}",
+                           {k: v for k, v in changed.items() if k != "alias"}, scope=scope)
 
     def _create(self, workspace: str, ws_id: str | None, project: str, root: str | None,
-                origin: str | None) -> Scope:
+                origin: str | None, repo_id: str | None = None) -> Scope:
         """Insert the project (and its workspace when ``ws_id`` is None) with manifests."""
         if ws_id is None:
             wid = uuid.uuid4().hex
@@ -232,13 +262,14 @@ class Tx:
             wid = ws_id
         pid = uuid.uuid4().hex
         self.conn.execute(
-            "INSERT INTO projects(id, workspace_id, name, created_at, root, origin) VALUES (?, ?, ?, ?, ?, ?)",
-            (pid, wid, project, self.now, root, origin),
+            "INSERT INTO projects(id, workspace_id, name, created_at, root, origin, repo_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (pid, wid, project, self.now, root, origin, repo_id),
         )
         self.wiki.write_rel(
             f"{wid}/{pid}/{META_FILE}",
             render_meta("project", id=pid, name=project, workspace_id=wid, workspace=workspace, root=root,
-                        origin=origin),
+                        origin=origin, repo_id=repo_id),
         )
         scope = Scope(workspace, project, wid, pid)
         self.audit("project.create", f"{workspace}/{project}",

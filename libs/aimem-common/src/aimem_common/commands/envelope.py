@@ -68,7 +68,8 @@ class ScopeRef(BaseModel):
 
     Hook commands may add the project's identity keys, resolved by the hook client where
     the files are: ``root`` (the repository's top level) and ``origin`` (its normalised
-    ``origin`` URL). With keys, the writer finds the project by them and gives a second
+    ``origin`` URL), and ``repo_id`` (the repository's stable id, which a moved checkout
+    keeps). With keys, the writer finds the project by them and gives a second
     repository that wants a taken name a distinct one (``api`` → ``api-2``); ``explicit``
     (a name from a ``.aimem.toml`` marker) resolves by name alone and only records keys.
     """
@@ -80,12 +81,13 @@ class ScopeRef(BaseModel):
     root: str | None = Field(None, max_length=4096)
     origin: str | None = Field(None, max_length=1024)
     explicit: bool = False
+    repo_id: str | None = Field(None, pattern=r"^[0-9a-f]{32}$")
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: Any) -> dict[str, Any]:
         # Identity fields only when set: plain scopes stay {workspace, project} on the wire.
         data = handler(self)
-        for name, empty in (("root", None), ("origin", None), ("explicit", False)):
+        for name, empty in (("root", None), ("origin", None), ("explicit", False), ("repo_id", None)):
             if data.get(name, empty) == empty:
                 data.pop(name, None)
         return data
@@ -166,6 +168,7 @@ def make_envelope(
     root: str | None = None,
     origin: str | None = None,
     explicit: bool = False,
+    repo_id: str | None = None,
 ) -> Envelope:
     """Build a validated envelope for ``op`` (payload validated against its model).
 
@@ -173,7 +176,7 @@ def make_envelope(
     was built and is only dumped (validation done once, on the hook path too); a dict or
     another model is validated here.
 
-    ``root``/``origin``/``explicit``: the project identity of a hook command (``ScopeRef``).
+    ``root``/``origin``/``explicit``/``repo_id``: the project identity of a hook command (``ScopeRef``).
 
     Raises:
         BadRequestError: unknown op, invalid payload or invalid scope names.
@@ -184,7 +187,7 @@ def make_envelope(
         parse_payload(op, data)
     try:
         scope = ScopeRef(workspace=workspace or "default", project=project, root=root, origin=origin,
-                         explicit=explicit) if project else None
+                         explicit=explicit, repo_id=repo_id) if project else None
     except ValidationError as exc:
         raise BadRequestError(first_error(exc), code="invalid_name") from exc
     return Envelope(op=op, actor=actor, scope=scope, idempotency_key=idempotency_key, payload=data)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from aimem_common import locations
 from aimem_common.errors import BadRequestError, NotFoundError
 from aimem_common.models import Scope
 
@@ -54,23 +55,35 @@ def workspace_id(conn: sqlite3.Connection, workspace: str) -> str | None:
     return row[0] if row is not None else None
 
 
-def find_by_key(conn: sqlite3.Connection, workspace: str, *, origin: str | None, root: str | None) -> Scope | None:
+def find_by_key(conn: sqlite3.Connection, workspace: str, *, origin: str | None, root: str | None,
+                repo_id: str | None = None) -> Scope | None:
     """Return the project of ``workspace`` with these identity keys, or ``None``.
 
     The normalised ``origin`` URL decides first (every clone and worktree of one repository
-    shares it); then the repository ``root``, for a project whose origin is unknown on
-    either side (a repository without a remote, or one that gained its remote later). Two
-    different origins at one root are two projects.
+    shares it); then the repository's stable ``repo_id`` (a moved or renamed checkout
+    without an origin keeps it); then the repository ``root`` — the project's first root or
+    one of its aliases (``project_roots``) —, for a project whose origin and id are unknown
+    on either side or equal. Two different origins (or two different ids) at one root are
+    two projects. ``root`` is compared in its normalised form (``aimem_common.locations``).
     """
+    root = locations.normalize(root)
     if origin:
         row = conn.execute(_SCOPE_SQL + " WHERE w.name = ? AND p.origin = ? ORDER BY p.created_at, p.id LIMIT 1",
                            (workspace, origin)).fetchone()
         if row is not None:
             return _row_scope(row)
+    if repo_id:
+        row = conn.execute(
+            _SCOPE_SQL + " WHERE w.name = ? AND p.repo_id = ? AND (p.origin IS NULL OR ? IS NULL)"
+            " ORDER BY p.created_at, p.id LIMIT 1", (workspace, repo_id, origin)).fetchone()
+        if row is not None:
+            return _row_scope(row)
     if root:
         row = conn.execute(
-            _SCOPE_SQL + " WHERE w.name = ? AND p.root = ? AND (p.origin IS NULL OR ? IS NULL)"
-            " ORDER BY p.created_at, p.id LIMIT 1", (workspace, root, origin)).fetchone()
+            _SCOPE_SQL + " WHERE w.name = ? AND (p.root = ? OR EXISTS (SELECT 1 FROM project_roots r"
+            " WHERE r.project_id = p.id AND r.root = ?)) AND (p.origin IS NULL OR ? IS NULL)"
+            " AND (p.repo_id IS NULL OR ? IS NULL OR p.repo_id = ?)"
+            " ORDER BY p.created_at, p.id LIMIT 1", (workspace, root, root, origin, repo_id, repo_id)).fetchone()
         if row is not None:
             return _row_scope(row)
     return None
@@ -79,22 +92,38 @@ def find_by_key(conn: sqlite3.Connection, workspace: str, *, origin: str | None,
 def find_unkeyed(conn: sqlite3.Connection, workspace: str, project: str) -> Scope | None:
     """Return the project named ``workspace``/``project`` when it has no identity keys yet
     (made before the keys existed, or by a client posting without the hook client)."""
-    row = conn.execute(_SCOPE_SQL + " WHERE w.name = ? AND p.name = ? AND p.root IS NULL AND p.origin IS NULL",
-                       (workspace, project)).fetchone()
+    row = conn.execute(_SCOPE_SQL + " WHERE w.name = ? AND p.name = ? AND p.root IS NULL AND p.origin IS NULL"
+                       " AND p.repo_id IS NULL", (workspace, project)).fetchone()
     return _row_scope(row) if row is not None else None
 
 
 def lookup(conn: sqlite3.Connection, workspace: str, project: str, *, root: str | None = None,
-           origin: str | None = None, explicit: bool = False) -> Scope | None:
+           origin: str | None = None, explicit: bool = False, repo_id: str | None = None) -> Scope | None:
     """Return the project a hook event belongs to, or ``None`` when it does not exist yet.
 
     With identity keys (and no ``explicit`` name): the project holding them
     (``find_by_key``), else a keyless project named ``project`` (which the writer then
     keys). Otherwise by name. The writer creates what this does not find.
     """
-    if not explicit and (root or origin):
-        return find_by_key(conn, workspace, origin=origin, root=root) or find_unkeyed(conn, workspace, project)
+    if not explicit and (root or origin or repo_id):
+        return (find_by_key(conn, workspace, origin=origin, root=root, repo_id=repo_id)
+                or find_unkeyed(conn, workspace, project))
     return find(conn, workspace, project)
+
+
+def project_roots(conn: sqlite3.Connection, project_id: str) -> list[str]:
+    """Return every root of a project: its first ``root``, then its aliases by first sighting
+    (normalised locations; ``[]`` when none is known)."""
+    row = conn.execute("SELECT root FROM projects WHERE id = ?", (project_id,)).fetchone()
+    first = [row[0]] if row is not None and row[0] else []
+    aliases = [r[0] for r in conn.execute(
+        "SELECT root FROM project_roots WHERE project_id = ? ORDER BY first_seen_at, root", (project_id,))]
+    return list(dict.fromkeys(first + aliases))
+
+
+def root_aliases(conn: sqlite3.Connection, project_id: str) -> list[str]:
+    """Return a project's root aliases: every root but its first (``project_roots``)."""
+    return project_roots(conn, project_id)[1:]
 
 
 def identity_keys(conn: sqlite3.Connection, project_id: str) -> dict[str, str | None]:
@@ -103,9 +132,28 @@ def identity_keys(conn: sqlite3.Connection, project_id: str) -> dict[str, str | 
     return {"root": row[0], "origin": row[1]} if row is not None else {"root": None, "origin": None}
 
 
-def all_identity_keys(conn: sqlite3.Connection) -> dict[str, dict[str, str | None]]:
-    """Return ``{project_id: {"root", "origin"}}`` for every project."""
-    return {r[0]: {"root": r[1], "origin": r[2]} for r in conn.execute("SELECT id, root, origin FROM projects")}
+def manifest_keys(conn: sqlite3.Connection, project_id: str) -> dict:
+    """Return every identity key of a project for its manifest: ``{"root", "origin",
+    "repo_id", "aliases": [root, ...]}`` (``wikifmt.render_meta`` keyword arguments)."""
+    return {**identity_keys(conn, project_id), "repo_id": repo_id_of(conn, project_id),
+            "aliases": root_aliases(conn, project_id)}
+
+
+def repo_id_of(conn: sqlite3.Connection, project_id: str) -> str | None:
+    """Return a project's repository id (``None`` when unknown)."""
+    row = conn.execute("SELECT repo_id FROM projects WHERE id = ?", (project_id,)).fetchone()
+    return row[0] if row is not None else None
+
+
+def all_identity_keys(conn: sqlite3.Connection) -> dict[str, dict]:
+    """Return ``{project_id: {"root", "origin", "aliases": [root, ...]}}`` for every project."""
+    aliases: dict[str, list[str]] = {}
+    for pid, root in conn.execute("SELECT project_id, root FROM project_roots ORDER BY first_seen_at, root"):
+        aliases.setdefault(pid, []).append(root)
+    out = {}
+    for pid, root, origin in conn.execute("SELECT id, root, origin FROM projects"):
+        out[pid] = {"root": root, "origin": origin, "aliases": [a for a in aliases.get(pid, []) if a != root]}
+    return out
 
 
 def free_project_name(conn: sqlite3.Connection, workspace: str, base: str) -> str:
@@ -195,14 +243,17 @@ def counts(conn: sqlite3.Connection) -> dict[str, int]:
 
 def list_workspaces(conn: sqlite3.Connection) -> list[dict]:
     """Return ``[{"workspace", "workspace_id", "projects": [{"project", "project_id", "root",
-    "origin"}]}]`` (``root``/``origin``: the project's identity keys, ``None`` when unknown).
+    "origin", "aliases"}]}]`` (``root``/``origin``: the project's identity keys, ``None`` when
+    unknown; ``aliases``: the other roots it has been seen at, ``[]`` when none).
 
     Ordered by name; a workspace without projects is listed with ``projects: []``.
     """
     out: dict[str, dict] = {}
     for w in conn.execute("SELECT id, name FROM workspaces ORDER BY name"):
         out[w[0]] = {"workspace": w[1], "workspace_id": w[0], "projects": []}
+    keys = all_identity_keys(conn)
     for p in conn.execute("SELECT id, workspace_id, name, root, origin FROM projects ORDER BY name"):
         if p[1] in out:
-            out[p[1]]["projects"].append({"project": p[2], "project_id": p[0], "root": p[3], "origin": p[4]})
+            out[p[1]]["projects"].append({"project": p[2], "project_id": p[0], "root": p[3], "origin": p[4],
+                                          "aliases": keys.get(p[0], {}).get("aliases", [])})
     return list(out.values())

@@ -53,7 +53,9 @@ def counts(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, in
 
 def status(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, Any]:
     """Return ``{"counts": counts(...), "schema_version", "sqlite_version", "version",
-    "db_bytes", "last_page_update": str|None}`` (``db_bytes`` = page_count × page_size)."""
+    "db_bytes", "last_page_update": str|None}`` (``db_bytes`` = page_count × page_size); for
+    one project also ``workspace``, ``project``, ``root``, ``origin`` and ``aliases`` (the other
+    roots it has been seen at: a moved, renamed or second checkout; ``[]`` when none)."""
     page_count = conn.execute("PRAGMA page_count").fetchone()[0]
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     where, args = ("", ()) if scope is None else (" WHERE project_id = ?", (scope.project_id,))
@@ -66,7 +68,11 @@ def status(conn: sqlite3.Connection, scope: Scope | None = None) -> dict[str, An
         "db_bytes": int(page_count) * int(page_size),
         "last_page_update": last,
     }
-    if scope is not None:
+    if scope is not None and scope.project_id:
+        keys = scopes.identity_keys(conn, scope.project_id)
+        out.update(workspace=scope.workspace, project=scope.project, root=keys["root"], origin=keys["origin"],
+                   aliases=scopes.root_aliases(conn, scope.project_id))
+    elif scope is not None:
         out.update(workspace=scope.workspace, project=scope.project)
     return out
 
@@ -86,15 +92,16 @@ def status_of_projects(conn: sqlite3.Connection, allowed: list[Scope]) -> dict[s
             last.append(one["last_page_update"])
     base = status(conn, Scope(workspace="", project="", workspace_id="", project_id=""))  # zero counts, versions
     for key in ("workspace", "project"):
-        base.pop(key)
+        base.pop(key, None)
     return {**base, "counts": {**base["counts"], **total}, "db_bytes": None,
             "last_page_update": max(last) if last else None}
 
 
 def project_sizes(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     """Return ``[{"workspace", "project", "project_id", "pages" (live), "sessions", "root",
-    "origin"}]`` for every project, ordered by workspace then project name (``root`` /
-    ``origin``: its identity keys, which tell ``api`` from ``api-2``; ``None`` when unknown)."""
+    "origin", "aliases"}]`` for every project, ordered by workspace then project name (``root`` /
+    ``origin``: its identity keys, which tell ``api`` from ``api-2``; ``None`` when unknown;
+    ``aliases``: the other roots it has been seen at)."""
     pages = dict(conn.execute(
         "SELECT project_id, count(*) FROM pages WHERE is_latest = 1 GROUP BY project_id").fetchall())
     sessions = dict(conn.execute("SELECT project_id, count(*) FROM sessions GROUP BY project_id").fetchall())
@@ -102,7 +109,7 @@ def project_sizes(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [
         {"workspace": s.workspace, "project": s.project, "project_id": s.project_id,
          "pages": pages.get(s.project_id, 0), "sessions": sessions.get(s.project_id, 0),
-         **keys.get(s.project_id, {"root": None, "origin": None})}
+         **keys.get(s.project_id, {"root": None, "origin": None, "aliases": []})}
         for s in scopes.all_scopes(conn)
     ]
 

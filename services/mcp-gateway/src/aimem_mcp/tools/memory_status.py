@@ -27,7 +27,8 @@ async def memory_status(call: ToolCall, args: Args) -> dict[str, Any]:
     (root only when auth is on). Not an overview of the work - that is memory_briefing.
 
     Returns `{counts, schema_version, sqlite_version, version, db_bytes, last_page_update,
-    data_dir, gateway_version}`.
+    data_dir, gateway_version}`; with `project` also `root`, `origin` and `aliases` (the other
+    roots the project was seen at: a moved, renamed or second checkout).
     """
     if args.project:
         scope = await call.read_scope(args.workspace, args.project)

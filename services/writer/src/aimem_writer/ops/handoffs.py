@@ -4,10 +4,13 @@ Eligibility for an accept: the handoff is open, in the envelope's project, not t
 accepting session's own, addressed to nobody or to the accepting agent, visible to the
 actor (``shared``, no owner, or owned by the actor), and in the same place
 (``place_matches``): when both sides know the project root (the hook client sends it) the
-roots must be equal, so a session anywhere in a repository — a subdirectory, a linked
-worktree — gets the handoff left anywhere else in it; otherwise the cwd rule: empty,
-equal, or a parent on a path boundary (``/repo`` matches ``/repo/sub``, never
-``/repo-old``), or inside the other side's root.
+roots must be equal — or both be roots of the project (its first root and its aliases: a
+moved, renamed or second checkout of one repository) —, so a session anywhere in a
+repository — a subdirectory, a linked worktree, the checkout after a move — gets the
+handoff left anywhere else in it; otherwise the cwd rule: empty, equal, or a parent on a
+path boundary (``/repo`` matches ``/repo/sub``, never ``/repo-old``), or inside the other
+side's root. Every location is compared in its normalised form (``aimem_common.locations``:
+``C:\\Repo\\`` and ``c:/repo`` are one place).
 
 Which one, and what happens to the rest: manual handoffs beat automatic ones; among
 automatic ones the newest wins. Claiming an automatic handoff supersedes the older
@@ -21,11 +24,13 @@ which reopens the superseded ones too.
 
 from __future__ import annotations
 
-import posixpath
+from collections.abc import Collection
 
+from aimem_common import locations
 from aimem_common.errors import ConflictError, NotFoundError
 from aimem_common.commands import Envelope
 from aimem_common.commands.handoffs import HandoffAccept, HandoffBegin, HandoffCancel
+from aimem_common.read import scopes
 
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
@@ -37,12 +42,10 @@ MAX_FOLDED = 10
 
 
 def norm_cwd(cwd: str | None) -> str | None:
-    """Normalise a working directory for boundary matching (no trailing slash, ``..`` folded)."""
-    if not cwd or not cwd.strip():
-        return None
-    c = cwd.strip().replace("\\", "/")
-    c = posixpath.normpath(c)
-    return c if c != "." else None
+    """Normalise a working directory or root for storage and boundary matching
+    (``aimem_common.locations.normalize``: one separator, no trailing one, ``..`` folded,
+    Windows locations lower-cased)."""
+    return locations.normalize(cwd)
 
 
 def cwd_matches(handoff_cwd: str | None, cwd: str | None) -> bool:
@@ -58,14 +61,18 @@ def _inside(path: str | None, root: str | None) -> bool:
     return bool(path and root) and (path == root or path.startswith(root.rstrip("/") + "/"))
 
 
-def place_matches(h_root: str | None, h_cwd: str | None, root: str | None, cwd: str | None) -> bool:
+def place_matches(h_root: str | None, h_cwd: str | None, root: str | None, cwd: str | None,
+                  project_roots: Collection[str] = ()) -> bool:
     """True when a handoff left at ``h_root``/``h_cwd`` belongs to a session at ``root``/``cwd``.
 
-    Both roots known: they must be equal. One root known: the other side's cwd inside it,
-    or the cwd rule. No root: the cwd rule (``cwd_matches``).
+    Both roots known: they must be equal, or both among ``project_roots`` (the project's
+    first root and its aliases, normalised). One root known: the other side's cwd inside
+    it, or the cwd rule. No root: the cwd rule (``cwd_matches``). Every location is
+    normalised first (``norm_cwd``).
     """
+    h_root, h_cwd, root, cwd = norm_cwd(h_root), norm_cwd(h_cwd), norm_cwd(root), norm_cwd(cwd)
     if h_root and root:
-        return h_root == root
+        return h_root == root or (h_root in project_roots and root in project_roots)
     if h_root:
         return cwd is None or _inside(cwd, h_root) or cwd_matches(h_cwd, cwd)
     if root:
@@ -112,6 +119,7 @@ def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
     scope = tx.scope(create=False)
     cwd = norm_cwd(cmd.cwd)
     root = norm_cwd(env.scope.root if env.scope else None)
+    roots = {norm_cwd(r) for r in scopes.project_roots(tx.conn, scope.project_id)}
     if cmd.handoff_id is not None:
         row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ? AND project_id = ?",
                               (cmd.handoff_id, scope.project_id)).fetchone()
@@ -128,7 +136,7 @@ def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
         ).fetchall()
         eligible = [
             r for r in rows
-            if _visible(tx, r) and place_matches(r["root"], r["cwd"], root, cwd)
+            if _visible(tx, r) and place_matches(r["root"], r["cwd"], root, cwd, roots)
             and (r["to_agent"] is None or (cmd.agent is not None and r["to_agent"] == cmd.agent))
             and not (cmd.session_id and r["from_session_id"] == cmd.session_id)
         ]

@@ -125,7 +125,7 @@ def _true_move(tx: Tx, src: Scope, to_ws: str, dry_run: bool) -> dict[str, Any]:
         tx.wiki.write_rel(f"{new_rel}/{rel}", text)
     tx.wiki.write_rel(f"{new_rel}/{META_FILE}", render_meta(
         "project", id=pid, name=src.project, workspace_id=new_wid, workspace=to_ws,
-        **scopes.identity_keys(tx.conn, pid)))
+        **scopes.manifest_keys(tx.conn, pid)))
     tx.wiki.delete_rel(old_rel)
     forget_cached_scopes(tx)
     return {**base, "dry_run": False, "files_moved": len(files)}

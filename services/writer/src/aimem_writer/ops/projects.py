@@ -349,7 +349,7 @@ def project_rename(tx: Tx, env: Envelope, cmd: ProjectRename) -> dict:
     tx.wiki.write_rel(
         f"{scope.workspace_id}/{scope.project_id}/{META_FILE}",
         render_meta("project", id=scope.project_id, name=to, workspace_id=scope.workspace_id,
-                    workspace=scope.workspace, **scopes.identity_keys(tx.conn, scope.project_id)),
+                    workspace=scope.workspace, **scopes.manifest_keys(tx.conn, scope.project_id)),
     )
     forget_cached_scopes(tx)
     pages = tx.conn.execute(
@@ -376,7 +376,7 @@ def workspace_rename(tx: Tx, env: Envelope, cmd: WorkspaceRename) -> dict:
     for p in projects:
         tx.wiki.write_rel(f"{wid}/{p.project_id}/{META_FILE}",
                           render_meta("project", id=p.project_id, name=p.project, workspace_id=wid, workspace=to,
-                                      **scopes.identity_keys(tx.conn, p.project_id)))
+                                      **scopes.manifest_keys(tx.conn, p.project_id)))
     forget_cached_scopes(tx)
     tx.audit("workspace.rename", to, {"from": cmd.workspace, "to": to, "workspace_id": wid})
     tx.emit("workspace.renamed", {"from": cmd.workspace, "to": to, "workspace_id": wid})
