@@ -738,12 +738,34 @@ CREATE TRIGGER observations_tri_upd AFTER UPDATE OF title, body ON observations 
 END;
 """
 
+# The session and handoff lifecycle (docs/lifecycle.md, issue 26). An automatic handoff
+# belongs to its place, not to the actor that wrote it (the idle finaliser's ``maintainer``
+# made them unclaimable): its owner is cleared. Handoffs are ordered by the events' own
+# time: ``event_at`` is when the source session's work ended (its end's event time; for a
+# manual handoff its begin), ``started_at`` when that session began, so a claim can tell a
+# chain (one session began after the other ended) from sessions that ran in parallel.
+# ``sessions.parent_session_id``: a child session (OpenCode ``parentID``) never claims a
+# handoff and never opens one.
+MIGRATION_14 = """
+ALTER TABLE handoffs ADD COLUMN event_at TEXT;
+ALTER TABLE handoffs ADD COLUMN started_at TEXT;
+ALTER TABLE sessions ADD COLUMN parent_session_id TEXT;
+UPDATE handoffs SET owner = NULL WHERE automatic = 1;
+UPDATE handoffs SET
+  event_at = coalesce((SELECT s.ended_at FROM sessions s
+                       WHERE s.project_id = handoffs.project_id AND s.session_id = handoffs.from_session_id
+                         AND handoffs.automatic = 1), created_at),
+  started_at = (SELECT s.started_at FROM sessions s
+                WHERE s.project_id = handoffs.project_id AND s.session_id = handoffs.from_session_id
+                  AND handoffs.automatic = 1);
+"""
+
 # Forward-only: append new migrations; never edit one that has shipped. A database is only
 # ever moved forward from its ``user_version``; 5 was reserved and never shipped, so the list
 # has a gap there.
 MIGRATIONS: list[tuple[int, str]] = [
     (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
     (7, MIGRATION_7), (8, MIGRATION_8), (9, MIGRATION_9), (10, MIGRATION_10), (11, MIGRATION_11),
-    (12, MIGRATION_12), (13, MIGRATION_13),
+    (12, MIGRATION_12), (13, MIGRATION_13), (14, MIGRATION_14),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
