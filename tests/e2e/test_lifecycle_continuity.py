@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from aimem_testing.gitrepo import make_repo, wait_for
-from tests.e2e.test_identity_lifecycle import Client, Store, sid
+from tests.e2e.test_identity_lifecycle import Client, Store, sid, write_rule
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -107,11 +107,12 @@ def test_which_start_gets_which_handoff(services, settings, tmp_path: Path) -> N
     client.session(first, repo, "split the invoice table")
     wait_for(lambda: store.handoff(first), what="the first handoff")
 
+    write_rule(settings, "billing", "Money is integer cents: never use floats for amounts.")
     # 5. A session already open fires a start without `source`: no mid-conversation injection.
     mid = sid("mid")
     client.hook("UserPromptSubmit", mid, repo, prompt="rename the invoice columns")
     wait_for(lambda: store.rows("SELECT 1 FROM sessions WHERE session_id = ?", mid), what="the open session")
-    assert first not in start_without_source(client, mid, repo)
+    assert start_without_source(client, mid, repo) == ""
     assert handoff_status(store, first) == "open"
 
     # 4. An OpenCode child session (parentID) claims nothing.
@@ -119,6 +120,7 @@ def test_which_start_gets_which_handoff(services, settings, tmp_path: Path) -> N
     assert opencode(url, "session.created", child, repo, parent="ses_parent").status_code == 202
     r = opencode(url, "session.created", child, repo, parent="ses_parent", context=True)
     assert r.status_code == 200 and r.json()["handoff_id"] is None and first not in r.json()["context"]
+    assert "integer cents" in r.json()["context"]  # a child still gets the project's rules
     assert handoff_status(store, first) == "open"
 
     # A new session without `source` claims it.
@@ -162,7 +164,7 @@ def test_which_start_gets_which_handoff(services, settings, tmp_path: Path) -> N
     # 10. Two sessions side by side, both ended before the next start: both handed on.
     left, right = sid("left"), sid("right")
     assert nxt in client.start(left, repo)  # the chain goes on in the left terminal
-    assert client.start(right, repo) == ""
+    assert "Handoff from" not in client.start(right, repo)  # nothing left to hand on: the brief only
     client.work(left, repo, "left: tune the invoice index")
     client.work(right, repo, "right: write the refunds report")
     client.end(left, repo)

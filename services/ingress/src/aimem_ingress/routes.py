@@ -33,8 +33,9 @@ claims nothing and gets the project brief again (bounded), a ``clear`` begins a 
 but claims nothing (the handoff just left by the cleared session would re-inject what the
 user cleared) and gets the brief; any other start claims the handoff and gets the brief —
 when the session is new (``only_new_session``: a start without ``source`` for a session
-that already has events is no new session and claims nothing) and not a child session
-(``parent_session_id``). See docs/lifecycle.md.
+that already has events is no new session: it claims nothing and, like a resume, gets
+nothing injected mid-conversation) and not a child session (``parent_session_id``: no
+claim, the brief). See docs/lifecycle.md.
 
 An event with a session id but no location (no cwd, no project) joins its known session
 (``_place``); an unknown session without a location stays 400 ``missing_project``.
@@ -157,7 +158,9 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
     claim, brief = START_SOURCES.get(source, DEFAULT_START)
     # A child session (OpenCode `parentID`) continues its parent's task: its parent holds the
     # handoff, so it claims none (it still gets the project's rules).
-    handoff = await _claim_handoff(ctx, ev, scope) if claim and not ev.parent_session_id else None
+    handoff, skipped = (await _claim_handoff(ctx, ev, scope)) if claim and not ev.parent_session_id else (None, None)
+    if skipped == "session_known":  # a start inside a session already open: inject nothing mid-conversation
+        brief = False
     got = await ctx.read(lambda conn: _brief(conn, scope)) if brief else None
     pages, name = got or ([], scope.project)  # None: no database yet
     text = render_context(handoff, pages, project=name,
@@ -383,14 +386,17 @@ async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
     return env.cmd_id, result.duplicate
 
 
-async def _claim_handoff(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope) -> dict[str, Any] | None:
-    """Ask the writer to claim the best open handoff for the project root (else ``ev.cwd``).
+async def _claim_handoff(ctx: IngressContext, ev: NormalizedEvent,
+                         scope: HookScope) -> tuple[dict[str, Any] | None, str | None]:
+    """Ask the writer to claim the best open handoff for the project root (else ``ev.cwd``)
+    for a new session (``only_new_session``); return ``(handoff | None, skipped | None)``
+    (``skipped``: why the writer claimed nothing for this session, e.g. ``session_known``).
 
     Waits at most ``CLAIM_TIMEOUT_S``; a timeout, a saturated bus or an unknown project is
     "no handoff" (logged), never an error to the agent.
     """
     if not ctx.nc.is_connected:
-        return None
+        return None, None
     env = make_envelope(
         "handoff.accept",
         HandoffAccept(cwd=ev.cwd, agent=ev.agent, session_id=ev.session_id, only_new_session=True),
@@ -400,9 +406,9 @@ async def _claim_handoff(ctx: IngressContext, ev: NormalizedEvent, scope: HookSc
         result = await ctx.bus.request(env, timeout_s=ctx.claim_timeout_s)
     except (BusTimeoutError, BackPressureError, UnavailableError) as exc:
         log.warning("handoff claim for %s/%s skipped: %s", scope.workspace, scope.project, exc.message)
-        return None
+        return None, None
     except AimemError as exc:  # not_found (no such project yet) and other typed answers
         log.info("no handoff for %s/%s: %s", scope.workspace, scope.project, exc.code)
-        return None
-    handoff = result.get("handoff")
-    return handoff if isinstance(handoff, dict) else None
+        return None, None
+    handoff, skipped = result.get("handoff"), result.get("skipped")
+    return (handoff if isinstance(handoff, dict) else None), (skipped if isinstance(skipped, str) else None)
