@@ -93,22 +93,22 @@ def render_context(handoff: dict[str, Any] | None, pages: list[BriefPage], *, ma
 
 def _handoff_text(h: dict[str, Any], limit: int) -> str:
     """The claimed handoff as markdown, ≤ ``limit`` chars: dated by its event time (when that
-    session's work ended), the earlier links it folded in, then the handoffs of sessions that
-    ran beside it (``parallel``), each of those cut to ``limit // (n + 2)`` so the newest
-    keeps the larger share."""
+    session's work ended), the earlier links it folded in (kept whole, ≤ a quarter of the
+    room), then the handoffs of sessions that ran beside it (``parallel``), each cut to
+    ``limit // (n + 2)`` so the newest keeps the larger share."""
     parallel = [p for p in h.get("parallel") or [] if isinstance(p, dict)]
     each = limit // (len(parallel) + 2)
     tails = [_clip(_one_handoff(p, "Also handed on: a session that ran in parallel, from"), each)
              for p in parallel]
-    text = _one_handoff(h, "Handoff from")
     folded = [f for f in h.get("folded") or [] if isinstance(f, dict)]
+    listing = ""
     if folded:  # earlier automatic handoffs this claim superseded: named, not lost
         lines = [f"- {f.get('title') or 'Handoff'} (session {f.get('from_session_id') or '?'}, "
                  f"{f.get('event_at') or f.get('created_at') or ''})" for f in folded]
-        text += "\n\n### Earlier sessions folded into this handoff (their session pages have the details)\n"
-        text += "\n".join(lines)
-    room = limit - sum(len(t) + 2 for t in tails)
-    return "\n\n".join([_clip(text, room), *tails])
+        listing = _clip("### Earlier sessions folded into this handoff (their session pages have the details)\n"
+                        + "\n".join(lines), limit // 4)
+    room = limit - sum(len(t) + 2 for t in tails) - (len(listing) + 2 if listing else 0)
+    return "\n\n".join(x for x in [_clip(_one_handoff(h, "Handoff from"), room), listing, *tails] if x)
 
 
 def _one_handoff(h: dict[str, Any], lead: str) -> str:
