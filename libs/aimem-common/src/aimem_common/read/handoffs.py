@@ -32,7 +32,8 @@ def list_handoffs(
 
     Args:
         viewer: the caller's actor name; when given only its own, shared, automatic (they
-            belong to their place, whoever wrote them) and owner-less handoffs are listed. ``None`` (root, ``any_owner``) lists all.
+            belong to their place, whoever wrote them) and owner-less handoffs are listed.
+            ``None`` (root, ``any_owner``) lists all.
         status: filter; ``"any"`` lists every state.
         include_body: ``False`` drops ``body`` (the content-free CLI listing).
     """

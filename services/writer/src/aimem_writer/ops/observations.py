@@ -8,8 +8,9 @@ trigger; ``observations_tri`` too when the text holds an unspaced script) and a 
 staged for ``log-YYYY-MM.md``. An event that happened after its session was ended reopens
 the session (``ended_at`` back to NULL; the ended watermark stays, so the next end
 re-renders the page). A ``parent_session_id`` (OpenCode's child sessions) is remembered on
-the session: a child never claims nor opens a handoff (docs/lifecycle.md). The text is re-checked with the redactor: a command that still carries a secret is refused with ``unsanitized``
-(DESIGN.md invariant 6) and nothing of it is stored.
+the session: a child never claims nor opens a handoff (docs/lifecycle.md). The text is
+re-checked with the redactor: a command that still carries a secret is refused with
+``unsanitized`` (DESIGN.md invariant 6) and nothing of it is stored.
 """
 
 from __future__ import annotations
