@@ -3,8 +3,8 @@ writer (→ maintainer for idle finalisation), one class per step, each assertin
 next session is given (docs/lifecycle.md).
 
 * a crashed session (finalised by the idle rule) is handed on to the next session, and
-  lists stop showing its handoff open once claimed; an OpenCode child session of it opens
-  no handoff when it goes idle;
+  lists stop showing its handoff open once claimed; an OpenCode child session opens no
+  handoff when it goes idle; a session that claimed and went idle without work gives back;
 * a start without ``source`` for a session that is already open claims nothing;
 * an OpenCode session created with a ``parentID`` claims nothing;
 * an event without a ``cwd`` joins its known session (an unknown one is a 400);
@@ -94,6 +94,16 @@ def test_a_crashed_session_is_handed_on_and_its_child_is_not(services, settings,
              120, "the child's idle finalisation")
     assert store.rows("SELECT parent_session_id FROM sessions WHERE session_id = ?", child)[0][0] == "ses_parent"
     assert store.handoff(child) is None
+
+    # A session that claims a handoff and is then finalised by the idle rule without doing
+    # anything gives it back: the idle end is the session-end path.
+    wait_for(lambda: store.handoff(nxt), 120, "the next session's own idle handoff")
+    empty = sid("empty")
+    assert nxt in client.start(empty, repo)
+    assert handoff_status(store, nxt) == "accepted"
+    wait_for(lambda: store.rows("SELECT 1 FROM sessions WHERE session_id = ? AND end_reason = 'idle'", empty),
+             120, "the empty session's idle finalisation")
+    wait_for(lambda: handoff_status(store, nxt) == "open", 60, "the handoff given back")
 
 
 @pytest.mark.timeout(600)
