@@ -165,7 +165,7 @@ def handoffs(
     ws, pj = scope(workspace, project)
     with client(server, token) as c:
         data = c.get(f"{project_prefix(ws, pj)}/handoffs", status=status_)
-    emit(data, as_json, lambda d: table(d, ["id", "status", "automatic", "created_at", "cwd", "title"]))
+    emit(data, as_json, lambda d: table(d, ["id", "status", "automatic", "event_at", "cwd", "title"]))
 
 
 def checkpoints(

@@ -62,6 +62,7 @@ class RawObservation:
     extension: str | None = None
     model: str | None = None
     occurred_at: str | None = None
+    parent_session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,7 @@ class SanitizedObservation:
             extension=r.extension,
             model=r.model,
             occurred_at=r.occurred_at,
+            parent_session_id=r.parent_session_id,
             sanitized=True,
             redactions=list(self.redactions),
         )
@@ -142,5 +144,6 @@ def sanitize(obs: RawObservation) -> SanitizedObservation:
         extension=_cut(obs.extension, 64),
         model=_cut(clean(obs.model), 128),
         occurred_at=obs.occurred_at,
+        parent_session_id=_cut(obs.parent_session_id, 256),
     )
     return SanitizedObservation(raw, tuple(dict.fromkeys(kinds)), _token=_TOKEN)

@@ -76,8 +76,7 @@ def render_context(handoff: dict[str, Any] | None, pages: list[BriefPage], *, ma
     parts: list[str] = []
     if handoff:
         share = room if not pages else int(room * 0.6)
-        text = _handoff_text(handoff)
-        parts.append(_clip(text, share))
+        parts.append(_handoff_text(handoff, share))
         room -= len(parts[-1]) + 2
     if pages and room > 80:
         header = f"## Project brief ({project})"
@@ -93,21 +92,34 @@ def render_context(handoff: dict[str, Any] | None, pages: list[BriefPage], *, ma
     return fence(PREAMBLE + "\n\n" + inner)
 
 
-def _handoff_text(h: dict[str, Any]) -> str:
+def _handoff_text(h: dict[str, Any], limit: int) -> str:
+    """The claimed handoff as markdown, ≤ ``limit`` chars: dated by its event time (when that
+    session's work ended), the earlier links it folded in (kept whole, ≤ a quarter of the
+    room), then the handoffs of sessions that ran beside it (``parallel``), each cut to
+    ``limit // (n + 2)`` so the newest keeps the larger share."""
+    parallel = [p for p in h.get("parallel") or [] if isinstance(p, dict)]
+    each = limit // (len(parallel) + 2)
+    tails = [_clip(_one_handoff(p, "Also handed on: a session that ran in parallel, from"), each)
+             for p in parallel]
+    folded = [f for f in h.get("folded") or [] if isinstance(f, dict)]
+    listing = ""
+    if folded:  # earlier automatic handoffs this claim superseded: named, not lost
+        lines = [f"- {f.get('title') or 'Handoff'} (session {f.get('from_session_id') or '?'}, "
+                 f"{f.get('event_at') or f.get('created_at') or ''})" for f in folded]
+        listing = _clip("### Earlier sessions folded into this handoff (their session pages have the details)\n"
+                        + "\n".join(lines), limit // 4)
+    room = limit - sum(len(t) + 2 for t in tails) - (len(listing) + 2 if listing else 0)
+    return "\n\n".join(x for x in [_clip(_one_handoff(h, "Handoff from"), room), listing, *tails] if x)
+
+
+def _one_handoff(h: dict[str, Any], lead: str) -> str:
     who = h.get("from_agent") or "an earlier agent"
-    when = h.get("created_at") or ""
+    when = h.get("event_at") or h.get("created_at") or ""
     sid = h.get("from_session_id") or h.get("session_id")
     meta = ", ".join(x for x in (f"session {sid}" if sid else "", when) if x)
     title = h.get("title") or "Handoff"
     body = str(h.get("body") or "").strip()
-    text = f"## Handoff from {who}{f' ({meta})' if meta else ''}\n### {title}\n{body}"
-    folded = [f for f in h.get("folded") or [] if isinstance(f, dict)]
-    if folded:  # earlier automatic handoffs this claim superseded: named, not lost
-        lines = [f"- {f.get('title') or 'Handoff'} (session {f.get('from_session_id') or '?'}, "
-                 f"{f.get('created_at') or ''})" for f in folded]
-        text += "\n\n### Earlier sessions folded into this handoff (their session pages have the details)\n"
-        text += "\n".join(lines)
-    return text
+    return f"## {lead} {who}{f' ({meta})' if meta else ''}\n### {title}\n{body}"
 
 
 def _clip(text: str, limit: int) -> str:

@@ -69,6 +69,9 @@ class NormalizedEvent:
     given. ``tool_input``/``tool_output`` are excerpts ≤ ``EXCERPT_CAP_BYTES``; ``body`` ≤
     ``BODY_CAP_BYTES``; ``occurred_at`` is ISO-8601 UTC (``...Z``) or None; ``extra`` holds
     small scalar metadata (source, reason, trigger, transcript_path, tool_use_id, ...).
+    ``parent_session_id`` names the session this one was spawned from (OpenCode
+    ``session.created`` with ``info.parentID``, or a generic ``parent_session_id``): a
+    child session, which never claims nor opens a handoff.
     """
 
     agent: str
@@ -87,6 +90,7 @@ class NormalizedEvent:
     occurred_at: str | None = None
     model: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    parent_session_id: str | None = None
 
 
 def _table(by_kind: dict[ObservationKind, str]) -> dict[str, ObservationKind]:
@@ -166,6 +170,7 @@ _COMMON_PATHS: dict[str, tuple[str, ...]] = {
     "summary": ("summary", "compact_summary", "custom_instructions", "customInstructions"),
     "model": ("model",), "timestamp": ("timestamp",),
     "tail": ("transcript_tail",),  # added by the hook client at session end (opt-in)
+    "parent": ("parent_session_id",),  # the session this one was spawned from (a child session)
 }
 _CLIENT_PATHS: dict[str, dict[str, tuple[str, ...]]] = {
     "codex": {"event": ("hook_event_name", "type"), "session_id": ("session_id", "thread-id"),
@@ -185,6 +190,7 @@ _CLIENT_PATHS: dict[str, dict[str, tuple[str, ...]]] = {
                        "bus.properties.metadata"),
         "tool_output": ("output.output",), "text": ("bus.properties.error.data.message",),
         "summary": (), "error": ("bus.properties.error.data.message", "bus.properties.error.name"),
+        "parent": ("bus.properties.info.parentID", "parent_session_id"),  # Session.parentID: a child
         "model": ("input.model", "output.message.model"),
         "timestamp": ("timestamp", "output.message.time.created",
                       "bus.properties.info.time.updated")},
@@ -352,7 +358,8 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
         # these bodies are content (a start's prompt, a compaction summary), never the title again
         title=title, body=cap_utf8(body if kind in _CONTENT_ONLY else (body or title), BODY_CAP_BYTES),
         tool_name=tool_name, tool_input=tool_input, tool_output=tool_output,
-        occurred_at=_iso(pick("timestamp")), model=_model(pick("model")), extra=extra)
+        occurred_at=_iso(pick("timestamp")), model=_model(pick("model")), extra=extra,
+        parent_session_id=check_identity(_text_field(pick("parent"), "parent_session_id"), "parent_session_id"))
 
 
 def _failure(kind: ObservationKind, folded: str, view: dict[str, Any], pick: Any) -> str | None:

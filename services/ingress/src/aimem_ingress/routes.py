@@ -31,11 +31,19 @@ first. The start's ``source`` decides (``START_SOURCES``): a ``resume`` continue
 session and gets nothing (its transcript already holds what was injected), a ``compact``
 claims nothing and gets the project brief again (bounded), a ``clear`` begins a new task
 but claims nothing (the handoff just left by the cleared session would re-inject what the
-user cleared) and gets the brief; any other start claims the handoff and gets the brief.
+user cleared) and gets the brief; any other start claims the handoff and gets the brief —
+when the session is new (``only_new_session``: a start without ``source`` for a session
+that already has events is no new session: it claims nothing and, like a resume, gets
+nothing injected mid-conversation) and not a child session (``parent_session_id``: no
+claim, the brief). See docs/lifecycle.md.
+
+An event with a session id but no location (no cwd, no project) joins its known session
+(``_place``); an unknown session without a location stays 400 ``missing_project``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import re
@@ -60,6 +68,7 @@ from aimem_common.errors import (
 )
 from aimem_common.models import ObservationKind, validate_name
 from aimem_common.read import scopes
+from aimem_common.read.sessions import locate_session
 from aimem_common.redact import redact
 from aimem_common.commands import make_envelope
 from aimem_common.commands.handoffs import HandoffAccept
@@ -75,9 +84,9 @@ log = logging.getLogger("aimem.ingress")
 
 router = APIRouter()
 MAX_KEY_CHARS = 200
-# One actor for every hook command, whatever the client: automatic handoffs are owned by
-# their session end's actor and only visible to the same actor (or shared), and the whole
-# point is that the next session may run in *another* client. The client is in `agent`.
+# One actor for every hook command, whatever the client (the client is in `agent`). Automatic
+# handoffs belong to their place, not to an actor (docs/lifecycle.md): the next session may
+# run in another client, and the maintainer's idle finaliser writes them too.
 HOOK_ACTOR = "hook"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_ROOT_CHARS, MAX_ORIGIN_CHARS = 4096, 1024
@@ -85,6 +94,9 @@ _REPO_ID = re.compile(r"^[0-9a-f]{32}$")
 # What a session start gets, by its `source`: (claim a handoff, inject the project brief).
 START_SOURCES = {"resume": (False, False), "compact": (False, True), "clear": (False, True)}
 DEFAULT_START = (True, True)
+# An event without a location waits this long for its session to be known (its first event
+# may be a few writer batches away), polling every SESSION_POLL_S.
+SESSION_WAIT_S, SESSION_POLL_S = 1.0, 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +129,7 @@ async def post_hook(request: Request) -> Response:
     try:
         principal = await _authorize(ctx, request)
         ev, payload = await _read_event(ctx, request)
-        scope = _scope(request, payload, ev)
+        scope, ev = await _place(ctx, request, payload, ev)
         await require_hook_write(ctx, principal, scope)
         key = caller_key(principal, scope, _idempotency_key(request, payload))
         _check_ready(ctx)
@@ -144,11 +156,15 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
     (a user API key needs a write grant on that project: claiming is a write)."""
     principal = await _authorize(ctx, request)
     ev, payload = await _read_event(ctx, request)
-    scope = _scope(request, payload, ev)
+    scope, ev = await _place(ctx, request, payload, ev)
     await require_hook_write(ctx, principal, scope)
     source = str(ev.extra.get("source") or "").casefold()
     claim, brief = START_SOURCES.get(source, DEFAULT_START)
-    handoff = await _claim_handoff(ctx, ev, scope) if claim else None
+    # A child session (OpenCode `parentID`) continues its parent's task: its parent holds the
+    # handoff, so it claims none (it still gets the project's rules).
+    handoff, skipped = (await _claim_handoff(ctx, ev, scope)) if claim and not ev.parent_session_id else (None, None)
+    if skipped == "session_known":  # a start inside a session already open: inject nothing mid-conversation
+        brief = False
     got = await ctx.read(lambda conn: _brief(conn, scope)) if brief else None
     pages, name = got or ([], scope.project)  # None: no database yet
     text = render_context(handoff, pages, project=name,
@@ -249,6 +265,36 @@ def _brief(conn, scope: HookScope) -> tuple[list, str]:
     return read_brief(conn, workspace=found.workspace, project=found.project), found.project
 
 
+async def _place(ctx: IngressContext, request: Request, payload: dict[str, Any],
+                 ev: NormalizedEvent) -> tuple[HookScope, NormalizedEvent]:
+    """Resolve the event's scope (``_scope``); an event with no location at all (no cwd, no
+    project) joins its session when the session id is known: the project it ran in, its
+    cwd filled in (docs/lifecycle.md "Events without a location").
+
+    The session's first event may still be on its way to the writer (a client posting
+    without waiting): the lookup is retried for up to ``SESSION_WAIT_S``.
+
+    Raises:
+        BadRequestError: 400 ``missing_project`` when the session is unknown too.
+    """
+    q = request.query_params
+    located = ev.project or q.get("project") or isinstance(payload.get("project"), str)
+    if located:
+        return _scope(request, payload, ev), ev
+    workspace = q.get("workspace") or ev.workspace
+    deadline = time.monotonic() + SESSION_WAIT_S
+    while True:
+        found = await ctx.read(locate_session, ev.session_id, workspace)
+        if found is not None or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(SESSION_POLL_S)
+    if found is None:
+        raise BadRequestError("no project: send `cwd` or `project` (the session id is not known yet)",
+                              code="missing_project", data={"session_id": ev.session_id})
+    where, cwd = found
+    return HookScope(where.workspace, where.project, explicit=True), replace(ev, cwd=ev.cwd or cwd)
+
+
 def _basename(cwd: str) -> str | None:
     return locations.name(cwd)
 
@@ -333,6 +379,7 @@ async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
         session_id=ev.session_id, kind=ev.kind, agent=ev.agent, cwd=ev.cwd, title=ev.title,
         body=ev.body, tool_name=ev.tool_name, source_event=ev.source_event,
         extension=ev.extension, model=ev.model, occurred_at=ev.occurred_at,
+        parent_session_id=ev.parent_session_id,
     )
     actor = HOOK_ACTOR
     env = make_envelope("observation.append", sanitize(raw).to_payload(), actor=actor, idempotency_key=key,
@@ -348,26 +395,29 @@ async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
     return env.cmd_id, result.duplicate
 
 
-async def _claim_handoff(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope) -> dict[str, Any] | None:
-    """Ask the writer to claim the best open handoff for the project root (else ``ev.cwd``).
+async def _claim_handoff(ctx: IngressContext, ev: NormalizedEvent,
+                         scope: HookScope) -> tuple[dict[str, Any] | None, str | None]:
+    """Ask the writer to claim the best open handoff for the project root (else ``ev.cwd``)
+    for a new session (``only_new_session``); return ``(handoff | None, skipped | None)``
+    (``skipped``: why the writer claimed nothing for this session, e.g. ``session_known``).
 
     Waits at most ``CLAIM_TIMEOUT_S``; a timeout, a saturated bus or an unknown project is
     "no handoff" (logged), never an error to the agent.
     """
     if not ctx.nc.is_connected:
-        return None
+        return None, None
     env = make_envelope(
         "handoff.accept",
-        HandoffAccept(cwd=ev.cwd, agent=ev.agent, session_id=ev.session_id),
+        HandoffAccept(cwd=ev.cwd, agent=ev.agent, session_id=ev.session_id, only_new_session=True),
         actor=HOOK_ACTOR, **scope.envelope_kwargs(),
     )
     try:
         result = await ctx.bus.request(env, timeout_s=ctx.claim_timeout_s)
     except (BusTimeoutError, BackPressureError, UnavailableError) as exc:
         log.warning("handoff claim for %s/%s skipped: %s", scope.workspace, scope.project, exc.message)
-        return None
+        return None, None
     except AimemError as exc:  # not_found (no such project yet) and other typed answers
         log.info("no handoff for %s/%s: %s", scope.workspace, scope.project, exc.code)
-        return None
-    handoff = result.get("handoff")
-    return handoff if isinstance(handoff, dict) else None
+        return None, None
+    handoff, skipped = result.get("handoff"), result.get("skipped")
+    return (handoff if isinstance(handoff, dict) else None), (skipped if isinstance(skipped, str) else None)

@@ -456,3 +456,21 @@ def test_bad_payload_agent_and_extension():
     assert _code("vim", {"session_id": "s"}) == "unknown_agent"
     assert _code("claude-code", load("claude-code/Stop.json"), extension="bad ns!") == "invalid_field"
     assert _code("claude-code", load("claude-code/Stop.json"), event=12) == "invalid_field"
+
+
+def test_an_opencode_child_session_names_its_parent():
+    """OpenCode's ``session.created`` of a subagent session carries ``info.parentID``
+    (``@opencode-ai/sdk`` ``Session.parentID``): the event says whose child it is, so ingress
+    claims no handoff for it and the writer opens none (docs/lifecycle.md)."""
+    fixture = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "hooks" / "opencode"
+                          / "session.created.json").read_text())
+    payload = copy.deepcopy(fixture["payload"])
+    assert normalize("opencode", payload).parent_session_id is None
+    payload["input"]["event"]["properties"]["info"]["parentID"] = "ses_parent01"
+    ev = normalize("opencode", payload)
+    assert (ev.kind, ev.parent_session_id) == (K.SESSION_START, "ses_parent01")
+    generic = normalize("generic", {"session_id": "c1", "hook_event_name": "session-start",
+                                    "parent_session_id": "p1", "cwd": "/w"})
+    assert generic.parent_session_id == "p1"
+    with pytest.raises(BadRequestError):
+        normalize("generic", {"session_id": "c1", "hook_event_name": "session-start", "parent_session_id": 7})

@@ -147,6 +147,31 @@ async def test_handoff_flow_and_claim_once_under_concurrency(url, h):
         assert err.data["code"] == "project_not_found"  # accepting never creates a scope
 
 
+async def test_root_accepts_the_handoff_of_an_idle_finalised_session(url, h, settings):
+    """The maintainer's idle pass writes a crashed session's automatic handoff; it belongs to
+    the place, so root's memory_handoff_accept claims it and the list stops showing it open
+    (issue 26 class 1: it was owned by `maintainer` and invisible to every other actor)."""
+    from aimem_common.bus import Bus, connect
+    from aimem_common.commands import make_envelope
+
+    nc = await connect(settings.bus, name="test", reconnect=False)
+    try:
+        bus = Bus(nc, settings.bus)
+        obs = {"session_id": "crashed", "kind": "user-prompt", "title": "Prompt: shard the queue",
+               "body": "shard the queue", "cwd": "/w/app", "sanitized": True, "agent": "codex"}
+        await bus.request(make_envelope("observation.append", obs, actor="hook", **APP), timeout_s=30)
+        end = {"session_id": "crashed", "agent": "codex", "cwd": "/w/app", "reason": "idle"}
+        res = await bus.request(make_envelope("session.end", end, actor="maintainer", **APP), timeout_s=30)
+    finally:
+        await nc.close()
+    assert isinstance(res["handoff_id"], int)
+    async with Client(url) as c:
+        assert [x["id"] for x in (await h.call(c, "memory_handoff_list", APP))["handoffs"]] == [res["handoff_id"]]
+        got = await h.call(c, "memory_handoff_accept", {**APP, "cwd": "/w/app"})
+        assert got["handoff"]["id"] == res["handoff_id"] and "shard the queue" in got["handoff"]["body"]
+        assert (await h.call(c, "memory_handoff_list", APP))["count"] == 0
+
+
 async def test_messages_pop_exactly_once_under_concurrency(url, h):
     async with Client(url) as c:
         await h.call(c, "memory_write_page", {"workspace": "demo", "project": "other", "path": "a.md", "body": "x"})

@@ -28,16 +28,23 @@ class HandoffAccept(OpPayload):
 
     The place is the envelope scope's ``root`` (the repository, sent by the hook client)
     when both sides know it, else ``cwd`` (equal, or a parent on a path boundary).
-    Manual handoffs first, then the newest automatic one. Claiming an automatic handoff
-    supersedes the older eligible automatic ones (listed in the result's ``folded``);
-    manual ones stay open. Result ``{"handoff": {...}|null, "superseded": [ids],
-    "workspace", "project"}`` (the project's actual names).
+    Manual handoffs first, then the newest automatic one by event time (``event_at``;
+    arrival only breaks ties). Claiming an automatic handoff supersedes the older automatic
+    ones of its chain (sessions that ended before a later one began: listed in the result's
+    ``folded``) and delivers with it those of sessions that ran in parallel (``parallel``);
+    manual ones stay open. An automatic handoff is visible to every actor (it belongs to
+    its place). ``only_new_session`` (session starts through ``/hook``): claim nothing when
+    ``session_id`` is already known in the project with any event but its starts (a resumed
+    or already open session) or is a child session. Result ``{"handoff": {...}|null,
+    "superseded": [ids], "workspace", "project"}`` (the project's actual names), plus
+    ``skipped`` (``"session_known"``, ``"child_session"``) when ``only_new_session`` refused.
     """
 
     handoff_id: DbId | None = None
     cwd: str | None = Field(None, max_length=4096)
     agent: str | None = Field(None, max_length=64)
     session_id: str | None = Field(None, max_length=256)
+    only_new_session: bool = False
 
 
 @register("handoff.cancel")

@@ -34,6 +34,9 @@ class ObservationAppend(OpPayload):
     sanitized: Literal[True]
     redactions: list[str] = []
     imported: bool = False  # from a transcript import; skipped when hooks captured the session
+    # The session this one was spawned from (OpenCode ``parentID``): a child session never
+    # claims a handoff and never opens one (docs/lifecycle.md "Children and subagents").
+    parent_session_id: str | None = Field(None, max_length=256)
 
 
 @register("session.end", creates_scope=True)

@@ -738,6 +738,28 @@ CREATE TRIGGER observations_tri_upd AFTER UPDATE OF title, body ON observations 
 END;
 """
 
+# The session and handoff lifecycle (docs/lifecycle.md, issue 26). An automatic handoff
+# belongs to its place, not to the actor that wrote it (the idle finaliser's ``maintainer``
+# made them unclaimable): its owner is cleared. Handoffs are ordered by the events' own
+# time: ``event_at`` is when the source session's work ended (its end's event time; for a
+# manual handoff its begin), ``started_at`` when that session began, so a claim can tell a
+# chain (one session began after the other ended) from sessions that ran in parallel.
+# ``sessions.parent_session_id``: a child session (OpenCode ``parentID``) never claims a
+# handoff and never opens one.
+MIGRATION_14 = """
+ALTER TABLE handoffs ADD COLUMN event_at TEXT;
+ALTER TABLE handoffs ADD COLUMN started_at TEXT;
+ALTER TABLE sessions ADD COLUMN parent_session_id TEXT;
+UPDATE handoffs SET owner = NULL WHERE automatic = 1;
+UPDATE handoffs SET
+  event_at = coalesce((SELECT s.ended_at FROM sessions s
+                       WHERE s.project_id = handoffs.project_id AND s.session_id = handoffs.from_session_id
+                         AND handoffs.automatic = 1), created_at),
+  started_at = (SELECT s.started_at FROM sessions s
+                WHERE s.project_id = handoffs.project_id AND s.session_id = handoffs.from_session_id
+                  AND handoffs.automatic = 1);
+"""
+
 # Issue 26 (locations and identity): a repository's stable id and the roots a project has been
 # seen at (a moved, renamed or second checkout of one repository: its handoffs follow it), and
 # the roots/handoff places stored before one location normaliser existed brought to its form
@@ -771,6 +793,6 @@ UPDATE handoffs SET cwd = lower(replace(cwd, char(92), '/'))
 MIGRATIONS: list[tuple[int, str]] = [
     (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
     (7, MIGRATION_7), (8, MIGRATION_8), (9, MIGRATION_9), (10, MIGRATION_10), (11, MIGRATION_11),
-    (12, MIGRATION_12), (13, MIGRATION_13), (16, MIGRATION_16),
+    (12, MIGRATION_12), (13, MIGRATION_13), (14, MIGRATION_14), (16, MIGRATION_16),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

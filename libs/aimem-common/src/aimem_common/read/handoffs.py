@@ -2,8 +2,11 @@
 
 ``HandoffRecord`` = ``{"id", "workspace", "project", "automatic": bool, "shared": bool,
 "owner", "from_agent", "to_agent", "from_session_id", "cwd", "title", "body", "status",
-"created_at", "closed_at", "accepted_by", "accepted_session_id", "root", "superseded_by"}``
-(``status``: open|accepted|expired|superseded).
+"created_at", "closed_at", "accepted_by", "accepted_session_id", "root", "superseded_by",
+"event_at", "started_at"}`` (``status``: open|accepted|expired|superseded). ``created_at`` is
+arrival; ``event_at`` when the work ended by the events' own time (an automatic handoff's
+session end; a manual one's begin), ``started_at`` when that session began
+(docs/lifecycle.md).
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ def list_handoffs(
     limit: int = 50,
     include_body: bool = True,
 ) -> list[dict[str, Any]]:
-    """Return handoffs of ``scope``, oldest first, len ≤ ``limit`` (≤ 200). Read-only.
+    """Return handoffs of ``scope``, oldest first by event time, len ≤ ``limit`` (≤ 200). Read-only.
 
     Args:
-        viewer: the caller's actor name; when given only its own, shared, automatic and
-            owner-less handoffs are listed. ``None`` (root, ``any_owner``) lists all.
+        viewer: the caller's actor name; when given only its own, shared, automatic (they
+            belong to their place, whoever wrote them) and owner-less handoffs are listed.
+            ``None`` (root, ``any_owner``) lists all.
         status: filter; ``"any"`` lists every state.
         include_body: ``False`` drops ``body`` (the content-free CLI listing).
     """
@@ -42,7 +46,7 @@ def list_handoffs(
     if viewer is not None:
         sql += " AND (owner IS NULL OR owner = ? OR shared = 1 OR automatic = 1)"
         args.append(viewer)
-    sql += " ORDER BY created_at, id LIMIT ?"
+    sql += " ORDER BY coalesce(event_at, created_at), created_at, id LIMIT ?"
     args.append(limit)
     out = []
     for r in conn.execute(sql, args):

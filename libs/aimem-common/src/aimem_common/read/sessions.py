@@ -20,6 +20,7 @@ from typing import Any
 
 from aimem_common.errors import NotFoundError
 from aimem_common.models import Scope
+from aimem_common.read import scopes
 
 MAX_SESSIONS = 500
 MAX_OBSERVATIONS = 500
@@ -49,6 +50,23 @@ def list_sessions(
         _SESSION_SQL + where + " ORDER BY s.last_event_at DESC, s.id DESC LIMIT ?", (scope.project_id, limit)
     ).fetchall()
     return [_session(r, scope) for r in rows]
+
+
+def locate_session(conn: sqlite3.Connection, session_id: str,
+                   workspace: str | None = None) -> tuple[Scope, str | None] | None:
+    """Return ``(scope, cwd)`` of the project where ``session_id`` ran (its latest event wins
+    when the id is in several projects; only ``workspace``'s when given), else ``None``.
+
+    Ingress joins an event that carries a session id but no location to its session with it
+    (docs/lifecycle.md "Events without a location").
+    """
+    rows = conn.execute("SELECT project_id, workspace_id, cwd FROM sessions WHERE session_id = ?"
+                        " ORDER BY last_event_at DESC, id DESC LIMIT 20", (session_id,)).fetchall()
+    for r in rows:
+        found = scopes.find_by_id(conn, r["project_id"], r["workspace_id"])
+        if found is not None and (workspace is None or found.workspace == workspace):
+            return found, r["cwd"]
+    return None
 
 
 def get_session(conn: sqlite3.Connection, scope: Scope, session_id: str | None = None) -> dict[str, Any]:

@@ -12,19 +12,32 @@ path boundary (``/repo`` matches ``/repo/sub``, never ``/repo-old``), or inside 
 side's root. Every location is compared in its normalised form (``aimem_common.locations``:
 ``C:\\Repo\\`` and ``c:/repo`` are one place).
 
-Which one, and what happens to the rest: manual handoffs beat automatic ones; among
-automatic ones the newest wins. Claiming an automatic handoff supersedes the older
-eligible automatic ones of the same place (``status = 'superseded'``, ``superseded_by`` =
-the claimed id): they are earlier links of one chain, each session page stays searchable,
-and the claim lists them (``folded``) so the next agent sees what was folded in. Manual
-handoffs are never touched by a claim: they stay open until claimed or cancelled. A
+Visibility: an automatic handoff belongs to its place, never to the actor that wrote it
+(a hook's session end and the maintainer's idle finaliser alike), so every caller that
+matches the place sees it; a manual one is the opener's unless ``shared``.
+
+Which one, and what happens to the rest (docs/lifecycle.md): manual handoffs beat
+automatic ones; among automatic ones the newest by event time (``event_at``: when its
+session's work ended; arrival only breaks ties) wins. Automatic handoffs of one place form
+chains: ``g`` follows ``h`` when ``g``'s session began at or after ``h``'s ended (so ``g``
+could have continued ``h``). A claim takes the heads (handoffs no other eligible one
+follows): the newest is the handoff, up to ``MAX_PARALLEL`` others are sessions that ran
+beside it (``parallel``: delivered with it, claimed by the same session); every
+eligible automatic one a head follows is an earlier link of a chain and is superseded
+(``status = 'superseded'``, ``superseded_by`` = the head that follows it), listed in
+``folded`` so the next agent sees what was folded in; its session page stays searchable.
+Manual handoffs are never touched by a claim: they stay open until claimed or cancelled.
+A claim with ``only_new_session`` (a session start through ``/hook``) takes nothing for a
+session already known with real events (resumed, already open) or a child session. A
 session that ends without doing anything gives its claim back (``ops/sessions.py``),
-which reopens the superseded ones too.
+which reopens the parallel and superseded ones too.
 """
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Collection
+from datetime import UTC, datetime
 
 from aimem_common import locations
 from aimem_common.errors import ConflictError, NotFoundError
@@ -37,8 +50,10 @@ from aimem_writer.tx import Tx
 
 FIELDS = ("id", "automatic", "shared", "owner", "from_agent", "to_agent", "from_session_id", "cwd", "root",
           "title", "body", "status", "created_at", "closed_at", "accepted_by", "accepted_session_id",
-          "superseded_by")
+          "superseded_by", "event_at", "started_at")
 MAX_FOLDED = 10
+_NEVER = datetime.min.replace(tzinfo=UTC)
+MAX_PARALLEL = 3  # sessions delivered beside the newest one; more stay open for the next start
 
 
 def norm_cwd(cwd: str | None) -> str | None:
@@ -93,9 +108,10 @@ def handoff_begin(tx: Tx, env: Envelope, cmd: HandoffBegin) -> dict:
     title = (cmd.title or " ".join(cmd.body.split())[:80]).strip() or "Handoff"
     hid = tx.conn.execute(
         "INSERT INTO handoffs(workspace_id, project_id, automatic, shared, owner, from_agent, to_agent,"
-        " from_session_id, cwd, title, body, status, created_at) VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?)",
+        " from_session_id, cwd, title, body, status, created_at, event_at)"
+        " VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?)",
         (scope.workspace_id, scope.project_id, int(cmd.shared), tx.actor, cmd.from_agent, cmd.to_agent,
-         cmd.session_id, norm_cwd(cmd.cwd), title, cmd.body, tx.now),
+         cmd.session_id, norm_cwd(cmd.cwd), title, cmd.body, tx.now, tx.now),
     ).lastrowid
     row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ?", (hid,)).fetchone()
     tx.audit("handoff.begin", str(hid), {"cwd": row["cwd"]}, scope=scope)
@@ -104,12 +120,67 @@ def handoff_begin(tx: Tx, env: Envelope, cmd: HandoffBegin) -> dict:
 
 
 def _visible(tx: Tx, row) -> bool:
-    return bool(row["shared"]) or row["owner"] is None or row["owner"] == tx.actor
+    """An automatic handoff is its place's (any actor); a manual one its opener's unless shared."""
+    return bool(row["automatic"]) or bool(row["shared"]) or row["owner"] is None or row["owner"] == tx.actor
+
+
+def instant(value: str | None) -> datetime:
+    """An ISO-8601 UTC text as an aware datetime (``datetime.min`` UTC when unusable).
+
+    Stored times have a variable width (``…:00Z`` / ``…:00.5Z``): compared as text they
+    misorder within one second, so ordering is done on these values.
+    """
+    try:
+        dt = datetime.fromisoformat((value or "").replace("Z", "+00:00"))
+    except ValueError:
+        return _NEVER
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def event_time(row) -> str:
+    """When a handoff's work ended (``event_at``; ``created_at`` for rows without one)."""
+    return row["event_at"] or row["created_at"]
+
+
+def newest_first(rows: list) -> list:
+    """``rows`` (handoffs) manual first, then by event time, arrival, id, newest first."""
+    out = sorted(rows, key=lambda r: (instant(event_time(r)), instant(r["created_at"]), r["id"]), reverse=True)
+    return sorted(out, key=lambda r: r["automatic"])
+
+
+def follows(later, earlier) -> bool:
+    """True when ``later``'s session began at or after ``earlier``'s work ended: ``later``
+    could have continued ``earlier`` (one chain). Overlapping sessions ran in parallel."""
+    began = instant(later["started_at"] or event_time(later))
+    return later["id"] != earlier["id"] and began >= instant(event_time(earlier))
+
+
+def _refusal(tx: Tx, project_id: str, session_id: str | None) -> str | None:
+    """Why a session start must claim nothing (``only_new_session``), else None: a child
+    session, or one already known with any event but its starts (resumed, already open)."""
+    if not session_id:
+        return None
+    row = tx.conn.execute("SELECT parent_session_id FROM sessions WHERE project_id = ? AND session_id = ?",
+                          (project_id, session_id)).fetchone()
+    if row is None:
+        return None
+    if row["parent_session_id"]:
+        return "child_session"
+    known = tx.conn.execute(
+        "SELECT 1 FROM observations WHERE project_id = ? AND session_id = ? AND kind != 'session-start' LIMIT 1",
+        (project_id, session_id)).fetchone()
+    return "session_known" if known else None
 
 
 @handler("handoff.accept")
 def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
-    """Claim one open handoff (by id, or the best eligible one). Result ``{handoff: {...}|null}``.
+    """Claim one open handoff (by id, or the best eligible one; see the module docstring).
+
+    Result ``{handoff: {...}|null, superseded: [ids], workspace, project}``; the handoff
+    carries ``folded`` (superseded earlier links: ``{id, title, from_session_id, created_at,
+    event_at}``, ≤ ``MAX_FOLDED``) and ``parallel`` (full records of the parallel sessions'
+    handoffs claimed with it, ≤ ``MAX_PARALLEL``). ``skipped`` says why an
+    ``only_new_session`` claim took nothing.
 
     Raises:
         NotFoundError: ``handoff_id`` is not a handoff of this project visible to the actor.
@@ -120,6 +191,8 @@ def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
     cwd = norm_cwd(cmd.cwd)
     root = norm_cwd(env.scope.root if env.scope else None)
     roots = {norm_cwd(r) for r in scopes.project_roots(tx.conn, scope.project_id)}
+    parallel: list = []
+    folded: list = []
     if cmd.handoff_id is not None:
         row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ? AND project_id = ?",
                               (cmd.handoff_id, scope.project_id)).fetchone()
@@ -128,12 +201,14 @@ def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
         if row["status"] != "open":
             raise ConflictError(f"handoff {cmd.handoff_id} is {row['status']}", code="handoff_not_open",
                                 data={"handoff_id": cmd.handoff_id, "status": row["status"]})
-        picked, eligible_auto = row, []
+        picked = row
     else:
-        rows = tx.conn.execute(
-            "SELECT * FROM handoffs WHERE project_id = ? AND status = 'open'"
-            " ORDER BY automatic ASC, created_at DESC, id DESC", (scope.project_id,),
-        ).fetchall()
+        refusal = _refusal(tx, scope.project_id, cmd.session_id) if cmd.only_new_session else None
+        if refusal:
+            return {"handoff": None, "superseded": [], "skipped": refusal,
+                    "workspace": scope.workspace, "project": scope.project}
+        rows = newest_first(tx.conn.execute(
+            "SELECT * FROM handoffs WHERE project_id = ? AND status = 'open'", (scope.project_id,)).fetchall())
         eligible = [
             r for r in rows
             if _visible(tx, r) and place_matches(r["root"], r["cwd"], root, cwd, roots)
@@ -143,26 +218,37 @@ def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
         if not eligible:
             return {"handoff": None}
         picked = eligible[0]
-        eligible_auto = [r for r in eligible if r["automatic"] and r["id"] != picked["id"]]
-    tx.conn.execute(
-        "UPDATE handoffs SET status = 'accepted', closed_at = ?, accepted_by = ?, accepted_session_id = ?"
-        " WHERE id = ? AND status = 'open'",
-        (tx.now, cmd.agent or tx.actor, cmd.session_id, picked["id"]),
-    )
-    folded = []
-    if picked["automatic"]:
-        for r in eligible_auto:
-            if (r["created_at"], r["id"]) <= (picked["created_at"], picked["id"]):
-                tx.conn.execute("UPDATE handoffs SET status = 'superseded', closed_at = ?, superseded_by = ?"
-                                " WHERE id = ? AND status = 'open'", (tx.now, picked["id"], r["id"]))
-                folded.append(r)
-    row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ?", (picked["id"],)).fetchone()
-    ids = [r["id"] for r in folded]
-    tx.audit("handoff.accept", str(picked["id"]), {"superseded": ids}, scope=scope)
-    tx.emit("handoff.accepted", {"handoff_id": picked["id"], "superseded": ids})
-    out = public(row)
+        if picked["automatic"]:
+            autos = [r for r in eligible if r["automatic"]]
+            heads = [h for h in autos if not any(follows(g, h) for g in autos)]
+            head_ids = {h["id"] for h in heads}
+            picked, parallel = heads[0], heads[1:1 + MAX_PARALLEL]
+            delivered = [picked, *parallel]
+            for r in autos:
+                if r["id"] in head_ids:
+                    continue
+                by = next((h for h in delivered if follows(h, r)), picked)
+                folded.append((r, by))
+    claimed = [picked, *parallel]
+    for r in claimed:
+        tx.conn.execute(
+            "UPDATE handoffs SET status = 'accepted', closed_at = ?, accepted_by = ?, accepted_session_id = ?"
+            " WHERE id = ? AND status = 'open'",
+            (tx.now, cmd.agent or tx.actor, cmd.session_id, r["id"]),
+        )
+    for r, by in folded:
+        tx.conn.execute("UPDATE handoffs SET status = 'superseded', closed_at = ?, superseded_by = ?"
+                        " WHERE id = ? AND status = 'open'", (tx.now, by["id"], r["id"]))
+    ids = [r["id"] for r, _ in folded]
+    tx.audit("handoff.accept", str(picked["id"]), {"superseded": ids, "parallel": [r["id"] for r in parallel]},
+             scope=scope)
+    tx.emit("handoff.accepted", {"handoff_id": picked["id"], "superseded": ids,
+                                 "parallel": [r["id"] for r in parallel]})
+    out = public(tx.conn.execute("SELECT * FROM handoffs WHERE id = ?", (picked["id"],)).fetchone())
     out["folded"] = [{"id": r["id"], "title": r["title"], "from_session_id": r["from_session_id"],
-                      "created_at": r["created_at"]} for r in folded[:MAX_FOLDED]]
+                      "created_at": r["created_at"], "event_at": event_time(r)} for r, _ in folded[:MAX_FOLDED]]
+    out["parallel"] = [public(tx.conn.execute("SELECT * FROM handoffs WHERE id = ?", (r["id"],)).fetchone())
+                       for r in parallel]
     return {"handoff": out, "superseded": ids, "workspace": scope.workspace, "project": scope.project}
 
 

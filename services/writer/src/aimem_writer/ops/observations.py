@@ -7,8 +7,10 @@ The hot path (thousands per second): one session upsert, one observation insert 
 trigger; ``observations_tri`` too when the text holds an unspaced script) and a ledger line
 staged for ``log-YYYY-MM.md``. An event that happened after its session was ended reopens
 the session (``ended_at`` back to NULL; the ended watermark stays, so the next end
-re-renders the page). The text is re-checked with the redactor: a command that still carries a secret is refused with ``unsanitized``
-(DESIGN.md invariant 6) and nothing of it is stored.
+re-renders the page). A ``parent_session_id`` (OpenCode's child sessions) is remembered on
+the session: a child never claims nor opens a handoff (docs/lifecycle.md). The text is
+re-checked with the redactor: a command that still carries a secret is refused with
+``unsanitized`` (DESIGN.md invariant 6) and nothing of it is stored.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
     # and then resumed it) reopens it; a late delivery of an earlier event does not.
     tx.conn.execute(
         "INSERT INTO sessions(workspace_id, project_id, session_id, agent, cwd, model, started_at,"
-        " last_event_at, observation_count, imported_count, root) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)"
+        " last_event_at, observation_count, imported_count, root, parent_session_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)"
         " ON CONFLICT(project_id, session_id) DO UPDATE SET"
         " observation_count = observation_count + 1,"
         " imported_count = imported_count + excluded.imported_count,"
@@ -78,13 +81,14 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
         " started_at = min(started_at, excluded.started_at),"
         " cwd = coalesce(sessions.cwd, excluded.cwd),"
         " root = coalesce(sessions.root, excluded.root),"
+        " parent_session_id = coalesce(sessions.parent_session_id, excluded.parent_session_id),"
         " model = coalesce(excluded.model, sessions.model),"
         " end_reason = CASE WHEN sessions.ended_at IS NOT NULL AND excluded.last_event_at > sessions.ended_at"
         "   THEN NULL ELSE sessions.end_reason END,"
         " ended_at = CASE WHEN sessions.ended_at IS NOT NULL AND excluded.last_event_at > sessions.ended_at"
         "   THEN NULL ELSE sessions.ended_at END",
         (scope.workspace_id, scope.project_id, cmd.session_id, cmd.agent, cmd.cwd, cmd.model, at, at,
-         int(cmd.imported), root),
+         int(cmd.imported), root, cmd.parent_session_id),
     )
     obs_id = tx.conn.execute(
         "INSERT INTO observations(workspace_id, project_id, session_id, kind, agent, cwd, title, body,"

@@ -98,7 +98,9 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
                             (occurred(tx, cmd.ended_at), cmd.reason, row["id"]))
         return {"ended": True, "changed": False, "observation_count": count,
                 "page_id": row["summary_page_id"], "path": None, "handoff_id": None}
-    ended_at = occurred(tx, cmd.ended_at)
+    # The end's own event time; without one, the session's last event (never arrival time:
+    # a late delivery must not make old work look new).
+    ended_at = occurred(tx, cmd.ended_at or row["last_event_at"])
     rows = tx.conn.execute(
         "SELECT kind, agent, title, body, tool_name, cwd FROM observations WHERE project_id = ? AND session_id = ?"
         " ORDER BY id", (scope.project_id, cmd.session_id),
@@ -125,8 +127,10 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
                              evidence=[{"kind": "session", "id": cmd.session_id}], session_id=cmd.session_id)
         page_id = res["page_id"]
         _retire_old_path(tx, scope, row, cmd.session_id, path)
-        if real and not cmd.historical:  # an imported old session is history, not work to continue
-            handoff_id = _automatic_handoff(tx, scope, cmd, row,
+        # An imported old session is history, and a child session's parent carries the work on:
+        # neither is work to continue (docs/lifecycle.md).
+        if real and not cmd.historical and not row["parent_session_id"]:
+            handoff_id = _automatic_handoff(tx, scope, cmd, row, ended_at,
                                             tuple(map(storable, render_handoff(cmd.session_id, row, d, path,
                                                                                roots, cmd.reason))))
     returned = [] if real or cmd.historical else give_back_handoffs(tx, scope, cmd.session_id)
@@ -190,9 +194,17 @@ def session_roots(tx: Tx, scope, row) -> list[str]:
     return [p for p in dict.fromkeys((root, row["cwd"])) if p]
 
 
-def _automatic_handoff(tx: Tx, scope, cmd: SessionEnd, row, handoff: tuple[str, str]) -> int:
-    """Open (or refresh, on a re-end) this session's automatic handoff; returns its id."""
-    from aimem_writer.ops.handoffs import norm_cwd
+def _automatic_handoff(tx: Tx, scope, cmd: SessionEnd, row, ended_at: str, handoff: tuple[str, str]) -> int:
+    """Open (or refresh, on a re-end) this session's automatic handoff; returns its id.
+
+    The handoff has no owner (it belongs to its place: root, else cwd), ``event_at`` =
+    ``ended_at`` (the end's event time) and ``started_at`` = the session's first event. A
+    handoff that a later session of the same place already follows (that session began
+    after this one's work ended: a late delivery, e.g. a spool drained after an outage) and
+    that was already claimed is born ``superseded`` by it: old work never becomes the one
+    delivered. (Under an open follower it stays open: the claim folds it and lists it.)
+    """
+    from aimem_writer.ops.handoffs import event_time, follows, newest_first, norm_cwd, place_matches
 
     title, body = handoff
     cwd = norm_cwd(cmd.cwd or row["cwd"])
@@ -202,14 +214,29 @@ def _automatic_handoff(tx: Tx, scope, cmd: SessionEnd, row, handoff: tuple[str, 
         (scope.project_id, cmd.session_id),
     ).fetchone()
     if existing:
-        tx.conn.execute("UPDATE handoffs SET title = ?, body = ?, cwd = ?, root = coalesce(?, root), created_at = ?"
-                        " WHERE id = ?", (title, body, cwd, root, tx.now, existing["id"]))
-        return existing["id"]
-    hid = tx.conn.execute(
-        "INSERT INTO handoffs(workspace_id, project_id, automatic, shared, owner, from_agent, from_session_id, cwd,"
-        " root, title, body, status, created_at) VALUES (?, ?, 1, 0, ?, ?, ?, ?, ?, ?, ?, 'open', ?)",
-        (scope.workspace_id, scope.project_id, tx.actor, cmd.agent or row["agent"], cmd.session_id, cwd, root,
-         title, body, tx.now),
-    ).lastrowid
-    tx.emit("handoff.opened", {"handoff_id": hid, "automatic": True, "cwd": cwd, "root": root})
+        hid = existing["id"]
+        tx.conn.execute("UPDATE handoffs SET title = ?, body = ?, cwd = ?, root = coalesce(?, root), created_at = ?,"
+                        " event_at = ?, started_at = ?, owner = NULL WHERE id = ?",
+                        (title, body, cwd, root, tx.now, ended_at, row["started_at"], hid))
+    else:
+        hid = tx.conn.execute(
+            "INSERT INTO handoffs(workspace_id, project_id, automatic, shared, owner, from_agent, from_session_id,"
+            " cwd, root, title, body, status, created_at, event_at, started_at)"
+            " VALUES (?, ?, 1, 0, NULL, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?)",
+            (scope.workspace_id, scope.project_id, cmd.agent or row["agent"], cmd.session_id, cwd, root,
+             title, body, tx.now, ended_at, row["started_at"]),
+        ).lastrowid
+        tx.emit("handoff.opened", {"handoff_id": hid, "automatic": True, "cwd": cwd, "root": root})
+    mine = tx.conn.execute("SELECT * FROM handoffs WHERE id = ?", (hid,)).fetchone()
+    # Seconds precision in SQL (stored times vary in width), exact in ``follows``.
+    later = newest_first(tx.conn.execute(
+        "SELECT * FROM handoffs WHERE project_id = ? AND automatic = 1 AND id != ?"
+        " AND status IN ('accepted', 'superseded')"
+        " AND substr(coalesce(started_at, event_at, created_at), 1, 19) >= substr(?, 1, 19)",
+        (scope.project_id, hid, event_time(mine)),
+    ).fetchall())
+    by = next((g for g in later if follows(g, mine) and place_matches(g["root"], g["cwd"], root, cwd)), None)
+    if by is not None:
+        tx.conn.execute("UPDATE handoffs SET status = 'superseded', closed_at = ?, superseded_by = ? WHERE id = ?",
+                        (tx.now, by["id"], hid))
     return hid

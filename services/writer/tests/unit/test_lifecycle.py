@@ -1,0 +1,145 @@
+"""The session and handoff lifecycle on the writer alone (docs/lifecycle.md, issue 26).
+
+Each test pins one class of issue 26 against the real batch path (``Applier``) on a tmp
+data dir: ownership by place, ordering by event time, chains vs parallel sessions, child
+sessions, and claims that only a new session makes.
+"""
+
+from __future__ import annotations
+
+PLACE = {"root": "/w/app"}
+
+
+def _session(wh, sid: str, start: str, end: str, *, actor: str = "hook", parent: str | None = None,
+             reason: str = "exit") -> dict:
+    """A session with real work between ``start`` and ``end`` (ISO event times); its end's result."""
+    extra = {"parent_session_id": parent} if parent else {}
+    wh.obs(sid, "session-start", "Session start", cwd="/w/app", occurred_at=start, **PLACE, **extra)
+    wh.obs(sid, "user-prompt", f"Prompt: work of {sid}", f"work of {sid}", cwd="/w/app", occurred_at=start,
+           **PLACE, **extra)
+    wh.obs(sid, "session-end", "Session end", cwd="/w/app", occurred_at=end, **PLACE)
+    return wh.ok("session.end", {"session_id": sid, "cwd": "/w/app", "ended_at": end, "reason": reason},
+                 actor=actor, **PLACE)
+
+
+def _claim(wh, sid: str, actor: str = "hook", **kw) -> dict:
+    return wh.ok("handoff.accept", {"cwd": "/w/app", "session_id": sid, "agent": "codex", **kw}, actor=actor, **PLACE)
+
+
+def _status(wh, hid: int) -> str:
+    return wh.conn.execute("SELECT status FROM handoffs WHERE id = ?", (hid,)).fetchone()[0]
+
+
+def _open_count(wh) -> int:
+    return wh.count("SELECT count(*) FROM handoffs WHERE status = 'open'")
+
+
+# -- 1. ownership by place -----------------------------------------------------------------------
+def test_an_idle_finalised_session_is_handed_on_to_the_next_session(wh) -> None:
+    # The maintainer's idle pass ends a crashed session: its handoff belongs to the place.
+    hid = _session(wh, "crashed", "2026-12-01T09:00:00.000Z", "2026-12-01T10:00:00.000Z",
+                   actor="maintainer", reason="idle")["handoff_id"]
+    assert hid is not None and _open_count(wh) == 1
+    got = _claim(wh, "next")
+    assert got["handoff"]["id"] == hid and got["handoff"]["from_session_id"] == "crashed"
+    assert _status(wh, hid) == "accepted" and _open_count(wh) == 0
+
+
+def test_root_accepts_an_automatic_handoff_whoever_wrote_it(wh) -> None:
+    hid = _session(wh, "crashed", "2026-12-01T09:00:00.000Z", "2026-12-01T10:00:00.000Z",
+                   actor="maintainer", reason="idle")["handoff_id"]
+    got = wh.ok("handoff.accept", {"cwd": "/w/app"}, actor="root")
+    assert got["handoff"]["id"] == hid
+    # And by its exact id too (a second claim conflicts: it is no longer open).
+    assert wh.err("handoff.accept", {"handoff_id": hid}, actor="root")["code"] == "handoff_not_open"
+
+
+def test_an_automatic_handoff_has_no_owner(wh) -> None:
+    hid = _session(wh, "a", "2026-12-01T09:00:00.000Z", "2026-12-01T10:00:00.000Z")["handoff_id"]
+    assert wh.conn.execute("SELECT owner FROM handoffs WHERE id = ?", (hid,)).fetchone()[0] is None
+
+
+# -- 3. event order, not arrival order -------------------------------------------------------
+def test_a_late_old_session_end_does_not_supersede_newer_work(wh) -> None:
+    new = _session(wh, "new", "2026-12-01T10:30:00.000Z", "2026-12-01T11:00:00.000Z")["handoff_id"]
+    # The spool drains after an outage: a session that ended at 10:00 arrives last.
+    old = _session(wh, "old", "2026-12-01T09:00:00.000Z", "2026-12-01T10:00:00.000Z")["handoff_id"]
+    got = _claim(wh, "next")
+    assert got["handoff"]["id"] == new
+    assert got["superseded"] == [old]  # the old one was an earlier link of the chain
+    assert _status(wh, new) == "accepted" and _status(wh, old) == "superseded"
+    # The dates shown are the events' own, not arrival.
+    assert got["handoff"]["event_at"] == "2026-12-01T11:00:00Z"
+    assert got["handoff"]["folded"][0]["event_at"] == "2026-12-01T10:00:00Z"
+
+
+def test_a_late_old_end_after_newer_work_was_claimed_is_born_superseded(wh) -> None:
+    new = _session(wh, "new", "2026-12-01T10:30:00.000Z", "2026-12-01T11:00:00.000Z")["handoff_id"]
+    assert _claim(wh, "later")["handoff"]["id"] == new
+    old = _session(wh, "old", "2026-12-01T09:00:00.000Z", "2026-12-01T10:00:00.000Z")["handoff_id"]
+    assert _status(wh, old) == "superseded"
+    assert wh.conn.execute("SELECT superseded_by FROM handoffs WHERE id = ?", (old,)).fetchone()[0] == new
+    assert _claim(wh, "next")["handoff"] is None and _open_count(wh) == 0
+
+
+# -- 10. parallel is not a chain -----------------------------------------------------------------
+def test_parallel_sessions_are_delivered_together_not_folded(wh) -> None:
+    a = _session(wh, "a", "2026-12-01T09:00:00.000Z", "2026-12-01T10:00:00.000Z")["handoff_id"]
+    b = _session(wh, "b", "2026-12-01T09:30:00.000Z", "2026-12-01T10:30:00.000Z")["handoff_id"]
+    got = _claim(wh, "next")
+    assert got["handoff"]["id"] == b  # the newest by event time leads
+    assert got["superseded"] == [] and got["handoff"]["folded"] == []
+    assert [p["id"] for p in got["handoff"]["parallel"]] == [a]
+    assert "work of a" in got["handoff"]["parallel"][0]["body"]
+    assert _status(wh, a) == _status(wh, b) == "accepted"
+    # Both were claimed by that session: if it does nothing, it gives both back.
+    wh.obs("next", "session-end", "Session end", cwd="/w/app", **PLACE)
+    res = wh.ok("session.end", {"session_id": "next", "cwd": "/w/app"}, actor="hook", **PLACE)
+    assert sorted(res["returned_handoffs"]) == sorted([a, b])
+    assert _status(wh, a) == _status(wh, b) == "open"
+
+
+def test_a_chain_supersedes_only_its_own_earlier_links(wh) -> None:
+    # a → b is a chain (b began after a ended); p ran beside b.
+    a = _session(wh, "a", "2026-12-01T08:00:00.000Z", "2026-12-01T09:00:00.000Z")["handoff_id"]
+    p = _session(wh, "p", "2026-12-01T09:10:00.000Z", "2026-12-01T10:10:00.000Z")["handoff_id"]
+    b = _session(wh, "b", "2026-12-01T09:30:00.000Z", "2026-12-01T10:30:00.000Z")["handoff_id"]
+    got = _claim(wh, "next")
+    assert got["handoff"]["id"] == b and got["superseded"] == [a]
+    assert [x["id"] for x in got["handoff"]["parallel"]] == [p]
+    assert _status(wh, a) == "superseded" and _status(wh, p) == "accepted"
+
+
+# -- 4. child sessions ---------------------------------------------------------------------------
+def test_a_child_session_opens_no_handoff_even_when_idle_finalised(wh) -> None:
+    parent = _session(wh, "parent", "2026-12-01T09:00:00.000Z", "2026-12-01T10:00:00.000Z")["handoff_id"]
+    # The child's later events carry no parent id (OpenCode's session.idle): the session remembers it.
+    wh.obs("child", "session-start", "Session start", cwd="/w/app", parent_session_id="parent", **PLACE)
+    wh.obs("child", "pre-tool-use", "Read", "tool: Read", cwd="/w/app", **PLACE)
+    res = wh.ok("session.end", {"session_id": "child", "cwd": "/w/app", "reason": "idle"}, actor="maintainer",
+                **PLACE)
+    assert res["handoff_id"] is None and res["path"] is not None  # a page, but nothing to hand on
+    assert wh.count("SELECT count(*) FROM handoffs WHERE from_session_id = 'child'") == 0
+    assert _status(wh, parent) == "open"
+
+
+def test_a_child_session_never_claims(wh) -> None:
+    hid = _session(wh, "a", "2026-12-01T09:00:00.000Z", "2026-12-01T10:00:00.000Z")["handoff_id"]
+    wh.obs("child", "session-start", "Session start", cwd="/w/app", parent_session_id="a2", **PLACE)
+    got = _claim(wh, "child", only_new_session=True)
+    assert got["handoff"] is None and got["skipped"] == "child_session"
+    assert _status(wh, hid) == "open"
+
+
+# -- 5. only a new session claims ----------------------------------------------------------------
+def test_a_start_for_an_open_session_claims_nothing(wh) -> None:
+    hid = _session(wh, "a", "2026-12-01T09:00:00.000Z", "2026-12-01T10:00:00.000Z")["handoff_id"]
+    wh.obs("mid", "session-start", "Session start", cwd="/w/app", **PLACE)
+    wh.obs("mid", "user-prompt", "Prompt: x", "x", cwd="/w/app", **PLACE)
+    wh.obs("mid", "session-start", "Session start", cwd="/w/app", **PLACE)  # again, no `source`
+    got = _claim(wh, "mid", only_new_session=True)
+    assert got["handoff"] is None and got["skipped"] == "session_known"
+    assert _status(wh, hid) == "open"
+    # A new session (only its start stored so far) claims it.
+    wh.obs("fresh", "session-start", "Session start", cwd="/w/app", **PLACE)
+    assert _claim(wh, "fresh", only_new_session=True)["handoff"]["id"] == hid
