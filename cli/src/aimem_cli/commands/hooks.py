@@ -104,10 +104,69 @@ def _run(plan, dry_run: bool) -> None:
         typer.echo("already up to date")
 
 
+HOOK_HELP = """Send one agent lifecycle event to aimem (what the installed hooks run).
+
+Reads the client's hook payload (JSON) on stdin, resolves the project of
+its cwd (.aimem.toml marker, else the git top level, else the folder name),
+applies the marker's capture rules, spools the event and POSTs it to the
+ingress (<ingress>/hook). `aimem install-hooks` installs it.
+
+Events: the client's own event names (--event, else the payload's
+hook_event_name), e.g. SessionStart, UserPromptSubmit, PreToolUse,
+PostToolUse, PreCompact, Stop, SessionEnd; the ingress normalises them.
+On a session start the memory context is printed on stdout in the
+client's format (a second request, /hook/session-start-context); a
+session end is sent by a detached process so the agent never waits.
+
+Where it sends (first found wins):
+  ingress URL  --ingress-url (install-hooks writes it for a stack that is
+               not on 8701), AIMEM_INGRESS_URL, ingress_url in
+               <data_dir>/config.toml, else http://127.0.0.1:8701
+  token        AIMEM_AUTH__TOKEN, <data_dir>/auth/client-token (written
+               by install-hooks), \\[auth] token in <data_dir>/config.toml,
+               <data_dir>/auth/token
+  <data_dir>   AIMEM_DATA_DIR, else $XDG_DATA_HOME/aimem
+               (~/.local/share/aimem)
+
+Environment: AIMEM_HOOK_BUDGET_MS (the time budget of one call, counted
+from process start; default 150 ms), AIMEM_HOOK_DEBUG=1 (timings on
+stderr), AIMEM_HOOK_IDENTITY=off (no project resolution, no capture
+rules), AIMEM_HOOK_TRANSCRIPT_TAIL=1 (a session end carries the end of
+the transcript).
+
+Spool: each event is appended to <data_dir>/spool/ before it is sent;
+one the server did not take (down, 429, 5xx, 401, 403) stays there and
+is re-sent by later hook calls (a few per call, within the budget) or
+by `aimem hook --drain`.
+
+Exit status: always 0, whatever happens (an agent must never fail
+because of its memory). Only the session-start context goes to stdout;
+notes go to stderr.
+"""
+
+
 def register(app: typer.Typer) -> None:
     """Add the hook and MCP installer commands and ``finalize-session`` to ``app``."""
 
     client_help = f"one of: {', '.join(CLIENTS)}"
+
+    @app.command("hook", help=HOOK_HELP, short_help="Send one agent lifecycle event (what installed hooks run).",
+                 context_settings={"help_option_names": ["-h", "--help"]})
+    def hook(
+        agent: str = typer.Option("generic", "--agent", help=f"the client that fires it: {', '.join(CLIENTS)} or generic"),
+        event: str = typer.Option(None, "--event", help="the client's event name (default: from the payload)"),
+        extension: str = typer.Option(None, "--extension", help="namespace that keeps an unknown event's fields"),
+        ingress_url: str = typer.Option(None, "--ingress-url", help="the ingress of the stack to send to"),
+        drain: bool = typer.Option(False, "--drain", help="deliver the whole spool now, then exit"),
+    ) -> None:
+        """Send one agent lifecycle event (the fast path in ``main`` runs it without typer)."""
+        from aimem_cli.hookclient import main as hook_main
+
+        argv = ["--drain"] if drain else ["--agent", agent]
+        for name, value in (("--event", event), ("--extension", extension), ("--ingress-url", ingress_url)):
+            if value is not None:
+                argv += [name, value]
+        raise typer.Exit(hook_main(argv))
 
     @app.command("install-hooks")
     def install_hooks(
