@@ -68,6 +68,26 @@ def server_credential(api_key: str | None, data_dir: Path | None, *, create: boo
     return None
 
 
+def stack_urls(ingress_url: str | None, port_base: int | None, data_dir: Path | None) -> tuple[str, str]:
+    """``(ingress URL, MCP URL)`` of the stack the clients are installed for: ``--ingress-url``,
+    else ``--port-base``, else the data dir's configuration (``config.load``: ``AIMEM_*``, the
+    running ``aimem up``'s ports, ``config.toml``), else the defaults.
+
+    Raises:
+        typer.Exit: the configuration cannot be loaded.
+    """
+    from aimem_common import config
+
+    overrides = {"port_base": port_base} if port_base is not None else {}
+    try:
+        settings = config.load(data_dir, check_writable=False, **overrides)
+    except config.ConfigError as exc:
+        typer.echo(f"aimem: {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    mcp = f"http://127.0.0.1:{settings.port('mcp-gateway')}/mcp"
+    return (ingress_url or settings.ingress_url).rstrip("/"), mcp
+
+
 def _hook_target(token: str | None, home: Path | None) -> Path | None:
     """The hook client's data dir when it must be given ``token`` (it finds another one or
     none); under ``--home`` (a throwaway HOME) its default dir is that home's."""
@@ -175,15 +195,22 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="print the diff, write nothing"),
         project_dir: Path = typer.Option(None, "--project-dir", help="project root for --scope project"),
         home: Path = typer.Option(None, "--home", hidden=True),
-        ingress_url: str = typer.Option(DEFAULT_INGRESS_URL, "--ingress-url",
-                                        help="default ingress for the OpenCode plugin"),
+        ingress_url: str = typer.Option(None, "--ingress-url", help="the ingress the hooks post to (default: "
+                                        "the data dir's stack, from its port base; else http://127.0.0.1:8701)"),
+        port_base: int = typer.Option(None, "--port-base", help="the stack's port base (its ingress is on it)"),
         codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
         api_key: str = ApiKeyOpt,
         data_dir: Path = DataDirOpt,
     ) -> None:
-        """Wire `aimem hook` into a client's lifecycle hooks (merges, never clobbers)."""
+        """Wire `aimem hook` into a client's lifecycle hooks (merges, never clobbers).
+
+        The hooks post to the stack of the data dir (its port base, also the one a running
+        `aimem up` was started with), or to --port-base / --ingress-url; a stack that is not
+        on 8701 gets `--ingress-url` written into each hook command.
+        """
         token = server_credential(api_key, data_dir, create=not dry_run)
-        target = _target(scope, project_dir, home, ingress_url, codex_home, token, _hook_target(token, home))
+        url, _ = stack_urls(ingress_url, port_base, data_dir)
+        target = _target(scope, project_dir, home, url, codex_home, token, _hook_target(token, home))
         _run(lambda: plan_hooks(client, target), dry_run)
 
     @app.command("uninstall-hooks")
@@ -204,7 +231,9 @@ def register(app: typer.Typer) -> None:
         client: str = typer.Option(..., "--client", help=client_help),
         scope: str = typer.Option("user", "--scope"),
         dry_run: bool = typer.Option(False, "--dry-run"),
-        url: str = typer.Option(DEFAULT_MCP_URL, "--url", help="the aimem MCP endpoint"),
+        url: str = typer.Option(None, "--url", help="the aimem MCP endpoint (default: the data dir's stack, "
+                                f"else {DEFAULT_MCP_URL})"),
+        port_base: int = typer.Option(None, "--port-base", help="the stack's port base (its MCP is on base+2)"),
         project_dir: Path = typer.Option(None, "--project-dir"),
         home: Path = typer.Option(None, "--home", hidden=True),
         codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
@@ -213,6 +242,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Register the aimem MCP server (Streamable HTTP) with a client."""
         token = server_credential(api_key, data_dir, create=not dry_run)
+        url = url or stack_urls(None, port_base, data_dir)[1]
         target = _target(scope, project_dir, home, DEFAULT_INGRESS_URL, codex_home, token)
         if token and scope == "project":
             typer.echo("aimem: note: the project's MCP file gets no token (it is usually committed); add an "
