@@ -320,6 +320,8 @@ def up(
     nats_port: int = typer.Option(None, "--nats-port", help="NATS client port (default from bus.nats_url, 4222; 0 = any free)."),
     host: str = typer.Option(None, "--host", help="Bind address of the services (default 127.0.0.1)."),
     log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log instead of the terminal."),
+    log_format: str = typer.Option(None, "--log-format", help="Service logs as text or json (default log_format, auto: "
+                                   "text on a terminal, JSON otherwise)."),
     insecure_bind: bool = typer.Option(False, "--insecure-bind", help="Allow a non-loopback bind without an auth "
                                        "token (aimem up always has one: the configured or its generated token)."),
     health_timeout_s: float = typer.Option(30.0, "--health-timeout", help="Seconds to wait for every /healthz."),
@@ -336,6 +338,8 @@ def up(
         overrides["port_base"] = port_base
     if host is not None:
         overrides["host"] = host
+    if log_format is not None:
+        overrides["log_format"] = log_format
     try:
         settings = config.load(data_dir, **overrides)
     except config.ConfigError as exc:
@@ -378,6 +382,7 @@ def up(
         AIMEM_BUS__NATS_URL=",".join(n.url for n in nats_nodes),
         AIMEM_BUS__STREAM_REPLICAS=str(min(3, nats_cluster)),
         PYTHONUNBUFFERED="1",
+        AIMEM_LOG_FORMAT=settings.log_format,
     )
     if insecure_bind:
         env["AIMEM_AUTH__INSECURE_BIND"] = "true"

@@ -344,6 +344,9 @@ class Settings(BaseSettings):
 
     data_dir: Path = Path("data")
     log_level: str = "info"
+    # auto: readable text when stderr is a terminal (`aimem up` in a shell), JSON lines otherwise
+    # (log files, compose, Kubernetes); text or json forces one. Same fields either way.
+    log_format: str = "auto"
     host: str = "127.0.0.1"
     port_base: int = DEFAULT_PORT_BASE
     workspace_default: str = "default"
@@ -393,6 +396,14 @@ class Settings(BaseSettings):
         if "ingress_url" not in self.model_fields_set:
             self.ingress_url = f"http://127.0.0.1:{self.port_base + PORT_OFFSETS['ingress']}"
         return self
+
+    @field_validator("log_format")
+    @classmethod
+    def _log_format(cls, v: str) -> str:
+        v = v.lower()
+        if v not in {"auto", "text", "json"}:
+            raise ValueError(f"log_format must be auto|text|json, got {v!r}")
+        return v
 
     @field_validator("log_level")
     @classmethod
