@@ -231,6 +231,11 @@ class NatsServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout_s)
+        try:  # ours, now gone: a later start has nothing to check
+            if int(self.pid_file.read_text().strip()) == self.proc.pid:
+                self.pid_file.unlink()
+        except (OSError, ValueError):
+            pass
 
     def __enter__(self) -> "NatsServer":
         return self.start()
