@@ -50,3 +50,11 @@ def test_ingress_url_argument_wins_and_the_spool_keeps_it(tmp_path: Path, hook, 
         stack_b.status = 202  # the spooled entry goes to its own stack on the next drain
         proc, _ = hook(["--drain"], None, data_dir=tmp_path / "d", url=env_ingress.url)
         assert len(stack_b.hook_requests()) == 2 and env_ingress.hook_requests() == []
+
+
+def test_up_refuses_an_unknown_log_format_in_one_line(tmp_path: Path) -> None:
+    out = subprocess.run([AIMEM, "up", "--data-dir", str(tmp_path / "d"), "--log-format", "xml"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == "aimem up: --log-format must be text, json or auto, not 'xml'\n"
+    assert not (tmp_path / "d").exists()  # nothing was started or created

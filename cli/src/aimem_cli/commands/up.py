@@ -339,6 +339,9 @@ def up(
     if host is not None:
         overrides["host"] = host
     if log_format is not None:
+        if log_format not in ("text", "json", "auto"):
+            typer.echo(f"aimem up: --log-format must be text, json or auto, not {log_format!r}", err=True)
+            raise typer.Exit(2)
         overrides["log_format"] = log_format
     try:
         settings = config.load(data_dir, **overrides)
