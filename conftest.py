@@ -6,6 +6,7 @@ suite can run twice at once on one machine.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,51 @@ from aimem_testing.stack import ServiceProc, free_port_block
 
 REPO = Path(__file__).resolve().parent
 SHARED = REPO.parent / "shared"
+# Test-support knobs a run may set on purpose: they steer the tests, not aimem.
+TEST_KNOBS = ("AIMEM_AGENTS_CACHE", "AIMEM_AXE_JS", "AIMEM_WEB_SCREENSHOTS")
+TEST_KNOB_PREFIXES = ("AIMEM_TEST_", "AIMEM_FUZZ_")
+
+
+def _is_aimem_setting(name: str) -> bool:
+    """True for an ``AIMEM_*`` variable that configures aimem itself (not a test knob)."""
+    return (name.startswith("AIMEM_") and name not in TEST_KNOBS
+            and not name.startswith(TEST_KNOB_PREFIXES))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_environment(tmp_path_factory: pytest.TempPathFactory):
+    """Run every test away from the user's folder, home and aimem settings.
+
+    ``make up`` leaves ``./data`` (with its own root token) in the repository, a user may
+    have ``AIMEM_*`` settings in their shell and hook-client files in their home: the CLI
+    and the services would pick up any of them. For the whole session this fixture
+
+    * drops every ``AIMEM_*`` setting (test knobs such as ``AIMEM_AGENTS_CACHE`` stay);
+    * points ``HOME`` at an empty folder and drops ``XDG_DATA_HOME``/``XDG_CONFIG_HOME``/
+      ``XDG_STATE_HOME`` (the hook client's data dir, spool and tokens live there), keeping
+      the agent-CLI and npm caches where they are, and gives git an identity of its own;
+    * makes an empty folder the working directory, so a relative ``./data`` is never the
+      repository's (tests name repository files through ``REPO``, never relative paths).
+    """
+    from aimem_testing.agents import cache_root
+
+    agents_cache = str(cache_root())  # resolved with the real HOME, before it moves
+    npm_cache = os.environ.get("npm_config_cache") or str(Path.home() / ".npm")
+    home = tmp_path_factory.mktemp("home")
+    work = tmp_path_factory.mktemp("cwd")
+    with pytest.MonkeyPatch.context() as mp:
+        for name in [n for n in os.environ if _is_aimem_setting(n)]:
+            mp.delenv(name)
+        for name in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME"):
+            mp.delenv(name, raising=False)
+        mp.setenv("HOME", str(home))
+        mp.setenv("AIMEM_AGENTS_CACHE", agents_cache)
+        mp.setenv("npm_config_cache", npm_cache)
+        for role in ("AUTHOR", "COMMITTER"):
+            mp.setenv(f"GIT_{role}_NAME", os.environ.get(f"GIT_{role}_NAME", "aimem tests"))
+            mp.setenv(f"GIT_{role}_EMAIL", os.environ.get(f"GIT_{role}_EMAIL", "tests@aimem.invalid"))
+        mp.chdir(work)
+        yield home
 
 
 @pytest.fixture

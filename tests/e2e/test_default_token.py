@@ -46,8 +46,9 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")} | extra
 
 
-def aimem(env: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([AIMEM, *args], capture_output=True, text=True, env=env, timeout=60, input=stdin)
+def aimem(env: dict[str, str], *args: str, stdin: str | None = None,
+          cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([AIMEM, *args], capture_output=True, text=True, env=env, timeout=60, input=stdin, cwd=cwd)
 
 
 def prompt(project: str, text: str) -> dict:
@@ -181,8 +182,11 @@ def test_installers_carry_the_token_to_the_hook_client_and_the_mcp_client(fresh,
     assert out.returncode == 0, out.stderr
     assert stored(fresh, "sent by the installed hook") == ["installed"]
 
-    # The CLI outside any data dir falls back to the hook client's token.
-    out = aimem(env | {"AIMEM_SERVER_URL": fresh.url("query")}, "status", "--json")
+    # The CLI outside any data dir falls back to the hook client's token. "Outside" is a
+    # folder of its own: the repository may hold the ./data (and token) `make up` left there.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = aimem(env | {"AIMEM_SERVER_URL": fresh.url("query")}, "status", "--json", cwd=elsewhere)
     assert out.returncode == 0, out.stderr
 
 

@@ -134,3 +134,106 @@ def test_crashed_service_is_restarted(stack, tmp_path: Path) -> None:
         time.sleep(0.2)
     assert ok
     assert "query exited" in (stack.log_dir / "up.log").read_text()
+
+
+AIMEM = str(Path(sys.executable).with_name("aimem"))
+
+
+def _start_up(data_dir: Path, base: int, nats_port: int, log: Path) -> subprocess.Popen:
+    """``aimem up`` in its own session (its log in ``log``), with no AIMEM_* from the caller."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
+    with open(log, "ab") as out:
+        return subprocess.Popen([AIMEM, "up", "--data-dir", str(data_dir), "--port-base", str(base),
+                                 "--nats-port", str(nats_port), "--health-timeout", "90"],
+                                env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _wait_healthy(base: int, log: Path, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + HEALTHY_BUDGET_S
+    pending = set(PORT_OFFSETS)
+    while pending and time.monotonic() < deadline and proc.poll() is None:
+        for svc in list(pending):
+            try:
+                if httpx.get(f"http://127.0.0.1:{base + PORT_OFFSETS[svc]}/healthz", timeout=0.5).status_code == 200:
+                    pending.discard(svc)
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.1)
+    assert not pending, f"not healthy (exit {proc.poll()}): {pending}\n{log.read_text()[-3000:]}"
+
+
+def _left_running(data_dir: Path, timeout_s: float = 10.0) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and (environ_mentioning(str(data_dir)) or processes_mentioning(str(data_dir))):
+        time.sleep(0.1)
+    return sorted(set(environ_mentioning(str(data_dir)) + processes_mentioning(str(data_dir))))
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+def test_kill_9_of_aimem_up_leaves_nothing_running_and_the_next_up_is_healthy(tmp_path: Path) -> None:
+    from aimem_testing.stack import free_port_block
+
+    data_dir, log = tmp_path / "d", tmp_path / "up.log"
+    base, nats_port = free_port_block(), free_port()
+    proc = _start_up(data_dir, base, nats_port, log)
+    try:
+        _wait_healthy(base, log, proc)
+        assert processes_mentioning(str(data_dir / "nats"))  # its nats-server, found by its store
+        os.kill(proc.pid, signal.SIGKILL)  # the supervisor only: no Ctrl-C, no clean-up
+        proc.wait(10)
+        assert _left_running(data_dir) == []  # nats-server included (it outlived it before)
+    finally:
+        _stop(proc)
+        for pid in _left_running(data_dir, 0):
+            os.kill(pid, signal.SIGKILL)
+    again = _start_up(data_dir, base, nats_port, log)
+    try:
+        _wait_healthy(base, log, again)
+    finally:
+        _stop(again)
+    assert _left_running(data_dir) == []
+
+
+def test_a_stale_nats_server_of_the_data_dir_is_stopped_by_the_next_up(tmp_path: Path) -> None:
+    """A nats-server orphaned by an earlier supervisor (as before PR_SET_PDEATHSIG): found by its
+    pid file, checked to be this data dir's, stopped; the new stack comes up on the same port."""
+    from aimem_testing.stack import free_port_block
+
+    data_dir, log = tmp_path / "d", tmp_path / "up.log"
+    base, nats_port = free_port_block(), free_port()
+    data_dir.mkdir()
+    orphan = ("import sys; from aimem_common.natsserver import NatsServer;"
+              f"s = NatsServer({str(data_dir / 'nats')!r}, port={nats_port}).start(); print(s.proc.pid)")
+    out = subprocess.run([sys.executable, "-c", orphan], capture_output=True, text=True, timeout=60, check=True)
+    stale = int(out.stdout.split()[-1])  # its parent has exited: nothing will ever stop it
+    try:
+        assert Path(f"/proc/{stale}").exists() and (data_dir / "nats.pid").read_text().strip() == str(stale)
+        proc = _start_up(data_dir, base, nats_port, log)
+        try:
+            _wait_healthy(base, log, proc)
+            assert not Path(f"/proc/{stale}/cmdline").exists() or not Path(f"/proc/{stale}/cmdline").read_bytes()
+            assert f"stopped a stale nats-server (pid {stale})" in log.read_text()
+            # A second aimem up on the same data dir is told which process to stop, and stops nothing.
+            second = subprocess.run([AIMEM, "up", "--data-dir", str(data_dir), "--port-base", str(free_port_block()),
+                                     "--nats-port", str(nats_port)], capture_output=True, text=True, timeout=60,
+                                    env={k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")})
+            assert second.returncode == 1
+            assert f"run by another aimem up (pid {proc.pid})" in second.stderr, second.stderr
+            _wait_healthy(base, log, proc)
+        finally:
+            _stop(proc)
+    finally:
+        try:
+            os.kill(stale, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert _left_running(data_dir) == []

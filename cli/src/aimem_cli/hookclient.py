@@ -25,7 +25,9 @@ client's own transcript (final message, last tool results) to a session end;
 identity resolution and capture rules (the server then falls back to the cwd's name). Exit status is always 0 and nothing but the context JSON goes to stdout.
 
 Configuration (the one config read outside ``aimem_common.config.load``, allowed for
-speed: pydantic alone costs ~100 ms to import): ``AIMEM_INGRESS_URL``, else
+speed: pydantic alone costs ~100 ms to import): ``--ingress-url`` (what ``install-hooks``
+writes into the hook command for a stack on another port; spooled entries keep it), else
+``AIMEM_INGRESS_URL``, else
 ``ingress_url`` in ``<data_dir>/config.toml``, else ``http://127.0.0.1:8701``; the bearer
 token from ``AIMEM_AUTH__TOKEN``, else ``<data_dir>/auth/client-token`` (the root token or
 user API key the installers wrote, mode 0600), else ``[auth] token``, else
@@ -89,6 +91,8 @@ def _run(argv: list[str], t0: float) -> None:
     env = os.environ
     data_dir = client_data_dir(env)
     cfg = client_config(env, data_dir)
+    if args.get("ingress-url"):  # written by install-hooks: the stack these hooks belong to
+        cfg["url"] = args["ingress-url"]
     spool = Spool(data_dir / "spool")
     if "drain" in args:
         detached_drain(spool, cfg)
@@ -112,6 +116,8 @@ def _run(argv: list[str], t0: float) -> None:
              "event": event, "ext": args.get("extension"), "cwd": _cwd(), "p": payload}
     if ident is not None:
         entry["id"] = ident.as_query()
+    if args.get("ingress-url"):
+        entry["u"] = args["ingress-url"]  # a later drain sends it to the same stack
     spool.append(entry)
     name = (event or "").casefold()
     if name in _START:
@@ -446,7 +452,8 @@ def _query(entry: dict[str, Any]) -> dict[str, str]:
 def send_entry(cfg: dict[str, str | None], entry: dict[str, Any], *, timeout_s: float) -> int | None:
     """POST one spooled entry to ``/hook``; return the HTTP status or None (no answer)."""
     body = json.dumps(entry["p"], ensure_ascii=False).encode("utf-8")
-    res = hooknet.post(str(cfg["url"]), "/hook", query=_query(entry), body=body,
+    url = entry.get("u") if isinstance(entry.get("u"), str) else cfg["url"]
+    res = hooknet.post(str(url), "/hook", query=_query(entry), body=body,
                        headers=_headers(cfg, entry["k"]), timeout_s=timeout_s)
     return res[0] if res else None
 

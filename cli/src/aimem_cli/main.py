@@ -2,6 +2,8 @@
 
 ``aimem hook`` is dispatched before typer is imported: agents call it on every lifecycle
 event, so it must start fast (it imports only the stdlib and ``aimem_cli.hookclient``).
+Only ``aimem hook --help`` (``-h``) goes through typer, which documents the command
+(``commands/hooks.py``) and lists it in ``aimem --help``.
 """
 
 from __future__ import annotations
@@ -9,9 +11,12 @@ from __future__ import annotations
 import sys
 
 
+HELP = frozenset(("--help", "-h"))
+
+
 def main() -> None:
     """Entry point of the ``aimem`` script."""
-    if len(sys.argv) > 1 and sys.argv[1] == "hook":
+    if len(sys.argv) > 1 and sys.argv[1] == "hook" and not HELP.intersection(sys.argv[2:]):
         try:
             from aimem_cli.hookclient import main as hook_main
         except ImportError:  # hook client not installed: never fail the agent

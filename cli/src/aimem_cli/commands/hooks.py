@@ -68,6 +68,26 @@ def server_credential(api_key: str | None, data_dir: Path | None, *, create: boo
     return None
 
 
+def stack_urls(ingress_url: str | None, port_base: int | None, data_dir: Path | None) -> tuple[str, str]:
+    """``(ingress URL, MCP URL)`` of the stack the clients are installed for: ``--ingress-url``,
+    else ``--port-base``, else the data dir's configuration (``config.load``: ``AIMEM_*``, the
+    running ``aimem up``'s ports, ``config.toml``), else the defaults.
+
+    Raises:
+        typer.Exit: the configuration cannot be loaded.
+    """
+    from aimem_common import config
+
+    overrides = {"port_base": port_base} if port_base is not None else {}
+    try:
+        settings = config.load(data_dir, check_writable=False, **overrides)
+    except config.ConfigError as exc:
+        typer.echo(f"aimem: {exc.message}", err=True)
+        raise typer.Exit(1) from None
+    mcp = f"http://127.0.0.1:{settings.port('mcp-gateway')}/mcp"
+    return (ingress_url or settings.ingress_url).rstrip("/"), mcp
+
+
 def _hook_target(token: str | None, home: Path | None) -> Path | None:
     """The hook client's data dir when it must be given ``token`` (it finds another one or
     none); under ``--home`` (a throwaway HOME) its default dir is that home's."""
@@ -104,10 +124,69 @@ def _run(plan, dry_run: bool) -> None:
         typer.echo("already up to date")
 
 
+HOOK_HELP = """Send one agent lifecycle event to aimem (what the installed hooks run).
+
+Reads the client's hook payload (JSON) on stdin, resolves the project of
+its cwd (.aimem.toml marker, else the git top level, else the folder name),
+applies the marker's capture rules, spools the event and POSTs it to the
+ingress (<ingress>/hook). `aimem install-hooks` installs it.
+
+Events: the client's own event names (--event, else the payload's
+hook_event_name), e.g. SessionStart, UserPromptSubmit, PreToolUse,
+PostToolUse, PreCompact, Stop, SessionEnd; the ingress normalises them.
+On a session start the memory context is printed on stdout in the
+client's format (a second request, /hook/session-start-context); a
+session end is sent by a detached process so the agent never waits.
+
+Where it sends (first found wins):
+  ingress URL  --ingress-url (install-hooks writes it for a stack that is
+               not on 8701), AIMEM_INGRESS_URL, ingress_url in
+               <data_dir>/config.toml, else http://127.0.0.1:8701
+  token        AIMEM_AUTH__TOKEN, <data_dir>/auth/client-token (written
+               by install-hooks), \\[auth] token in <data_dir>/config.toml,
+               <data_dir>/auth/token
+  <data_dir>   AIMEM_DATA_DIR, else $XDG_DATA_HOME/aimem
+               (~/.local/share/aimem)
+
+Environment: AIMEM_HOOK_BUDGET_MS (the time budget of one call, counted
+from process start; default 150 ms), AIMEM_HOOK_DEBUG=1 (timings on
+stderr), AIMEM_HOOK_IDENTITY=off (no project resolution, no capture
+rules), AIMEM_HOOK_TRANSCRIPT_TAIL=1 (a session end carries the end of
+the transcript).
+
+Spool: each event is appended to <data_dir>/spool/ before it is sent;
+one the server did not take (down, 429, 5xx, 401, 403) stays there and
+is re-sent by later hook calls (a few per call, within the budget) or
+by `aimem hook --drain`.
+
+Exit status: always 0, whatever happens (an agent must never fail
+because of its memory). Only the session-start context goes to stdout;
+notes go to stderr.
+"""
+
+
 def register(app: typer.Typer) -> None:
     """Add the hook and MCP installer commands and ``finalize-session`` to ``app``."""
 
     client_help = f"one of: {', '.join(CLIENTS)}"
+
+    @app.command("hook", help=HOOK_HELP, short_help="Send one agent lifecycle event (what installed hooks run).",
+                 context_settings={"help_option_names": ["-h", "--help"]})
+    def hook(
+        agent: str = typer.Option("generic", "--agent", help=f"the client that fires it: {', '.join(CLIENTS)} or generic"),
+        event: str = typer.Option(None, "--event", help="the client's event name (default: from the payload)"),
+        extension: str = typer.Option(None, "--extension", help="namespace that keeps an unknown event's fields"),
+        ingress_url: str = typer.Option(None, "--ingress-url", help="the ingress of the stack to send to"),
+        drain: bool = typer.Option(False, "--drain", help="deliver the whole spool now, then exit"),
+    ) -> None:
+        """Send one agent lifecycle event (the fast path in ``main`` runs it without typer)."""
+        from aimem_cli.hookclient import main as hook_main
+
+        argv = ["--drain"] if drain else ["--agent", agent]
+        for name, value in (("--event", event), ("--extension", extension), ("--ingress-url", ingress_url)):
+            if value is not None:
+                argv += [name, value]
+        raise typer.Exit(hook_main(argv))
 
     @app.command("install-hooks")
     def install_hooks(
@@ -116,15 +195,22 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="print the diff, write nothing"),
         project_dir: Path = typer.Option(None, "--project-dir", help="project root for --scope project"),
         home: Path = typer.Option(None, "--home", hidden=True),
-        ingress_url: str = typer.Option(DEFAULT_INGRESS_URL, "--ingress-url",
-                                        help="default ingress for the OpenCode plugin"),
+        ingress_url: str = typer.Option(None, "--ingress-url", help="the ingress the hooks post to (default: "
+                                        "the data dir's stack, from its port base; else http://127.0.0.1:8701)"),
+        port_base: int = typer.Option(None, "--port-base", help="the stack's port base (its ingress is on it)"),
         codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
         api_key: str = ApiKeyOpt,
         data_dir: Path = DataDirOpt,
     ) -> None:
-        """Wire `aimem hook` into a client's lifecycle hooks (merges, never clobbers)."""
+        """Wire `aimem hook` into a client's lifecycle hooks (merges, never clobbers).
+
+        The hooks post to the stack of the data dir (its port base, also the one a running
+        `aimem up` was started with), or to --port-base / --ingress-url; a stack that is not
+        on 8701 gets `--ingress-url` written into each hook command.
+        """
         token = server_credential(api_key, data_dir, create=not dry_run)
-        target = _target(scope, project_dir, home, ingress_url, codex_home, token, _hook_target(token, home))
+        url, _ = stack_urls(ingress_url, port_base, data_dir)
+        target = _target(scope, project_dir, home, url, codex_home, token, _hook_target(token, home))
         _run(lambda: plan_hooks(client, target), dry_run)
 
     @app.command("uninstall-hooks")
@@ -145,7 +231,9 @@ def register(app: typer.Typer) -> None:
         client: str = typer.Option(..., "--client", help=client_help),
         scope: str = typer.Option("user", "--scope"),
         dry_run: bool = typer.Option(False, "--dry-run"),
-        url: str = typer.Option(DEFAULT_MCP_URL, "--url", help="the aimem MCP endpoint"),
+        url: str = typer.Option(None, "--url", help="the aimem MCP endpoint (default: the data dir's stack, "
+                                f"else {DEFAULT_MCP_URL})"),
+        port_base: int = typer.Option(None, "--port-base", help="the stack's port base (its MCP is on base+2)"),
         project_dir: Path = typer.Option(None, "--project-dir"),
         home: Path = typer.Option(None, "--home", hidden=True),
         codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
@@ -154,6 +242,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Register the aimem MCP server (Streamable HTTP) with a client."""
         token = server_credential(api_key, data_dir, create=not dry_run)
+        url = url or stack_urls(None, port_base, data_dir)[1]
         target = _target(scope, project_dir, home, DEFAULT_INGRESS_URL, codex_home, token)
         if token and scope == "project":
             typer.echo("aimem: note: the project's MCP file gets no token (it is usually committed); add an "

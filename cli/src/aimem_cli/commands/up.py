@@ -5,8 +5,12 @@ Starts ``nats-server -js`` storing under ``<data_dir>/nats`` (its log in
 ``python -m aimem_<svc>`` with the same config, waits for every ``/healthz``, prints the
 endpoints, restarts a crashed service or nats-server (same port and store) with exponential
 backoff (1 s → 30 s, logged), and on Ctrl-C/SIGTERM stops them all, children first, then
-NATS (no orphans: children also get SIGTERM via ``PR_SET_PDEATHSIG`` if the supervisor
-itself is killed).
+NATS (no orphans: every child, nats-server and Litestream included, also gets SIGTERM via
+``PR_SET_PDEATHSIG`` if the supervisor itself is killed). A start that finds a nats-server
+or Litestream of this data dir left by a dead supervisor (their pid files,
+``aimem_common.runstate``) stops it first; one still run by a live ``aimem up`` is an error
+naming the process to stop. While it runs, ``<data_dir>/run/up.json`` says where the stack
+is (port base, NATS URL), which ``config.load`` gives every client of that data dir.
 
 ``--nats-cluster N`` runs N nats-server processes joined by routes into one JetStream
 cluster (client ports NATS_PORT.., route ports ``--nats-route-port``..); the services get
@@ -30,7 +34,6 @@ cluster) in the log directory.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 import signal
@@ -43,22 +46,14 @@ from urllib.parse import urlparse
 
 import typer
 
-from aimem_common import config
-from aimem_common.natsserver import NatsServer, cluster_nodes, free_port
+from aimem_common import config, runstate
+from aimem_common.natsserver import NatsServer, cluster_nodes, die_with_parent, free_port
 from aimem_common.replication import litestream_binary, write_litestream_config
 from aimem_common.service import CONFIG_ERROR_EXIT
 
 MAX_BACKOFF_S = 30.0
-PR_SET_PDEATHSIG = 1
 NATS_PROBE_S = 2.0
 NATS_PROBE_FAILS = 2
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 # What nats-server's /healthz says when its store cannot write (nats-server 2.10/2.11 wording:
@@ -117,20 +112,46 @@ class Supervisor:
             stdout=out,
             stderr=out,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             start_new_session=True,  # Ctrl-C reaches only us; we stop children in order
         )
         if out:
             out.close()
         child.started_at = time.monotonic()
+        if child.name == "litestream":  # how a later start finds it should this supervisor die
+            self.litestream_pid_file.write_text(f"{child.proc.pid}\n")
+
+    @property
+    def litestream_pid_file(self) -> Path:
+        return self.settings.data_dir / "db" / "litestream.pid"
+
+    def stop_stale(self) -> None:
+        """Stop the servers an earlier ``aimem up`` of this data dir left running (its pid files).
+
+        Raises:
+            RuntimeError: one still belongs to a live ``aimem up`` (the message says which to stop).
+        """
+        for node in self.nats_nodes:
+            note = node.stop_stale()
+            if note:
+                log(note)
+        if any(c.name == "litestream" for c in self.children):
+            config_path = str(self.settings.data_dir / "db" / "litestream.yml")
+            note = runstate.stop_stale(self.litestream_pid_file, ["litestream", config_path], "litestream")
+            if note:
+                log(note)
 
     def start(self) -> None:
+        self.stop_stale()
         for node, state in zip(self.nats_nodes, self.nats_states):
             node.start()
             state.started_at = time.monotonic()
             log(f"nats-server (JetStream) on {node.url}, store {node.store_dir}")
         for child in self.children:
             self._spawn(child)
+        # Clients of this data dir (the CLI's NATS verbs, the installers) find the stack here.
+        runstate.write_record(self.settings.data_dir, port_base=self.settings.port_base, host=self.settings.host,
+                              nats_url=",".join(n.url for n in self.nats_nodes) or self.settings.bus.nats_url)
 
     def wait_healthy(self, timeout_s: float) -> bool:
         """Poll every ``/healthz`` until all answer 200 or ``timeout_s`` passes."""
@@ -272,6 +293,10 @@ class Supervisor:
                 child.proc.wait(5)
         for node in self.nats_nodes:
             node.stop()
+        runstate.remove_record(self.settings.data_dir)
+        ours = [c.proc.pid for c in self.children if c.name == "litestream" and c.proc is not None]
+        if ours and runstate.read_pid(self.litestream_pid_file) in ours:
+            self.litestream_pid_file.unlink(missing_ok=True)
 
     def endpoints(self) -> dict[str, str]:
         h = self._client_host()
@@ -295,6 +320,8 @@ def up(
     nats_port: int = typer.Option(None, "--nats-port", help="NATS client port (default from bus.nats_url, 4222; 0 = any free)."),
     host: str = typer.Option(None, "--host", help="Bind address of the services (default 127.0.0.1)."),
     log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log instead of the terminal."),
+    log_format: str = typer.Option(None, "--log-format", help="Service logs as text or json (default log_format, auto: "
+                                   "text on a terminal, JSON otherwise)."),
     insecure_bind: bool = typer.Option(False, "--insecure-bind", help="Allow a non-loopback bind without an auth "
                                        "token (aimem up always has one: the configured or its generated token)."),
     health_timeout_s: float = typer.Option(30.0, "--health-timeout", help="Seconds to wait for every /healthz."),
@@ -311,6 +338,11 @@ def up(
         overrides["port_base"] = port_base
     if host is not None:
         overrides["host"] = host
+    if log_format is not None:
+        if log_format not in ("text", "json", "auto"):
+            typer.echo(f"aimem up: --log-format must be text, json or auto, not {log_format!r}", err=True)
+            raise typer.Exit(2)
+        overrides["log_format"] = log_format
     try:
         settings = config.load(data_dir, **overrides)
     except config.ConfigError as exc:
@@ -337,6 +369,7 @@ def up(
     for node in nats_nodes:  # monitoring /healthz: the supervisor's store-error probe
         node.monitor_port = free_port()
         node.token = settings.bus.token or settings.auth.token  # clients present the root token
+        node.die_with_parent = True  # a supervisor killed with -9 leaves no nats-server behind
     litestream = None
     if settings.replication.s3_bucket:
         try:
@@ -352,6 +385,7 @@ def up(
         AIMEM_BUS__NATS_URL=",".join(n.url for n in nats_nodes),
         AIMEM_BUS__STREAM_REPLICAS=str(min(3, nats_cluster)),
         PYTHONUNBUFFERED="1",
+        AIMEM_LOG_FORMAT=settings.log_format,
     )
     if insecure_bind:
         env["AIMEM_AUTH__INSECURE_BIND"] = "true"

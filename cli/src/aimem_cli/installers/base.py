@@ -40,9 +40,12 @@ def aimem_binary() -> str:
     return str(candidate) if candidate.exists() else "aimem"
 
 
-def hook_command(agent: str, event: str, binary: str | None = None) -> str:
-    """Return the shell command a client runs for ``event``: ``<aimem> hook --agent A --event E``."""
-    return f"{shlex.quote(binary or aimem_binary())} hook --agent {agent} --event {shlex.quote(event)}"
+def hook_command(agent: str, event: str, binary: str | None = None, ingress_url: str | None = None) -> str:
+    """Return the shell command a client runs for ``event``: ``<aimem> hook --agent A --event E``,
+    plus ``--ingress-url U`` for a stack that is not on the default port (the hook client
+    would otherwise post to 8701)."""
+    cmd = f"{shlex.quote(binary or aimem_binary())} hook --agent {agent} --event {shlex.quote(event)}"
+    return cmd + (f" --ingress-url {shlex.quote(ingress_url)}" if ingress_url else "")
 
 
 def is_ours(command: Any) -> bool:

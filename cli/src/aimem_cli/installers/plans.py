@@ -69,6 +69,9 @@ MCP_FILES = {
 }
 
 
+DEFAULT_INGRESS_URL = "http://127.0.0.1:8701"  # the hook client's own default
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where to install: ``home`` for ``--scope user``, ``project_dir`` for ``--scope project``."""
@@ -77,7 +80,7 @@ class Target:
     home: Path
     project_dir: Path
     binary: str | None = None
-    ingress_url: str = "http://127.0.0.1:8701"
+    ingress_url: str = DEFAULT_INGRESS_URL
     codex_home: Path | None = None  # $CODEX_HOME: Codex's user files live there instead of ~/.codex
     token: str | None = None  # the bearer credential (root token or user API key) clients send
     client_dir: Path | None = None  # the hook client's data dir (its token file); None: not written
@@ -113,7 +116,8 @@ def plan_hooks(client: str, target: Target) -> list[FileChange]:
     if client in ("cursor", "copilot-cli"):
         doc.setdefault("version", 1)
     for event in EVENTS[client]:
-        entry = _entry(client, event, hook_command(client, event, target.binary))
+        url = None if target.ingress_url.rstrip("/") == DEFAULT_INGRESS_URL else target.ingress_url
+        entry = _entry(client, event, hook_command(client, event, target.binary, url))
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise InstallError(f"{path}: hooks.{event} is not a list")

@@ -344,6 +344,9 @@ class Settings(BaseSettings):
 
     data_dir: Path = Path("data")
     log_level: str = "info"
+    # auto: readable text when stderr is a terminal (`aimem up` in a shell), JSON lines otherwise
+    # (log files, compose, Kubernetes); text or json forces one. Same fields either way.
+    log_format: str = "auto"
     host: str = "127.0.0.1"
     port_base: int = DEFAULT_PORT_BASE
     workspace_default: str = "default"
@@ -394,6 +397,14 @@ class Settings(BaseSettings):
             self.ingress_url = f"http://127.0.0.1:{self.port_base + PORT_OFFSETS['ingress']}"
         return self
 
+    @field_validator("log_format")
+    @classmethod
+    def _log_format(cls, v: str) -> str:
+        v = v.lower()
+        if v not in {"auto", "text", "json"}:
+            raise ValueError(f"log_format must be auto|text|json, got {v!r}")
+        return v
+
     @field_validator("log_level")
     @classmethod
     def _level(cls, v: str) -> str:
@@ -438,6 +449,10 @@ def load(
 ) -> Settings:
     """Load the settings: env ``AIMEM_*`` > ``<data_dir>/config.toml`` > defaults.
 
+    While an ``aimem up`` runs on the data dir, the port base and NATS URL it was started
+    with (``<data_dir>/run/up.json``, ``aimem_common.runstate``) come before ``config.toml``
+    (the environment still wins), so every client of the data dir reaches that stack.
+
     Args:
         data_dir: explicit data dir (a CLI flag); beats ``AIMEM_DATA_DIR``.
         environ: the environment to read (default ``os.environ``; tests pass a dict).
@@ -472,8 +487,12 @@ def load(
         old_env = dict(os.environ)
         os.environ.clear()
         os.environ.update(env)
+    # A running `aimem up` of this data dir may run on ports its command line chose.
+    from aimem_common.runstate import running_overrides
+
+    running = {k: v for k, v in running_overrides(abs_dir, env).items() if k not in overrides}
     try:
-        settings = _Bound(**{"data_dir": abs_dir, **overrides})
+        settings = _Bound(**{"data_dir": abs_dir, **running, **overrides})
     except Exception as exc:  # pydantic ValidationError or a TOML decode error
         first = str(exc).strip().splitlines()
         raise ConfigError(f"invalid configuration ({toml_file}): {' '.join(first[:3])}") from exc

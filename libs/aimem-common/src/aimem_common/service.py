@@ -252,13 +252,13 @@ def run_service(service: str, settings: Settings, app_factory: Callable[[Setting
                 workers: int = 1, worker_factory: str | None = None) -> None:
     """Run ``service`` under uvicorn on ``settings.host:port(service)`` (blocking).
 
-    Sets up JSON logs and tracing first; logs the absolute data dir loudly. uvicorn runs on
+    Sets up logs (JSON, or text on a terminal: ``settings.log_format``) and tracing first; logs the absolute data dir loudly. uvicorn runs on
     uvloop with the httptools parser (both from ``uvicorn[standard]``; ``JsonErrorHttpProtocol``). With ``workers`` > 1
     (a stateless service only) uvicorn forks that many processes sharing the one listening
     socket, each building its app from ``worker_factory`` (``"module:function"``, no
     arguments, see ``worker_app``).
     """
-    setup_logging(service, settings.log_level)
+    setup_logging(service, settings.log_level, settings.log_format)
     setup_tracing(service, settings.otlp_endpoint)
     check_bind(settings, settings.host)
     log.info("starting aimem-%s on %s:%d (%d worker%s), data dir %s", service, settings.host, settings.port(service),
@@ -301,7 +301,7 @@ def worker_app(service: str, app_factory: Callable[[Settings], FastAPI]) -> Fast
     from aimem_common import config
 
     settings = config.load()
-    setup_logging(service, settings.log_level)
+    setup_logging(service, settings.log_level, settings.log_format)
     setup_tracing(service, settings.otlp_endpoint)
     return freeze_after_startup(app_factory(settings))
 

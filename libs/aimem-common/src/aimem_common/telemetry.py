@@ -1,6 +1,8 @@
 """JSON logs, a per-service Prometheus registry, OpenTelemetry tracing.
 
-* ``setup_logging(service, level)`` — one JSON object per line on stderr.
+* ``setup_logging(service, level, log_format)`` — one line per record on stderr: JSON (one
+  object) when stderr is not a terminal, readable text on a terminal (``log_format`` ``auto``),
+  or as ``log_format`` (``json``/``text``) says; both carry the same fields.
 * ``Telemetry`` — a ``CollectorRegistry`` per app (no global default registry, invariant 12)
   with the HTTP request histogram every service exports, plus ``metrics_response()``.
 * ``setup_tracing(service, endpoint)`` — OTLP/HTTP export when an endpoint is configured
@@ -25,6 +27,23 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 _configured_tracing = False
 
 
+def record_fields(record: logging.LogRecord, service: str, formatter: logging.Formatter) -> dict[str, str]:
+    """The fields of one log line: ts, level, service, logger, msg, and trace_id/exc when set."""
+    out = {
+        "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+        "level": record.levelname.lower(),
+        "service": service,
+        "logger": record.name,
+        "msg": record.getMessage(),
+    }
+    ctx = trace.get_current_span().get_span_context()
+    if ctx.is_valid:
+        out["trace_id"] = format(ctx.trace_id, "032x")
+    if record.exc_info:
+        out["exc"] = formatter.formatException(record.exc_info)
+    return out
+
+
 class JsonFormatter(logging.Formatter):
     """Render a record as one JSON line with ts, level, logger, msg, service, trace ids."""
 
@@ -33,29 +52,48 @@ class JsonFormatter(logging.Formatter):
         self.service = service
 
     def format(self, record: logging.LogRecord) -> str:
-        out = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "service": self.service,
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        ctx = trace.get_current_span().get_span_context()
-        if ctx.is_valid:
-            out["trace_id"] = format(ctx.trace_id, "032x")
-        if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, ensure_ascii=False)
+        return json.dumps(record_fields(record, self.service, self), ensure_ascii=False)
 
 
-def setup_logging(service: str, level: str = "info") -> None:
-    """Send logs as JSON lines to stderr at ``level`` (idempotent)."""
+class TextFormatter(logging.Formatter):
+    """Render a record for a person: ``HH:MM:SS.mmm LEVEL service logger: msg [trace_id=…]``,
+    then the traceback (the JSON line's fields; the time is UTC)."""
+
+    def __init__(self, service: str):
+        super().__init__()
+        self.service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        f = record_fields(record, self.service, self)
+        line = f"{f['ts'][11:23]} {f['level'].upper():<7} {f['service']} {f['logger']}: {f['msg']}"
+        if "trace_id" in f:
+            line += f" [trace_id={f['trace_id']}]"
+        return line + (f"\n{f['exc']}" if "exc" in f else "")
+
+
+LOG_FORMATS = ("auto", "text", "json")
+
+
+def resolve_log_format(log_format: str, stream=None) -> str:
+    """``text`` or ``json``: ``auto`` is text when ``stream`` (stderr) is a terminal, else JSON."""
+    if log_format != "auto":
+        return log_format
+    stream = sys.stderr if stream is None else stream
+    try:
+        return "text" if stream.isatty() else "json"
+    except (AttributeError, ValueError):
+        return "json"
+
+
+def setup_logging(service: str, level: str = "info", log_format: str = "auto") -> None:
+    """Send logs to stderr at ``level``, as JSON lines or text (``resolve_log_format``); idempotent."""
     root = logging.getLogger()
     for h in list(root.handlers):
         if getattr(h, "_aimem", False):
             root.removeHandler(h)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(service))
+    text = resolve_log_format(log_format) == "text"
+    handler.setFormatter(TextFormatter(service) if text else JsonFormatter(service))
     handler._aimem = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level.upper())

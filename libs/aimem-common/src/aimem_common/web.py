@@ -277,7 +277,7 @@ class RequestGate:
       service's read pool (``app.state.ctx.read_pool``) and the resulting ``Principal``
       (``ROOT`` for the root token) is left on ``request.state.principal`` for the route
       (``auth.get_principal``). Open:
-      ``/healthz``, the web UI (``/web``, ``/web/...``: its own login and session cookie),
+      ``/healthz``, ``/favicon.ico``, the web UI (``/web``, ``/web/...``: its own login and session cookie),
       the ``self_auth`` path prefixes (an endpoint that authenticates before reading, with
       its own error body: ``/mcp``), and ``/metrics`` plus the API docs
       (``/openapi.json``, ``/docs``, ``/redoc``) unless ``metrics.require_token``, which
@@ -297,7 +297,7 @@ class RequestGate:
     bound still applies.
     """
 
-    _OPEN = ("/healthz",)
+    _OPEN = ("/healthz", "/favicon.ico")  # browsers ask for the icon without credentials
 
     def __init__(self, app: ASGIApp, settings: Settings, docs_paths: tuple[str, ...] = (),
                  self_auth: tuple[str, ...] = ()):

@@ -78,6 +78,7 @@ class Digest:
     task: str = ""
     prompts: list[str] = field(default_factory=list)
     commands: list[Command] = field(default_factory=list)
+    more_commands: set[str] = field(default_factory=set)  # distinct commands past MAX_COMMANDS (counted only)
     changed: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -245,8 +246,11 @@ def _tool_call(d: Digest, kind: str, title: str, body: str, tool: str, cwd: str 
         cmd = cap_utf8(" ".join(str(cmd).split()), COMMAND_CAP_BYTES)
         if kind == "post-tool-use" and cmd:
             _command_result(d, cmd, s, failed)
-        elif cmd and not any(c.text == cmd for c in d.commands) and len(d.commands) < MAX_COMMANDS:
-            d.commands.append(Command(cmd))
+        elif cmd and not any(c.text == cmd for c in d.commands):
+            if len(d.commands) < MAX_COMMANDS:
+                d.commands.append(Command(cmd))
+            else:
+                d.more_commands.add(cmd)
         return
     else:
         path = next((args[k] for k in FILE_KEYS if isinstance(args.get(k), str) and args[k]), None)
@@ -274,6 +278,8 @@ def _command_result(d: Digest, cmd: str, s: dict[str, str], failed: bool) -> Non
     if existing is None and len(d.commands) < MAX_COMMANDS:
         existing = Command(cmd)
         d.commands.append(existing)
+    elif existing is None:
+        d.more_commands.add(cmd)
     if existing is not None:
         existing.failed, existing.detail = bad, (cap_utf8(line, ERROR_CAP_BYTES) if bad else "")
         if bad and code:
@@ -286,16 +292,19 @@ def _command_result(d: Digest, cmd: str, s: dict[str, str], failed: bool) -> Non
         d.last_failure = None  # the same command later succeeded
 
 
-def _bounded(lines: list[str], budget: int) -> list[str]:
-    """Keep lines in order while they fit ``budget`` bytes; then one "… N more" line."""
+def _bounded(lines: list[str], budget: int, hidden: int = 0) -> list[str]:
+    """Keep lines in order while they fit ``budget`` bytes; then one "… and N more" line,
+    which also counts ``hidden`` items that were never made lines."""
     out, used = [], 0
     for i, line in enumerate(lines):
         size = len(line.encode()) + 1
         if used + size > budget:
-            out.append(f"- … {len(lines) - i} more")
-            break
+            out.append(f"- … and {len(lines) - i + hidden} more")
+            return out
         out.append(line)
         used += size
+    if hidden:
+        out.append(f"- … and {hidden} more")
     return out
 
 
@@ -341,7 +350,7 @@ def render_page(session_id: str, row: Any, d: Digest, ended_at: str, count: int,
     if d.commands:
         lines = [f"- `{c.text.replace('`', chr(39))}`" + (f" — failed ({c.detail})" if c.failed and c.detail else
                                                            " — failed" if c.failed else "") for c in d.commands]
-        out += ["## Commands", ""] + _bounded(lines, COMMANDS_BUDGET_BYTES) + [""]
+        out += ["## Commands", ""] + _bounded(lines, COMMANDS_BUDGET_BYTES, len(d.more_commands)) + [""]
     if d.changed:
         out += ["## Files changed", ""] + _bounded([f"- {f}" for f in d.changed], FILES_BUDGET_BYTES) + [""]
     if d.read:

@@ -80,3 +80,15 @@ def test_meaningful_line_and_relative():
     assert meaningful_line("warning: slow\nall good") == ("all good", None)
     assert relative("src/a.py", [ROOT], f"{ROOT}/api") == "api/src/a.py"
     assert relative("/elsewhere/b.py", [ROOT], ROOT) == "/elsewhere/b.py"
+
+
+def test_a_session_with_more_commands_than_the_page_lists_says_how_many_more():
+    rows = [SESSION[0]] + [tool("post-tool-use", "Bash", {"command": f"make step-{i}"}, out="ok") for i in range(55)]
+    rows += [tool("pre-tool-use", "Bash", {"command": "make step-60"}),  # started, never finished
+             tool("post-tool-use", "Bash", {"command": "make step-3"}, out="ok")]  # a repeat is not "more"
+    d = digest(rows, [ROOT])
+    _, body = render_page("s1", ROW, d, "2026-03-14T10:00:00Z", len(rows), [ROOT], "exit")
+    commands = body.split("## Commands\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert commands[0] == "- `make step-0`" and "- `make step-39`" in commands
+    assert "- `make step-40`" not in commands
+    assert commands[-1] == "- … and 16 more"  # step-40..54 and step-60

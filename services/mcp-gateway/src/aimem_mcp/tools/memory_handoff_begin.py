@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import Field, field_validator
@@ -11,6 +12,8 @@ from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import tool
 
 MAX_BODY_CHARS = 16 * 1024
+MAX_STEPS = 50
+_STEP_MARK = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
 
 class Args(Scoped):
@@ -19,8 +22,10 @@ class Args(Scoped):
         min_length=1,
         max_length=12 * 1024,
     )
-    next_steps: list[str] | None = Field(
-        None, description="Concrete next steps for the receiving agent, in order.", max_length=50
+    next_steps: list[str] | str | None = Field(
+        None, description="Concrete next steps for the receiving agent, in order: a JSON list of strings, one "
+        "step each (at most 50). A single string is taken too: each non-empty line is a step (a leading "
+        "'- ', '* ' or '1. ' is dropped).",
     )
     title: str | None = Field(None, description="Short title; default: the first line of the summary.", max_length=512)
     cwd: str | None = Field(None, description="Working directory the work happens in.", max_length=4096)
@@ -31,6 +36,17 @@ class Args(Scoped):
         False, description="Publish to every operator of the project instead of only your own identity."
     )
 
+    @field_validator("next_steps")
+    @classmethod
+    def _steps(cls, v: list[str] | str | None) -> list[str] | None:
+        """A string becomes one step per non-empty line; at most ``MAX_STEPS`` steps."""
+        if isinstance(v, str):
+            v = [_STEP_MARK.sub("", line).strip() for line in v.splitlines()]
+            v = [line for line in v if line]
+        if v is not None and len(v) > MAX_STEPS:
+            raise ValueError(f"next_steps takes at most {MAX_STEPS} steps, got {len(v)}")
+        return v
+
     @field_validator("summary")
     @classmethod
     def _not_blank(cls, v: str) -> str:
@@ -39,7 +55,7 @@ class Args(Scoped):
         return v
 
 
-def compose_body(summary: str, next_steps: list[str] | None) -> str:
+def compose_body(summary: str, next_steps: list[str] | str | None) -> str:
     """Render the handoff body: the summary, then a `## Next steps` list."""
     body = summary.strip()
     if next_steps:

@@ -40,8 +40,9 @@ async def timeline(request: Request, user: UserDep, workspace: str, project: str
 
 @router.get("/handoffs")
 async def handoff_list(request: Request, user: UserDep, workspace: str, project: str,
-                       status: str = "open") -> Response:
-    """Handoffs (``status`` open/accepted/expired/any) and pending messages; claims nothing."""
+                       status: str = "open", cancelled: str = "") -> Response:
+    """Handoffs (``status`` open/accepted/expired/any) and pending messages; claims nothing.
+    After a cancel (``?cancelled=handoff:<id>`` or ``message:<id>``) it says what was done."""
     scope = await scope_for(request, user, workspace, project)
     status = status if status in ("open", "accepted", "expired", "any") else "open"
     viewer = None if user.principal.is_root else user.name
@@ -54,24 +55,34 @@ async def handoff_list(request: Request, user: UserDep, workspace: str, project:
         }
 
     data = await read(request, load)
-    return renderer(request).page(request, "handoffs.html", scope=scope, status=status, live=True,
+    kind, _, num = cancelled.partition(":")
+    notice = None
+    if kind == "handoff" and num.isdigit():
+        notice = f"Handoff #{num} cancelled: no agent will receive it."
+    elif kind == "message" and num.isdigit():
+        notice = f"Message #{num} retracted: it will not be delivered."
+    return renderer(request).page(request, "handoffs.html", scope=scope, status=status, live=True, notice=notice,
                                   can_write=user.principal.can_write(workspace, project), **data)
 
 
-async def _cancel(request: Request, user, workspace: str, project: str, op: str, payload: dict) -> Response:
+async def _cancel(request: Request, user, workspace: str, project: str, op: str, payload: dict,
+                  done: str) -> Response:
+    """Send ``op``, then 303 to the handoffs screen, which says what was done (``done``)."""
     scope = await scope_for(request, user, workspace, project, write=True)
     await form(request, user)
     await send(request, user, op, payload, workspace=scope.workspace, project=scope.project)
-    return RedirectResponse(page_url(workspace, project, screen="handoffs"), status_code=303)
+    return RedirectResponse(page_url(workspace, project, screen="handoffs") + f"?cancelled={done}", status_code=303)
 
 
 @router.post("/handoffs/{handoff_id}/cancel")
 async def handoff_cancel(request: Request, user: UserDep, workspace: str, project: str, handoff_id: int) -> Response:
     """Expire an open handoff created by mistake (``handoff.cancel``)."""
-    return await _cancel(request, user, workspace, project, "handoff.cancel", {"handoff_id": handoff_id})
+    return await _cancel(request, user, workspace, project, "handoff.cancel", {"handoff_id": handoff_id},
+                         f"handoff:{handoff_id}")
 
 
 @router.post("/messages/{message_id}/cancel")
 async def message_cancel(request: Request, user: UserDep, workspace: str, project: str, message_id: int) -> Response:
     """Retract a pending message this project sent (``message.cancel``)."""
-    return await _cancel(request, user, workspace, project, "message.cancel", {"message_id": message_id})
+    return await _cancel(request, user, workspace, project, "message.cancel", {"message_id": message_id},
+                         f"message:{message_id}")

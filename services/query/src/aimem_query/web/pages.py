@@ -7,6 +7,8 @@ Every change is a writer op answered after commit (``page.write`` with
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import asyncio
 from datetime import UTC, datetime
 from typing import Any
@@ -222,5 +224,5 @@ async def delete(request: Request, user: UserDep, workspace: str, project: str, 
     path = validate_page_path(path)
     await send(request, user, "page.delete", {"path": path}, workspace=scope.workspace, project=scope.project)
     folder = path.rsplit("/", 1)[0] + "/" if "/" in path else ""
-    return RedirectResponse(page_url(workspace, project, screen="tree") + f"?folder={folder}&deleted=1",
+    return RedirectResponse(page_url(workspace, project, screen="tree") + f"?folder={folder}&deleted={quote(path, safe='')}",
                             status_code=303)

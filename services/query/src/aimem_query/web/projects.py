@@ -24,9 +24,14 @@ async def root() -> Response:
 
 @router.get("/projects")
 async def projects(request: Request, user: UserDep) -> Response:
-    """Every project the user may read: live pages, sessions, open handoffs, last activity."""
+    """Every project the user may read: live pages, sessions, open handoffs, last activity.
+
+    A project with nothing left to show (no live page, no session, no open handoff: what a
+    purge of its sessions and pages leaves) is not listed; its screens still answer.
+    """
     rows = await read(request, status_reads.projects_overview)
-    rows = [r for r in rows if user.principal.can_read(r["workspace"], r["project"])]
+    rows = [r for r in rows if user.principal.can_read(r["workspace"], r["project"])
+            and (r["pages"] or r["sessions"] or r["handoffs_open"])]
     return renderer(request).page(request, "projects.html", projects=rows)
 
 
@@ -51,9 +56,14 @@ async def home(request: Request, user: UserDep, workspace: str, project: str) ->
 
 
 @router.get("/p/{workspace}/{project}/tree")
-async def tree(request: Request, user: UserDep, workspace: str, project: str, folder: str = "") -> Response:
-    """One folder of the page tree (subfolders with counts, then its pages)."""
+async def tree(request: Request, user: UserDep, workspace: str, project: str, folder: str = "",
+               deleted: str = "") -> Response:
+    """One folder of the page tree (subfolders with counts, then its pages); after a delete
+    (``?deleted=<path>``) it says which page went and where to get it back."""
     scope = await scope_for(request, user, workspace, project)
     folder = folder.strip("/") + "/" if folder.strip("/") else ""
     data = await read(request, pages.tree, scope, folder)
-    return renderer(request).page(request, "tree.html", scope=scope, tree=data, live=True)
+    notice = (f"Deleted {deleted[:300]}. Its text stays in the wiki's git history: restore it from the "
+              "history screen of that path.") if deleted else None
+    return renderer(request).page(request, "tree.html", scope=scope, tree=data, live=True, notice=notice,
+                                  deleted=deleted[:300])

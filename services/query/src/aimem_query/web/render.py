@@ -12,6 +12,7 @@ script, no ``eval``), images from this origin only, no frames, forms only to thi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +22,7 @@ from urllib.parse import quote
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
 from markdown_it.rules_inline import StateInline
@@ -140,15 +142,53 @@ class _Environment(Environment):
         return super().getattr(obj, attribute)
 
 
+# Terminal escape sequences (colours, cursor moves, titles) that agents' command output carries:
+# a browser shows the ESC character as a box and the rest as noise. CSI, OSC (ended by BEL or
+# ST), two-character escapes, then any other control character but tab and newline.
+_ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]"
+                      r"|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def human_bytes(n: Any) -> str:
+    """``1536`` → ``"1.5 KiB"`` (binary units, one decimal from KiB on); ``None`` → ``"unknown"``."""
+    if not isinstance(n, (int, float)):
+        return "unknown"
+    size, unit = float(n), "bytes"
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{int(size)} bytes" if unit == "bytes" else f"{size:.1f} {unit}"
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences and control characters (display only: the
+    stored text keeps them), carriage returns included (``\r\n`` stays a line break)."""
+    return _ANSI_RE.sub("", text) if ("\x1b" in text or "\x9b" in text or _has_control(text)) else text
+
+
+def _has_control(text: str) -> bool:
+    return any(c < " " and c not in "\t\n" or c == "\x7f" for c in text)
+
+
+def display(value: Any) -> Any:
+    """Jinja ``finalize``: every string a template prints goes through ``strip_ansi`` (already
+    rendered HTML, ``Markup``, is left alone: its text was stripped before rendering)."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return strip_ansi(value)
+    return value
+
+
 class Renderer:
     """Templates + markdown for one app (built once in ``install``)."""
 
     def __init__(self) -> None:
         self.env = _Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
-                               trim_blocks=True, lstrip_blocks=True)
+                               trim_blocks=True, lstrip_blocks=True, finalize=display)
         self.env.globals.update(page_url=page_url, quote=quote)
         self.env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
         self.env.filters["short"] = lambda t: (t or "")[:19].replace("T", " ")
+        self.env.filters["bytes"] = human_bytes
         self.md = make_markdown()
 
     def markdown(self, text: str, *, workspace: str, project: str, resolved: dict[tuple, bool]) -> str:
@@ -161,7 +201,7 @@ class Renderer:
             ws, pj = link.workspace or workspace, link.project or project
             return page_url(ws, pj, link.path), resolved.get((ws, pj, link.path), False)
 
-        return self.md.render(text, {"wikilink": wikilink})
+        return self.md.render(strip_ansi(text), {"wikilink": wikilink})
 
     def page(self, request: Request, template: str, *, http_status: int = 200, user: Any = None,
              headers: dict[str, str] | None = None, **ctx: Any) -> HTMLResponse:

@@ -37,6 +37,13 @@ def install(app: FastAPI, settings: Settings) -> None:
     app.state.web_limiter = session.LoginLimiter(settings.web.login_window_s)
     app.include_router(router)
     app.mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="web-static")
+    icon = (STATIC / "favicon.svg").read_bytes()
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        """The icon browsers ask for on every screen (open, like ``/healthz``; an SVG)."""
+        return Response(icon, media_type="image/svg+xml", headers={"Cache-Control": "public, max-age=86400"})
+
     _install_error_pages(app)
 
 

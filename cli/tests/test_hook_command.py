@@ -1,0 +1,60 @@
+"""``aimem hook``: documented by ``--help`` and listed in ``aimem --help`` (through typer),
+while a hook call itself keeps its fast path (no typer, no pydantic); ``--ingress-url``
+(what ``install-hooks`` writes for a stack on another port) wins and stays with the
+spooled entry."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+AIMEM = str(Path(sys.executable).with_name("aimem"))
+
+
+def test_hook_help_documents_events_environment_exit_status_and_spool() -> None:
+    out = subprocess.run([AIMEM, "hook", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    for needle in ("SessionStart", "AIMEM_INGRESS_URL", "AIMEM_HOOK_BUDGET_MS", "150 ms", "--ingress-url",
+                   "client-token", "spool", "Exit status: always 0", "--agent", "--event", "--drain"):
+        assert needle in text, needle
+    assert subprocess.run([AIMEM, "hook", "-h"], capture_output=True, text=True, timeout=60).stdout == text
+
+
+def test_aimem_help_lists_hook() -> None:
+    out = subprocess.run([AIMEM, "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    assert any(line.strip("│ ").startswith("hook ") for line in out.stdout.splitlines()), out.stdout
+
+
+def test_a_hook_call_imports_neither_typer_nor_pydantic(tmp_path: Path) -> None:
+    code = ("import sys; sys.argv = ['aimem', 'hook', '--agent', 'generic'];"
+            "from aimem_cli.main import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'pydantic', 'click'))))")
+    out = subprocess.run([sys.executable, "-c", "import json\n" + code], input="", capture_output=True, text=True,
+                         timeout=60, env={"HOME": str(tmp_path), "AIMEM_DATA_DIR": str(tmp_path / "d")})
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_ingress_url_argument_wins_and_the_spool_keeps_it(tmp_path: Path, hook, ingress_factory) -> None:
+    with ingress_factory() as env_ingress, ingress_factory(status=503) as stack_b:
+        payload = {"hook_event_name": "UserPromptSubmit", "session_id": "s1", "cwd": str(tmp_path), "prompt": "p"}
+        proc, _ = hook(["--agent", "claude-code", "--ingress-url", stack_b.url], payload, data_dir=tmp_path / "d",
+                       url=env_ingress.url)
+        assert proc.returncode == 0
+        assert len(stack_b.hook_requests()) == 1 and env_ingress.hook_requests() == []
+        stack_b.status = 202  # the spooled entry goes to its own stack on the next drain
+        proc, _ = hook(["--drain"], None, data_dir=tmp_path / "d", url=env_ingress.url)
+        assert len(stack_b.hook_requests()) == 2 and env_ingress.hook_requests() == []
+
+
+def test_up_refuses_an_unknown_log_format_in_one_line(tmp_path: Path) -> None:
+    out = subprocess.run([AIMEM, "up", "--data-dir", str(tmp_path / "d"), "--log-format", "xml"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == "aimem up: --log-format must be text, json or auto, not 'xml'\n"
+    assert not (tmp_path / "d").exists()  # nothing was started or created
