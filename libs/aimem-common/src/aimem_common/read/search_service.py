@@ -86,15 +86,15 @@ async def search(
     Raises:
         BadRequestError: an invalid workspace/project name, a malformed scope ref, or no
             project, scopes or global (``scope_required``).
-        NotFoundError: an unknown workspace or project (fail closed).
-        ForbiddenError: a named scope the principal may not read.
+        NotFoundError: an unknown workspace or project (fail closed), or, for a non-root
+            principal, one it may not read (the same ``not_found``: no existence probe).
         UnavailableError: the read ran past the pool's budget (``query_timeout``).
     """
     ws = validate_name(request.workspace or settings.workspace_default, "workspace")
     if request.project:
         validate_name(request.project, "project")
     found = await pool.run(resolve_search_scopes, workspace=ws, project=request.project,
-                           scopes=request.scopes, global_=request.global_)
+                           scopes=request.scopes, global_=request.global_, reader=principal)
     scope_list = await readable_scopes(pool, principal, found)
     opts = QueryOptions(
         limit=request.limit or settings.query.default_limit,

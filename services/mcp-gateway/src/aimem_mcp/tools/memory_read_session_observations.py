@@ -48,4 +48,5 @@ async def memory_read_session_observations(call: ToolCall, args: Args) -> dict[s
         offset=args.offset,
         limit=args.limit,
         body_max_chars=args.body_max_chars,
+        reader=call.principal,
     )

@@ -35,6 +35,9 @@ async def memory_status(call: ToolCall, args: Args) -> dict[str, Any]:
     else:
         call.require_root("store-wide memory_status")
         out = await call.read(status, None)
-    out["data_dir"] = str(call.settings.data_dir)
+    # The file and the data dir are everyone's: a scoped caller sees its project's counts only.
+    out["data_dir"] = str(call.settings.data_dir) if call.principal.is_root else None
+    if not call.principal.is_root:
+        out["db_bytes"] = None
     out["gateway_version"] = package_version("aimem-mcp-gateway")
     return out

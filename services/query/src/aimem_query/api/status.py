@@ -46,7 +46,10 @@ async def store_status(request: Request, principal: PrincipalDep) -> dict[str, A
 async def project_status(request: Request, principal: PrincipalDep, workspace: str, project: str) -> dict[str, Any]:
     """Return the project's counts and last update."""
     scope = await readable_scope(request, principal, workspace, project)
-    return await read(request, status.status, scope)
+    out = await read(request, status.status, scope)
+    if not principal.is_root:
+        out["db_bytes"] = None  # the file is everyone's: a scoped caller sees its project's counts only
+    return out
 
 
 @router.get("/workspaces", summary="Workspaces and projects the caller may read")
