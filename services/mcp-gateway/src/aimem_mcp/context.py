@@ -41,8 +41,10 @@ class GatewayContext(ServiceContext):
     reranker: RerankStage | None = None  # the optional cross-encoder stage (rerank.provider)
 
     async def health(self) -> dict[str, Any]:
-        """The shared checks plus ``mcp``: both session managers attached."""
-        return {**await ServiceContext.health(self), "mcp": self.endpoint.stateful is not None}
+        """The shared checks plus ``mcp`` (both session managers attached) and ``mcp_sessions``
+        (``idle_timeout_s``: how long a stateful session may stay quiet before it is closed)."""
+        return {**await ServiceContext.health(self), "mcp": self.endpoint.stateful is not None,
+                "mcp_sessions": {"idle_timeout_s": self.settings.mcp.session_idle_timeout_s}}
 
 
 @dataclass(slots=True)
