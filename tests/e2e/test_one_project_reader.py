@@ -164,7 +164,7 @@ def test_rest_routes_show_nothing_of_another_project(walk):
     q = walk["stack"].url("query")
     spec = httpx.get(q + "/openapi.json", timeout=30).json()
     auth = {"Authorization": f"Bearer {walk['key']}"}
-    walked, problems, requests = [], [], 0
+    walked, problems, requests, shown = [], [], 0, 0
     with httpx.Client(base_url=q, timeout=60, headers=auth) as c:
         for route, ops in spec["paths"].items():
             for method, op in ops.items():
@@ -185,6 +185,8 @@ def test_rest_routes_show_nothing_of_another_project(walk):
                     if route.startswith("/admin") and r.status_code not in (401, 403):
                         problems.append(("admin not refused", method, url, r.status_code))
                     answers[project] = (r.status_code, r.text)
+                    if project == A and r.status_code == 200:
+                        shown += 1
                 if scoped and not same_answer(answers[B], answers[C]):
                     problems.append(("bravo differs from unknown", method, route, answers[B], answers[C]))
                 walked.append(f"{method.upper()} {route}")
@@ -212,8 +214,9 @@ def test_rest_routes_show_nothing_of_another_project(walk):
         assert [(m["from_project"], m["body"]) for m in inbox] == [(None, "please re-run the retry tests")]
         r = c.get("/api/v1/search", params={"q": "retry", "scopes": f"{A},{B}"})
         assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
-    print(f"\nREST: {len(walked)} routes walked ({requests} requests)")
+    print(f"\nREST: {len(walked)} routes walked ({requests} requests, {shown} answered 200 for alpha)")
     assert not problems, problems
+    assert shown >= 12, shown  # the reader's own project really was read
     assert len(walked) >= 30, walked  # the openapi listing really was walked
 
 
@@ -298,9 +301,9 @@ def web_screens() -> list[str]:
         for r in routes:
             inner = getattr(r, "original_router", None)  # an included router (FastAPI keeps it whole)
             if inner is not None:
-                out += walk_routes(inner.routes, prefix + inner.prefix)
+                out += walk_routes(inner.routes, prefix)  # its routes' paths hold its own prefix
             elif "GET" in getattr(r, "methods", set()):
-                out.append(prefix + r.path if not r.path.startswith(prefix) else r.path)
+                out.append(prefix + r.path)
         return out
 
     return [p for p in walk_routes(router.routes, PREFIX) if p != "/web/events"]
@@ -319,7 +322,7 @@ def web_login(base: str) -> httpx.Client:
 def test_web_screens_show_nothing_of_another_project(walk):
     base = walk["stack"].url("query")
     screens = web_screens()
-    problems, requests = [], 0
+    problems, requests, seen = [], 0, {}
     c = web_login(base)
     try:
         for route in screens:
@@ -333,11 +336,16 @@ def test_web_screens_show_nothing_of_another_project(walk):
                 if r.status_code >= 500 or leaks(r.text, url):
                     problems.append((url, r.status_code, r.text[:300]))
                 answers[project] = (r.status_code, re.sub(r'value="[0-9a-f]{64}"', "", r.text))
+                if project == A:
+                    seen[route] = r.status_code
+                    if route.endswith("/page/{path:path}"):
+                        assert "Retry policy" in r.text and "backlinks" in r.text.lower(), r.text[:2000]
             if scoped and answers[B][0] != answers[C][0]:
                 problems.append(("bravo differs from unknown", route, answers[B][0], answers[C][0]))
     finally:
         c.close()
-    print(f"\nweb: {len(screens)} screens walked ({requests} requests)")
+    print(f"\nweb: {len(screens)} screens walked ({requests} requests): {seen}")
+    assert sum(status == 200 for status in seen.values()) >= 10, seen  # logged in: the screens were shown
     assert not problems, problems
     assert len(screens) >= 10, screens
 
