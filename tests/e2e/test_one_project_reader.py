@@ -377,3 +377,20 @@ def test_page_screen_in_chromium(walk, tmp_path):
         resp = page.goto(f"{base}/web/p/default/{B}/page/{B_PAGE}")
         assert resp.status == 404 and MARK not in page.locator("p.error").inner_text().lower().replace(B_PAGE, "")
         ctx.close()
+
+
+def test_a_writer_of_alpha_pops_mail_without_learning_the_sender(walk):
+    """Popping (a write) returns the message addressed to alpha, its sender unnamed (last: it
+    takes the message out of alpha's inbox)."""
+    with admin(walk["stack"]) as a:
+        for r in (a.post("/admin/users", json={"name": "wanda"}),
+                  a.put("/admin/grants", json={"user": "wanda", "workspace": "default", "project": A,
+                                               "can_write": True})):
+            assert r.status_code == 200, r.text
+        key = a.post("/admin/api-keys", json={"user": "wanda", "name": "pop"}).json()["key"]
+    res = asyncio.run(mcp_as(walk["mcp"], key, [("memory_message_pop", {"project": A})]))[0]
+    kind, text = outcome(res)
+    assert kind == "ok", text
+    msg = json.loads(text)["message"]
+    assert (msg["from_workspace"], msg["from_project"], msg["body"]) == (None, None, "please re-run the retry tests")
+    assert 'from="another project"' in msg["fenced"] and B not in msg["fenced"]

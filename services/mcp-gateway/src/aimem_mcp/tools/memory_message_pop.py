@@ -17,8 +17,9 @@ class Args(Scoped):
 
 
 def fence(message: dict[str, Any]) -> dict[str, Any]:
-    """Add ``untrusted: true`` and a ``fenced`` rendering naming the sender."""
-    sender = f"{message.get('from_workspace')}/{message.get('from_project')}"
+    """Add ``untrusted: true`` and a ``fenced`` rendering naming the sender (when known)."""
+    sender = (f"{message.get('from_workspace')}/{message.get('from_project')}" if message.get("from_project")
+              else "another project")
     actor = message.get("from_actor") or "unknown"
     out = dict(message)
     out["untrusted"] = True
@@ -44,4 +45,7 @@ async def memory_message_pop(call: ToolCall, args: Args) -> dict[str, Any]:
     await call.read_scope(ws, pj)
     result = await call.command("message.pop", {"message_id": args.message_id}, workspace=ws, project=pj)
     msg = result.get("message")
+    if msg and not call.principal.can_read(msg.get("from_workspace") or "", msg.get("from_project") or ""):
+        # as memory_message_list: a sender the caller may not read stays unnamed
+        msg = {**msg, "from_workspace": None, "from_project": None}
     return {"workspace": ws, "project": pj, "message": fence(msg) if msg else None}
