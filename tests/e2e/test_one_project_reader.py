@@ -40,7 +40,8 @@ SHARED_SESSION = "sess-shared"
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory):
     root = tmp_path_factory.mktemp("walk")
-    stack = LocalStack(root / "data", root / "logs", extra_env={"AIMEM_AUTH__TOKEN": ROOT})
+    stack = LocalStack(root / "data", root / "logs",
+                       extra_env={"AIMEM_AUTH__TOKEN": ROOT, "AIMEM_MCP__SESSION_IDLE_TIMEOUT_S": "900"})
     stack.start(timeout_s=120)
     try:
         yield seed(stack)
@@ -394,3 +395,13 @@ def test_a_writer_of_alpha_pops_mail_without_learning_the_sender(walk):
     msg = json.loads(text)["message"]
     assert (msg["from_workspace"], msg["from_project"], msg["body"]) == (None, None, "please re-run the retry tests")
     assert 'from="another project"' in msg["fenced"] and B not in msg["fenced"]
+
+
+def test_the_mcp_idle_timeout_is_shown_where_operators_look(walk):
+    """``[mcp] session_idle_timeout_s`` (set by env for the whole ``aimem up``) in the gateway's
+    /healthz and in /admin/status."""
+    stack = walk["stack"]
+    health = httpx.get(stack.url("mcp-gateway") + "/healthz", timeout=30).json()
+    assert health["checks"]["mcp_sessions"] == {"idle_timeout_s": 900.0}
+    with admin(stack) as a:
+        assert a.get("/admin/status").json()["mcp"] == {"session_idle_timeout_s": 900.0}
