@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from aimem_common.config import Settings
 from aimem_common.models import GLOBAL_PROJECT, Scope, validate_name
 from aimem_common.read import scopes as scopes_mod
+from aimem_common.read import visibility
 from aimem_common.read.access import AccessThrottle, publish_access
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder, QueryEmbedding, annotate
@@ -147,8 +148,7 @@ async def readable_scopes(pool: ReaderPool, principal: "Principal", found: list[
     if found is None:
         if principal.is_root:
             return None
-        every = await pool.run(scopes_mod.all_scopes)
-        return [s for s in every if principal.can_read(s.workspace, s.project)]
+        return await pool.run(visibility.readable_scopes, principal)
     for s in found:
         principal.require_read(s.workspace, s.project)
     return found

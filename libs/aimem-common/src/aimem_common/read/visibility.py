@@ -62,6 +62,11 @@ def only(scope: Scope) -> Readable:
     return Readable(frozenset({scope.project_id}))
 
 
+def readable_scopes(conn: sqlite3.Connection, principal: "Principal") -> list[Scope]:
+    """Return every existing project ``principal`` may read, as ``Scope``s (by workspace, name)."""
+    return [s for s in scopes.all_scopes(conn) if principal.can_read(s.workspace, s.project)]
+
+
 def readable(conn: sqlite3.Connection, principal: "Principal | None") -> Readable:
     """Return what ``principal`` may read (``None`` or root: ``EVERYTHING``).
 
@@ -70,8 +75,7 @@ def readable(conn: sqlite3.Connection, principal: "Principal | None") -> Readabl
     """
     if principal is None or principal.is_root:
         return EVERYTHING
-    return Readable(frozenset(s.project_id for s in scopes.all_scopes(conn)
-                              if principal.can_read(s.workspace, s.project)))
+    return Readable(frozenset(s.project_id for s in readable_scopes(conn, principal)))
 
 
 def not_found(workspace: str, project: str) -> NotFoundError:

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from aimem_common.errors import AimemError
-from aimem_common.read import scopes, status
+from aimem_common.read import scopes, status, visibility
 from aimem_query.deps import PrincipalDep, bus_of, read, readable_scope, settings_of
 
 router = APIRouter(tags=["status"])
@@ -28,7 +28,7 @@ async def store_status(request: Request, principal: PrincipalDep) -> dict[str, A
         out = await read(request, status.status)
     else:
         out = await read(request, lambda conn: status.status_of_projects(
-            conn, [s for s in scopes.all_scopes(conn) if principal.can_read(s.workspace, s.project)]))
+            conn, visibility.readable_scopes(conn, principal)))
     try:
         out["writer_lag"] = await bus_of(request).writer_lag()
     except AimemError:
