@@ -27,7 +27,7 @@ async def memory_status(call: ToolCall, args: Args) -> dict[str, Any]:
     (root only when auth is on). Not an overview of the work - that is memory_briefing.
 
     Returns `{counts, schema_version, sqlite_version, version, db_bytes, last_page_update,
-    data_dir, gateway_version}`.
+    data_dir, gateway_version}` (`db_bytes` and `data_dir` null for a scoped key).
     """
     if args.project:
         scope = await call.read_scope(args.workspace, args.project)
