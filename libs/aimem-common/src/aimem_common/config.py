@@ -321,6 +321,14 @@ class MetricsSettings(BaseModel):
     require_token: bool = False
 
 
+class McpSettings(BaseModel):
+    """The mcp-gateway's MCP endpoint at ``/mcp`` (``[mcp]``, env ``AIMEM_MCP__<KEY>``)."""
+
+    # A stateful MCP session with no request for this long is closed; its id then answers 404
+    # and the client re-initializes (an ``initialize`` carrying the stale id opens a new one).
+    session_idle_timeout_s: float = Field(30 * 60, gt=0, le=7 * 24 * 3600)
+
+
 class WebSettings(BaseModel):
     """The browser interface at query ``/web`` (``[web]``)."""
 
@@ -384,6 +392,7 @@ class Settings(BaseSettings):
     server: ServerSettings = ServerSettings()
     metrics: MetricsSettings = MetricsSettings()
     web: WebSettings = WebSettings()
+    mcp: McpSettings = McpSettings()
     replication: ReplicationSettings = ReplicationSettings()
 
     # Secrets named by `api_key_env` in [[llm_fallbacks]] are resolved once at load.

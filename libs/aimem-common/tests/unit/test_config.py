@@ -98,3 +98,14 @@ def test_local_urls_follow_the_port_base_unless_set(tmp_path):
     assert (s.ingress_url, s.server_url) == ("http://127.0.0.1:9701", "https://mem.lan")
     s = config.load(tmp_path, environ={})
     assert (s.ingress_url, s.server_url) == ("http://127.0.0.1:8701", "http://127.0.0.1:8702")
+
+
+def test_mcp_session_idle_timeout(tmp_path: Path) -> None:
+    assert config.load(tmp_path, environ={}).mcp.session_idle_timeout_s == 1800
+    write_toml(tmp_path, "[mcp]\nsession_idle_timeout_s = 600\n")
+    assert config.load(tmp_path, environ={}).mcp.session_idle_timeout_s == 600
+    s = config.load(tmp_path, environ={"AIMEM_MCP__SESSION_IDLE_TIMEOUT_S": "90.5"})
+    assert s.mcp.session_idle_timeout_s == 90.5
+    for bad in ("0", "-5", "nan"):
+        with pytest.raises(config.ConfigError, match="session_idle_timeout_s"):
+            config.load(tmp_path, environ={"AIMEM_MCP__SESSION_IDLE_TIMEOUT_S": bad})

@@ -31,7 +31,6 @@ from aimem_mcp.tools import ALL_TOOLS
 from aimem_mcp.transport import MAX_BODY_BYTES, McpEndpoint, security_settings
 
 MCP_METHODS = ["GET", "POST", "DELETE"]
-SESSION_IDLE_TIMEOUT_S = 30 * 60
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -63,7 +62,7 @@ def create_app(settings: Settings) -> FastAPI:
         stateless = server.session_manager
         server.streamable_http_app(
             stateless_http=False, json_response=True, transport_security=security,
-            max_request_body_size=MAX_BODY_BYTES, session_idle_timeout=SESSION_IDLE_TIMEOUT_S,
+            max_request_body_size=MAX_BODY_BYTES, session_idle_timeout=settings.mcp.session_idle_timeout_s,
         )
         stateful = server.session_manager
         await stack.enter_async_context(stateless.run())

@@ -17,7 +17,7 @@ from aimem_common.config import Settings
 from aimem_common.errors import BadRequestError, ForbiddenError
 from aimem_common.models import Scope, validate_name
 from aimem_common.commands import make_envelope
-from aimem_common.read import scopes
+from aimem_common.read import visibility
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder
@@ -41,8 +41,10 @@ class GatewayContext(ServiceContext):
     reranker: RerankStage | None = None  # the optional cross-encoder stage (rerank.provider)
 
     async def health(self) -> dict[str, Any]:
-        """The shared checks plus ``mcp``: both session managers attached."""
-        return {**await ServiceContext.health(self), "mcp": self.endpoint.stateful is not None}
+        """The shared checks plus ``mcp`` (both session managers attached) and ``mcp_sessions``
+        (``idle_timeout_s``: how long a stateful session may stay quiet before it is closed)."""
+        return {**await ServiceContext.health(self), "mcp": self.endpoint.stateful is not None,
+                "mcp_sessions": {"idle_timeout_s": self.settings.mcp.session_idle_timeout_s}}
 
 
 @dataclass(slots=True)
@@ -80,15 +82,16 @@ class ToolCall:
     async def read_scope(self, workspace: str | None, project: str | None) -> Scope:
         """Resolve a scope for a read: it must exist (fail closed) and be readable.
 
+        A non-root caller gets the same ``not_found`` for an unknown project and for one it
+        may not read (``visibility.resolve_readable``): no probing which projects exist.
+
         Raises:
             BadRequestError: missing/invalid names.
-            ForbiddenError: the principal may not read it.
-            NotFoundError: ``workspace_not_found`` / ``project_not_found``.
+            NotFoundError: unknown or unreadable (non-root: ``not_found``; root:
+                ``workspace_not_found`` / ``project_not_found``).
         """
         ws, pj = self.names(workspace, project)
-        if not self.principal.can_read(ws, pj):
-            raise ForbiddenError(f"{self.actor} may not read {ws}/{pj}", data={"workspace": ws, "project": pj})
-        return await self.read(scopes.resolve, ws, pj)
+        return await self.read(visibility.resolve_readable, self.principal, ws, pj)
 
     def write_names(self, workspace: str | None, project: str | None) -> tuple[str, str]:
         """Validate names for a write (the scope may not exist yet) and check the grant.

@@ -2,9 +2,13 @@
 
 One ASGI app in front of two SDK session managers:
 
-* **session flow** (what Claude Code, Codex and Cursor speak): ``initialize`` without an
-  ``Mcp-Session-Id`` opens a session; later requests carry the id; ``GET`` opens the
-  server stream, ``DELETE`` ends it. Served by the *stateful* manager.
+* **session flow** (what Claude Code, Codex and Cursor speak): ``initialize`` opens a
+  session; later requests carry the id; ``GET`` opens the server stream, ``DELETE`` ends
+  it. Served by the *stateful* manager. A session quiet for ``mcp.session_idle_timeout_s``
+  is closed and its id answers 404 (the SDK's answer for an unknown id): the client
+  initializes again. An ``initialize`` always opens a new session, even when it carries an
+  ``Mcp-Session-Id`` (a stale one after an idle timeout or a gateway restart, which the SDK
+  alone would refuse with 404, leaving a client that keeps its id stuck).
 * **stateless requests** (``curl`` one-liners, batch importers): any other POST
   without a session id is served by the *stateless* manager - no handshake needed.
 
@@ -130,7 +134,8 @@ class McpEndpoint:
             return
 
         method = scope["method"]
-        if request.headers.get(MCP_SESSION_ID_HEADER) or method in ("GET", "DELETE"):
+        session_id = request.headers.get(MCP_SESSION_ID_HEADER)
+        if method in ("GET", "DELETE") or (session_id and method != "POST"):
             await self.stateful.handle_request(scope, receive, send)
             return
         if method != "POST":
@@ -140,8 +145,18 @@ class McpEndpoint:
         if body is None:
             await _rpc_error(413, INVALID_REQUEST, f"request body over {MAX_BODY_BYTES} bytes")(scope, receive, send)
             return
-        manager = self.stateful if _is_initialize(body) else self.stateless
-        await manager.handle_request(scope, replay, send)
+        if _is_initialize(body):  # a new session, whatever id the request carries
+            await self.stateful.handle_request(_without_session_id(scope) if session_id else scope, replay, send)
+        elif session_id:
+            await self.stateful.handle_request(scope, replay, send)
+        else:
+            await self.stateless.handle_request(scope, replay, send)
+
+
+def _without_session_id(scope: Scope) -> Scope:
+    """Return a copy of the ASGI ``scope`` without its ``Mcp-Session-Id`` header."""
+    name = MCP_SESSION_ID_HEADER.lower().encode("latin-1")
+    return {**scope, "headers": [(k, v) for k, v in scope["headers"] if k.lower() != name]}
 
 
 async def _buffer(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:

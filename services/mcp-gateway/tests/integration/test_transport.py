@@ -130,8 +130,11 @@ async def test_bearer_auth(authed_gw, h):
     async with _client_with_auth(url, key) as c:
         res = await h.call(c, "memory_recent", {"project": "app"})
         assert res["pages"][0]["path"] == "notes/hello.md"
-        err = await h.rpc_error(c, "memory_recent", {"project": "secret"})
-        assert err.code == -32001 and err.data["code"] == "forbidden"
+        err = await h.rpc_error(c, "memory_recent", {"project": "secret"})  # exists, not readable
+        unknown = await h.rpc_error(c, "memory_recent", {"project": "no-such-project"})
+        assert (err.code, err.data["code"], str(err).replace("secret", "X")) == (
+            unknown.code, unknown.data["code"], str(unknown).replace("no-such-project", "X"))
+        assert err.code == -32602 and err.data["code"] == "not_found"  # the same as an unknown project
         err = await h.rpc_error(c, "memory_write_page", {"project": "app", "path": "x.md", "body": "x"})
         assert err.code == -32001
         err = await h.rpc_error(c, "memory_status", {})

@@ -21,7 +21,7 @@ from aimem_common.commands import make_envelope
 from aimem_common.config import Settings
 from aimem_common.errors import NotFoundError
 from aimem_common.models import Scope, validate_name
-from aimem_common.read import scopes
+from aimem_common.read import scopes, visibility
 from aimem_common.service import context_of
 from aimem_query.context import QueryContext
 
@@ -79,19 +79,20 @@ async def read(request: Request, fn: Callable[..., T], /, *args: Any, **kwargs: 
 
 
 async def readable_scope(request: Request, principal: Principal, workspace: str, project: str) -> Scope:
-    """Validate names, check the read grant, then resolve (fail closed).
+    """Validate names, then resolve them for ``principal`` (fail closed).
 
-    The grant is checked on the *names* first so a caller without access cannot probe
-    which projects exist (403 before 404).
+    A non-root caller gets the same 404 ``not_found`` for a project that does not exist and
+    for one it may not read (``visibility.resolve_readable``), so it cannot probe which
+    projects exist.
 
     Raises:
-        BadRequestError: invalid names. ForbiddenError: no read grant.
-        NotFoundError: ``workspace_not_found`` / ``project_not_found``.
+        BadRequestError: invalid names.
+        NotFoundError: unknown or unreadable (non-root: ``not_found``; root:
+            ``workspace_not_found`` / ``project_not_found``).
     """
     validate_name(workspace, "workspace")
     validate_name(project, "project")
-    principal.require_read(workspace, project)
-    return await read(request, scopes.resolve, workspace, project)
+    return await read(request, visibility.resolve_readable, principal, workspace, project)
 
 
 async def send(

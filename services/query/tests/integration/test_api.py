@@ -72,9 +72,13 @@ def test_auth_matrix_over_every_api_route(api):
             assert c.request(method, url).status_code == 401, url
             assert c.request(method, url, headers=h("wrong")).status_code == 401, url
             assert c.request(method, url, headers=h("aim_nope")).status_code == 401, url
-            r = c.request(method, url, headers=h(OTHER_KEY))
-            assert r.status_code == 403, (url, r.text)
-            assert r.json()["error"]["code"] == "forbidden"
+            r = c.request(method, url, headers=h(OTHER_KEY))  # app exists but is not readable: as unknown
+            assert r.status_code == 404, (url, r.text)
+            assert r.json()["error"] == {"code": "not_found", "message": "project default/app not found",
+                                         "data": {"workspace": "default", "project": "app"}}, url
+            unknown = c.request(method, url.replace("app", "no-such-app"), headers=h(OTHER_KEY))
+            assert unknown.status_code == 404 and unknown.json()["error"]["message"] == (
+                "project default/no-such-app not found"), (url, unknown.text)
             assert c.request(method, url, headers=h(APP_KEY)).status_code == 200, url
             assert c.request(method, url, headers=h(ROOT)).status_code == 200, url
         assert c.get("/api/v1/status", headers=h(ROOT)).json()["counts"]["pages"] == 4  # with _global

@@ -57,8 +57,9 @@ def test_password_login_sets_a_strict_httponly_cookie_and_grants_apply(web):
         assert "Path=/web" in cookie and "Max-Age=43200" in cookie
         projects = c.get("/web/projects").text
         assert "default / app" in projects and "infra" not in projects
-        assert c.get("/web/p/default/infra").status_code == 403
-        assert c.get("/web/p/default/infra/page/runbooks/nats.md").status_code == 403
+        assert c.get("/web/p/default/infra").status_code == 404  # not readable: the same as unknown
+        assert c.get("/web/p/default/infra/page/runbooks/nats.md").status_code == 404
+        assert c.get("/web/p/default/no-such").status_code == 404
         assert c.get("/web/pending").status_code == 403  # root screens need root, as /admin
         r = c.get("/web/search", params={"q": "restart store"})  # global search: only granted projects
         assert r.status_code == 200 and "runbooks/nats.md" not in r.text

@@ -17,6 +17,12 @@ Shapes (all JSON-ready dicts; times are the stored RFC 3339 strings):
 backlinks are found by page id, so a link from *another* project appears with that
 project's names.
 
+**What the reader sees** (``reader``: the ``Principal``; ``None`` = this project only, fail
+closed): backlinks and graph nodes/edges of projects the reader may not read are left out
+(not counted either), and a link to a page of such a project shows as written
+(``to_path``, ``to_workspace``, ``to_project``: the linking page's own text) but unresolved
+(``page_id: None``, ``resolved: False``), so nothing tells whether that page exists.
+
 ``PageSummary`` (``recent``): the ``PageRecord`` fields without body, links, backlinks.
 
 All functions are sync and take a read connection (``ReaderPool.run``).
@@ -29,10 +35,15 @@ import binascii
 import json
 import sqlite3
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aimem_common.errors import BadRequestError, NotFoundError
 from aimem_common.models import Scope
+from aimem_common.read import visibility
+from aimem_common.read.visibility import Readable
+
+if TYPE_CHECKING:
+    from aimem_common.auth import Principal
 
 MAX_RECENT = 500
 MAX_GRAPH_NODES = 5000
@@ -111,11 +122,13 @@ def get_page(
     path: str | None = None,
     page_id: int | None = None,
     include_expired: bool = True,
+    reader: "Principal | None" = None,
 ) -> dict[str, Any]:
     """Return one page of ``scope`` as a ``PageRecord`` (full body, links, backlinks).
 
     Exactly one of ``path`` (the live version) or ``page_id`` (any retained version of a
-    page in this scope, including superseded ones) must be given.
+    page in this scope, including superseded ones) must be given. Links and backlinks show
+    what ``reader`` may read (module docstring; ``None``: this project only).
 
     Raises:
         BadRequestError: neither or both of ``path``/``page_id``.
@@ -140,43 +153,55 @@ def get_page(
         )
     page = summary_from_row(row)
     page["body"] = row["body"]
-    page["links"] = outgoing_links(conn, row["id"])
-    page["backlinks"] = backlinks(conn, row["id"])
+    vis = _visible(conn, scope, reader)
+    page["links"] = outgoing_links(conn, row["id"], vis)
+    page["backlinks"] = backlinks(conn, row["id"], vis)
     return page
 
 
-def outgoing_links(conn: sqlite3.Connection, page_id: int) -> list[dict[str, Any]]:
-    """Return the ``LinkOut`` list of page version ``page_id`` in document order."""
+def _visible(conn: sqlite3.Connection, scope: Scope, reader: "Principal | None") -> Readable:
+    """What a read of ``scope`` shows: ``reader``'s readable projects, or ``scope`` alone."""
+    return visibility.only(scope) if reader is None else visibility.readable(conn, reader)
+
+
+def outgoing_links(conn: sqlite3.Connection, page_id: int, visible: Readable) -> list[dict[str, Any]]:
+    """Return the ``LinkOut`` list of page version ``page_id`` in document order.
+
+    A target in a project ``visible`` does not cover is shown unresolved (``page_id: None``).
+    """
     rows = conn.execute(
-        "SELECT to_workspace, to_project, to_path, to_page_id, link_kind, label FROM links"
-        " WHERE from_page_id = ? ORDER BY id",
+        "SELECT l.to_workspace, l.to_project, l.to_path, l.to_page_id, l.link_kind, l.label,"
+        " t.project_id AS to_project_id FROM links l LEFT JOIN pages t ON t.id = l.to_page_id"
+        " WHERE l.from_page_id = ? ORDER BY l.id",
         (page_id,),
     ).fetchall()
-    return [
-        {
+    out = []
+    for r in rows:
+        target = r["to_page_id"] if r["to_page_id"] is not None and visible.sees(r["to_project_id"]) else None
+        out.append({
             "to_path": r["to_path"],
             "to_workspace": r["to_workspace"],
             "to_project": r["to_project"],
-            "page_id": r["to_page_id"],
-            "resolved": r["to_page_id"] is not None,
+            "page_id": target,
+            "resolved": target is not None,
             "link_kind": r["link_kind"],
             "label": r["label"],
-        }
-        for r in rows
-    ]
+        })
+    return out
 
 
-def backlinks(conn: sqlite3.Connection, page_id: int, *, limit: int = 200) -> list[dict[str, Any]]:
-    """Return live pages linking to ``page_id`` (any project), as ``RelatedPage`` dicts.
+def backlinks(conn: sqlite3.Connection, page_id: int, visible: Readable, *, limit: int = 200) -> list[dict[str, Any]]:
+    """Return live pages of ``visible`` projects linking to ``page_id``, as ``RelatedPage`` dicts.
 
     Ordered by workspace, project, path; at most ``limit``.
     """
+    where, args = visible.where("p.project_id")
     rows = conn.execute(
         "SELECT DISTINCT p.id, p.path, p.title, p.kind, w.name AS ws_name, pj.name AS pj_name, l.link_kind"
         " FROM links l JOIN pages p ON p.id = l.from_page_id AND p.is_latest = 1"
         " JOIN projects pj ON pj.id = p.project_id JOIN workspaces w ON w.id = p.workspace_id"
-        " WHERE l.to_page_id = ? ORDER BY w.name, pj.name, p.path LIMIT ?",
-        (page_id, limit),
+        f" WHERE l.to_page_id = ?{where} ORDER BY w.name, pj.name, p.path LIMIT ?",
+        (page_id, *args, limit),
     ).fetchall()
     return [
         {"page_id": r["id"], "path": r["path"], "title": r["title"], "kind": r["kind"],
@@ -270,14 +295,18 @@ def recent_since(
     return {"pages": [p for p in pages if not p["expired"]], "next_cursor": next_cursor}
 
 
-def graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = MAX_GRAPH_NODES) -> dict[str, Any]:
+def graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = MAX_GRAPH_NODES,
+          reader: "Principal | None" = None) -> dict[str, Any]:
     """Return the link graph of ``scope``'s live pages.
 
     Returns ``{"nodes": [{"id", "path", "title", "kind", "workspace", "project",
     "external": bool}], "edges": [{"from", "to": int|None, "to_path", "to_workspace",
     "to_project", "kind", "resolved": bool}], "truncated": bool}``. Targets in other
-    projects appear as ``external`` nodes; unresolved links have ``to: None``.
+    projects ``reader`` may read appear as ``external`` nodes; unresolved links, and links
+    into projects it may not read, have ``to: None``; pages of those projects that link
+    here are left out (``reader`` None: this project only).
     """
+    vis = _visible(conn, scope, reader)
     rows = conn.execute(
         f"SELECT {_PAGE_COLS} {_PAGE_FROM} WHERE p.project_id = ? AND p.is_latest = 1 ORDER BY p.path LIMIT ?",
         (scope.project_id, max_nodes + 1),
@@ -290,26 +319,32 @@ def graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = MAX_GRAPH_
     edges: list[dict[str, Any]] = []
     if nodes:
         link_rows = conn.execute(
-            "SELECT l.from_page_id, l.to_page_id, l.to_path, l.to_workspace, l.to_project, l.link_kind"
+            "SELECT l.from_page_id, l.to_page_id, l.to_path, l.to_workspace, l.to_project, l.link_kind,"
+            " t.project_id AS to_project_id"
             " FROM links l JOIN pages p ON p.id = l.from_page_id AND p.is_latest = 1"
-            " WHERE p.project_id = ? ORDER BY l.id",
+            " LEFT JOIN pages t ON t.id = l.to_page_id WHERE p.project_id = ? ORDER BY l.id",
             (scope.project_id,),
         ).fetchall()
         external: set[int] = set()
         for lr in link_rows:
             if lr["from_page_id"] not in nodes:
                 continue
-            if lr["to_page_id"] is not None and lr["to_page_id"] not in nodes:
-                external.add(lr["to_page_id"])
-            edges.append({"from": lr["from_page_id"], "to": lr["to_page_id"], "to_path": lr["to_path"],
+            to = lr["to_page_id"]
+            if to is not None and to not in nodes:
+                if vis.sees(lr["to_project_id"]):
+                    external.add(to)
+                else:
+                    to = None  # a page the reader may not read: shown as written, unresolved
+            edges.append({"from": lr["from_page_id"], "to": to, "to_path": lr["to_path"],
                           "to_workspace": lr["to_workspace"], "to_project": lr["to_project"],
-                          "kind": lr["link_kind"], "resolved": lr["to_page_id"] is not None})
-        # Incoming cross-project edges: pages elsewhere that link into this project.
+                          "kind": lr["link_kind"], "resolved": to is not None})
+        # Incoming cross-project edges: pages of other readable projects that link into this one.
+        where, args = vis.where("s.project_id")
         in_rows = conn.execute(
             "SELECT l.from_page_id, l.to_page_id, l.to_path, l.to_workspace, l.to_project, l.link_kind"
             " FROM links l JOIN pages t ON t.id = l.to_page_id AND t.project_id = ?"
-            " JOIN pages s ON s.id = l.from_page_id AND s.is_latest = 1 AND s.project_id != ?",
-            (scope.project_id, scope.project_id),
+            f" JOIN pages s ON s.id = l.from_page_id AND s.is_latest = 1 AND s.project_id != ?{where}",
+            (scope.project_id, scope.project_id, *args),
         ).fetchall()
         for lr in in_rows:
             external.add(lr["from_page_id"])

@@ -208,11 +208,20 @@ def resolve_ref(conn: sqlite3.Connection, ref: str, *, default_workspace: str) -
         BadRequestError: more than one ``/`` or an empty part (``invalid_scope``).
         NotFoundError: as ``resolve``.
     """
+    return resolve(conn, *split_ref(ref, default_workspace=default_workspace))
+
+
+def split_ref(ref: str, *, default_workspace: str) -> tuple[str, str]:
+    """Return ``(workspace, project)`` of ``"project"`` or ``"workspace/project"``.
+
+    Raises:
+        BadRequestError: more than one ``/`` or an empty part (``invalid_scope``).
+    """
     parts = ref.split("/")
     if len(parts) == 1 and parts[0]:
-        return resolve(conn, default_workspace, parts[0])
+        return default_workspace, parts[0]
     if len(parts) == 2 and all(parts):
-        return resolve(conn, parts[0], parts[1])
+        return parts[0], parts[1]
     raise BadRequestError(f"invalid scope {ref!r}: use 'project' or 'workspace/project'", code="invalid_scope")
 
 

@@ -56,16 +56,20 @@ import time
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aimem_common.errors import BadRequestError
 from aimem_common.models import Scope
 from aimem_common.read import scopes as scopes_mod
+from aimem_common.read import visibility
 from aimem_common.read.pages import is_expired
 from aimem_common.read.vectors import ChunkVectors, Identity
 from aimem_common.read.text import (fts_query, identifier_terms, index_form, latin_terms, query_terms, snippet,
                                     strip_frontmatter, terms_held, trigrams, unspaced_runs, words)
 from aimem_common.read.textindex import analyzer as textindex_analyzer, query_tokens
+
+if TYPE_CHECKING:
+    from aimem_common.auth import Principal
 
 # vector 1.0: a page is ranked by its best chunk (~75-token windows of its lines and captured
 # turns, aimem_common.chunking), so a long session page is seen whole. LoCoMo dev with the local
@@ -219,15 +223,18 @@ def resolve_search_scopes(
     project: str | None = None,
     scopes: Sequence[str] = (),
     global_: bool = False,
+    reader: "Principal | None" = None,
 ) -> list[Scope] | None:
     """Turn the ``memory_query`` scope arguments into ``list[Scope]`` (``None`` = every project).
 
     ``project`` and ``scopes`` entries (``"project"`` or ``"workspace/project"``) are unioned;
-    ``global_=True`` wins and returns ``None``. Fails closed: any unknown name raises.
+    ``global_=True`` wins and returns ``None``. Fails closed: any unknown name raises. With
+    ``reader``, each name resolves for that reader (``visibility.resolve_readable``): for a
+    non-root reader a project it may not read is the same 404 as an unknown one.
 
     Raises:
         BadRequestError: no project, no scopes and not global (``scope_required``).
-        NotFoundError: an unknown workspace or project.
+        NotFoundError: an unknown (or, with ``reader``, unreadable) workspace or project.
     """
     if global_:
         return None
@@ -236,7 +243,10 @@ def resolve_search_scopes(
         raise BadRequestError("give project, scopes or global=true", code="scope_required")
     out: dict[str, Scope] = {}
     for ref in refs:
-        sc = scopes_mod.resolve_ref(conn, ref, default_workspace=workspace)
+        if reader is None:
+            sc = scopes_mod.resolve_ref(conn, ref, default_workspace=workspace)
+        else:
+            sc = visibility.resolve_readable(conn, reader, *scopes_mod.split_ref(ref, default_workspace=workspace))
         out.setdefault(sc.project_id, sc)
     return list(out.values())
 

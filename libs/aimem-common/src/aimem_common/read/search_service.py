@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from aimem_common.config import Settings
 from aimem_common.models import GLOBAL_PROJECT, Scope, validate_name
 from aimem_common.read import scopes as scopes_mod
+from aimem_common.read import visibility
 from aimem_common.read.access import AccessThrottle, publish_access
 from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder, QueryEmbedding, annotate
@@ -86,15 +87,15 @@ async def search(
     Raises:
         BadRequestError: an invalid workspace/project name, a malformed scope ref, or no
             project, scopes or global (``scope_required``).
-        NotFoundError: an unknown workspace or project (fail closed).
-        ForbiddenError: a named scope the principal may not read.
+        NotFoundError: an unknown workspace or project (fail closed), or, for a non-root
+            principal, one it may not read (the same ``not_found``: no existence probe).
         UnavailableError: the read ran past the pool's budget (``query_timeout``).
     """
     ws = validate_name(request.workspace or settings.workspace_default, "workspace")
     if request.project:
         validate_name(request.project, "project")
     found = await pool.run(resolve_search_scopes, workspace=ws, project=request.project,
-                           scopes=request.scopes, global_=request.global_)
+                           scopes=request.scopes, global_=request.global_, reader=principal)
     scope_list = await readable_scopes(pool, principal, found)
     opts = QueryOptions(
         limit=request.limit or settings.query.default_limit,
@@ -147,8 +148,7 @@ async def readable_scopes(pool: ReaderPool, principal: "Principal", found: list[
     if found is None:
         if principal.is_root:
             return None
-        every = await pool.run(scopes_mod.all_scopes)
-        return [s for s in every if principal.can_read(s.workspace, s.project)]
+        return await pool.run(visibility.readable_scopes, principal)
     for s in found:
         principal.require_read(s.workspace, s.project)
     return found

@@ -16,11 +16,14 @@ Sync functions over a read connection (``ReaderPool.run``).
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aimem_common.errors import NotFoundError
 from aimem_common.models import Scope
-from aimem_common.read import scopes
+from aimem_common.read import scopes, visibility
+
+if TYPE_CHECKING:
+    from aimem_common.auth import Principal
 
 MAX_SESSIONS = 500
 MAX_OBSERVATIONS = 500
@@ -100,6 +103,7 @@ def session_observations(
     offset: int = 0,
     limit: int = 100,
     body_max_chars: int = DEFAULT_BODY_MAX_CHARS,
+    reader: "Principal | None" = None,
 ) -> dict[str, Any]:
     """Page through one session's observations that landed in ``scope``.
 
@@ -112,7 +116,8 @@ def session_observations(
 
     Returns ``{"session": SessionSummary, "session_id", "observations":
     list[ObservationRecord], "total": int (rows in scope), "elided_other_scope": int (rows of
-    the same session id stored under other projects), "offset", "limit",
+    the same session id stored under other projects ``reader`` may read; ``reader`` None:
+    none are counted), "offset", "limit",
     "next_offset": int|None}``.
 
     Raises:
@@ -126,8 +131,11 @@ def session_observations(
     total = conn.execute(
         "SELECT count(*) FROM observations WHERE project_id = ? AND session_id = ?", (scope.project_id, sid)
     ).fetchone()[0]
+    vis = visibility.only(scope) if reader is None else visibility.readable(conn, reader)
+    where, args = vis.where("project_id")
     other = conn.execute(
-        "SELECT count(*) FROM observations WHERE session_id = ? AND project_id != ?", (sid, scope.project_id)
+        f"SELECT count(*) FROM observations WHERE session_id = ? AND project_id != ?{where}",
+        (sid, scope.project_id, *args),
     ).fetchone()[0]
     rows = conn.execute(
         "SELECT id, session_id, kind, agent, cwd, title, body, tool_name, source_event, extension,"

@@ -10,6 +10,9 @@ from aimem_common.errors import BadRequestError, NotFoundError, UnavailableError
 from aimem_common.read import handoffs, messages, pages, scopes, search, sessions, status
 from aimem_common.read.access import AccessThrottle
 from aimem_common.read.search import QueryOptions
+from aimem_common.auth import ROOT, Grant, Principal
+
+INFRA_READER = Principal(kind="user", name="user:ops", user_id=7, grants=(Grant("default", "infra", True, False),))
 
 
 @pytest.fixture
@@ -43,10 +46,10 @@ def test_scopes_fail_closed(pool, wiki):
 def test_page_with_backlinks_across_projects(pool, wiki):
     app, infra = wiki
     with pool.connection() as conn:
-        page = pages.get_page(conn, infra, path="runbooks/nats.md")
+        page = pages.get_page(conn, infra, path="runbooks/nats.md", reader=ROOT)
         assert page["body"].startswith("# NATS runbook")
         assert [(b["project"], b["path"]) for b in page["backlinks"]] == [("app", "decisions/0001-retries.md")]
-        dec = pages.get_page(conn, app, path="decisions/0001-retries.md")
+        dec = pages.get_page(conn, app, path="decisions/0001-retries.md", reader=ROOT)
         assert {l["to_path"]: l["resolved"] for l in dec["links"]} == {
             "gotchas/dedupe.md": True, "runbooks/nats.md": True}
         assert dec["tags"] == ["canonical"] and dec["kind"] == "decision"
@@ -59,7 +62,7 @@ def test_page_with_backlinks_across_projects(pool, wiki):
                 pages.get_page(conn, app, page_id=huge)
         with pytest.raises(NotFoundError):
             pages.get_page(conn, app, path="notes/old.md", include_expired=False)
-        g = pages.graph(conn, app)
+        g = pages.graph(conn, app, reader=ROOT)
         assert any(n["external"] and n["project"] == "infra" for n in g["nodes"])
         assert len(g["edges"]) == 2
 
@@ -95,7 +98,7 @@ def test_sessions_and_observations(pool, seeder, wiki):
     seeder.end_session(app, "s1")
     with pool.connection() as conn:
         assert [s["session_id"] for s in sessions.list_sessions(conn, app)] == ["s1"]
-        page1 = sessions.session_observations(conn, app, None, limit=2, body_max_chars=10)
+        page1 = sessions.session_observations(conn, app, None, limit=2, body_max_chars=10, reader=ROOT)
         assert page1["total"] == 5 and page1["elided_other_scope"] == 1
         assert page1["next_offset"] == 2 and page1["observations"][0]["truncated"] is True
         assert len(page1["observations"][0]["body"]) == 10
@@ -120,7 +123,7 @@ def test_handoffs_messages_status(pool, seeder, wiki):
         assert len(handoffs.list_handoffs(conn, app)) == 3
         assert len(handoffs.list_handoffs(conn, app, viewer="alice")) == 2
         assert "body" not in handoffs.list_handoffs(conn, app, include_body=False)[0]
-        inbox = messages.list_messages(conn, app)
+        inbox = messages.list_messages(conn, app, reader=ROOT)
         assert inbox[0]["from_project"] == "infra" and inbox[0]["body"] == "hello"
         assert messages.list_messages(conn, app, box="outbox") == []
         st = status.status(conn)

@@ -31,5 +31,6 @@ async def memory_message_list(call: ToolCall, args: Args) -> dict[str, Any]:
     Returns `{messages: [MessageRecord], count, box}`.
     """
     scope = await call.read_scope(args.workspace, args.project)
-    rows = await call.read(list_messages, scope, box=args.box, status=args.status, limit=args.limit)
+    rows = await call.read(list_messages, scope, box=args.box, status=args.status, limit=args.limit,
+                           reader=call.principal)
     return {"workspace": scope.workspace, "project": scope.project, "box": args.box, "messages": rows, "count": len(rows)}

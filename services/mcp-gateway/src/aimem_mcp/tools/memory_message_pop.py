@@ -22,9 +22,11 @@ def fence(message: dict[str, Any]) -> dict[str, Any]:
     """Return the message neutralised, with ``untrusted: true`` and a ``fenced`` rendering.
 
     ``fenced`` is the body inside one ``<aimem-memory kind="message" from= actor= id=>``
-    fence (``aimem_common.fence``); every other string is neutralised the same way.
+    fence (``aimem_common.fence``) naming the sender when the reader may know it ("another
+    project" otherwise); every other string is neutralised the same way.
     """
-    sender = f"{message.get('from_workspace')}/{message.get('from_project')}"
+    sender = (f"{message.get('from_workspace')}/{message.get('from_project')}" if message.get("from_project")
+              else "another project")
     actor = message.get("from_actor") or "unknown"
     out = neutralise_data(dict(message))
     out["untrusted"] = True
@@ -48,4 +50,7 @@ async def memory_message_pop(call: ToolCall, args: Args) -> dict[str, Any]:
     await call.read_scope(ws, pj)
     result = await call.command("message.pop", {"message_id": args.message_id}, workspace=ws, project=pj)
     msg = result.get("message")
+    if msg and not call.principal.can_read(msg.get("from_workspace") or "", msg.get("from_project") or ""):
+        # as memory_message_list: a sender the caller may not read stays unnamed
+        msg = {**msg, "from_workspace": None, "from_project": None}
     return {"workspace": ws, "project": pj, "message": fence(msg) if msg else None}

@@ -51,5 +51,5 @@ async def memory_read_page(call: ToolCall, args: Args) -> dict[str, Any]:
                 data={"query": args.query},
             )
         page_id = found["hits"][0]["page_id"]
-        return await call.read(get_page, scope, page_id=page_id)
-    return await call.read(get_page, scope, path=args.path, page_id=args.page_id)
+        return await call.read(get_page, scope, page_id=page_id, reader=call.principal)
+    return await call.read(get_page, scope, path=args.path, page_id=args.page_id, reader=call.principal)

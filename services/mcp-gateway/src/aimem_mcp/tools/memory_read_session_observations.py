@@ -34,8 +34,8 @@ async def memory_read_session_observations(call: ToolCall, args: Args) -> dict[s
 
     Use to audit the evidence behind a session page or a `raw_hits` entry of memory_query:
     what the hooks actually captured, in order. Bodies are sanitized and capped per row
-    (`body_max_chars`); rows the same session left in another project are only counted
-    (`elided_other_scope`). For a digest of a session, read its `sessions/<id>.md` page.
+    (`body_max_chars`); rows the same session left in another project you may read are only
+    counted (`elided_other_scope`). For a digest of a session, read its `sessions/<id>.md` page.
 
     Returns `{session, session_id, observations: [ObservationRecord], total,
     elided_other_scope, offset, limit, next_offset}`.
@@ -48,4 +48,5 @@ async def memory_read_session_observations(call: ToolCall, args: Args) -> dict[s
         offset=args.offset,
         limit=args.limit,
         body_max_chars=args.body_max_chars,
+        reader=call.principal,
     )

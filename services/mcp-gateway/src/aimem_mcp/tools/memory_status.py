@@ -27,8 +27,9 @@ async def memory_status(call: ToolCall, args: Args) -> dict[str, Any]:
     (root only when auth is on). Not an overview of the work - that is memory_briefing.
 
     Returns `{counts, schema_version, sqlite_version, version, db_bytes, last_page_update,
-    data_dir, gateway_version}`; with `project` also `root`, `origin` and `aliases` (the other
-    roots the project was seen at: a moved, renamed or second checkout).
+    data_dir, gateway_version}` (`db_bytes` and `data_dir` null for a scoped key); with
+    `project` also `root`, `origin` and `aliases` (the other roots the project was seen at: a
+    moved, renamed or second checkout).
     """
     if args.project:
         scope = await call.read_scope(args.workspace, args.project)
@@ -36,6 +37,9 @@ async def memory_status(call: ToolCall, args: Args) -> dict[str, Any]:
     else:
         call.require_root("store-wide memory_status")
         out = await call.read(status, None)
-    out["data_dir"] = str(call.settings.data_dir)
+    # The file and the data dir are everyone's: a scoped caller sees its project's counts only.
+    out["data_dir"] = str(call.settings.data_dir) if call.principal.is_root else None
+    if not call.principal.is_root:
+        out["db_bytes"] = None
     out["gateway_version"] = package_version("aimem-mcp-gateway")
     return out

@@ -56,7 +56,8 @@ async def status(request: Request) -> dict:
 
     ``replication`` (``{}`` when not configured): the off-node copies' state from
     ``aimem_common.replication.read_status`` — per target (``db``, ``wiki``) ``lag_s`` and
-    ``behind`` (lag over ``replication.lag_alert_s``).
+    ``behind`` (lag over ``replication.lag_alert_s``). ``mcp.session_idle_timeout_s``: how
+    long the gateway keeps a quiet MCP session (the same configuration as the gateway's).
     """
     settings = settings_of(request)
     store = await read(request, _store)
@@ -72,6 +73,7 @@ async def status(request: Request) -> dict:
         "writer_lag": lag,
         "last_checkpoint": last[0] if last else None,
         "replication": await asyncio.to_thread(read_replication_status, settings),
+        "mcp": {"session_idle_timeout_s": settings.mcp.session_idle_timeout_s},
         **store,
     }
 

@@ -34,4 +34,5 @@ async def list_messages(
 ) -> list[dict[str, Any]]:
     """Return ``list[MessageRecord]`` oldest first (bodies are untrusted cross-project input)."""
     scope = await readable_scope(request, principal, workspace, project)
-    return await read(request, messages.list_messages, scope, box=box, status=status, limit=limit)
+    return await read(request, messages.list_messages, scope, box=box, status=status, limit=limit,
+                      reader=principal)

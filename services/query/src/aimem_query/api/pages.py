@@ -19,16 +19,17 @@ async def page_by_path(
     request: Request, principal: PrincipalDep, workspace: str, project: str,
     path: str = Query(..., max_length=512), include_expired: bool = True,
 ) -> dict[str, Any]:
-    """Return the ``PageRecord`` (body, frontmatter, links, backlinks incl. cross-project)."""
+    """Return the ``PageRecord`` (body, frontmatter, links, backlinks of projects the caller may read)."""
     scope = await readable_scope(request, principal, workspace, project)
-    return await read(request, pages.get_page, scope, path=validate_page_path(path), include_expired=include_expired)
+    return await read(request, pages.get_page, scope, path=validate_page_path(path), include_expired=include_expired,
+                      reader=principal)
 
 
 @router.get("/pages/{page_id}", summary="One page version by id")
 async def page_by_id(request: Request, principal: PrincipalDep, workspace: str, project: str, page_id: DbId) -> dict[str, Any]:
     """Return the ``PageRecord`` of any retained version of a page of this project."""
     scope = await readable_scope(request, principal, workspace, project)
-    return await read(request, pages.get_page, scope, page_id=page_id)
+    return await read(request, pages.get_page, scope, page_id=page_id, reader=principal)
 
 
 @router.get("/recent", summary="Recently updated pages (legacy array or incremental)")
@@ -51,6 +52,6 @@ async def recent(
 
 @router.get("/graph", summary="Link graph of a project")
 async def graph(request: Request, principal: PrincipalDep, workspace: str, project: str) -> dict[str, Any]:
-    """Return ``{"nodes", "edges", "truncated"}``; other projects' pages are ``external``."""
+    """Return ``{"nodes", "edges", "truncated"}``; readable other projects' pages are ``external``."""
     scope = await readable_scope(request, principal, workspace, project)
-    return await read(request, pages.graph, scope)
+    return await read(request, pages.graph, scope, reader=principal)

@@ -32,4 +32,4 @@ async def session_observations(
     """Return ``{session, observations, total, elided_other_scope, offset, limit, next_offset}``."""
     scope = await readable_scope(request, principal, workspace, project)
     return await read(request, sessions.session_observations, scope, session_id, offset=offset, limit=limit,
-                      body_max_chars=body_max_chars)
+                      body_max_chars=body_max_chars, reader=principal)

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from aimem_common.errors import AimemError
-from aimem_common.read import scopes, status
+from aimem_common.read import scopes, status, visibility
 from aimem_query.deps import PrincipalDep, bus_of, read, readable_scope, settings_of
 
 router = APIRouter(tags=["status"])
@@ -28,7 +28,7 @@ async def store_status(request: Request, principal: PrincipalDep) -> dict[str, A
         out = await read(request, status.status)
     else:
         out = await read(request, lambda conn: status.status_of_projects(
-            conn, [s for s in scopes.all_scopes(conn) if principal.can_read(s.workspace, s.project)]))
+            conn, visibility.readable_scopes(conn, principal)))
     try:
         out["writer_lag"] = await bus_of(request).writer_lag()
     except AimemError:
@@ -46,7 +46,10 @@ async def store_status(request: Request, principal: PrincipalDep) -> dict[str, A
 async def project_status(request: Request, principal: PrincipalDep, workspace: str, project: str) -> dict[str, Any]:
     """Return the project's counts and last update."""
     scope = await readable_scope(request, principal, workspace, project)
-    return await read(request, status.status, scope)
+    out = await read(request, status.status, scope)
+    if not principal.is_root:
+        out["db_bytes"] = None  # the file is everyone's: a scoped caller sees its project's counts only
+    return out
 
 
 @router.get("/workspaces", summary="Workspaces and projects the caller may read")

@@ -34,7 +34,7 @@ async def timeline(request: Request, user: UserDep, workspace: str, project: str
     """One session's observations in arrival order, with their kinds (200 a screen)."""
     scope = await scope_for(request, user, workspace, project)
     data = await read(request, sessions.session_observations, scope, session_id, offset=offset,
-                      limit=TIMELINE_PAGE, body_max_chars=4000)
+                      limit=TIMELINE_PAGE, body_max_chars=4000, reader=user.principal)
     return renderer(request).page(request, "timeline.html", scope=scope, data=data, live=True)
 
 
@@ -50,8 +50,10 @@ async def handoff_list(request: Request, user: UserDep, workspace: str, project:
     def load(conn):
         return {
             "handoffs": handoffs.list_handoffs(conn, scope, viewer=viewer, status=status, limit=200),
-            "inbox": messages.list_messages(conn, scope, box="inbox", status="pending", limit=200),
-            "outbox": messages.list_messages(conn, scope, box="outbox", status="pending", limit=200),
+            "inbox": messages.list_messages(conn, scope, box="inbox", status="pending", limit=200,
+                                            reader=user.principal),
+            "outbox": messages.list_messages(conn, scope, box="outbox", status="pending", limit=200,
+                                             reader=user.principal),
         }
 
     data = await read(request, load)

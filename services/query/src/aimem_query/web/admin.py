@@ -78,7 +78,7 @@ async def lint(request: Request, user: UserDep, workspace: str, project: str, ra
     """The project's lint report (``_lint/report.md``, written by the maintainer)."""
     scope = await scope_for(request, user, workspace, project)
     try:
-        page = await read(request, pages.get_page, scope, path=LINT_REPORT)
+        page = await read(request, pages.get_page, scope, path=LINT_REPORT, reader=user.principal)
     except NotFoundError:
         page = None
     r = renderer(request)

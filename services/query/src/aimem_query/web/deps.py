@@ -32,11 +32,15 @@ def renderer(request: Request) -> Renderer:
 
 
 async def scope_for(request: Request, user: WebUser, workspace: str, project: str, *, write: bool = False) -> Scope:
-    """Check the grant on the names (403 before 404), then resolve the project (404).
+    """Check the write grant on the names (``write``: 403), then resolve the project for reading.
+
+    A non-root user gets the same 404 ``not_found`` for a project that does not exist and
+    for one it may not read (``deps.readable_scope``).
 
     Raises:
-        ForbiddenError: no read (or, with ``write``, write) grant.
-        NotFoundError: no such workspace or project.
+        ForbiddenError: with ``write``, no write grant (checked on the names, whether or not
+            the project exists).
+        NotFoundError: no such workspace or project, or one the user may not read.
     """
     if write:
         user.principal.require_write(workspace, project)

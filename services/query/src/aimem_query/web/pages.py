@@ -71,9 +71,9 @@ async def view(request: Request, user: UserDep, workspace: str, project: str, pa
     """One page (live, or version ``v``): rendered body, frontmatter, links, backlinks, decay."""
     scope = await scope_for(request, user, workspace, project)
     if v is not None:
-        page = await read(request, pages.get_page, scope, page_id=v)
+        page = await read(request, pages.get_page, scope, page_id=v, reader=user.principal)
     else:
-        page = await read(request, pages.get_page, scope, path=validate_page_path(path))
+        page = await read(request, pages.get_page, scope, path=validate_page_path(path), reader=user.principal)
     r = renderer(request)
     html = r.markdown(page["body"], workspace=scope.workspace, project=scope.project, resolved=_resolved(page, scope))
     return r.page(request, "page.html", scope=scope, page=page, html=html, live=True,
