@@ -31,6 +31,7 @@ from aimem_common.errors import AimemError, ConflictError, LlmOutputError, LlmUn
 from aimem_common.models import Scope, validate_page_path
 from aimem_common.commands.maintenance import CONSOLIDATION_DIRS
 from aimem_common.read import scopes
+from aimem_common.read.tombstones import session_tombstone
 
 from aimem_maintainer.llm import fence
 from aimem_maintainer.store import related_pages
@@ -72,7 +73,13 @@ SYSTEM = (
 
 def gather(conn: sqlite3.Connection, scope: Scope, session_id: str, *, budget_chars: int, related_k: int
            ) -> dict[str, Any]:
-    """Read the bounded prompt material of one session (worker thread)."""
+    """Read the bounded prompt material of one session (worker thread).
+
+    A purged session (a live purge tombstone) reads as nothing at all, whatever is left of it,
+    so no job queued before its purge sends its text to the LLM.
+    """
+    if session_tombstone(conn, session_id) is not None:
+        return {"session_page": None, "observations": [], "related": [], "purged": True}
     page = conn.execute(
         "SELECT path, title, body FROM pages WHERE project_id = ? AND session_id = ? AND is_latest = 1"
         " AND path LIKE 'sessions/%' ORDER BY id DESC LIMIT 1",

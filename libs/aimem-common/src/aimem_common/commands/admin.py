@@ -242,3 +242,28 @@ class DeadLetterResolve(OpPayload):
     """
 
     ids: list[DbId] = Field(min_length=1, max_length=10_000)
+
+
+@register("purge.lift")
+class PurgeLift(OpPayload):
+    """Lift purge tombstones so a purged id or name may be used again on purpose.
+
+    ``session_id`` lifts that session's tombstones; without it the envelope's scope names
+    the project (or, with ``workspace_only``, its workspace) whose tombstone is lifted. What
+    was purged stays purged; only later events are stored again.
+    """
+
+    session_id: str | None = Field(default=None, min_length=1, max_length=256)
+    workspace_only: bool = False
+
+
+@register("purge.refused")
+class PurgeRefused(OpPayload):
+    """Count late events another service refused for a purged session (ingress's 410s).
+
+    Only ids and counts travel: the refused text never leaves the service that refused it.
+    """
+
+    session_id: str = Field(min_length=1, max_length=256)
+    op: str = Field(default="observation.append", max_length=64)
+    count: int = Field(default=1, ge=1, le=1_000_000)

@@ -39,6 +39,7 @@ from aimem_common.wikifmt import META_FILE, render_meta
 
 from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
+from aimem_writer.tombstones import record as record_tombstone
 from aimem_writer.tx import Tx
 
 LIVE_WINDOW_S = 300  # an unended session with an event this recent counts as live
@@ -221,7 +222,13 @@ def project_purge(tx: Tx, env: Envelope, cmd: ProjectPurge) -> dict:
     if cmd.dry_run:
         return {**base, **plan.counts, "dry_run": True}
     deleted = execute_project_purge(tx, plan)
-    out = {**base, **deleted, "dry_run": False, "files_deleted": [f"{scope.workspace_id}/{scope.project_id}"]}
+    # Tombstones (same transaction): the names refuse events from before the purge, each
+    # session id refuses its late events wherever they land (aimem_writer.tombstones).
+    tid = record_tombstone(tx, "project", scope, removed=deleted)
+    for sid in plan.session_ids:
+        record_tombstone(tx, "session", scope, removed={}, session_id=sid, parent_id=tid)
+    out = {**base, **deleted, "dry_run": False, "files_deleted": [f"{scope.workspace_id}/{scope.project_id}"],
+           "tombstone_id": tid}
     if cmd.compact:
         out["compact"] = compact(tx)
     tx.audit("project.purge", label, {**deleted, "project_id": scope.project_id, "forced": cmd.force}, scope=scope)
@@ -321,7 +328,8 @@ def session_purge(tx: Tx, env: Envelope, cmd: SessionPurge) -> dict:
             "SELECT 1 FROM pages WHERE project_id = ? AND path = ? AND is_latest = 1", (pid, path)).fetchone()
         if still is None:
             tx.wiki.delete(scope, path)
-    out = {**base, **d, "dry_run": False, "files_deleted": list(plan["removed_paths"])}
+    tid = record_tombstone(tx, "session", scope, removed=d, session_id=sid)  # late events: refused and counted
+    out = {**base, **d, "dry_run": False, "files_deleted": list(plan["removed_paths"]), "tombstone_id": tid}
     if cmd.compact:
         out["compact"] = compact(tx)
     tx.audit("session.purge", sid, d, scope=scope)
