@@ -1,7 +1,8 @@
 """The ``aimem`` command (typer). Command groups live in ``commands/<group>.py``.
 
 ``aimem hook`` is dispatched before typer is imported: agents call it on every lifecycle
-event, so it must start fast (it imports only the stdlib and ``aimem_cli.hookclient``).
+event, so it must start fast (it imports only the stdlib and ``aimem_cli.hookclient``);
+``aimem hook status`` (a person's command) goes through typer.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sys
 
 def main() -> None:
     """Entry point of the ``aimem`` script."""
-    if len(sys.argv) > 1 and sys.argv[1] == "hook":
+    if len(sys.argv) > 1 and sys.argv[1] == "hook" and sys.argv[2:3] != ["status"]:
         try:
             from aimem_cli.hookclient import main as hook_main
         except ImportError:  # hook client not installed: never fail the agent

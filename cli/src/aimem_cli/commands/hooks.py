@@ -1,4 +1,8 @@
-"""``aimem install-hooks | uninstall-hooks | install-mcp | finalize-session``.
+"""``aimem install-hooks | uninstall-hooks | install-mcp | finalize-session | hook status``.
+
+``aimem hook status`` says what the hook client's spool holds and why: counts by the last
+answer that kept each event (401 after a key was revoked, 403, 429, 5xx, no answer, not
+sent yet), the oldest event's age and where the spool is (``--json`` for scripts).
 
 The installers merge into each client's own settings file (``aimem_cli.installers``):
 existing hooks are kept, running twice changes nothing, ``--dry-run`` prints the unified
@@ -104,7 +108,43 @@ def _run(plan, dry_run: bool) -> None:
         typer.echo("already up to date")
 
 
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    return f"{s // 86400}d {s % 86400 // 3600}h" if s >= 86400 else (
+        f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s")
+
+
+def hook_status(as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON.")) -> None:
+    """Show the events the hook client holds in its spool, and why (counts by reason, oldest age)."""
+    import json
+
+    from aimem_cli.hookclient import client_settings
+    from aimem_cli.hookspool import Spool
+
+    data_dir, cfg = client_settings()
+    info = Spool(data_dir / "spool").status() | {"server": cfg["url"]}
+    if as_json:
+        typer.echo(json.dumps(info))
+        return
+    typer.echo(f"spool: {info['path']} (server {info['server']})")
+    if not info["pending"]:
+        typer.echo("pending: 0 — every event was delivered")
+        return
+    typer.echo(f"pending: {info['pending']} event(s), oldest {_age(info['oldest_age_s'])} old")
+    for reason, n in sorted(info["by_reason"].items(), key=lambda kv: -kv[1]):
+        typer.echo(f"  {n:>6}  {reason}")
+    if any(r.startswith(("unauthorized", "forbidden")) for r in info["by_reason"]):
+        typer.echo("the server refuses this client's credential: fix it (aimem install-hooks --api-key ...);"
+                   " the events are sent again on the next hook")
+
+
 def register(app: typer.Typer) -> None:
+    hook_app = typer.Typer(help="The hook client: `aimem hook status` (agents run `aimem hook --agent ...`).",
+                           no_args_is_help=True)
+    hook_app.command("status")(hook_status)
+    app.add_typer(hook_app, name="hook")
     """Add the hook and MCP installer commands and ``finalize-session`` to ``app``."""
 
     client_help = f"one of: {', '.join(CLIENTS)}"
