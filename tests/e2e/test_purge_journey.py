@@ -95,7 +95,8 @@ def drain(client_dir: Path, url: str) -> None:
 def settle(settings, url: str, cwd: Path) -> None:
     """Wait until the writer applied everything published so far (a sentinel sent last is stored)."""
     sid = f"sentinel-{time.monotonic_ns()}"
-    assert post(url, sid, cwd, "Notification", message="sentinel").status_code == 202
+    wait_for(lambda: post(url, sid, cwd, "Notification", message="sentinel").status_code == 202,
+             what="the sentinel accepted (429 while a restarted writer reports its lag)")
     wait_for(lambda: rows(settings, "SELECT 1 FROM observations WHERE session_id = ?", sid), what="the writer")
 
 

@@ -61,3 +61,13 @@ def refuse(tx: Tx, session_id: str | None, at: str) -> int | None:
     if tid is not None:
         count_refused(tx, tid, tx.op)
     return tid
+
+
+def scrub_ledgers(tx: Tx, session_id: str) -> int:
+    """Stage removing ``session_id``'s entries from the hook ledgers of every project that
+    holds its observations (call before deleting them); returns how many projects."""
+    places = tx.conn.execute("SELECT DISTINCT workspace_id, project_id FROM observations WHERE session_id = ?",
+                             (session_id,)).fetchall()
+    for wid, pid in places:
+        tx.wiki.scrub_ledgers(wid, pid, session_id)
+    return len(places)

@@ -65,6 +65,18 @@ def test_session_purge_writes_a_tombstone_and_refuses_late_events(wh) -> None:
                                         "auto_improve.claim": 1}
     # Another session of the project is not affected.
     assert wh.obs("s2", "user-prompt", "Prompt: fine", "fine")["observation_id"] is not None
+    # The hook ledger kept an excerpt of each event: the purge removed s1's, and only those.
+    ledger = "".join(p.read_text() for p in wh.scope_dir().glob("log-*.md"))
+    assert "zanzibar" not in ledger and "session s1" not in ledger and "session s2" in ledger
+
+
+def test_purge_scrubs_the_ledger_entries_of_that_session_only(wh) -> None:
+    from aimem_writer.wiki import without_session
+
+    ledger = ("## [t1] user-prompt · claude-code · session s1\n\nzanzibar\n\n"
+              "## [t2] stop · codex · session s10\n\nkept\n\n"
+              "## [t3] stop · codex · session s1\n\nzanzibar 2\n\n")
+    assert without_session(ledger, "s1") == "## [t2] stop · codex · session s10\n\nkept\n\n"
 
 
 def test_purge_lift_lets_the_session_id_be_used_again(wh) -> None:

@@ -39,7 +39,7 @@ from aimem_common.wikifmt import META_FILE, render_meta
 
 from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
-from aimem_writer.tombstones import record as record_tombstone
+from aimem_writer.tombstones import record as record_tombstone, scrub_ledgers
 from aimem_writer.tx import Tx
 
 LIVE_WINDOW_S = 300  # an unended session with an event this recent counts as live
@@ -298,6 +298,7 @@ def session_purge(tx: Tx, env: Envelope, cmd: SessionPurge) -> dict:
         return {**base, **plan["counts"], "dry_run": True}
     conn, pid = tx.conn, scope.project_id
     d: dict[str, int] = {}
+    scrub_ledgers(tx, sid)  # the hook ledgers keep an excerpt of every event
     ids = plan["page_ids"]
     d["embeddings_deleted"] = conn.execute(
         f"SELECT count(*) FROM page_embeddings WHERE page_id IN ({_in(ids)})", ids).fetchone()[0]
