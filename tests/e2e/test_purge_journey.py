@@ -139,17 +139,21 @@ def nothing_of(settings, sid: str) -> None:
     assert not list(wiki.rglob(f"sessions/{sid}.md"))
     for md in wiki.rglob("*.md"):
         assert SECRET_WORD not in md.read_text("utf-8"), md  # the ledger too
-    head = pygit2.Repository(str(wiki)).head.peel(pygit2.Tree)
-    paths = []
 
-    def walk(tree, prefix=""):
-        for e in tree:
-            if e.type_str == "tree":
-                walk(e, prefix + e.name + "/")
-            else:
-                paths.append(prefix + e.name)
-    walk(head)
-    assert not [p for p in paths if p.endswith(f"sessions/{sid}.md")]
+    def head_paths() -> list[str]:
+        paths: list[str] = []
+
+        def walk(tree, prefix=""):
+            for e in tree:
+                if e.type_str == "tree":
+                    walk(e, prefix + e.name + "/")
+                else:
+                    paths.append(prefix + e.name)
+        walk(pygit2.Repository(str(wiki)).head.peel(pygit2.Tree))
+        return paths
+    # The deletion reaches git with the next (debounced) checkpoint.
+    wait_for(lambda: not [p for p in head_paths() if p.endswith(f"sessions/{sid}.md")], timeout_s=60,
+             what="the page's deletion checkpointed")
 
 
 @pytest.mark.timeout(600)
