@@ -105,6 +105,11 @@ class WikiStage:
         self.check(rel)
         self.ops.append(FileOp(rel, "delete"))
 
+    def append_rel(self, rel: str, text: str) -> None:
+        """Stage appending ``text`` to the file ``rel`` (versioned in git, unlike ledgers)."""
+        self.check(rel)
+        self.ops.append(FileOp(rel, "append", text))
+
     def append_ledger(self, scope: Scope, month: str, text: str) -> None:
         """Stage appending ``text`` to ``log-<month>.md`` (``month`` = ``YYYY-MM``)."""
         self.ops.append(FileOp(self.rel(scope, f"log-{month}.md"), "append", text))

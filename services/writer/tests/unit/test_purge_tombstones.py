@@ -153,3 +153,44 @@ def test_an_end_with_new_text_is_stored(wh) -> None:
     wh.ok("session.end", {"session_id": "s1"})
     tail = wh.obs("s1", "session-end", "Session end", "Final message:\nshipped the zebra fix")
     assert tail["observation_id"] is not None
+
+
+def test_watcher_reindex_and_restore_do_not_bring_a_purged_page_back(wh, tmp_path) -> None:
+    """The file put back by hand (or a sync), a rebuild from the wiki, a restore from git."""
+    from aimem_common import config
+    from aimem_common.db.connect import open_writer
+    from aimem_writer.reindex import index_hand_edits, rebuild
+
+    _session(wh)
+    end = wh.ok("session.end", {"session_id": "s1"})
+    page = wh.page_file("sessions/s1.md")
+    text = page.read_text()
+    wh.applier.wiki.checkpoint()
+    rev = wh.applier.wiki.head()
+    _purge(wh)
+    wh.applier.wiki.checkpoint()
+    # A sync tool writes the file back: the watcher does not index it.
+    page.write_text(text)
+    rel = page.relative_to(wh.wiki.root).as_posix()
+    index_hand_edits(wh.applier, [rel])
+    assert wh.count("SELECT count(*) FROM pages WHERE session_id = 's1'") == 0
+    # A restore of the page from git history is refused as purged.
+    err = wh.err("page.restore", {"path": "sessions/s1.md", "rev": rev})
+    assert err["code"] == "purged", err
+    # A rebuild from the wiki (the DB moved aside) restores the tombstone and skips the file.
+    wh.close()
+    settings = wh.settings
+    settings.db_path.rename(settings.db_path.with_suffix(".aside"))
+    for extra in settings.db_path.parent.glob(settings.db_path.name + "-*"):
+        extra.unlink()
+    report = rebuild(settings)
+    assert any("sessions/s1.md" in line and "purged" in line for line in report.skipped), report.skipped
+    conn = open_writer(settings.db_path)
+    try:
+        assert conn.execute("SELECT count(*) FROM pages WHERE session_id = 's1'").fetchone()[0] == 0
+        assert [tuple(r) for r in conn.execute("SELECT kind, session_id FROM purge_tombstones WHERE lifted_at IS NULL")] == [
+            ("session", "s1")]
+    finally:
+        conn.close()
+    wh.conn = open_writer(settings.db_path)  # for the fixture's close
+    assert end["page_id"]

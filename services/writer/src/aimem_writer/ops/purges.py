@@ -9,7 +9,7 @@ from aimem_common.errors import NotFoundError
 from aimem_common.read.tombstones import session_tombstone
 
 from aimem_writer.registry import handler
-from aimem_writer.tombstones import count_refused
+from aimem_writer.tombstones import LIFT_WHERE, count_refused, note_lift
 from aimem_writer.tx import Tx
 
 
@@ -23,21 +23,22 @@ def purge_lift(tx: Tx, env: Envelope, cmd: PurgeLift) -> dict:
         NotFoundError: ``no_tombstone`` — nothing live to lift there.
     """
     if cmd.session_id is not None:
-        where, args, target = "session_id = ?", (cmd.session_id,), cmd.session_id
+        kind, args, target = "session", (cmd.session_id,), cmd.session_id
     elif env.scope is None:
         raise NotFoundError("purge.lift needs a session_id or a scope", code="no_tombstone")
     elif cmd.workspace_only:
-        where, args, target = "kind = 'workspace' AND workspace = ?", (env.scope.workspace,), env.scope.workspace
+        kind, args, target = "workspace", (env.scope.workspace,), env.scope.workspace
     else:
-        where, args = "kind = 'project' AND workspace = ? AND project = ?", (env.scope.workspace, env.scope.project)
+        kind, args = "project", (env.scope.workspace, env.scope.project)
         target = f"{env.scope.workspace}/{env.scope.project}"
     ids = [r[0] for r in tx.conn.execute(
-        f"SELECT id FROM purge_tombstones WHERE lifted_at IS NULL AND {where}", args)]
+        f"SELECT id FROM purge_tombstones WHERE lifted_at IS NULL AND {LIFT_WHERE[kind]}", args)]
     if not ids:
         raise NotFoundError(f"no live purge tombstone for {target}", code="no_tombstone",
                             data={"target": target})
     tx.conn.execute(f"UPDATE purge_tombstones SET lifted_at = ?, lifted_by = ? WHERE id IN ({','.join('?' * len(ids))})",
                     (tx.now, tx.actor, *ids))
+    note_lift(tx, kind, args, ids)
     tx.audit("purge.lift", target, {"tombstones": ids})
     tx.emit("purge.lifted", {"target": target, "tombstones": ids})
     return {"lifted": ids, "target": target}
