@@ -223,6 +223,15 @@ def test_purge_survives_late_events(settings, services, fake_llm, tmp_path):
              timeout_s=30, what="ingress 410")
     gone = post(ingress, "s-1", cwd, "Stop", last_assistant_message=f"{SECRET_WORD}")
     assert gone.status_code == 410 and gone.json()["error"]["code"] == "purged"
+    # An import of the purged session: dropped and counted, the batch's other sessions stored.
+    batch = {"agent": "claude-code", "project": "acme", "events": [
+        {"key": "imp:s-1:0", "payload": {"hook_event_name": "user-prompt", "session_id": "s-1",
+                                         "cwd": str(cwd), "prompt": f"imported {SECRET_WORD}"}},
+        {"key": "imp:s-1:end", "end": True, "payload": {"session_id": "s-1", "cwd": str(cwd)}},
+        {"key": "imp:w-1:0", "payload": {"hook_event_name": "user-prompt", "session_id": "w-1",
+                                         "cwd": str(cwd), "prompt": "imported walrus"}}]}
+    imported = httpx.post(f"{ingress}/hook/import", json=batch, timeout=30)
+    assert imported.status_code == 202 and imported.json()["purged"] == 2 and imported.json()["accepted"] == 1
     # The spool drains: refused for good, nothing left, nothing stored.
     assert len([e for e in spool(client) if e["p"]["session_id"] == "s-1"]) >= 2
     drain(client, ingress)
@@ -251,8 +260,10 @@ def test_purge_survives_late_events(settings, services, fake_llm, tmp_path):
     assert listed.returncode == 0, listed.stderr
     t = json.loads(listed.stdout)["purges"][0]
     assert t["kind"] == "session" and t["session_id"] == "s-1" and t["removed"]["observations_deleted"] >= 5
-    # backlog: 3 prompts + 1 end (+ its session.end); spool: 2 (+ end); 410s: ≥ 2; session.ended: 1
-    assert t["refused_events"] >= 9, t
+    # backlog: 3 prompts + 1 end (+ its session.end); spool: 2 (+ end); 410s: ≥ 2; import: 2;
+    # the waiting session.ended: 1
+    print("tombstone:", json.dumps(t))
+    assert t["refused_events"] >= 11, t
     assert t["refused"]["observation.append"] >= 4 and t["refused"]["session.end"] >= 1
     status = httpx.get(f"{query}/admin/status", timeout=30).json()
     assert status["purges"]["live"] == {"session": 1} and status["purges"]["refused_events"] == t["refused_events"]
