@@ -288,3 +288,7 @@ def test_refused_events_keep_their_reason_and_hook_status_counts_them(tmp_path, 
     assert doc["by_reason"] == expect
     text = subprocess.run([aimem, "hook", "status"], capture_output=True, text=True, env=env, timeout=60).stdout
     assert "pending: 4 event(s)" in text and "unauthorized (401" in text and "refuses this client's credential" in text
+    doctor = subprocess.run([aimem, "doctor", "--json"], capture_output=True, text=True, timeout=120,
+                            env=env | {"AIMEM_PORT_BASE": "9", "AIMEM_BUS__NATS_URL": "nats://127.0.0.1:9"})
+    spool_check = next(c for c in json.loads(doctor.stdout)["checks"] if c["check"] == "hook-spool")
+    assert spool_check["ok"] is False and "unauthorized (401" in spool_check["detail"] and doctor.returncode == 1

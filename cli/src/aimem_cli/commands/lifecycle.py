@@ -1,4 +1,4 @@
-"""Project and session lifecycle over ``/admin``: ``purge-session``, ``purge-project``,
+"""Project and session lifecycle over ``/admin``: ``purge-session``, ``purge-project``, ``purge-workspace``,
 ``rename-project``, ``rename-workspace``, ``move-project``, ``move-session``, ``purges``.
 
 A purge leaves a tombstone: later events of the purged session (or, for a project, of its
@@ -111,6 +111,30 @@ def purge_project(
                                  "purge-project")
         data = c.post("/admin/purge-project", {**body, "confirm": True})
     emit(data, as_json, lambda d: typer.echo(f"Purged {ws}/{pj}: {_counts_line(d, keys)}." + _collateral(d)
+                                             + _tombstone_line(d)))
+
+
+def purge_workspace(
+    workspace: str = typer.Option(..., "--workspace"),
+    confirm: bool = typer.Option(False, "--confirm"), compact: bool = typer.Option(False, "--compact"),
+    force: bool = typer.Option(False, "--force", help="Purge even with live sessions."),
+    forget_tombstone: bool = ForgetOpt,
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Delete a workspace and every project in it. Preview without --confirm."""
+    if forget_tombstone:
+        _lift({"workspace": workspace, "workspace_only": True}, server, token, as_json)
+        return
+    body = {"workspace": workspace, "compact": compact, "force": force}
+    keys = [("projects_deleted", "projects"), ("pages_deleted", "pages"), ("sessions_deleted", "sessions"),
+            ("observations_deleted", "observations"), ("handoffs_deleted", "handoffs")]
+    with client(server, token) as c:
+        if not confirm:
+            _preview_then_refuse(c, "/admin/purge-workspace", body,
+                                 lambda d: f"Would purge workspace {workspace}: {_counts_line(d, keys)}.",
+                                 "purge-workspace")
+        data = c.post("/admin/purge-workspace", {**body, "confirm": True})
+    emit(data, as_json, lambda d: typer.echo(f"Purged workspace {workspace}: {_counts_line(d, keys)}."
                                              + _tombstone_line(d)))
 
 
@@ -233,6 +257,6 @@ def register(app: typer.Typer) -> None:
     for name, fn in (
         ("purge-session", purge_session), ("purge-project", purge_project), ("rename-project", rename_project),
         ("rename-workspace", rename_workspace), ("move-project", move_project), ("move-session", move_session),
-        ("purges", purges),
+        ("purge-workspace", purge_workspace), ("purges", purges),
     ):
         app.command(name)(fn)

@@ -194,3 +194,31 @@ def test_watcher_reindex_and_restore_do_not_bring_a_purged_page_back(wh, tmp_pat
         conn.close()
     wh.conn = open_writer(settings.db_path)  # for the fixture's close
     assert end["page_id"]
+
+
+def test_workspace_purge_leaves_tombstones_for_it_its_projects_and_sessions(wh) -> None:
+    _session(wh, "s1", cwd="/w/app")
+    wh.obs("s2", "user-prompt", "Prompt", "api work", ws="team", pj="api")
+    wh.obs("s3", "user-prompt", "Prompt", "web work", ws="team", pj="web")
+    wh.obs("s4", "user-prompt", "Prompt", "web work", ws="team", pj="web", occurred_at="2020-01-01T00:00:00Z")
+    preview = wh.ok("workspace.purge", {"workspace": "team", "dry_run": True, "force": True}, pj=None)
+    assert preview["projects_deleted"] == 2 and preview["observations_deleted"] == 3 and preview["dry_run"]
+    out = wh.ok("workspace.purge", {"workspace": "team", "force": True}, pj=None)
+    assert out["observations_deleted"] == 3 and out["sessions_deleted"] == 3 and out["projects_deleted"] == 2
+    kinds = [tuple(r) for r in wh.conn.execute(
+        "SELECT kind, coalesce(project, ''), coalesce(session_id, '') FROM purge_tombstones ORDER BY id")]
+    assert kinds == [("workspace", "", ""), ("project", "api", ""), ("session", "api", "s2"),
+                     ("project", "web", ""), ("session", "web", "s3"), ("session", "web", "s4")]
+    assert wh.count("SELECT count(*) FROM workspaces WHERE name = 'team'") == 0
+    assert not (wh.wiki.root / out["files_deleted"][0]).exists()
+    # Late events of its sessions anywhere, and older events for any project of it: refused.
+    assert wh.obs("s3", "stop", "Stop", "late", ws="team", pj="web")["skipped"] == "purged"
+    assert wh.obs("s9", "stop", "Stop", "old", ws="team", pj="docs", occurred_at="2020-01-01T00:00:00Z")["skipped"] \
+        == "purged"
+    assert wh.count("SELECT count(*) FROM workspaces WHERE name = 'team'") == 0
+    # The other workspace is untouched; new work in the purged one starts afresh.
+    assert wh.count("SELECT count(*) FROM observations WHERE session_id = 's1'") == 7
+    assert wh.obs("s10", "user-prompt", "Prompt", "new", ws="team", pj="web")["observation_id"] is not None
+    lifted = wh.ok("purge.lift", {"workspace_only": True}, ws="team", pj="web")
+    assert lifted["lifted"] == [1] and lifted["target"] == "team"
+    assert wh.err("workspace.purge", {"workspace": "nope"}, pj=None)["code"] == "not_found"

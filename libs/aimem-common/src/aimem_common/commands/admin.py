@@ -57,6 +57,19 @@ class ProjectPurge(OpPayload):
     force: bool = False
 
 
+@register("workspace.purge")
+class WorkspacePurge(OpPayload):
+    """Delete workspace ``workspace`` and every project in it (each as ``project.purge``
+    would), then its wiki dir. ``force`` overrides the live-session guard of every project.
+    Leaves a workspace tombstone (and one per project and session) like the other purges.
+    """
+
+    workspace: str
+    dry_run: bool = False
+    compact: bool = False
+    force: bool = False
+
+
 @register("project.rename")
 class ProjectRename(OpPayload):
     """Rename the envelope's project within its workspace (a column update; no file moves).

@@ -4,7 +4,8 @@
   the purge tombstones, newest first (``removed``: the purge's deleted counts;
   ``refused_events`` / ``refused`` by op: late events dropped since; ``lifted_at`` once lifted),
   ``all`` includes lifted ones.
-* ``POST /admin/purges/lift`` ``{"session_id"}`` or ``{"workspace", "project"}`` →
+* ``POST /admin/purges/lift`` ``{"session_id"}``, ``{"workspace", "project"}`` or
+  ``{"workspace", "workspace_only": true}`` →
   ``{"lifted": [ids], "target"}``: later events of
   that id or name are stored again (what was purged stays purged); 404 ``no_tombstone``.
 """
@@ -34,17 +35,20 @@ class LiftBody(BaseModel):
     session_id: str | None = Field(default=None, min_length=1, max_length=256)
     workspace: str = "default"
     project: str | None = None
+    workspace_only: bool = False
 
     @model_validator(mode="after")
     def _one_target(self) -> "LiftBody":
-        if (self.session_id is None) == (self.project is None):
-            raise ValueError("name exactly one target: session_id or project")
+        if (self.session_id is not None) + (self.project is not None) + self.workspace_only != 1:
+            raise ValueError("name exactly one target: session_id, project or workspace_only")
         return self
 
 
 @router.post("/purges/lift")
 async def lift_purge(body: LiftBody, request: Request) -> dict:
-    """Lift the tombstones of a session id or a project (``purge.lift``)."""
+    """Lift the tombstones of a session id, a project or a workspace (``purge.lift``)."""
     if body.session_id is not None:
         return await send(request, "purge.lift", {"session_id": body.session_id})
-    return await send(request, "purge.lift", {}, workspace=body.workspace, project=body.project)
+    # A workspace lift names no project; the envelope's scope needs one (never resolved).
+    return await send(request, "purge.lift", {"workspace_only": body.workspace_only},
+                      workspace=body.workspace, project=body.project or "default")
