@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from aimem_common.models import Scope
-from aimem_common.read.tombstones import scope_tombstone, session_tombstone
+from aimem_common.read.tombstones import refusing_tombstone, session_tombstone
 
 from aimem_writer.tx import Tx
 
@@ -88,14 +88,10 @@ LIFT_WHERE = {
 def refusal(tx: Tx, session_id: str | None, at: str) -> int | None:
     """Return the id of the live tombstone that refuses an event of ``session_id`` that
     happened at ``at`` (ISO UTC) under the envelope's scope names; None when it may be stored."""
-    if session_id:
-        tid = session_tombstone(tx.conn, session_id)
-        if tid is not None:
-            return tid
     ref = tx.env.scope
     if ref is None:
-        return None
-    return scope_tombstone(tx.conn, ref.workspace, ref.project, at)
+        return session_tombstone(tx.conn, session_id) if session_id else None
+    return refusing_tombstone(tx.conn, session_id or "", ref.workspace, ref.project, at)
 
 
 def count_refused(tx: Tx, tombstone_id: int, op: str, n: int = 1) -> None:

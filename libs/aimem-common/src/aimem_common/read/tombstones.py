@@ -27,10 +27,24 @@ def session_tombstone(conn: sqlite3.Connection, session_id: str) -> int | None:
 def scope_tombstone(conn: sqlite3.Connection, workspace: str, project: str, at: str) -> int | None:
     """Return the live project/workspace tombstone that refuses an event for these names
     that happened at ``at`` (ISO UTC): one purged at or after ``at``; None otherwise."""
+    # Written so the partial index ``purge_tombstones_names`` answers it (a workspace
+    # tombstone has no project): the hook hot path runs this once per event.
     row = conn.execute(
-        "SELECT max(id) FROM purge_tombstones WHERE lifted_at IS NULL AND purged_at >= ?"
-        " AND ((kind = 'project' AND workspace = ? AND project = ?) OR (kind = 'workspace' AND workspace = ?))",
-        (at, workspace, project, workspace)).fetchone()
+        "SELECT max(id) FROM purge_tombstones WHERE kind != 'session' AND lifted_at IS NULL AND workspace = ?"
+        " AND (project = ? OR project IS NULL) AND purged_at >= ?",
+        (workspace, project, at)).fetchone()
+    return row[0] if row else None
+
+
+def refusing_tombstone(conn: sqlite3.Connection, session_id: str, workspace: str, project: str,
+                       at: str) -> int | None:
+    """``session_tombstone`` or ``scope_tombstone`` in one statement (the writer's hot path:
+    two index searches, one round trip); the newest matching tombstone's id, or None."""
+    row = conn.execute(
+        "SELECT max(id) FROM (SELECT id FROM purge_tombstones WHERE session_id = ? AND lifted_at IS NULL"
+        " UNION ALL SELECT id FROM purge_tombstones WHERE kind != 'session' AND lifted_at IS NULL AND workspace = ?"
+        " AND (project = ? OR project IS NULL) AND purged_at >= ?)",
+        (session_id, workspace, project, at)).fetchone()
     return row[0] if row else None
 
 
