@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections import Counter
 
@@ -60,6 +61,8 @@ class PurgedSessions:
             version, ids = await self.pool.run(live_session_ids, self._version)
         except AimemError as exc:  # no database yet, or a read over budget: keep what we have
             log.debug("purged sessions not refreshed: %s", exc.message)
+        except sqlite3.Error as exc:  # a locked or damaged file: the writer still refuses
+            log.warning("purged sessions not refreshed: %s", exc)
         else:
             self._version = version
             if ids is not None:

@@ -148,6 +148,8 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
     await require_hook_write(ctx, principal, scope)
     source = str(ev.extra.get("source") or "").casefold()
     claim, brief = START_SOURCES.get(source, DEFAULT_START)
+    if ctx.purged.is_purged(ev.session_id):  # a purged session claims nothing (no link back to it)
+        claim = False
     handoff = await _claim_handoff(ctx, ev, scope) if claim else None
     got = await ctx.read(lambda conn: _brief(conn, scope)) if brief else None
     pages, name = got or ([], scope.project)  # None: no database yet
