@@ -120,7 +120,7 @@ class Spool:
         ages in seconds.
         """
         now = time.time() if now is None else now
-        pending = self.pending()
+        pending = self.pending() if self.path.exists() else []  # a status never creates the spool
         by_reason: dict[str, int] = {}
         for entry in pending:
             why = reason_of(entry.get("refused"))
