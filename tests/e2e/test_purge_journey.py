@@ -264,7 +264,7 @@ def test_purge_survives_late_events(settings, services, fake_llm, tmp_path):
     # the waiting session.ended: 1
     print("tombstone:", json.dumps(t))
     assert t["refused_events"] >= 11, t
-    assert t["refused"]["observation.append"] >= 4 and t["refused"]["session.end"] >= 1
+    assert t["refused"]["observation.append"] >= 4 and t["refused"]["session.end"] >= 2  # backlog + import
     status = httpx.get(f"{query}/admin/status", timeout=30).json()
     assert status["purges"]["live"] == {"session": 1} and status["purges"]["refused_events"] == t["refused_events"]
     assert 'aimem_hook_purged_refused_total{route="hook"}' in httpx.get(f"{ingress}/metrics", timeout=30).text

@@ -132,7 +132,7 @@ def _without_purged(ctx, segments: list[tuple[list[Envelope], Envelope | None]]
         for env in [*observations, *([end] if end is not None else [])]:
             sid = env.payload["session_id"]
             if ctx.purged.is_purged(sid):
-                ctx.purged.note_refused(sid)
+                ctx.purged.note_refused(sid, env.op)
                 ctx.metrics.purged.labels("import").inc()
                 dropped += 1
             else:

@@ -35,7 +35,7 @@ class PurgedSessions:
         self.bus = bus
         self.refresh_s = refresh_s
         self.ids: frozenset[str] = frozenset()
-        self.refused: Counter[str] = Counter()  # session id -> 410s not yet reported to the writer
+        self.refused: Counter[tuple[str, str]] = Counter()  # (session id, op) -> refusals not yet reported
         self._version: tuple[int, int] | None = None
         self._read_at = float("-inf")
         self._task: asyncio.Task | None = None
@@ -51,9 +51,9 @@ class PurgedSessions:
             self._task = asyncio.get_running_loop().create_task(self.refresh())
         return bool(session_id) and session_id in self.ids
 
-    def note_refused(self, session_id: str) -> None:
-        """Count one 410 for ``session_id`` (reported with the next refresh)."""
-        self.refused[session_id] += 1
+    def note_refused(self, session_id: str, op: str = "observation.append") -> None:
+        """Count one refused ``op`` of ``session_id`` (reported with the next refresh)."""
+        self.refused[(session_id, op)] += 1
 
     async def refresh(self) -> None:
         """Re-read the ids when they changed, then report the counted 410s to the writer."""
@@ -72,13 +72,13 @@ class PurgedSessions:
     async def report(self) -> None:
         """Send the counted refusals as ``purge.refused`` commands (kept on failure)."""
         while self.refused:
-            sid, n = next(iter(self.refused.items()))
-            env = make_envelope("purge.refused", PurgeRefused(session_id=sid, count=n), actor="ingress")
+            (sid, op), n = next(iter(self.refused.items()))
+            env = make_envelope("purge.refused", PurgeRefused(session_id=sid, op=op, count=n), actor="ingress")
             try:
                 await self.bus.publish(env)
             except AimemError as exc:
                 log.info("purge refusals not reported yet: %s", exc.message)
                 return
-            self.refused[sid] -= n
-            if self.refused[sid] <= 0:
-                del self.refused[sid]
+            self.refused[(sid, op)] -= n
+            if self.refused[(sid, op)] <= 0:
+                del self.refused[(sid, op)]

@@ -310,12 +310,15 @@ class EventFeed:
         def lookup(conn: sqlite3.Connection) -> tuple[Scope | None, int | None]:
             scope = scopes.find(conn, ws, pj)
             if scope is None:
-                return None, None
+                return None, -1 if session_tombstone(conn, sid) is not None else None
             r = conn.execute("SELECT ended_observation_count, observation_count FROM sessions WHERE project_id = ?"
                              " AND session_id = ?", (scope.project_id, sid)).fetchone()
             return scope, (r[0] if r and r[0] is not None else (r[1] if r else None))
 
         scope, db_gen = await self.ctx.read_pool.run(lookup)
+        if scope is None and db_gen == -1:  # its project was purged with it: nothing to queue, ever
+            log.info("session.ended of purged session %s dropped", sid)
+            return None
         if scope is None:
             raise NotFoundError(f"project {ws}/{pj} not visible yet")
         gen = int(gen if gen is not None else (db_gen or 0))
