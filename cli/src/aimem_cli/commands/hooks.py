@@ -109,6 +109,7 @@ def _run(plan, dry_run: bool) -> None:
 
 
 def _age(seconds: float | None) -> str:
+    """Render an age in seconds as ``3m 2s`` / ``4h 5m`` / ``2d 1h`` (``-`` for None)."""
     if seconds is None:
         return "-"
     s = int(seconds)

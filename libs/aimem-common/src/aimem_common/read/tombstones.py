@@ -66,6 +66,7 @@ def live_session_ids(conn: sqlite3.Connection, known: tuple[int, int] | None = N
 
 
 def _public(row: sqlite3.Row) -> dict[str, Any]:
+    """A tombstone row as a dict with its JSON columns decoded."""
     out = dict(row)
     for key in ("removed", "refused"):
         try:

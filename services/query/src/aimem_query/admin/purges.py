@@ -31,6 +31,8 @@ async def list_purges(request: Request, all: bool = False, limit: int = Query(10
 
 
 class LiftBody(BaseModel):
+    """What ``POST /admin/purges/lift`` lifts: exactly one of a session id, a project, a workspace."""
+
     model_config = ConfigDict(extra="forbid")
     session_id: str | None = Field(default=None, min_length=1, max_length=256)
     workspace: str = "default"

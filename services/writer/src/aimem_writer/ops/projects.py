@@ -273,6 +273,7 @@ def workspace_purge(tx: Tx, env: Envelope, cmd: WorkspacePurge) -> dict:
 
 
 def _sum_counts(counts) -> dict[str, int]:
+    """Add up count dicts key by key (a workspace purge's projects)."""
     out: dict[str, int] = {}
     for c in counts:
         for k, n in c.items():
