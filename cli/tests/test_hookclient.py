@@ -255,3 +255,40 @@ def test_token_order_env_installed_copy_config_then_the_servers_file(tmp_path):
     (auth / "client-token").write_text("aim_installed-key\n")  # `install-hooks --api-key`
     assert token({}) == "aim_installed-key"
     assert token({"AIMEM_AUTH__TOKEN": "from-env"}) == "from-env"
+
+
+def test_refused_events_keep_their_reason_and_hook_status_counts_them(tmp_path, hook, ingress_factory):
+    """401/403 keep the event with the reason noted; 410 (purged) drops it for good."""
+    import os
+    import subprocess
+    import sys
+
+    with ingress_factory(status=410) as f:
+        hook(["--agent", "claude-code"], PROMPT, data_dir=tmp_path / "gone", url=f.url)
+    assert spooled(tmp_path / "gone") == []
+    for status in (401, 403, 401):  # (a slow hook may re-send an older entry: it gets the same kind of answer)
+        with ingress_factory(status=status) as f:
+            hook(["--agent", "claude-code"], PROMPT, data_dir=tmp_path, url=f.url)
+    held = [e["refused"]["status"] for e in spooled(tmp_path)]
+    assert len(held) == 3 and set(held) <= {401, 403} and held[-1] == 401
+    hook(["--agent", "claude-code"], PROMPT, data_dir=tmp_path, url="http://127.0.0.1:9")  # down: no answer
+    info = Spool(tmp_path / "spool").status()
+    assert info["pending"] == 4 and info["oldest_age_s"] >= 0
+    names = {401: "unauthorized (401: the key is unknown or revoked)", 403: "forbidden (403: no write grant)"}
+    expect = {"not sent yet": 1}
+    for status in held:
+        expect[names[status]] = expect.get(names[status], 0) + 1
+    assert info["by_reason"] == expect
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")} | {"AIMEM_DATA_DIR": str(tmp_path)}
+    aimem = str(Path(sys.executable).with_name("aimem"))
+    out = subprocess.run([aimem, "hook", "status", "--json"], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["pending"] == 4 and doc["path"] == str(tmp_path / "spool" / "hooks.jsonl")
+    assert doc["by_reason"] == expect
+    text = subprocess.run([aimem, "hook", "status"], capture_output=True, text=True, env=env, timeout=60).stdout
+    assert "pending: 4 event(s)" in text and "unauthorized (401" in text and "refuses this client's credential" in text
+    doctor = subprocess.run([aimem, "doctor", "--json"], capture_output=True, text=True, timeout=120,
+                            env=env | {"AIMEM_PORT_BASE": "9", "AIMEM_BUS__NATS_URL": "nats://127.0.0.1:9"})
+    spool_check = next(c for c in json.loads(doctor.stdout)["checks"] if c["check"] == "hook-spool")
+    assert spool_check["ok"] is False and "unauthorized (401" in spool_check["detail"] and doctor.returncode == 1

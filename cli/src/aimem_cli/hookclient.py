@@ -136,6 +136,8 @@ def _run(argv: list[str], t0: float) -> None:
         _note(f"{agent}/{event}: status {status} at {time.monotonic() - t0:.3f} s after process start")
     if status is not None and _final(status):
         spool.mark_done([entry["k"]])
+    elif status is not None:  # kept: say why (`aimem hook status`); no answer is the default reason
+        spool.note_refused([entry["k"]], status)
     if status is not None:
         bounded_drain(spool, cfg, deadline=deadline, skip={entry["k"]})
     if name in _START and status is not None and status < 500 and agent != "copilot-cli":
@@ -459,7 +461,9 @@ def send_entry(cfg: dict[str, str | None], entry: dict[str, Any], *, timeout_s: 
 
 
 def _final(status: int) -> bool:
-    """True when the entry must leave the spool: accepted, or refused for good (4xx)."""
+    """True when the entry must leave the spool: accepted, or refused for good (4xx, e.g.
+    ``410 purged``: its session was purged). 401/403 stay (a credential may be fixed) with
+    their reason noted (``Spool.note_refused``)."""
     return 200 <= status < 300 or (400 <= status < 500 and status not in (401, 403, 408, 429))
 
 
@@ -521,6 +525,7 @@ def _drain(spool: Spool, cfg: dict[str, str | None], *, deadline: float, skip: s
                 break
             status = send_entry(cfg, entry, timeout_s=min(timeout_s, left))
             if status is None or not _final(status):
+                spool.note_refused([entry["k"]], status)
                 break  # down, saturated or failing: keep the rest for later
             done.append(entry["k"])
     finally:
@@ -580,6 +585,8 @@ def finalize_session(agent: str, *, session_id: str | None = None, cwd: str | No
     status = send_entry(cfg, entry, timeout_s=timeout_s)
     if status is not None and _final(status):
         spool.mark_done([entry["k"]])
+    else:
+        spool.note_refused([entry["k"]], status)
     return session_id, status
 
 

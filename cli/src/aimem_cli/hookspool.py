@@ -3,7 +3,10 @@
 Layout under ``<data_dir>/spool/``:
 
 * ``hooks.jsonl`` — lines ``{"k": key, "ts": epoch_s, "agent", "event", "ext", "cwd",
-  "p": payload}`` (an event to deliver) or ``{"done": key}`` (delivered or refused for good).
+  "p": payload}`` (an event to deliver), ``{"done": key}`` (delivered or refused for good) or
+  ``{"why": key, "status": int|null, "at": epoch_s}`` (the last answer that kept it here:
+  a 401 after a key was revoked, a 403, a 429, a 5xx, or no answer at all), shown as the
+  entry's ``refused`` by ``pending()`` and counted by ``status()`` (``aimem hook status``).
 * ``spool.lock`` — ``flock`` held for every read/append/rewrite. Appenders open the data
   file *after* taking the lock, so a compaction (tmp + fsync + rename) never strands a
   writer on an unlinked inode.
@@ -97,6 +100,37 @@ class Spool:
                 finally:
                     os.close(fd)
 
+    def note_refused(self, keys: list[str], status: int | None) -> None:
+        """Record why ``keys`` stay spooled: the HTTP ``status`` that kept them (None: no answer)."""
+        if not keys:
+            return
+        now = round(time.time(), 3)
+        lines = "".join(json.dumps({"why": k, "status": status, "at": now}) + "\n" for k in keys).encode()
+        with self._locked():
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, lines)
+            finally:
+                os.close(fd)
+
+    def status(self, now: float | None = None) -> dict[str, Any]:
+        """Summarise what the spool holds: ``{path, pending, oldest_age_s, by_reason, last_refused_at}``.
+
+        ``by_reason`` counts entries by the last answer that kept them (``reason_of``);
+        ages in seconds.
+        """
+        now = time.time() if now is None else now
+        pending = self.pending() if self.path.exists() else []  # a status never creates the spool
+        by_reason: dict[str, int] = {}
+        for entry in pending:
+            why = reason_of(entry.get("refused"))
+            by_reason[why] = by_reason.get(why, 0) + 1
+        ages = [now - float(e.get("ts") or now) for e in pending]
+        last = max((float(e["refused"]["at"]) for e in pending if isinstance(e.get("refused"), dict)), default=None)
+        return {"path": str(self.path), "pending": len(pending),
+                "oldest_age_s": round(max(ages), 1) if ages else None, "by_reason": by_reason,
+                "last_refused_at": last}
+
     @contextmanager
     def draining(self, *, wait_s: float = 0.0) -> Iterator[bool]:
         """Hold ``drain.lock``; yields False when another drain holds it after ``wait_s``."""
@@ -123,6 +157,10 @@ class Spool:
                 continue
             if "done" in item:
                 entries.pop(str(item["done"]), None)
+            elif "why" in item:
+                entry = entries.get(str(item["why"]))
+                if entry is not None:
+                    entry["refused"] = {"status": item.get("status"), "at": item.get("at")}
             elif isinstance(item.get("k"), str):
                 entries[item["k"]] = item
         return list(entries.values())
@@ -143,3 +181,19 @@ class Spool:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
+
+
+REASONS = {401: "unauthorized (401: the key is unknown or revoked)", 403: "forbidden (403: no write grant)",
+           408: "timeout (408)", 429: "saturated (429)"}
+
+
+def reason_of(refused: Any) -> str:
+    """Name why an entry stays spooled from its ``refused`` note (``not sent yet`` without one)."""
+    if not isinstance(refused, dict):
+        return "not sent yet"
+    status = refused.get("status")
+    if status is None:
+        return "no answer (server down or slow)"
+    if status in REASONS:
+        return REASONS[status]
+    return f"server error ({status})" if isinstance(status, int) and status >= 500 else f"refused ({status})"

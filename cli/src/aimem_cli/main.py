@@ -2,8 +2,8 @@
 
 ``aimem hook`` is dispatched before typer is imported: agents call it on every lifecycle
 event, so it must start fast (it imports only the stdlib and ``aimem_cli.hookclient``).
-Only ``aimem hook --help`` (``-h``) goes through typer, which documents the command
-(``commands/hooks.py``) and lists it in ``aimem --help``.
+Only ``aimem hook --help`` (``-h``), which documents the command (``commands/hooks.py``) and
+lists it in ``aimem --help``, and ``aimem hook status`` (a person's command) go through typer.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ HELP = frozenset(("--help", "-h"))
 
 def main() -> None:
     """Entry point of the ``aimem`` script."""
-    if len(sys.argv) > 1 and sys.argv[1] == "hook" and not HELP.intersection(sys.argv[2:]):
+    if len(sys.argv) > 1 and sys.argv[1] == "hook" and not HELP.intersection(sys.argv[2:]) \
+            and sys.argv[2:3] != ["status"]:
         try:
             from aimem_cli.hookclient import main as hook_main
         except ImportError:  # hook client not installed: never fail the agent

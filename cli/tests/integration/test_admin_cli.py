@@ -272,3 +272,32 @@ def test_search_explain_shows_each_streams_rank(stack2) -> None:
     assert f"{best[0]}#{best[1]['rank']}" in row  # each stream's rank, as the API gives it
     plain = cli("search", "reconcile_ledger_v2", "-p", "app")
     assert "STREAMS" not in plain.output and "streams run" not in plain.output
+
+
+def test_purge_workspace_purges_and_lifts(stack2) -> None:
+    """purge-workspace previews, purges every project, leaves a tombstone `aimem purges` shows;
+    --forget-tombstone lifts it."""
+    url, cli, _ = stack2
+    write(cli, "api", "notes/a.md", "alpha")
+    r = cli("write-page", "notes/b.md", "-p", "web", "-w", "team", input="beta")
+    assert r.exit_code == 0, r.output
+    r = cli("purge-workspace", "--workspace", "team")
+    assert r.exit_code == 1 and "Would purge workspace team: 1 projects, 1 pages" in r.output
+    r = cli("purge-workspace", "--workspace", "team", "--confirm", "--json")
+    assert r.exit_code == 0, r.output
+    done = json.loads(r.output)
+    assert done["projects_deleted"] == 1 and done["pages_deleted"] == 1 and done["tombstone_id"]
+    r = cli("purges", "--json")
+    listed = json.loads(r.output)
+    assert [(t["kind"], t["workspace"], t["project"]) for t in listed["purges"]] == [
+        ("project", "team", "web"), ("workspace", "team", None)]
+    assert listed["summary"]["live"] == {"project": 1, "workspace": 1}
+    assert api(url, "GET", "/admin/status").json()["purges"]["live"] == {"project": 1, "workspace": 1}
+    r = cli("purges")
+    assert "workspace team" in r.output and "1 pages" in r.output and "refused since: 0" in r.output
+    r = cli("purge-workspace", "--workspace", "team", "--forget-tombstone", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["lifted"] == [done["tombstone_id"]]
+    assert api(url, "POST", "/admin/purges/lift", json={"session_id": "x", "project": "y"}).status_code in (400, 422)
+    r = api(url, "POST", "/admin/purges/lift", json={"session_id": "never"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "no_tombstone"
+    assert api(url, "GET", "/api/v1/search", params={"q": "alpha", "project": "api"}).status_code == 200

@@ -84,6 +84,7 @@ def doctor(
         add("git", True, f"{settings.wiki_dir} HEAD {head}")
     except Exception as exc:  # noqa: BLE001 - any git failure is a failed check
         add("git", False, f"{settings.wiki_dir}: {exc}")
+    add(*_spool_check())
     ok = all(c["ok"] for c in checks)
     emit({"ok": ok, "checks": checks}, as_json,
          lambda d: [typer.echo(f"{'ok  ' if c['ok'] else 'FAIL'}  {c['check']:<12} {c['detail']}") for c in d["checks"]])
@@ -91,6 +92,20 @@ def doctor(
         raise typer.Exit(1)
 
 
+
+
+def _spool_check() -> tuple[str, bool, str]:
+    """The hook client's spool: failed while it holds events the server refused (401/403)."""
+    from aimem_cli.hookclient import client_settings
+    from aimem_cli.hookspool import Spool
+
+    info = Spool(client_settings()[0] / "spool").status()
+    stuck = sum(n for r, n in info["by_reason"].items() if r.startswith(("unauthorized", "forbidden")))
+    detail = f"{info['pending']} held in {info['path']}"
+    if info["pending"]:
+        detail += f", oldest {info['oldest_age_s']} s; " + ", ".join(f"{n} {r}" for r, n in info["by_reason"].items())
+        detail += " (aimem hook status)"
+    return "hook-spool", stuck == 0, detail
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,8 @@
-"""``aimem install-hooks | uninstall-hooks | install-mcp | finalize-session``.
+"""``aimem install-hooks | uninstall-hooks | install-mcp | finalize-session | hook status``.
+
+``aimem hook status`` says what the hook client's spool holds and why: counts by the last
+answer that kept each event (401 after a key was revoked, 403, 429, 5xx, no answer, not
+sent yet), the oldest event's age and where the spool is (``--json`` for scripts).
 
 The installers merge into each client's own settings file (``aimem_cli.installers``):
 existing hooks are kept, running twice changes nothing, ``--dry-run`` prints the unified
@@ -165,14 +169,48 @@ notes go to stderr.
 """
 
 
+def _age(seconds: float | None) -> str:
+    """Render an age in seconds as ``3m 2s`` / ``4h 5m`` / ``2d 1h`` (``-`` for None)."""
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    return f"{s // 86400}d {s % 86400 // 3600}h" if s >= 86400 else (
+        f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s")
+
+
+def hook_status(as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON.")) -> None:
+    """Show the events the hook client holds in its spool, and why (counts by reason, oldest age)."""
+    import json
+
+    from aimem_cli.hookclient import client_settings
+    from aimem_cli.hookspool import Spool
+
+    data_dir, cfg = client_settings()
+    info = Spool(data_dir / "spool").status() | {"server": cfg["url"]}
+    if as_json:
+        typer.echo(json.dumps(info))
+        return
+    typer.echo(f"spool: {info['path']} (server {info['server']})")
+    if not info["pending"]:
+        typer.echo("pending: 0 — every event was delivered")
+        return
+    typer.echo(f"pending: {info['pending']} event(s), oldest {_age(info['oldest_age_s'])} old")
+    for reason, n in sorted(info["by_reason"].items(), key=lambda kv: -kv[1]):
+        typer.echo(f"  {n:>6}  {reason}")
+    if any(r.startswith(("unauthorized", "forbidden")) for r in info["by_reason"]):
+        typer.echo("the server refuses this client's credential: fix it (aimem install-hooks --api-key ...);"
+                   " the events are sent again on the next hook")
+
+
 def register(app: typer.Typer) -> None:
-    """Add the hook and MCP installer commands and ``finalize-session`` to ``app``."""
+    """Add ``hook`` (and ``hook status``), the hook and MCP installer commands and ``finalize-session``."""
 
     client_help = f"one of: {', '.join(CLIENTS)}"
+    hook_app = typer.Typer(context_settings={"help_option_names": ["-h", "--help"]})
 
-    @app.command("hook", help=HOOK_HELP, short_help="Send one agent lifecycle event (what installed hooks run).",
-                 context_settings={"help_option_names": ["-h", "--help"]})
+    @hook_app.callback(invoke_without_command=True)
     def hook(
+        ctx: typer.Context,
         agent: str = typer.Option("generic", "--agent", help=f"the client that fires it: {', '.join(CLIENTS)} or generic"),
         event: str = typer.Option(None, "--event", help="the client's event name (default: from the payload)"),
         extension: str = typer.Option(None, "--extension", help="namespace that keeps an unknown event's fields"),
@@ -180,6 +218,8 @@ def register(app: typer.Typer) -> None:
         drain: bool = typer.Option(False, "--drain", help="deliver the whole spool now, then exit"),
     ) -> None:
         """Send one agent lifecycle event (the fast path in ``main`` runs it without typer)."""
+        if ctx.invoked_subcommand is not None:
+            return
         from aimem_cli.hookclient import main as hook_main
 
         argv = ["--drain"] if drain else ["--agent", agent]
@@ -187,6 +227,10 @@ def register(app: typer.Typer) -> None:
             if value is not None:
                 argv += [name, value]
         raise typer.Exit(hook_main(argv))
+
+    hook_app.command("status")(hook_status)
+    app.add_typer(hook_app, name="hook", help=HOOK_HELP,
+                  short_help="Send one agent lifecycle event (what installed hooks run); `hook status`: the spool.")
 
     @app.command("install-hooks")
     def install_hooks(

@@ -1,5 +1,10 @@
-"""Project and session lifecycle over ``/admin``: ``purge-session``, ``purge-project``,
-``rename-project``, ``rename-workspace``, ``move-project``, ``move-session``.
+"""Project and session lifecycle over ``/admin``: ``purge-session``, ``purge-project``, ``purge-workspace``,
+``rename-project``, ``rename-workspace``, ``move-project``, ``move-session``, ``purges``.
+
+A purge leaves a tombstone: later events of the purged session (or, for a project, of its
+sessions and from before the purge) are refused and counted; ``aimem purges`` lists what
+each purge removed and refused; ``--forget-tombstone`` on the purge command lifts it so the
+id or name can be used again on purpose.
 
 The destructive ones preview what they would do and refuse without ``--confirm``.
 """
@@ -39,13 +44,37 @@ def _collateral(d: dict) -> str:
     return ("\n" + "\n".join(extra)) if extra else ""
 
 
+ForgetOpt = typer.Option(False, "--forget-tombstone", help="Purge nothing: lift the purge's tombstone so later "
+                         "events of this id (or name) are stored again, on purpose.")
+
+
+def _tombstone_line(d: dict) -> str:
+    tid = d.get("tombstone_id")
+    return (f"\nLate events of it are refused and counted (tombstone {tid}: aimem purges); "
+            "--forget-tombstone lifts it.") if tid else ""
+
+
+def _lift(body: dict, server: str | None, token: str | None, as_json: bool) -> None:
+    with client(server, token) as c:
+        data = c.post("/admin/purges/lift", body)
+    emit(data, as_json, lambda d: typer.echo(
+        f"Lifted {len(d['lifted'])} purge tombstone(s) of {d['target']}: its later events are stored again."))
+
+
 def purge_session(
     session_id: str = typer.Option(..., "--session-id"),
     confirm: bool = typer.Option(False, "--confirm"), compact: bool = typer.Option(False, "--compact"),
+    forget_tombstone: bool = ForgetOpt,
     workspace: str = WsOpt, project: str = PjOpt,
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
-    """Delete one session (observations, handoffs it wrote, its page). Preview without --confirm."""
+    """Delete one session (observations, handoffs it wrote, its page). Preview without --confirm.
+
+    Late events of a purged session are refused for good; --forget-tombstone lets the id be reused.
+    """
+    if forget_tombstone:
+        _lift({"session_id": session_id}, server, token, as_json)
+        return
     ws, pj = scope(workspace, project)
     body = {"workspace": ws, "project": pj, "session_id": session_id, "compact": compact}
     keys = [("observations_deleted", "observations"), ("handoffs_deleted", "handoffs"),
@@ -56,17 +85,22 @@ def purge_session(
                                  lambda d: f"Would purge session from {ws}/{pj}: {_counts_line(d, keys)}."
                                  + _collateral(d), "purge-session")
         data = c.post("/admin/purge-session", {**body, "confirm": True})
-    emit(data, as_json, lambda d: typer.echo(f"Purged session from {ws}/{pj}: {_counts_line(d, keys)}." + _collateral(d)))
+    emit(data, as_json, lambda d: typer.echo(f"Purged session from {ws}/{pj}: {_counts_line(d, keys)}."
+                                             + _collateral(d) + _tombstone_line(d)))
 
 
 def purge_project(
     confirm: bool = typer.Option(False, "--confirm"), compact: bool = typer.Option(False, "--compact"),
     force: bool = typer.Option(False, "--force", help="Purge even with a live session."),
+    forget_tombstone: bool = ForgetOpt,
     workspace: str = WsOpt, project: str = PjOpt,
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Delete a project and everything it owns. Preview without --confirm."""
     ws, pj = scope(workspace, project)
+    if forget_tombstone:
+        _lift({"workspace": ws, "project": pj}, server, token, as_json)
+        return
     body = {"workspace": ws, "project": pj, "compact": compact, "force": force}
     keys = [("pages_deleted", "pages"), ("sessions_deleted", "sessions"), ("observations_deleted", "observations"),
             ("handoffs_deleted", "handoffs"), ("embeddings_deleted", "embeddings")]
@@ -76,7 +110,59 @@ def purge_project(
                                  lambda d: f"Would purge {ws}/{pj}: {_counts_line(d, keys)}." + _collateral(d),
                                  "purge-project")
         data = c.post("/admin/purge-project", {**body, "confirm": True})
-    emit(data, as_json, lambda d: typer.echo(f"Purged {ws}/{pj}: {_counts_line(d, keys)}." + _collateral(d)))
+    emit(data, as_json, lambda d: typer.echo(f"Purged {ws}/{pj}: {_counts_line(d, keys)}." + _collateral(d)
+                                             + _tombstone_line(d)))
+
+
+def purge_workspace(
+    workspace: str = typer.Option(..., "--workspace"),
+    confirm: bool = typer.Option(False, "--confirm"), compact: bool = typer.Option(False, "--compact"),
+    force: bool = typer.Option(False, "--force", help="Purge even with live sessions."),
+    forget_tombstone: bool = ForgetOpt,
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Delete a workspace and every project in it. Preview without --confirm."""
+    if forget_tombstone:
+        _lift({"workspace": workspace, "workspace_only": True}, server, token, as_json)
+        return
+    body = {"workspace": workspace, "compact": compact, "force": force}
+    keys = [("projects_deleted", "projects"), ("pages_deleted", "pages"), ("sessions_deleted", "sessions"),
+            ("observations_deleted", "observations"), ("handoffs_deleted", "handoffs")]
+    with client(server, token) as c:
+        if not confirm:
+            _preview_then_refuse(c, "/admin/purge-workspace", body,
+                                 lambda d: f"Would purge workspace {workspace}: {_counts_line(d, keys)}.",
+                                 "purge-workspace")
+        data = c.post("/admin/purge-workspace", {**body, "confirm": True})
+    emit(data, as_json, lambda d: typer.echo(f"Purged workspace {workspace}: {_counts_line(d, keys)}."
+                                             + _tombstone_line(d)))
+
+
+def purges(
+    all_: bool = typer.Option(False, "--all", help="Include lifted tombstones."),
+    session_id: str = typer.Option(None, "--session-id"),
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """List purges: what each removed and how many late events it refused since."""
+    params = {"all": "true" if all_ else "false", **({"session_id": session_id} if session_id else {})}
+    with client(server, token) as c:
+        data = c.get("/admin/purges", **params)
+
+    def human(d: dict) -> None:
+        sm = d["summary"]
+        typer.echo(f"{sum(sm['live'].values())} live purge tombstone(s); {sm['refused_events']} late event(s) "
+                   f"refused" + (f", last at {sm['last_refused_at']}" if sm["last_refused_at"] else ""))
+        for t in d["purges"]:
+            what = {"session": f"session {t['session_id']}", "project": f"project {t['workspace']}/{t['project']}",
+                    "workspace": f"workspace {t['workspace']}"}[t["kind"]]
+            removed = ", ".join(f"{n} {k.removesuffix('_deleted')}" for k, n in sorted(t["removed"].items())
+                                if k.endswith("_deleted") and n)
+            refused = ", ".join(f"{n} {op}" for op, n in sorted(t["refused"].items()))
+            typer.echo(f"#{t['id']} {t['purged_at']} {what}" + (f" (lifted {t['lifted_at']})" if t["lifted_at"] else "")
+                       + f"\n    removed: {removed or '-'}\n    refused since: {t['refused_events']}"
+                       + (f" ({refused})" if refused else ""))
+
+    emit(data, as_json, human)
 
 
 def rename_project(
@@ -171,5 +257,6 @@ def register(app: typer.Typer) -> None:
     for name, fn in (
         ("purge-session", purge_session), ("purge-project", purge_project), ("rename-project", rename_project),
         ("rename-workspace", rename_workspace), ("move-project", move_project), ("move-session", move_session),
+        ("purge-workspace", purge_workspace), ("purges", purges),
     ):
         app.command(name)(fn)

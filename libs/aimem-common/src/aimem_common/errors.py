@@ -72,6 +72,13 @@ class ConflictError(AimemError):
     code, status = "conflict", 409
 
 
+class GoneError(AimemError):
+    """What the request belongs to was purged and stays purged (410): a purged session's late
+    hook. Final for a client: retrying can never succeed (the hook client drops the event)."""
+
+    code, status = "purged", 410
+
+
 class UnprocessableError(AimemError):
     """Well-formed input the operation cannot accept: a taken or invalid new name, a
     same-workspace move, a bad page path for restore (422)."""
@@ -180,7 +187,7 @@ class LlmRequestError(AimemError):
 _BY_CODE: dict[str, type[AimemError]] = {
     cls.code: cls
     for cls in (
-        BadRequestError, UnauthorizedError, ForbiddenError, NotFoundError, ConflictError,
+        BadRequestError, UnauthorizedError, ForbiddenError, NotFoundError, ConflictError, GoneError,
         UnprocessableError, PreconditionFailedError, PayloadTooLargeError, BackPressureError, UnavailableError,
         BusTimeoutError, RetryableError, StoreFaultError, InsufficientStorageError, PermanentError, LlmNotConfiguredError,
         LlmUnavailableError, LlmOutputError, LlmRequestError,

@@ -17,6 +17,7 @@ from aimem_common.web import ServiceApp
 from aimem_ingress.context import HookMetrics, IngressContext
 from aimem_ingress.gate import LagGate
 from aimem_ingress.imports import router as import_router
+from aimem_ingress.purged import PurgedSessions
 from aimem_ingress.routes import post_hook, router
 
 READ_POOL_SIZE = 2  # session-start briefs read concurrently; hooks themselves never read
@@ -44,7 +45,8 @@ def create_app(settings: Settings) -> ServiceApp:
                          max_bytes=min(settings.bus.mut_max_msg_bytes // 2, BUNDLE_MAX_BYTES),
                          max_inflight=cfg.bundle_max_inflight, enabled=gate.writer_reads_bundles)
         return IngressContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, gate=gate, metrics=metrics,
-                              read_pool=pool, hooks=hooks, claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
+                              read_pool=pool, hooks=hooks, purged=PurgedSessions(pool, bus),
+                              claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
 
     app = create_service_app("ingress", settings, telemetry, start,
                              not_ready={"nats": False, "db": "lazy", "writer_lag": None})

@@ -13,6 +13,7 @@ from aimem_common.read.pool import ReaderPool
 from aimem_common.service import ServiceContext
 from aimem_common.telemetry import Telemetry
 from aimem_ingress.gate import LagGate
+from aimem_ingress.purged import PurgedSessions
 
 log = logging.getLogger("aimem.ingress")
 T = TypeVar("T")
@@ -32,6 +33,9 @@ class HookMetrics:
         self.contexts = telemetry.counter(
             "aimem_hook_contexts_total", "Session-start contexts served by outcome",
             ["outcome"])  # handoff | brief | empty
+        self.purged = telemetry.counter(
+            "aimem_hook_purged_refused_total", "Hook and import events refused for a purged session (410)",
+            ["route"])  # hook | import
 
 
 @dataclass(slots=True, kw_only=True)
@@ -46,6 +50,7 @@ class IngressContext(ServiceContext):
     metrics: HookMetrics
     read_pool: ReaderPool
     hooks: Gatherer  # the hook commands' publisher: concurrent hooks share a JetStream message
+    purged: PurgedSessions  # session ids answered 410 (live purge tombstones)
     claim_timeout_s: float = 0.8
 
     async def read(self, fn: Callable[..., T], /, *args: Any) -> T | None:

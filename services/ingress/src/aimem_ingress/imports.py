@@ -27,7 +27,8 @@ repositories are both called ``api``). They are checked like the ``/hook`` field
 ``invalid_field``) and go into every envelope of the batch.
 
 Answer ``202 {"accepted": int, "duplicates": int, "rejected": [{"index", "code",
-"message"}]}``: a payload that cannot be normalised is rejected alone (counted by the
+"message"}], "purged": int}`` (``purged``: events of sessions ``aimem purge-session`` removed,
+dropped and counted on their tombstone): a payload that cannot be normalised is rejected alone (counted by the
 caller as malformed), never the batch. 400 for a malformed batch, 401, 413, 429 +
 ``Retry-After`` (stream full or writer lag: retry the whole batch, the keys dedupe), 503.
 """
@@ -103,6 +104,7 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
                       _key_field(batch.origin, "origin", MAX_ORIGIN_CHARS), batch.named, batch.repo_id)
     await require_hook_write(ctx, principal, scope)
     segments, rejected = _envelopes(batch, agent, scope, principal)
+    segments, purged = _without_purged(ctx, segments)
     _check_ready(ctx)
     ctx.gate.check()
     accepted = duplicates = 0
@@ -118,8 +120,28 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
             duplicates += (await ctx.bus.publish(end)).duplicate
             accepted += 1
     ctx.metrics.responses.labels("202").inc()
-    return JSONResponse({"accepted": accepted, "duplicates": duplicates, "rejected": rejected},
+    return JSONResponse({"accepted": accepted, "duplicates": duplicates, "rejected": rejected, "purged": purged},
                         status_code=202)
+
+
+def _without_purged(ctx, segments: list[tuple[list[Envelope], Envelope | None]]
+                    ) -> tuple[list[tuple[list[Envelope], Envelope | None]], int]:
+    """Drop the events of sessions ingress sees purged (counted as 410s); return what is left
+    and how many were dropped. The writer drops any the cache has not seen yet."""
+    out, dropped = [], 0
+    for observations, end in segments:
+        kept = []
+        for env in [*observations, *([end] if end is not None else [])]:
+            sid = env.payload["session_id"]
+            if ctx.purged.is_purged(sid):
+                ctx.purged.note_refused(sid, env.op)
+                ctx.metrics.purged.labels("import").inc()
+                dropped += 1
+            else:
+                kept.append(env)
+        last = kept[-1] if kept and end is not None and kept[-1] is end else None
+        out.append((kept[:-1] if last is not None else kept, last))
+    return out, dropped
 
 
 def _envelopes(batch: ImportBatch, agent: str, scope: HookScope, principal: Principal

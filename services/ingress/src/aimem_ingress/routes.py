@@ -7,7 +7,9 @@ answers ``202 {"accepted": cmd_id}`` after the PubAck. Hooks published at the sa
 share one message and its PubAck (``aimem_common.bundles``); ``"duplicate": true`` is added
 when JetStream recognised a retry travelling alone (a gathered retry is applied once by the
 writer all the same). 429 + ``Retry-After`` when the
-stream is full or the writer lags; 503 when NATS is unreachable; 4xx JSON for bad input.
+stream is full or the writer lags; 503 when NATS is unreachable; 4xx JSON for bad input;
+410 ``purged`` for an event of a session ``aimem purge-session`` removed (``purged.py``; the
+hook client drops it from its spool for good, and the writer drops any it did not see).
 ``cwd`` in the query is a fallback for payloads that carry none (the hook client sends its
 own working directory), ``ts`` (epoch seconds, when the hook ran) is the event time for
 payloads that carry none. ``root``/``origin`` (the repository top level and its normalised
@@ -64,6 +66,7 @@ from aimem_common.errors import (
     BadRequestError,
     BusTimeoutError,
     ForbiddenError,
+    GoneError,
     UnavailableError,
 )
 from aimem_common.models import ObservationKind, validate_name
@@ -131,6 +134,7 @@ async def post_hook(request: Request) -> Response:
         ev, payload = await _read_event(ctx, request)
         scope, ev = await _place(ctx, request, payload, ev)
         await require_hook_write(ctx, principal, scope)
+        refuse_purged(ctx, ev.session_id, "hook")
         key = caller_key(principal, scope, _idempotency_key(request, payload))
         _check_ready(ctx)
         ctx.gate.check()
@@ -160,6 +164,8 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
     await require_hook_write(ctx, principal, scope)
     source = str(ev.extra.get("source") or "").casefold()
     claim, brief = START_SOURCES.get(source, DEFAULT_START)
+    if ctx.purged.is_purged(ev.session_id):  # a purged session claims nothing (no link back to it)
+        claim = False
     # A child session (OpenCode `parentID`) continues its parent's task: its parent holds the
     # handoff, so it claims none (it still gets the project's rules).
     handoff, skipped = (await _claim_handoff(ctx, ev, scope)) if claim and not ev.parent_session_id else (None, None)
@@ -171,6 +177,23 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
                           max_chars=budget_chars(ctx.settings.ingress.context_max_tokens))
     ctx.metrics.contexts.labels("handoff" if handoff else ("brief" if text else "empty")).inc()
     return JSONResponse({"context": text, "handoff_id": (handoff or {}).get("id")})
+
+
+def refuse_purged(ctx: IngressContext, session_id: str | None, route: str) -> None:
+    """Answer 410 ``purged`` for an event of a purged session ingress can see (counted).
+
+    Checked after the credential and the grant, so the answer tells a caller nothing about
+    projects it may not write.
+
+    Raises:
+        GoneError: the session has a live purge tombstone (``aimem purge-session``).
+    """
+    if ctx.purged.is_purged(session_id):
+        ctx.purged.note_refused(session_id)
+        ctx.metrics.purged.labels(route).inc()
+        raise GoneError(f"session {session_id} was purged; its events are not stored (lift with "
+                        "`aimem purge-session --forget-tombstone` to reuse the id)",
+                        data={"session_id": session_id})
 
 
 async def _authorize(ctx: IngressContext, request: Request) -> Principal:

@@ -31,6 +31,7 @@ from aimem_common.errors import AimemError, ConflictError, LlmOutputError, LlmUn
 from aimem_common.models import Scope, validate_page_path
 from aimem_common.commands.maintenance import CONSOLIDATION_DIRS
 from aimem_common.read import scopes
+from aimem_common.read.tombstones import session_tombstone
 
 from aimem_maintainer.llm import fence
 from aimem_maintainer.store import related_pages
@@ -72,7 +73,13 @@ SYSTEM = (
 
 def gather(conn: sqlite3.Connection, scope: Scope, session_id: str, *, budget_chars: int, related_k: int
            ) -> dict[str, Any]:
-    """Read the bounded prompt material of one session (worker thread)."""
+    """Read the bounded prompt material of one session (worker thread).
+
+    A purged session (a live purge tombstone) reads as nothing at all, whatever is left of it,
+    so no job queued before its purge sends its text to the LLM.
+    """
+    if session_tombstone(conn, session_id) is not None:
+        return {"session_page": None, "observations": [], "related": [], "purged": True}
     page = conn.execute(
         "SELECT path, title, body FROM pages WHERE project_id = ? AND session_id = ? AND is_latest = 1"
         " AND path LIKE 'sessions/%' ORDER BY id DESC LIMIT 1",
@@ -303,12 +310,15 @@ class EventFeed:
         def lookup(conn: sqlite3.Connection) -> tuple[Scope | None, int | None]:
             scope = scopes.find(conn, ws, pj)
             if scope is None:
-                return None, None
+                return None, -1 if session_tombstone(conn, sid) is not None else None
             r = conn.execute("SELECT ended_observation_count, observation_count FROM sessions WHERE project_id = ?"
                              " AND session_id = ?", (scope.project_id, sid)).fetchone()
             return scope, (r[0] if r and r[0] is not None else (r[1] if r else None))
 
         scope, db_gen = await self.ctx.read_pool.run(lookup)
+        if scope is None and db_gen == -1:  # its project was purged with it: nothing to queue, ever
+            log.info("session.ended of purged session %s dropped", sid)
+            return None
         if scope is None:
             raise NotFoundError(f"project {ws}/{pj} not visible yet")
         gen = int(gen if gen is not None else (db_gen or 0))

@@ -17,7 +17,8 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from aimem_common.errors import BadRequestError, PayloadTooLargeError, PreconditionFailedError
+from aimem_common.read.tombstones import session_tombstone
+from aimem_common.errors import GoneError, BadRequestError, PayloadTooLargeError, PreconditionFailedError
 from aimem_common.read import scopes
 from aimem_common.models import Scope, kind_for_path, tier_for, validate_page_path
 from aimem_common.commands.pages import PageWrite
@@ -158,6 +159,12 @@ class PageStore:
         tx = self.tx
         rel = tx.wiki.rel(scope, path)
         tx.wiki.check(rel)
+        purged_sid = session_id or (fm.get("session_id") if isinstance(fm.get("session_id"), str) else None)
+        if purged_sid and session_tombstone(tx.conn, purged_sid) is not None:
+            # A purged session's page never comes back: a hand edit or sync restoring the file
+            # (watcher), a rebuild (reindex), a restore from git history.
+            raise GoneError(f"session {purged_sid} was purged; its page is not stored again",
+                            data={"session_id": purged_sid, "path": path})
         if "\x00" in body:
             raise BadRequestError("page body contains NUL", code="invalid_body")
         cap = tx.settings.writer.max_page_bytes

@@ -5,8 +5,10 @@
   retires its page, malformed files are logged and skipped.
 * ``rebuild(data_dir)`` — direct-disk: refuses while a writer is alive or when the DB has
   rows, then recreates workspaces/projects from ``_meta.md`` (keeping their UUIDs) and the
-  latest pages, links, entities and FTS from the markdown files. Sessions, observations,
-  handoffs, audit rows and access counters live only in SQLite and are not rebuilt.
+  latest pages, links, entities and FTS from the markdown files, and the purge tombstones
+  from ``_purges.jsonl`` (a purged session's page that is still on disk is skipped, not
+  indexed; refusal counts live only in SQLite). Sessions, observations, handoffs, audit
+  rows and access counters live only in SQLite and are not rebuilt.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def index_hand_edits(applier, rels: list[str]) -> list[Event]:
                 conn.execute("ROLLBACK TO hand")
                 conn.execute("RELEASE hand")
                 log.warning("hand edit of %s not indexed: %s", rel, exc)
-                applier.metrics.watcher_reindexed.labels("invalid").inc()
+                purged = isinstance(exc, AimemError) and exc.code == "purged"  # a purged session's page
+                applier.metrics.watcher_reindexed.labels("purged" if purged else "invalid").inc()
                 continue
             applier.metrics.watcher_reindexed.labels(outcome).inc()
             if outcome != "unchanged":
@@ -167,6 +170,9 @@ def _rebuild(conn: sqlite3.Connection, settings: Settings, root: Path) -> Rebuil
                 scopes.append((wm["name"], pm["name"], ws_dir.name, pj_dir.name, pj_dir))
         from aimem_common.models import Scope
 
+        from aimem_writer.tombstones import restore_from_wiki
+
+        restore_from_wiki(conn, root)  # before the pages: a purged session's page stays out
         for ws_name, pj_name, wid, pid, pj_dir in scopes:
             scope = Scope(ws_name, pj_name, wid, pid)
             tx = _tx(conn, settings, root, scope, actor="reindex")

@@ -49,7 +49,8 @@ SIGNATURE = ("aimem-writer", "writer@aimem.local")
 
 @dataclass(slots=True)
 class FileOp:
-    """One staged file effect: ``write`` (whole text), ``delete`` or ``append`` (ledger)."""
+    """One staged file effect: ``write`` (whole text), ``delete``, ``append`` (ledger) or
+    ``scrub`` (``text`` = a session id whose entries leave the ledgers of dir ``rel``)."""
 
     rel: str
     action: str
@@ -104,9 +105,21 @@ class WikiStage:
         self.check(rel)
         self.ops.append(FileOp(rel, "delete"))
 
+    def append_rel(self, rel: str, text: str) -> None:
+        """Stage appending ``text`` to the file ``rel`` (versioned in git, unlike ledgers)."""
+        self.check(rel)
+        self.ops.append(FileOp(rel, "append", text))
+
     def append_ledger(self, scope: Scope, month: str, text: str) -> None:
         """Stage appending ``text`` to ``log-<month>.md`` (``month`` = ``YYYY-MM``)."""
         self.ops.append(FileOp(self.rel(scope, f"log-{month}.md"), "append", text))
+
+    def scrub_ledgers(self, workspace_id: str, project_id: str, session_id: str) -> None:
+        """Stage removing every entry of ``session_id`` from the project's ``log-*.md`` ledgers
+        (a purge: the ledger keeps excerpts of each event)."""
+        rel = f"{workspace_id}/{project_id}"
+        self.check(rel)
+        self.ops.append(FileOp(rel, "scrub", session_id))
 
     def merge(self, other: "WikiStage") -> None:
         """Append ``other``'s effects (a committed command's) to this batch stage."""
@@ -129,6 +142,19 @@ class WikiStage:
             if len(texts) > 1:
                 op.text = "".join(texts)
         return out
+
+
+def without_session(ledger: str, session_id: str) -> str:
+    """Return ``ledger`` without the entries (``## [at] kind · agent · session <id>`` + text) of
+    ``session_id``; everything else byte for byte."""
+    tail = f" · session {session_id}"
+    out, keep = [], True
+    for line in ledger.splitlines(keepends=True):
+        if line.startswith("## ["):
+            keep = line.rstrip("\n") != "" and not line.rstrip("\n").endswith(tail)
+        if keep:
+            out.append(line)
+    return "".join(out)
 
 
 def check_inside(root: Path, rel: str) -> None:
@@ -254,6 +280,14 @@ class WikiRepo:
                         pass
                     self.dirty.add(op.rel)
                 dirs.add(abs_path.parent)
+            elif op.action == "scrub":
+                for ledger in sorted(abs_path.glob("log-*.md")) if abs_path.is_dir() else []:
+                    if is_ledger_name(ledger.name):
+                        text = ledger.read_text("utf-8", "surrogatepass")
+                        kept = without_session(text, op.text or "")
+                        if kept != text:
+                            atomic_write(ledger, kept)
+                            dirs.add(ledger.parent)
             elif op.action == "append":
                 abs_path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(abs_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644)

@@ -57,6 +57,19 @@ class ProjectPurge(OpPayload):
     force: bool = False
 
 
+@register("workspace.purge")
+class WorkspacePurge(OpPayload):
+    """Delete workspace ``workspace`` and every project in it (each as ``project.purge``
+    would), then its wiki dir. ``force`` overrides the live-session guard of every project.
+    Leaves a workspace tombstone (and one per project and session) like the other purges.
+    """
+
+    workspace: str
+    dry_run: bool = False
+    compact: bool = False
+    force: bool = False
+
+
 @register("project.rename")
 class ProjectRename(OpPayload):
     """Rename the envelope's project within its workspace (a column update; no file moves).
@@ -242,3 +255,28 @@ class DeadLetterResolve(OpPayload):
     """
 
     ids: list[DbId] = Field(min_length=1, max_length=10_000)
+
+
+@register("purge.lift")
+class PurgeLift(OpPayload):
+    """Lift purge tombstones so a purged id or name may be used again on purpose.
+
+    ``session_id`` lifts that session's tombstones; without it the envelope's scope names
+    the project (or, with ``workspace_only``, its workspace) whose tombstone is lifted. What
+    was purged stays purged; only later events are stored again.
+    """
+
+    session_id: str | None = Field(default=None, min_length=1, max_length=256)
+    workspace_only: bool = False
+
+
+@register("purge.refused")
+class PurgeRefused(OpPayload):
+    """Count late events another service refused for a purged session (ingress's 410s).
+
+    Only ids and counts travel: the refused text never leaves the service that refused it.
+    """
+
+    session_id: str = Field(min_length=1, max_length=256)
+    op: str = Field(default="observation.append", max_length=64)
+    count: int = Field(default=1, ge=1, le=1_000_000)

@@ -760,6 +760,36 @@ UPDATE handoffs SET
                   AND handoffs.automatic = 1);
 """
 
+# Purge tombstones (issue 34): what a purge removed, so nothing that arrives later brings it
+# back. Written in the purge's own transaction; names are kept because the ids' rows are gone.
+# kind 'session' matches by session_id (any project: client ids are UUIDs); 'project' and
+# 'workspace' match events for those names that happened at or before ``purged_at``.
+MIGRATION_15 = """
+CREATE TABLE purge_tombstones (
+  id               INTEGER PRIMARY KEY,
+  kind             TEXT NOT NULL CHECK (kind IN ('session', 'project', 'workspace')),
+  workspace_id     TEXT NOT NULL,
+  project_id       TEXT,                         -- NULL for a workspace purge
+  session_id       TEXT,                         -- kind 'session' only
+  workspace        TEXT NOT NULL,                -- names at purge time
+  project          TEXT,
+  parent_id        INTEGER REFERENCES purge_tombstones(id) ON DELETE SET NULL,  -- the project/workspace purge
+  purged_at        TEXT NOT NULL,
+  actor            TEXT NOT NULL,
+  cmd_id           TEXT,
+  removed          TEXT NOT NULL DEFAULT '{}',   -- JSON: the purge's deleted counts
+  refused_events   INTEGER NOT NULL DEFAULT 0,   -- late commands dropped since (writer + ingress 410s)
+  refused          TEXT NOT NULL DEFAULT '{}',   -- JSON: refused counts by op
+  last_refused_at  TEXT,
+  lifted_at        TEXT,                         -- set by purge.lift: the id may be reused
+  lifted_by        TEXT
+);
+CREATE INDEX purge_tombstones_session ON purge_tombstones(session_id)
+  WHERE session_id IS NOT NULL AND lifted_at IS NULL;
+CREATE INDEX purge_tombstones_names ON purge_tombstones(workspace, project)
+  WHERE kind != 'session' AND lifted_at IS NULL;
+"""
+
 # Issue 26 (locations and identity): a repository's stable id and the roots a project has been
 # seen at (a moved, renamed or second checkout of one repository: its handoffs follow it), and
 # the roots/handoff places stored before one location normaliser existed brought to its form
@@ -793,6 +823,6 @@ UPDATE handoffs SET cwd = lower(replace(cwd, char(92), '/'))
 MIGRATIONS: list[tuple[int, str]] = [
     (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
     (7, MIGRATION_7), (8, MIGRATION_8), (9, MIGRATION_9), (10, MIGRATION_10), (11, MIGRATION_11),
-    (12, MIGRATION_12), (13, MIGRATION_13), (14, MIGRATION_14), (16, MIGRATION_16),
+    (12, MIGRATION_12), (13, MIGRATION_13), (14, MIGRATION_14), (15, MIGRATION_15), (16, MIGRATION_16),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

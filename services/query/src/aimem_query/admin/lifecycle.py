@@ -1,4 +1,4 @@
-"""Lifecycle routes: purge-session, purge-project, rename-project,
+"""Lifecycle routes: purge-session, purge-project, purge-workspace, rename-project,
 rename-workspace, move-project, move-session.
 
 Each route checks the request shape, then sends one writer op and returns the writer's
@@ -7,7 +7,7 @@ the same transaction that mutates, so a preview and a confirmed run can never di
 
 Confirmation rules:
 
-* purge-session / purge-project / move-project: ``dry_run: true`` always wins and only
+* purge-session / purge-project / purge-workspace / move-project: ``dry_run: true`` always wins and only
   previews; otherwise ``confirm: true`` is required (400 ``confirm_required``).
 * move-session: a dry run unless ``confirm: true`` (and ``dry_run`` still wins).
 """
@@ -41,6 +41,14 @@ class PurgeSessionBody(_Body):
 class PurgeProjectBody(_Body):
     workspace: str = "default"
     project: str
+    confirm: bool = False
+    dry_run: bool = False
+    compact: bool = False
+    force: bool = False
+
+
+class PurgeWorkspaceBody(_Body):
+    workspace: str
     confirm: bool = False
     dry_run: bool = False
     compact: bool = False
@@ -113,6 +121,13 @@ async def purge_project(body: PurgeProjectBody, request: Request) -> dict:
         workspace=body.workspace,
         project=body.project,
     )
+
+
+@router.post("/purge-workspace")
+async def purge_workspace(body: PurgeWorkspaceBody, request: Request) -> dict:
+    """Delete a workspace and every project in it (preview with ``dry_run``)."""
+    _require_confirm(body.confirm, body.dry_run, "purge-workspace")
+    return await send(request, "workspace.purge", body.model_dump(exclude={"confirm"}))
 
 
 @router.post("/rename-project")

@@ -17,7 +17,7 @@ from aimem_common.read.status import project_sizes
 from aimem_common.replication import read_status as read_replication_status
 from aimem_query.deps import bus_of, read, settings_of
 from aimem_query.admin.history import list_checkpoints
-from aimem_common.read import dead_letters
+from aimem_common.read import dead_letters, tombstones
 
 router = APIRouter()
 
@@ -36,7 +36,7 @@ _COUNTS = {
 def _store(conn: sqlite3.Connection) -> dict[str, Any]:
     counts = {**scopes.counts(conn), **{k: conn.execute(sql).fetchone()[0] for k, sql in _COUNTS.items()}}
     return {"schema_version": schema_version(conn), "counts": counts, "projects": project_sizes(conn),
-            "dead_letters_open": dead_letters.count_open(conn)}
+            "dead_letters_open": dead_letters.count_open(conn), "purges": tombstones.summary(conn)}
 
 
 def _version() -> str:
@@ -58,6 +58,8 @@ async def status(request: Request) -> dict:
     ``aimem_common.replication.read_status`` — per target (``db``, ``wiki``) ``lag_s`` and
     ``behind`` (lag over ``replication.lag_alert_s``). ``mcp.session_idle_timeout_s``: how
     long the gateway keeps a quiet MCP session (the same configuration as the gateway's).
+    ``purges``: live purge tombstones by kind and the late events they refused
+    (``/admin/purges`` lists them).
     """
     settings = settings_of(request)
     store = await read(request, _store)

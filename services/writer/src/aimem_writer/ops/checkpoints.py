@@ -66,7 +66,7 @@ def page_restore(tx: Tx, env: Envelope, cmd: PageRestore) -> dict:
             source = {"rev": commit_id}
             result = tx.pages.write(scope, page)
         except AimemError as exc:
-            if exc.status >= 500:
+            if exc.status >= 500 or exc.code == "purged":
                 raise
             e = AimemError(f"checkpoint {commit_id[:10]} holds malformed markdown: {exc.message}",
                            code="git_error", data={"rev": commit_id, "status": 500})

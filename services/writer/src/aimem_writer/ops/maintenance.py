@@ -32,6 +32,7 @@ from aimem_common.commands.maintenance import (
 
 from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
+from aimem_writer.tombstones import refuse
 from aimem_writer.tx import Tx
 
 
@@ -129,6 +130,8 @@ def sweep_apply(tx: Tx, env: Envelope, cmd: SweepApply) -> dict[str, Any]:
 
 @handler("consolidation.enqueue")
 def consolidation_enqueue(tx: Tx, env: Envelope, cmd: ConsolidationEnqueue) -> dict[str, Any]:
+    if refuse(tx, cmd.session_id, tx.now) is not None:  # a late session.ended of a purged session
+        return {"job_id": None, "created": False, "skipped": "purged"}
     scope = tx.scope()
     cur = tx.conn.execute(
         "INSERT INTO session_consolidation_jobs(workspace_id, project_id, session_id, generation, status, attempts,"
@@ -248,6 +251,8 @@ def auto_improve_watermark(tx: Tx, env: Envelope, cmd: AutoImproveWatermark) -> 
 
 @handler("auto_improve.claim")
 def auto_improve_claim(tx: Tx, env: Envelope, cmd: AutoImproveClaim) -> dict[str, Any]:
+    if refuse(tx, cmd.session_id, tx.now) is not None:  # purged: never reviewed
+        return {"claimed": False, "skipped": "purged"}
     scope = tx.scope()
     claimed = tx.conn.execute(
         "INSERT INTO auto_improve_runs(workspace_id, project_id, session_id, status, created_at)"
@@ -282,6 +287,8 @@ def _apply_proposal(tx: Tx, scope: Scope, prop: dict[str, Any]) -> int:
 
 @handler("proposal.stage")
 def proposal_stage(tx: Tx, env: Envelope, cmd: ProposalStage) -> dict[str, Any]:
+    if refuse(tx, cmd.session_id, tx.now) is not None:  # purged while the LLM ran: its output is dropped
+        return {"proposals": [], "skipped": "purged"}
     scope = tx.scope()
     out = []
     for p in cmd.proposals:

@@ -1,7 +1,11 @@
 """``observation.append``: one sanitized hook event → sessions, observations, the ledger.
 
 An ``imported`` observation (``aimem import``) for a session that hooks captured live is
-skipped (result ``skipped: "captured_live"``): the transcript would only duplicate it.
+skipped (result ``skipped: "captured_live"``): the transcript would only duplicate it. An
+event of a purged session (a live purge tombstone, ``aimem_writer.tombstones``) is dropped and
+counted on the tombstone (``skipped: "purged"``). A session end straight after the session's
+own end that adds no text (clients that fire their end hook twice) is not stored again
+(``skipped: "repeated_end"``), so its ``session.end`` finds nothing new and changes nothing.
 
 The hot path (thousands per second): one session upsert, one observation insert (FTS by
 trigger; ``observations_tri`` too when the text holds an unspaced script) and a ledger line
@@ -23,6 +27,7 @@ from aimem_common.redact import contains_secret
 from aimem_common.wikifmt import normalize_timestamp
 
 from aimem_writer.registry import handler
+from aimem_writer.tombstones import refuse
 from aimem_writer.tx import Tx
 
 LEDGER_EXCERPT_CHARS = 240
@@ -62,11 +67,15 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
                 f"observation {name} still contains a secret; sanitize() it before sending",
                 code="unsanitized", data={"field": name},
             )
+    at = occurred(tx, cmd.occurred_at)
+    if refuse(tx, cmd.session_id, at) is not None:  # purged: dropped and counted, never stored
+        return {"observation_id": None, "session_id": cmd.session_id, "skipped": "purged"}
     scope = tx.scope(create=True)
     if cmd.imported and _captured_live(tx, scope.project_id, cmd.session_id):
         return {"observation_id": None, "session_id": cmd.session_id, "skipped": "captured_live"}
-    at = occurred(tx, cmd.occurred_at)
     kind = str(cmd.kind)
+    if kind == "session-end" and _repeated_end(tx, scope.project_id, cmd):
+        return {"observation_id": None, "session_id": cmd.session_id, "skipped": "repeated_end"}
     root = env.scope.root if env.scope is not None else None
     # An event that happened after the session was finalised (idle, or a client that ended
     # and then resumed it) reopens it; a late delivery of an earlier event does not.
@@ -116,3 +125,18 @@ def _captured_live(tx: Tx, project_id: str, session_id: str) -> bool:
         (project_id, session_id),
     ).fetchone()
     return bool(row and row[0] > 0)
+
+
+def _repeated_end(tx: Tx, project_id: str, cmd: ObservationAppend) -> bool:
+    """True when the session's last stored event is a session end and this one adds no text:
+    a client that fires its end hook twice on exit (nothing happened in between).
+
+    An end that carries text the first did not (a transcript tail) is stored.
+    """
+    row = tx.conn.execute(
+        "SELECT kind, title, body FROM observations WHERE project_id = ? AND session_id = ? ORDER BY id DESC LIMIT 1",
+        (project_id, cmd.session_id)).fetchone()
+    if row is None or row["kind"] != "session-end":
+        return False
+    body = (cmd.body or "").strip()
+    return not body or body == (cmd.title or "").strip() or body == (row["body"] or "").strip()

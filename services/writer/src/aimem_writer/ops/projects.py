@@ -1,4 +1,4 @@
-"""Project and session lifecycle op handlers: ``project.purge``, ``session.purge``,
+"""Project and session lifecycle op handlers: ``project.purge``, ``workspace.purge``, ``session.purge``,
 ``project.rename``, ``workspace.rename``, and the purge plans the moves reuse.
 
 Moves (``project.move``, ``session.move``) live in ``ops/moves.py``; page restore and
@@ -33,12 +33,14 @@ from aimem_common.commands.admin import (
     ProjectPurge,
     ProjectRename,
     SessionPurge,
+    WorkspacePurge,
     WorkspaceRename,
 )
 from aimem_common.wikifmt import META_FILE, render_meta
 
 from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
+from aimem_writer.tombstones import record as record_tombstone, scrub_ledgers
 from aimem_writer.tx import Tx
 
 LIVE_WINDOW_S = 300  # an unended session with an event this recent counts as live
@@ -221,11 +223,61 @@ def project_purge(tx: Tx, env: Envelope, cmd: ProjectPurge) -> dict:
     if cmd.dry_run:
         return {**base, **plan.counts, "dry_run": True}
     deleted = execute_project_purge(tx, plan)
-    out = {**base, **deleted, "dry_run": False, "files_deleted": [f"{scope.workspace_id}/{scope.project_id}"]}
+    # Tombstones (same transaction): the names refuse events from before the purge, each
+    # session id refuses its late events wherever they land (aimem_writer.tombstones).
+    tid = record_tombstone(tx, "project", scope, removed=deleted)
+    for sid in plan.session_ids:
+        record_tombstone(tx, "session", scope, removed={}, session_id=sid, parent_id=tid)
+    out = {**base, **deleted, "dry_run": False, "files_deleted": [f"{scope.workspace_id}/{scope.project_id}"],
+           "tombstone_id": tid}
     if cmd.compact:
         out["compact"] = compact(tx)
     tx.audit("project.purge", label, {**deleted, "project_id": scope.project_id, "forced": cmd.force}, scope=scope)
     tx.emit("project.purged", {"workspace_id": scope.workspace_id, "project_id": scope.project_id})
+    return out
+
+
+# -- workspace.purge -----------------------------------------------------------------------
+@handler("workspace.purge")
+def workspace_purge(tx: Tx, env: Envelope, cmd: WorkspacePurge) -> dict:
+    """Purge every project of a workspace and the workspace itself (one transaction)."""
+    wid = scopes.workspace_id(tx.conn, cmd.workspace)
+    if wid is None:
+        raise NotFoundError(f"workspace {cmd.workspace!r} not found", data={"workspace": cmd.workspace})
+    projects = scopes.projects_of(tx.conn, wid)
+    live = {p.project: ids for p in projects if (ids := live_sessions(tx.conn, p.project_id, tx.now))}
+    if live and not cmd.force:
+        raise ConflictError(f"workspace {cmd.workspace} has live sessions in {sorted(live)}; finish them or pass force",
+                            code="live_session", data={"projects": {k: v[:20] for k, v in live.items()}})
+    plans = [project_plan(tx.conn, p) for p in projects]
+    base = {"workspace": cmd.workspace, "projects": [p.project for p in projects], "files_deleted": [],
+            "files_failed": []}
+    if cmd.dry_run:
+        return {**base, **_sum_counts(pl.counts for pl in plans), "projects_deleted": len(plans), "dry_run": True}
+    deleted = [execute_project_purge(tx, pl) for pl in plans]
+    total = {**_sum_counts(deleted), "projects_deleted": len(plans)}
+    tid = record_tombstone(tx, "workspace", Scope(cmd.workspace, "", wid, ""), removed=total, workspace_only=True)
+    for pl, d in zip(plans, deleted):
+        ptid = record_tombstone(tx, "project", pl.scope, removed=d, parent_id=tid)
+        for sid in pl.session_ids:
+            record_tombstone(tx, "session", pl.scope, removed={}, session_id=sid, parent_id=ptid)
+    tx.conn.execute("DELETE FROM workspaces WHERE id = ?", (wid,))
+    tx.wiki.delete_rel(wid)
+    forget_cached_scopes(tx)
+    out = {**base, **total, "dry_run": False, "files_deleted": [wid], "tombstone_id": tid}
+    if cmd.compact:
+        out["compact"] = compact(tx)
+    tx.audit("workspace.purge", cmd.workspace, {**total, "workspace_id": wid, "forced": cmd.force})
+    tx.emit("workspace.purged", {"workspace_id": wid, "workspace": cmd.workspace})
+    return out
+
+
+def _sum_counts(counts) -> dict[str, int]:
+    """Add up count dicts key by key (a workspace purge's projects)."""
+    out: dict[str, int] = {}
+    for c in counts:
+        for k, n in c.items():
+            out[k] = out.get(k, 0) + n
     return out
 
 
@@ -291,6 +343,7 @@ def session_purge(tx: Tx, env: Envelope, cmd: SessionPurge) -> dict:
         return {**base, **plan["counts"], "dry_run": True}
     conn, pid = tx.conn, scope.project_id
     d: dict[str, int] = {}
+    scrub_ledgers(tx, sid)  # the hook ledgers keep an excerpt of every event
     ids = plan["page_ids"]
     d["embeddings_deleted"] = conn.execute(
         f"SELECT count(*) FROM page_embeddings WHERE page_id IN ({_in(ids)})", ids).fetchone()[0]
@@ -321,7 +374,8 @@ def session_purge(tx: Tx, env: Envelope, cmd: SessionPurge) -> dict:
             "SELECT 1 FROM pages WHERE project_id = ? AND path = ? AND is_latest = 1", (pid, path)).fetchone()
         if still is None:
             tx.wiki.delete(scope, path)
-    out = {**base, **d, "dry_run": False, "files_deleted": list(plan["removed_paths"])}
+    tid = record_tombstone(tx, "session", scope, removed=d, session_id=sid)  # late events: refused and counted
+    out = {**base, **d, "dry_run": False, "files_deleted": list(plan["removed_paths"]), "tombstone_id": tid}
     if cmd.compact:
         out["compact"] = compact(tx)
     tx.audit("session.purge", sid, d, scope=scope)

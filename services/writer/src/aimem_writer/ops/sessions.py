@@ -30,6 +30,7 @@ from aimem_writer.ops.observations import ledger_entry, occurred
 from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
 from aimem_writer.session_page import digest, render_handoff, render_page
+from aimem_writer.tombstones import refuse
 from aimem_writer.tx import Tx
 
 BOUNDARY_KINDS = ("session-start", "session-end")
@@ -80,6 +81,8 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
     no real event (``REAL_KINDS``) opens no handoff and returns the handoffs it claimed to
     ``open`` (with the ones that claim had superseded).
     """
+    if refuse(tx, cmd.session_id, occurred(tx, cmd.ended_at)) is not None:  # purged: dropped and counted
+        return {"ended": False, "changed": False, "skipped": "purged", "observation_count": 0}
     scope = tx.scope(create=True)
     row = tx.conn.execute(
         "SELECT * FROM sessions WHERE project_id = ? AND session_id = ?", (scope.project_id, cmd.session_id)
