@@ -115,9 +115,11 @@ class WriterSettings(BaseModel):
     batch_linger_ms: float = 50.0
     batch_linger_msgs: int = 64
     # Live first: commands of the bulk lane (imports) join a batch only while the live lane has
-    # nothing pending, at most this many per batch, so a live command that arrives meanwhile
-    # waits behind at most one such slice.
-    bulk_batch_max_msgs: int = 256
+    # nothing pending, in slices sized to apply in about bulk_slice_ms (from the measured cost
+    # of a command) and at most bulk_batch_max_msgs, so a live command that arrives meanwhile
+    # waits behind at most the slice being applied and the one fetched.
+    bulk_batch_max_msgs: int = 512
+    bulk_slice_ms: float = 100.0
     # A message unacked this long is redelivered (a killed writer's batch comes back this
     # fast); a long apply sends in-progress acks every ack_wait_s/3 so it is not.
     ack_wait_s: float = 5.0

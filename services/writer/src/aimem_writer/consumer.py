@@ -36,10 +36,10 @@ spell is applied at once), and a command with an ``Aimem-Reply-To`` caller ends 
 
 Live first (DESIGN.md "Hook ingress"): the writer has two durables, ``writer`` on ``AIMEM_MUT``
 (live hooks, MCP and admin writes) and ``writer-bulk`` on ``AIMEM_BULK`` (imports). Each fetch
-takes the live lane first; only when that left nothing pending does it add at most
-``writer.bulk_batch_max_msgs`` commands of the bulk lane (``fetch_lanes``). So a live command
-waits behind at most the bulk slice being applied and the one prefetched, never behind an
-import's backlog, and an import goes as fast as the writer allows while nothing live
+takes the live lane first; only when that left nothing pending does it add a slice of the
+bulk lane sized to apply in about ``writer.bulk_slice_ms`` (``bulk_slice``: the measured cost
+of a command, at most ``writer.bulk_batch_max_msgs``). So a live command waits behind at most
+the bulk slice being applied and the one prefetched, never behind an import's backlog, and an import goes as fast as the writer allows while nothing live
 arrives. Each lane is applied in its own stream order (an imported session's historical end
 after its observations); batches may hold both lanes (order across lanes carries no meaning).
 
@@ -79,6 +79,18 @@ LAG_POLL_S = 2.0
 # How long a fetch waits on a lane that may have nothing: the live lane while an import keeps
 # the bulk lane busy, and the bulk lane after an idle live fetch (seconds).
 LANE_PROBE_S = 0.01
+BULK_FIRST_SLICE = 32  # commands of the first bulk slice, before any command's cost is measured
+BULK_MIN_SLICE = 8
+COST_ALPHA = 0.3  # EWMA weight of the newest batch's apply seconds per command
+
+
+def bulk_slice(cost_s: float | None, w: WriterSettings) -> int:
+    """Commands of the bulk lane to take into one batch: as many as apply in about
+    ``w.bulk_slice_ms`` at ``cost_s`` seconds per command (``BULK_FIRST_SLICE`` before any is
+    measured), between ``BULK_MIN_SLICE`` and ``w.bulk_batch_max_msgs``."""
+    if not cost_s:
+        return min(BULK_FIRST_SLICE, w.bulk_batch_max_msgs)
+    return max(BULK_MIN_SLICE, min(w.bulk_batch_max_msgs, int(w.bulk_slice_ms / 1000 / cost_s)))
 
 
 def _behind(msgs: list) -> bool:
@@ -161,6 +173,7 @@ class Consumer:
     def __init__(self, settings: Settings, nc: NATS, thread: WriterThread, applier: Applier, metrics: WriterMetrics):
         self.settings = settings
         self.bulk_busy = False  # the last bulk fetch brought commands: the live lane is only probed
+        self.cost_s: float | None = None  # apply seconds per command (EWMA): sizes the bulk slices
         self.nc = nc
         self.js = nc.jetstream()
         self.thread = thread
@@ -250,9 +263,8 @@ class Consumer:
 
     async def fetch_lanes(self, live, bulk, size: int) -> list:
         """Fetch up to ``size`` messages, live first: ``live(size, timeout_s)`` and, only when it
-        left nothing pending on the live lane, up to ``writer.bulk_batch_max_msgs`` more from
-        ``bulk(n, timeout_s)``; returns the live messages then the bulk ones (each lane in its
-        stream order).
+        left nothing pending on the live lane, a ``bulk_slice`` more from ``bulk(n, timeout_s)``;
+        returns the live messages then the bulk ones (each lane in its stream order).
 
         While the bulk lane is busy the live lane is only probed (``LANE_PROBE_S``) instead of
         waited on for ``writer.fetch_timeout_s``, and an idle live fetch is followed by a probe of
@@ -263,7 +275,7 @@ class Consumer:
         msgs = await live(size, LANE_PROBE_S if self.bulk_busy else w.fetch_timeout_s)
         if msgs and (_behind(msgs) or len(msgs) >= size):
             return msgs  # live commands still pending: they go first, the bulk lane waits
-        more = await bulk(max(1, w.bulk_batch_max_msgs), LANE_PROBE_S)
+        more = await bulk(bulk_slice(self.cost_s, w), LANE_PROBE_S)
         self.bulk_busy = bool(more)
         return msgs + more
 
@@ -453,7 +465,11 @@ class Consumer:
         t0 = time.perf_counter()
         result = await self._retry.run(items)
         self._leave_fault()
-        self.metrics.apply_seconds.observe(time.perf_counter() - t0)
+        took = time.perf_counter() - t0
+        self.metrics.apply_seconds.observe(took)
+        if items:
+            cost = took / len(items)
+            self.cost_s = cost if self.cost_s is None else COST_ALPHA * cost + (1 - COST_ALPHA) * self.cost_s
         self.metrics.batch_size.observe(len(items))
         self.batches += 1
         await self._after_commit(items, result)
