@@ -21,6 +21,7 @@ this command waits as ``Retry-After`` says, for as long as the server keeps answ
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from datetime import UTC, datetime
@@ -35,6 +36,9 @@ from aimem_cli.importer import Importer, ImportStats, discover, files_under
 from aimem_cli.transcripts import READERS
 
 CLIENTS = ("all", *READERS)
+# A bulk job in the background: on a busy machine the agents' live work (and the stack serving
+# their hooks) gets the CPU first. Only ever raised: a process cannot lower it back.
+IMPORT_NICE = 10
 SATURATED_PATIENCE_S = 600.0  # 429/503 for this long in a row (no batch accepted): give up, exit 1
 MAX_RETRY_AFTER_S = 10.0
 
@@ -136,6 +140,10 @@ def register(app: typer.Typer) -> None:
                        f"restored {result['pages']} pages, {result['sessions']} sessions "
                        f"({result['observations']} observations) into {result['workspace']}/{result['project']}")
             return
+        try:
+            os.nice(IMPORT_NICE)
+        except OSError:  # not permitted here: the import runs at the caller's priority
+            pass
         files = (files_under(path, client) if path else discover(client, home or Path.home()))
         importer = Importer(sender=None if dry_run else ingress_sender(url, tok),
                             state_path=None if dry_run else data_dir / "import-state.json",

@@ -77,7 +77,9 @@ from aimem_ingress.routes import (
 
 router = APIRouter()
 MAX_EVENTS = 1000
-PUBLISH_CONCURRENCY = 64  # PubAcks in flight per request (one NATS connection keeps order)
+# PubAcks in flight per import request (one NATS connection keeps order): few, so that a live
+# hook's publish on the same connection waits behind at most this many imported ones.
+PUBLISH_CONCURRENCY = 16
 YIELD_EVERY = 16  # events normalised between two turns of the event loop (live hooks go between)
 
 
