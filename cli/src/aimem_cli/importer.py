@@ -29,8 +29,11 @@ from aimem_cli.transcripts import READERS
 from aimem_cli.transcripts.base import Event, FileState, ReadStats
 from aimem_cli.transcripts.gemini import project_hash
 
-BATCH_EVENTS = 500
-BATCH_BYTES = 2 * 1024 * 1024  # well under ingress's 10 MiB body cap; bounds the client's memory
+# Live first: ingress parses and validates a batch's body in one go on the event loop that
+# also answers live hooks, so a batch is kept small enough (a few ms of that work) not to
+# hold a hook up; well under ingress's 10 MiB body cap, it bounds the client's memory too.
+BATCH_EVENTS = 200
+BATCH_BYTES = 512 * 1024
 
 Sender = Callable[[bytes], dict[str, Any]]  # one encoded batch body -> the JSON answer
 
