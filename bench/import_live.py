@@ -196,7 +196,7 @@ def run_import(stack: LocalStack, corpus_home: Path, client: Path, expected_tota
         live.stop()
     stats = json.loads(out)
     cpu = {k: round(cpu_seconds_of([p for p, c in procs.items() if _label(c) == k]) - cpu0[k], 1) for k in cpu0}
-    return {"lines": stats["lines"], "events": stats["events"], "new": stats["new"],
+    return {"lines": stats["lines"], "events": stats["events"], "new": stats.get("new"),  # absent before issue 27
             "cli_s": round(cli_s, 1), "stored_s": round(stored_s, 1),
             "lines_per_s": round(stats["lines"] / stored_s), "cpu_s": cpu, "handoff": handoff,
             "loadavg_1m": round(os.getloadavg()[0], 2)}
