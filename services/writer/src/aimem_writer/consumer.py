@@ -174,6 +174,7 @@ class Consumer:
         self.settings = settings
         self.bulk_busy = False  # the last bulk fetch brought commands: the live lane is only probed
         self.cost_s: float | None = None  # apply seconds per command (EWMA): sizes the bulk slices
+        self._bulk_probed_at = 0.0  # monotonic s of the last look at an idle bulk lane
         self.nc = nc
         self.js = nc.jetstream()
         self.thread = thread
@@ -267,14 +268,19 @@ class Consumer:
         returns the live messages then the bulk ones (each lane in its stream order).
 
         While the bulk lane is busy the live lane is only probed (``LANE_PROBE_S``) instead of
-        waited on for ``writer.fetch_timeout_s``, and an idle live fetch is followed by a probe of
-        the bulk lane, so an import starts within about ``fetch_timeout_s`` and then runs at the
-        writer's pace. Event loop; the messages are in hand (``_in_hand``) once returned.
+        waited on for ``writer.fetch_timeout_s``; an idle bulk lane is probed after an idle live
+        fetch, and after a live one at most once a ``fetch_timeout_s`` (each probe of an empty
+        lane waits ``LANE_PROBE_S``, which a trickle of live batches should not pay every time),
+        so an import starts within about ``fetch_timeout_s`` and then runs at the writer's pace. Event loop; the messages are in hand (``_in_hand``) once returned.
         """
         w = self.settings.writer
         msgs = await live(size, LANE_PROBE_S if self.bulk_busy else w.fetch_timeout_s)
         if msgs and (_behind(msgs) or len(msgs) >= size):
             return msgs  # live commands still pending: they go first, the bulk lane waits
+        now = time.monotonic()
+        if msgs and not self.bulk_busy and now - self._bulk_probed_at < w.fetch_timeout_s:
+            return msgs  # an idle bulk lane is looked at about once a fetch_timeout_s, not per live batch
+        self._bulk_probed_at = now
         more = await bulk(bulk_slice(self.cost_s, w), LANE_PROBE_S)
         self.bulk_busy = bool(more)
         return msgs + more
