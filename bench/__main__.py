@@ -2,7 +2,7 @@
 and writes JSON to ``bench/results/``. ``python -m bench NAME ...`` runs only those.
 
 Benchmarks: footprint, writer_throughput, wake_cost, hook_ingest, hook_identity, visibility, query_latency, web_screens,
-import_throughput, locomo,
+import_throughput, import_live (live hooks and a handoff during a large import), locomo,
 locomo_local (LoCoMo with the local embedder; skipped when it is not installed),
 basic_memory (side by side; needs Python ≥ 3.12 for the peer), read_replica (Litestream follow-mode lag).
 After every run, of all of them or of some (or alone: ``python -m bench report``),
@@ -18,7 +18,7 @@ import time
 import traceback
 
 ORDER = ["footprint", "writer_throughput", "wake_cost", "hook_ingest", "hook_identity", "hook_auth", "visibility",
-         "query_latency", "web_screens", "import_throughput", "locomo", "locomo_local", "basic_memory", "read_replica"]
+         "query_latency", "web_screens", "import_throughput", "import_live", "locomo", "locomo_local", "basic_memory", "read_replica"]
 
 
 def run(name: str) -> bool:

@@ -202,12 +202,32 @@ def _locomo(path: Path, data: dict[str, Any]) -> list[Row]:
 
 
 # name of the result files → what its targets are
+def _import_live(path: Path, data: dict[str, Any]) -> list[Row]:
+    quiet, live, imp = data["quiet"], data["live_during_import"], data["import_live"]
+    size = f"{data['import_alone']['lines']:,} lines a corpus, live hooks at {data['args']['rate']}/s"
+    handoff, quiet_handoff = imp.get("handoff") or {}, data.get("quiet_handoff") or {}
+    return [
+        Row(f"live `/hook` p95 during an import ({size})", "≤ 3× quiet or ≤ 25 ms",
+            f"{_ms(live['p95_ms'])} ({data['p95_ratio']}×)", f"quiet p95 {_ms(quiet['p95_ms'])}, "
+            f"{_load(data)}", data["p95_met"], path.name),
+        Row("live `/hook` 429s during an import", "0", f"{live['status_429']:,} of {live['requests']:,}",
+            f"quiet: {quiet['status_429']:,} of {quiet['requests']:,}", data["no_429_met"], path.name),
+        Row("handoff of a session that ends during an import (end → stored; claim)", "its usual time",
+            f"{handoff.get('handoff_s')} s; claim {handoff.get('claim_s')} s",
+            f"quiet {quiet_handoff.get('handoff_s')} s; claim {quiet_handoff.get('claim_s')} s; import "
+            f"{handoff.get('import_stored_share_at_end')} stored then", data["handoff_met"], path.name),
+        Row("import lines/s until stored, alone / with live hooks", "—",
+            f"{data['import_alone']['lines_per_s']:,} / {imp['lines_per_s']:,}", size, None, path.name),
+    ]
+
+
 TARGETS: dict[str, Callable[[Path, dict[str, Any]], list[Row]]] = {
     "hook_ingest": _hook_ingest,
     "wake_cost": _wake_cost,
     "writer_throughput": _writer,
     "query_latency": _query,
     "locomo-none": _locomo,
+    "import_live": _import_live,
 }
 
 

@@ -47,12 +47,13 @@ def rows(settings, sql: str, args=()) -> list[sqlite3.Row]:
         conn.close()
 
 
-def aimem_import(client_dir: Path, url: str, *args: str) -> dict:
+def aimem_import(client_dir: Path, url: str, *args: str, status: int = 0) -> dict:
+    """Run ``aimem import --json``; assert its exit ``status`` (2: some lines malformed or rejected)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
     env.update(AIMEM_DATA_DIR=str(client_dir), AIMEM_INGRESS_URL=url)
     proc = subprocess.run([str(Path(sys.executable).with_name("aimem")), "import", "--json", *args],
                           capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == status, proc.stderr
     return json.loads(proc.stdout)
 
 
@@ -82,11 +83,16 @@ def test_generated_corpus_imports_once_incrementally_and_without_secrets(service
     assert len(corpus.files) >= 200
     client = tmp_path / "client"
 
-    first = aimem_import(client, url, "--home", str(corpus.home))
+    first = aimem_import(client, url, "--home", str(corpus.home), status=2)  # the corpus has malformed lines
     settle(settings, url)
     expected = {sid: n for sid, n in corpus.expected.items() if sid not in corpus.capture_off}
     assert first["sessions_skipped_capture"] == len(corpus.capture_off) > 0
     assert first["malformed_lines"] == corpus.malformed_lines > 0
+    assert len(first["malformed_at"]) == min(5, corpus.malformed_lines)
+    assert all(":" in where and Path(where.rsplit(":", 1)[0]).is_file() for where in first["malformed_at"])
+    # every stored observation was told as new; the resumed sessions' copied lines as already there
+    assert first["new"] == sum(expected.values())
+    assert first["new"] + first["already"] + first["captured_live"] == first["events"] - first["rejected_events"]
     assert first["truncated_files"] == corpus.truncated_files > 0
     assert first["events"] >= sum(expected.values())
     assert counts(settings) == expected  # every session, each event once (resumed copies too)
@@ -113,10 +119,11 @@ def test_generated_corpus_imports_once_incrementally_and_without_secrets(service
 
     # A second run reads nothing new; without the client's state it re-sends and stores nothing.
     again = aimem_import(client, url, "--home", str(corpus.home))
-    assert again["events"] == 0 and again["accepted"] == 0
+    assert again["events"] == 0 and again["accepted"] == 0 and again["new"] == 0
     (client / "import-state.json").unlink()
-    resent = aimem_import(client, url, "--home", str(corpus.home))
+    resent = aimem_import(client, url, "--home", str(corpus.home), status=2)
     assert resent["events"] == first["events"]
+    assert resent["new"] == 0 and resent["already"] == first["new"] + first["already"]  # none told as new
     settle(settings, url)
     assert counts(settings) == expected
 
@@ -135,6 +142,7 @@ def test_generated_corpus_imports_once_incrementally_and_without_secrets(service
         fh.write("\n".join(codex_turn(codex_cwd, clock, rng, 78)) + "\n")
     before = counts(settings)
     more = aimem_import(client, url, "--home", str(corpus.home))
+    assert more["new"] == 7
     # only the two appended files are read again (and the truncated ones, whose cut line waits)
     assert more["events"] == 4 + 3
     assert more["files_unchanged"] == len(corpus.files) - 2 - corpus.truncated_files
@@ -170,6 +178,8 @@ def test_import_after_live_capture_of_the_fixture_sessions_does_not_duplicate(se
 
     stats = aimem_import(client, url, "--path", str(SHARED / "transcripts"))
     assert stats["events"] > 0 and stats["sessions"] == 2
+    # told as such: every event belongs to a session the hooks captured, none is new
+    assert stats["captured_live"] == stats["events"] - stats["rejected_events"] and stats["new"] == 0
     settle(settings, url)
     assert counts(settings) == live  # the hooks own these sessions: the transcript adds nothing
     assert rows(settings, "SELECT count(*) AS n FROM handoffs")[0]["n"] == handoffs

@@ -29,8 +29,11 @@ from aimem_cli.transcripts import READERS
 from aimem_cli.transcripts.base import Event, FileState, ReadStats
 from aimem_cli.transcripts.gemini import project_hash
 
-BATCH_EVENTS = 500
-BATCH_BYTES = 2 * 1024 * 1024  # well under ingress's 10 MiB body cap; bounds the client's memory
+# Live first: ingress parses and validates a batch's body in one go on the event loop that
+# also answers live hooks, so a batch is kept small enough (a few ms of that work) not to
+# hold a hook up; well under ingress's 10 MiB body cap, it bounds the client's memory too.
+BATCH_EVENTS = 200
+BATCH_BYTES = 512 * 1024
 
 Sender = Callable[[bytes], dict[str, Any]]  # one encoded batch body -> the JSON answer
 
@@ -51,10 +54,20 @@ def project_identity(cwd: str | None) -> Identity | None:
     return ident if ident.project else None
 
 
+MAX_LOCATED = 5  # malformed lines named file:line in a run; the rest are counted
+MAX_REJECTED = 5  # server rejections kept with their reason
+
+
 @dataclass(slots=True)
 class ImportStats:
     """What one run did; ``sessions_skipped_capture`` sessions and ``events_excluded``
-    events (a file the marker's ``exclude`` globs match) were never sent."""
+    events (a file the marker's ``exclude`` globs match) were never sent.
+
+    Of the ``events`` sent, the server says (``POST /hook/import``, as the store stood when each
+    batch arrived): ``new``, ``already`` there, ``captured_live`` (their session was captured by
+    hooks: live capture wins), and ``rejected_events`` (could not be normalised). ``accepted``
+    and ``duplicates`` count every acknowledged item, session ends included.
+    """
 
     files: int = 0
     files_unchanged: int = 0
@@ -63,7 +76,12 @@ class ImportStats:
     events: int = 0
     accepted: int = 0
     duplicates: int = 0
+    new: int = 0
+    already: int = 0
+    captured_live: int = 0
     malformed_lines: int = 0
+    malformed_at: list[str] = field(default_factory=list)  # "path:line" (or "path"), the first MAX_LOCATED
+    rejected: list[str] = field(default_factory=list)  # "code: message", the first MAX_REJECTED
     truncated_files: int = 0
     rejected_events: int = 0
     events_excluded: int = 0
@@ -74,7 +92,13 @@ class ImportStats:
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
+        """The counters as a JSON-ready dict (``aimem import --json``)."""
         return asdict(self)
+
+    @property
+    def failed(self) -> bool:
+        """True when something read could not be imported: malformed lines, events the server rejected."""
+        return bool(self.malformed_lines or self.rejected_events)
 
 
 @dataclass(slots=True)
@@ -173,6 +197,9 @@ class Importer:
             self._add(client, sess.identity, end)
         self.stats.lines += rs.lines
         self.stats.malformed_lines += rs.malformed
+        for line in rs.malformed_at:
+            if len(self.stats.malformed_at) < MAX_LOCATED:
+                self.stats.malformed_at.append(f"{path}:{line}" if line else str(path))
         self.stats.truncated_files += rs.truncated
         if not filtered:
             self._pending_state[key] = state.to_json()
@@ -233,7 +260,13 @@ class Importer:
             self.stats.batches += 1
             self.stats.accepted += int(answer.get("accepted", 0))
             self.stats.duplicates += int(answer.get("duplicates", 0))
-            self.stats.rejected_events += len(answer.get("rejected") or [])
+            rejected = answer.get("rejected") or []
+            self.stats.rejected_events += len(rejected)
+            self.stats.new += int(answer.get("new", 0))
+            self.stats.already += int(answer.get("already", 0))
+            self.stats.captured_live += int(answer.get("captured_live", 0))
+            for r in rejected[:max(0, MAX_REJECTED - len(self.stats.rejected))]:
+                self.stats.rejected.append(f"{r.get('code')}: {r.get('message')}")
         self._batch = []
         self._batch_bytes = 0
         self._commit_state()

@@ -4,44 +4,70 @@ Finds each client's transcripts where it keeps them (or under ``--path``), reads
 is new since the last run (state in ``<client data dir>/import-state.json``), and posts
 batches to ingress ``/hook/import``: the same normaliser, sanitizer and project identity
 as live hooks, idempotency keys from where each event came from, historical session ends
-(pages, no handoffs). A progress bar on a terminal, a one-line summary otherwise,
-``--json`` for scripts. Exit 1 with a one-line message when the server refuses or is down.
+(pages, no handoffs). A progress bar on a terminal, then a summary a person reads
+(``summary``), ``--json`` for scripts.
+
+Exit status: 0 when everything read was imported, was there already or was skipped on
+purpose; 1 with a one-line message when the server refused or could not be reached (what it
+acknowledged so far stays, and a re-run goes on from there); 2 when the run finished but some
+lines could not be read (malformed) or the server rejected some events.
+
+Imports travel in the server's bulk lane ("Live first"): while the writer is busy with live
+work or has ``ingress.max_import_delay_s`` of imports in front of it, ingress answers 429 and
+this command waits as ``Retry-After`` says, for as long as the server keeps answering
+(``SATURATED_PATIENCE_S`` without one accepted batch ends the run with status 1).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 import typer
 
 from aimem_cli.hookclient import client_settings
-from aimem_cli.importer import Importer, discover, files_under
+from aimem_cli.importer import Importer, ImportStats, discover, files_under
 from aimem_cli.transcripts import READERS
 
 CLIENTS = ("all", *READERS)
-RETRIES = 8
+# A bulk job in the background: on a busy machine the agents' live work (and the stack serving
+# their hooks) gets the CPU first. Only ever raised: a process cannot lower it back.
+IMPORT_NICE = 10
+SATURATED_PATIENCE_S = 600.0  # 429/503 for this long in a row (no batch accepted): give up, exit 1
+MAX_RETRY_AFTER_S = 10.0
 
 
-def ingress_sender(url: str, token: str | None, *, timeout_s: float = 60.0):
-    """Return a function posting one batch to ``<url>/hook/import`` (429/503 retried, honouring
-    ``Retry-After``); it raises ``typer.Exit(1)`` after printing the server's message."""
+def ingress_sender(url: str, token: str | None, *, timeout_s: float = 60.0,
+                   patience_s: float = SATURATED_PATIENCE_S, sleep: Callable[[float], None] = time.sleep):
+    """Return a function posting one batch to ``<url>/hook/import``; it raises ``typer.Exit(1)``
+    after printing the server's message.
+
+    A 429 or 503 (the import lane's back-pressure: the writer serves live work first) is retried
+    after its ``Retry-After`` (≤ ``MAX_RETRY_AFTER_S`` s) for up to ``patience_s`` seconds; the
+    batch's idempotency keys make every retry safe.
+    """
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout_s)
 
     def send(body: bytes) -> dict[str, Any]:
-        for attempt in range(RETRIES):
+        deadline = time.monotonic() + patience_s
+        while True:
             try:
                 resp = http.post("/hook/import", content=body, headers={"Content-Type": "application/json"})
             except httpx.HTTPError as exc:
                 _fail(f"cannot reach ingress at {url}: {exc}")
-            if resp.status_code in (429, 503) and attempt < RETRIES - 1:
-                time.sleep(min(float(resp.headers.get("retry-after") or 1), 10.0))
+            if resp.status_code in (429, 503) and time.monotonic() < deadline:
+                try:
+                    wait = float(resp.headers.get("retry-after") or 1)
+                except ValueError:
+                    wait = 1.0
+                sleep(min(max(wait, 0.1), MAX_RETRY_AFTER_S))
                 continue
             if resp.status_code >= 400:
                 try:
@@ -49,9 +75,10 @@ def ingress_sender(url: str, token: str | None, *, timeout_s: float = 60.0):
                 except (ValueError, KeyError, TypeError):
                     message = resp.text[:200]
                 _fail(f"ingress answered {resp.status_code}: {message}")
+            if resp.status_code in (429, 503):
+                _fail(f"ingress stayed saturated for {patience_s:.0f} s; run the import again later"
+                      " (nothing is imported twice)")
             return resp.json()
-        _fail("ingress stayed saturated; run the import again later (nothing is imported twice)")
-        return {}
 
     return send
 
@@ -95,7 +122,11 @@ def register(app: typer.Typer) -> None:
                                                                          "for page writes (default: config)."),
         workspace: str = typer.Option(None, "--workspace", help="--from-export: restore into this workspace."),
     ) -> None:
-        """Import the agents' own transcripts: idempotent, incremental, historical (no handoffs)."""
+        """Import the agents' own transcripts: idempotent, incremental, historical (no handoffs).
+
+        Exit status: 0 all imported (or there already, or skipped on purpose); 1 the server refused
+        or is down; 2 some lines were malformed or some events rejected (named in the summary).
+        """
         if client not in CLIENTS:
             _fail(f"--client {client!r}: use one of {', '.join(CLIENTS)}")
         data_dir, cfg = client_settings()
@@ -109,22 +140,65 @@ def register(app: typer.Typer) -> None:
                        f"restored {result['pages']} pages, {result['sessions']} sessions "
                        f"({result['observations']} observations) into {result['workspace']}/{result['project']}")
             return
+        try:
+            os.nice(IMPORT_NICE)
+        except OSError:  # not permitted here: the import runs at the caller's priority
+            pass
         files = (files_under(path, client) if path else discover(client, home or Path.home()))
         importer = Importer(sender=None if dry_run else ingress_sender(url, tok),
                             state_path=None if dry_run else data_dir / "import-state.json",
                             since=parse_since(since), project=project)
         stats = _run_with_progress(importer, files, show=not as_json and sys.stderr.isatty())
         out = stats.to_json() | {"dry_run": dry_run}
-        if as_json:
-            typer.echo(json.dumps(out))
-            return
-        typer.echo(
-            f"{'read' if dry_run else 'imported'} {stats.files} files ({stats.files_unchanged} unchanged), "
-            f"{stats.sessions} sessions, {stats.lines} lines → {stats.events} events"
-            + ("" if dry_run else f" ({stats.accepted} accepted, {stats.duplicates} already there)")
-            + f"; skipped: {stats.sessions_skipped_capture} sessions with capture off, "
-              f"{stats.events_excluded} events on excluded files, {stats.malformed_lines} malformed lines, {stats.truncated_files} truncated files; "
-              f"{stats.seconds:.1f} s")
+        typer.echo(json.dumps(out) if as_json else summary(stats, dry_run=dry_run))
+        if stats.failed and not dry_run:  # a dry run attempts nothing, so nothing failed
+            raise typer.Exit(2)
+
+
+def summary(stats: ImportStats, *, dry_run: bool = False) -> str:
+    """The run told to a person: a headline that says whether anything new was imported, then
+    found / new / already there / skipped (captured live, excluded files, ``capture = false``) /
+    malformed (first ``file:line``s, then a count) / rejected, and where the counts come from."""
+    n = f"{stats.events:,}"
+    read = (f"{stats.files:,} files ({stats.files_unchanged:,} unchanged), {stats.sessions:,} sessions, "
+            f"{stats.lines:,} lines → {n} events")
+    if dry_run:
+        lines = [f"dry run: read {read}; nothing sent"]
+    elif stats.new:
+        lines = [f"imported {stats.new:,} new events from {read}"]
+    else:
+        lines = [f"nothing new to import: read {read}"]
+    if not dry_run and stats.events:
+        lines.append(f"  new:            {stats.new:,}")
+        lines.append(f"  already there:  {stats.already:,}")
+        lines.append(f"  captured live:  {stats.captured_live:,} (hooks stored those sessions as they happened;"
+                     " live capture wins)")
+    skipped = []
+    if stats.events_excluded:
+        skipped.append(f"{stats.events_excluded:,} events naming excluded files")
+    if stats.sessions_skipped_capture:
+        skipped.append(f"{stats.sessions_skipped_capture:,} sessions of repositories with capture = false")
+    if stats.sessions_skipped_filter:
+        skipped.append(f"{stats.sessions_skipped_filter:,} sessions of other projects (--project)")
+    if stats.sessions_without_project:
+        skipped.append(f"{stats.sessions_without_project:,} sessions without a project (no cwd)")
+    if skipped:
+        lines.append("  not sent:       " + "; ".join(skipped))
+    if stats.malformed_lines:
+        more = stats.malformed_lines - len(stats.malformed_at)
+        where = ", ".join(stats.malformed_at) + (f" and {more:,} more" if more > 0 else "")
+        lines.append(f"  malformed:      {stats.malformed_lines:,} lines not readable: {where}")
+    if stats.rejected_events:
+        more = stats.rejected_events - len(stats.rejected)
+        lines.append(f"  rejected:       {stats.rejected_events:,} events the server could not read: "
+                     + "; ".join(stats.rejected) + (f" and {more:,} more" if more > 0 else ""))
+    if stats.truncated_files:
+        lines.append(f"  unfinished:     {stats.truncated_files:,} files end in a partial line, read next run")
+    if not dry_run and stats.new:
+        lines.append("  (counted when the server accepted each batch; the writer applies imports after live"
+                     " work, so they may take a moment to be searchable)")
+    lines.append(f"{stats.seconds:.1f} s" + ("; some input could not be imported (exit 2)" if stats.failed else ""))
+    return "\n".join(lines)
 
 
 def _run_with_progress(importer: Importer, files: list, *, show: bool):

@@ -36,7 +36,8 @@ def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonO
 
     def human(d: dict) -> None:
         typer.echo(f"aimem {d.get('version')}  schema v{d.get('schema_version')}  data dir {d.get('data_dir')}")
-        typer.echo(f"db {(d.get('db_bytes') or 0) / 1e6:.1f} MB  writer lag {d.get('writer_lag')}"
+        imports = f"  imports waiting {d['import_lag']}" if d.get("import_lag") else ""
+        typer.echo(f"db {(d.get('db_bytes') or 0) / 1e6:.1f} MB  writer lag {d.get('writer_lag')}{imports}"
                    f"  dead letters {d.get('dead_letters_open', 0)}")
         last = d.get("last_checkpoint") or {}
         typer.echo(f"last checkpoint {last.get('short', '-')} {last.get('time', '')}")

@@ -65,11 +65,37 @@ class FileState:
 
 @dataclass(slots=True)
 class ReadStats:
-    """Counters of one read: lines seen, malformed (skipped), a truncated tail left unread."""
+    """Counters of one read: lines seen, malformed (skipped), a truncated tail left unread;
+    ``malformed_at``: the 1-based line numbers of the first ``MAX_LOCATED`` malformed lines
+    (0: the file as a whole, for the one-document formats)."""
 
     lines: int = 0
     malformed: int = 0
     truncated: int = 0
+    malformed_at: list[int] = field(default_factory=list)
+
+    def bad(self, line: int = 0) -> None:
+        """Count a malformed line (or document: ``line`` 0) and keep where it is, for the first few."""
+        self.malformed += 1
+        if len(self.malformed_at) < MAX_LOCATED:
+            self.malformed_at.append(line)
+
+
+MAX_LOCATED = 5  # malformed lines located (file:line) per file; the rest are counted
+
+
+def line_number(path: Path, offset: int) -> int:
+    """The 1-based number of the line that starts at byte ``offset`` of ``path`` (reads up to it)."""
+    count = 0
+    with open(path, "rb") as fh:
+        left = offset
+        while left > 0:
+            chunk = fh.read(min(left, 1 << 20))
+            if not chunk:
+                break
+            count += chunk.count(b"\n")
+            left -= len(chunk)
+    return count + 1
 
 
 def json_lines(path: Path, state: FileState, stats: ReadStats) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -92,7 +118,7 @@ def json_lines(path: Path, state: FileState, stats: ReadStats) -> Iterator[tuple
                 while raw and not raw.endswith(b"\n"):
                     raw = fh.readline(1024 * 1024)
                 stats.lines += 1
-                stats.malformed += 1
+                stats.bad(line_number(path, start) if len(stats.malformed_at) < MAX_LOCATED else 0)
                 state.offset = fh.tell()
                 continue
             if not raw.strip():
@@ -105,7 +131,7 @@ def json_lines(path: Path, state: FileState, stats: ReadStats) -> Iterator[tuple
             stats.lines += 1
             state.offset = fh.tell()
             if obj is None:
-                stats.malformed += 1
+                stats.bad(line_number(path, start) if len(stats.malformed_at) < MAX_LOCATED else 0)
                 continue
             yield start, obj
 

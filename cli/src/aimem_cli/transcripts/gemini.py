@@ -44,14 +44,14 @@ def read(path: Path, state: FileState, stats: ReadStats, hints: dict[str, str] |
     state.offset = size
     sid = doc.get("sessionId")
     if not isinstance(sid, str) or not sid:
-        stats.malformed += 1
+        stats.bad()
         return
     cwd = (hints or {}).get(str(doc.get("projectHash") or ""))
     seen = int(state.ctx.get("seen", 0))
     for msg in doc["messages"][seen:]:
         stats.lines += 1
         if not isinstance(msg, dict):
-            stats.malformed += 1
+            stats.bad()
             continue
         yield from _message(sid, cwd, msg)
     state.ctx["seen"] = len(doc["messages"])

@@ -30,7 +30,7 @@ def _load(path: Path, stats: ReadStats) -> dict[str, Any] | None:
     try:
         doc = json.loads(path.read_bytes())
     except (OSError, ValueError, RecursionError):
-        stats.malformed += 1
+        stats.bad()
         return None
     return doc if isinstance(doc, dict) else None
 

@@ -4,11 +4,14 @@ Contract (DESIGN.md "The bus"):
 
 * ``AIMEM_MUT`` (subjects ``aimem.mut.>``): file storage, WorkQueue retention, bounded
   ``max_bytes`` with ``discard=new`` (a full stream is back-pressure), 2-minute dedupe.
+* ``AIMEM_BULK`` (subjects ``aimem.bulk.>``): the bulk lane (``aimem import``), the same
+  settings with its own ``bulk_max_bytes``; the writer's second durable, ``writer-bulk``,
+  takes from it only what the live lane leaves room for ("Live first").
 * ``AIMEM_EVT`` (``aimem.evt.>``): limits retention, what the writer committed.
 * Headers: ``Nats-Msg-Id`` (dedupe), W3C ``traceparent``, ``Aimem-Reply-To`` (the caller's
   inbox when it waits for the writer's ``{cmd_id, ok, result|error}`` reply).
-* Streams and the ``writer`` consumer are provisioned explicitly (``ensure_streams``,
-  ``ensure_writer_consumer``), never implicitly by a subscribe.
+* Streams and the ``writer`` and ``writer-bulk`` consumers are provisioned explicitly
+  (``ensure_streams``, ``ensure_writer_consumer``), never implicitly by a subscribe.
 """
 
 from __future__ import annotations
@@ -59,6 +62,13 @@ EVT_STREAM = "AIMEM_EVT"
 MUT_SUBJECTS = "aimem.mut.>"
 EVT_SUBJECTS = "aimem.evt.>"
 WRITER_DURABLE = "writer"
+# The bulk lane: its own stream (a WorkQueue stream takes one consumer per subject, and
+# ``aimem.mut.>`` already has the live one), so its back-pressure and lag are its own.
+BULK_STREAM = "AIMEM_BULK"
+BULK_SUBJECTS = "aimem.bulk.>"
+BULK_DURABLE = "writer-bulk"
+LIVE, BULK = "live", "bulk"  # the lanes: (stream, durable, subject prefix) in LANES
+LANES = {LIVE: (MUT_STREAM, WRITER_DURABLE, "aimem.mut"), BULK: (BULK_STREAM, BULK_DURABLE, "aimem.bulk")}
 # Core NATS (not JetStream): the writer announces whether it can store, about once a second.
 WRITER_STATUS_SUBJECT = "aimem.status.writer"
 REPLY_HEADER = "Aimem-Reply-To"
@@ -72,9 +82,10 @@ REPLAY_HEADER = "Aimem-Replay-Of"
 _FULL_ERR_CODES = {10077, 10047, 10028}
 
 
-def mut_subject(op: str) -> str:
-    """Return the subject of a mutation op, e.g. ``aimem.mut.page.write``."""
-    return f"aimem.mut.{op}"
+def mut_subject(op: str, lane: str = LIVE) -> str:
+    """Return the subject of a mutation op in ``lane``, e.g. ``aimem.mut.page.write`` (live) or
+    ``aimem.bulk.observation.append`` (bulk)."""
+    return f"{LANES[lane][2]}.{op}"
 
 
 def evt_subject(kind: str) -> str:
@@ -137,7 +148,7 @@ async def _probe(url: str, timeout_s: float) -> bool:
 
 
 async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
-    """Create or update ``AIMEM_MUT`` and ``AIMEM_EVT`` with the DESIGN.md settings.
+    """Create or update ``AIMEM_MUT``, ``AIMEM_BULK`` and ``AIMEM_EVT`` with the DESIGN.md settings.
 
     Both get ``settings.stream_replicas`` replicas (R3 on a three-server cluster: a PubAck
     then means a majority of the servers stored the command). The ``writer`` consumer
@@ -163,6 +174,17 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
         duplicate_window=float(settings.duplicate_window_s),
         num_replicas=settings.stream_replicas,
     )
+    bulk = StreamConfig(
+        name=BULK_STREAM,
+        subjects=[BULK_SUBJECTS],
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        max_bytes=settings.bulk_max_bytes,
+        max_msg_size=settings.mut_max_msg_bytes,
+        discard=DiscardPolicy.NEW,
+        duplicate_window=float(settings.duplicate_window_s),
+        num_replicas=settings.stream_replicas,
+    )
     evt = StreamConfig(
         name=EVT_STREAM,
         subjects=[EVT_SUBJECTS],
@@ -174,7 +196,7 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
         duplicate_window=float(settings.duplicate_window_s),
         num_replicas=settings.stream_replicas,
     )
-    for cfg in (mut, evt):
+    for cfg in (mut, bulk, evt):
         await _ensure_stream_fitting(js, cfg)
 
 
@@ -247,38 +269,42 @@ async def ensure_streams_when_ready(js: JetStreamContext, settings: BusSettings,
             await asyncio.sleep(0.5)
 
 
-def writer_consumer_config(*, ack_wait_s: float) -> ConsumerConfig:
-    """Return the ``writer`` durable's config (explicit ack, unlimited deliveries).
+def writer_consumer_config(*, ack_wait_s: float, lane: str = LIVE) -> ConsumerConfig:
+    """Return the config of the writer's durable of ``lane`` (``writer`` or ``writer-bulk``:
+    explicit ack, unlimited deliveries, the lane's whole stream).
 
     ``max_deliver`` is -1 on purpose: the server must never stop redelivering a command on
     its own (a store fault can last longer than any fixed count). The writer decides when a
     command is given up and keeps it as a dead letter (``writer.max_deliver``).
     """
+    _, durable, prefix = LANES[lane]
     return ConsumerConfig(
-        durable_name=WRITER_DURABLE,
+        durable_name=durable,
         ack_policy=AckPolicy.EXPLICIT,
         ack_wait=float(ack_wait_s),
         max_deliver=-1,
         max_ack_pending=20_000,
-        filter_subject=MUT_SUBJECTS,
+        filter_subject=f"{prefix}.>",
     )
 
 
 async def ensure_writer_consumer(js: JetStreamContext, *, ack_wait_s: float) -> None:
-    """Create the durable pull consumer ``writer`` on ``AIMEM_MUT``, or converge it.
+    """Create the writer's durable pull consumers, ``writer`` on ``AIMEM_MUT`` and
+    ``writer-bulk`` on ``AIMEM_BULK``, or converge them.
 
     An existing durable with other settings (an older ``ack_wait`` or a bounded
     ``max_deliver``) is updated in place; its pending and in-flight messages stay.
     """
-    cfg = writer_consumer_config(ack_wait_s=ack_wait_s)
-    try:
-        await js.add_consumer(MUT_STREAM, cfg)
-    except nats.js.errors.BadRequestError:
-        info = await js.consumer_info(MUT_STREAM, WRITER_DURABLE)
-        cur = info.config
-        cur.ack_wait = cfg.ack_wait
-        cur.max_deliver = cfg.max_deliver
-        await js.update_consumer(MUT_STREAM, cur)
+    for lane, (stream, durable, _) in LANES.items():
+        cfg = writer_consumer_config(ack_wait_s=ack_wait_s, lane=lane)
+        try:
+            await js.add_consumer(stream, cfg)
+        except nats.js.errors.BadRequestError:
+            info = await js.consumer_info(stream, durable)
+            cur = info.config
+            cur.ack_wait = cfg.ack_wait
+            cur.max_deliver = cfg.max_deliver
+            await js.update_consumer(stream, cur)
 
 
 def trace_headers(headers: dict[str, str] | None = None) -> dict[str, str]:
@@ -399,9 +425,10 @@ class Bus:
 
     async def publish(
         self, env: Envelope, *, reply_to: str | None = None, timeout_s: float | None = None,
-        msg_id: str | None = None, replay_of: int | None = None,
+        msg_id: str | None = None, replay_of: int | None = None, lane: str = LIVE,
     ) -> PublishResult:
-        """Publish ``env`` to ``aimem.mut.<op>`` and wait for the PubAck.
+        """Publish ``env`` to ``aimem.mut.<op>`` (``lane=BULK``: ``aimem.bulk.<op>``, the
+        bulk lane of imports) and wait for the PubAck.
 
         Returns ``PublishResult(seq, duplicate)``; a duplicate (same ``Nats-Msg-Id`` within
         the dedupe window) is not stored twice. ``msg_id`` overrides the ``Nats-Msg-Id``
@@ -410,7 +437,7 @@ class Bus:
         letter's id) marks the message as that dead letter's replay (``REPLAY_HEADER``).
 
         Raises:
-            BackPressureError: the stream is full (``discard=new``).
+            BackPressureError: the lane's stream is full (``discard=new``).
             UnavailableError: NATS unreachable or no PubAck within ``timeout_s``.
         """
         headers = {MSG_ID_HEADER: msg_id or env.dedupe_id}
@@ -418,7 +445,7 @@ class Bus:
             headers[REPLY_HEADER] = reply_to
         if replay_of is not None:
             headers[REPLAY_HEADER] = str(replay_of)
-        return await self._publish(env.op, env.model_dump_json().encode(), headers, env.cmd_id, 1, timeout_s)
+        return await self._publish(env.op, env.model_dump_json().encode(), headers, env.cmd_id, 1, timeout_s, lane)
 
     async def publish_bundle(self, envs: list[Envelope], parts: list[bytes], *,
                              timeout_s: float | None = None) -> PublishResult:
@@ -435,10 +462,10 @@ class Bus:
         return await self._publish(BUNDLE_OP, encode_bundle(parts), headers, envs[0].cmd_id, len(envs), timeout_s)
 
     async def _publish(self, op: str, data: bytes, headers: dict[str, str], message_id: str, commands: int,
-                       timeout_s: float | None) -> PublishResult:
-        """Publish ``data`` on ``aimem.mut.<op>`` with ``headers`` (+ the trace context) and map
-        the PubAck or its failure (see ``publish``)."""
-        subject = mut_subject(op)
+                       timeout_s: float | None, lane: str = LIVE) -> PublishResult:
+        """Publish ``data`` on ``lane``'s subject of ``op`` with ``headers`` (+ the trace context)
+        and map the PubAck or its failure (see ``publish``)."""
+        subject = mut_subject(op, lane)
         timeout = timeout_s if timeout_s is not None else self.settings.publish_timeout_s
         span = nullcontext() if not tracing_enabled() else self._tracer.start_as_current_span(
             f"{subject} publish",
@@ -458,7 +485,7 @@ class Bus:
             except nats.js.errors.APIError as exc:
                 if exc.err_code in _FULL_ERR_CODES or "maximum" in (exc.description or "").lower():
                     raise BackPressureError(
-                        "command stream is full; retry later", retry_after_s=2, data={"stream": MUT_STREAM}
+                        "command stream is full; retry later", retry_after_s=2, data={"stream": LANES[lane][0]}
                     ) from exc
                 raise UnavailableError(f"JetStream refused the command: {exc.description}", code="bus_error") from exc
             except (nats.errors.TimeoutError, nats.errors.NoRespondersError, asyncio.TimeoutError) as exc:
@@ -521,24 +548,27 @@ class Bus:
                 pass
         return parse_reply(raw)
 
-    async def writer_lag(self) -> int:
-        """Return the writer consumer's pending count (commands not yet delivered + unacked).
+    async def writer_lag(self, lane: str = LIVE) -> int:
+        """Return the pending count of the writer's consumer of ``lane`` (commands not yet
+        delivered + unacked).
 
         Raises:
             UnavailableError: consumer info cannot be read.
         """
-        return (await self.writer_progress()).pending
+        return (await self.writer_progress(lane)).pending
 
-    async def writer_progress(self) -> WriterProgress:
-        """Return the writer consumer's pending count and its ack floor (one ``consumer_info``).
+    async def writer_progress(self, lane: str = LIVE) -> WriterProgress:
+        """Return the pending count and the ack floor of the writer's consumer of ``lane`` (one
+        ``consumer_info``): ``writer`` (live) or ``writer-bulk`` (imports).
 
         A missing consumer (the writer never started) reads as nothing pending.
 
         Raises:
             UnavailableError: consumer info cannot be read.
         """
+        stream, durable, _ = LANES[lane]
         try:
-            info = await self.js.consumer_info(MUT_STREAM, WRITER_DURABLE, timeout=1.0)
+            info = await self.js.consumer_info(stream, durable, timeout=1.0)
         except nats.js.errors.NotFoundError:
             return WriterProgress(0, 0)
         except Exception as exc:

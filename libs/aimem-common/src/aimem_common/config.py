@@ -65,6 +65,7 @@ class BusSettings(BaseModel):
     stream_replicas: int = Field(1, ge=1, le=5)
     connect_timeout_s: float = 2.0
     mut_max_bytes: int = 1024 * 1024 * 1024  # AIMEM_MUT cap; full stream = 429 back-pressure
+    bulk_max_bytes: int = 256 * 1024 * 1024  # AIMEM_BULK cap (imports); full = 429 to the importer only
     mut_max_msg_bytes: int = 8 * 1024 * 1024  # ≤ the server's max_payload (8 MiB in aimem up)
     evt_max_bytes: int = 256 * 1024 * 1024
     evt_max_age_s: int = 7 * 24 * 3600
@@ -113,6 +114,12 @@ class WriterSettings(BaseModel):
     # when hooks trickle in (0 = apply each fetch at once).
     batch_linger_ms: float = 50.0
     batch_linger_msgs: int = 64
+    # Live first: commands of the bulk lane (imports) join a batch only while the live lane has
+    # nothing pending, in slices sized to apply in about bulk_slice_ms (from the measured cost
+    # of a command) and at most bulk_batch_max_msgs, so a live command that arrives meanwhile
+    # waits behind at most the slice being applied and the one fetched.
+    bulk_batch_max_msgs: int = 512
+    bulk_slice_ms: float = 100.0
     # A message unacked this long is redelivered (a killed writer's batch comes back this
     # fast); a long apply sends in-progress acks every ack_wait_s/3 so it is not.
     ack_wait_s: float = 5.0
@@ -138,6 +145,9 @@ class IngressSettings(BaseModel):
     # Time bound: 429 once the writer is this many seconds behind (pending commands / its
     # measured apply rate, or how long it has made no progress with work pending).
     max_writer_delay_s: float = 15.0
+    # The bulk lane's own bound (POST /hook/import): 429 to the importer, which retries, once the
+    # writer has this many seconds of imports in front of it. Live hooks never see it.
+    max_import_delay_s: float = 10.0
     lag_check_interval_s: float = 1.0  # ingress reads the writer's progress on its own clock
     writer_status_stale_s: float = 5.0  # a store-fault announcement older than this is ignored
     retry_after_s: int = 2

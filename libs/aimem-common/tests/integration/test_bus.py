@@ -38,6 +38,18 @@ async def test_streams_have_design_settings(nats_server) -> None:
         assert mut.max_bytes == settings.mut_max_bytes
         evt = (await js.stream_info(busmod.EVT_STREAM)).config
         assert evt.subjects == ["aimem.evt.>"] and str(getattr(evt.retention, "value", evt.retention)) == "limits"
+        # Live first: the bulk lane is its own work queue with its own bound.
+        bulk = (await js.stream_info(busmod.BULK_STREAM)).config
+        assert bulk.subjects == ["aimem.bulk.>"] and bulk.max_bytes == settings.bulk_max_bytes
+        assert str(getattr(bulk.retention, "value", bulk.retention)) == "workqueue"
+        assert str(getattr(bulk.discard, "value", bulk.discard)) == "new" and bulk.duplicate_window == 120
+        # The writer's two durables, one per stream (a work queue takes no overlapping consumers).
+        await busmod.ensure_writer_consumer(js, ack_wait_s=5.0)
+        await busmod.ensure_writer_consumer(js, ack_wait_s=5.0)  # idempotent
+        live = (await js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE)).config
+        imports = (await js.consumer_info(busmod.BULK_STREAM, busmod.BULK_DURABLE)).config
+        assert (live.filter_subject, imports.filter_subject) == ("aimem.mut.>", "aimem.bulk.>")
+        assert imports.max_deliver == -1 and imports.ack_wait == 5.0
     finally:
         await nc.close()
 

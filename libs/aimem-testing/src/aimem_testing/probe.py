@@ -25,18 +25,20 @@ def db_rows(db_path: Path, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
         conn.close()
 
 
-async def mut_messages(js) -> list[tuple[dict, dict]]:
-    """Every message on the command stream as ``(envelope, headers)``, read by sequence (no
-    consumer), oldest first; ``[]`` while it is empty. ``js``: a nats-py JetStream context."""
+async def mut_messages(js, stream: str | None = None) -> list[tuple[dict, dict]]:
+    """Every message on the command stream (``stream``: another one, e.g. ``AIMEM_BULK``) as
+    ``(envelope, headers)``, read by sequence (no consumer), oldest first; ``[]`` while it is
+    empty. ``js``: a nats-py JetStream context."""
     import json
 
     from aimem_common.bus import MUT_STREAM
 
-    info = await js.stream_info(MUT_STREAM)
+    stream = stream or MUT_STREAM
+    info = await js.stream_info(stream)
     if info.state.messages == 0:
         return []
     out = []
     for seq in range(info.state.first_seq, info.state.last_seq + 1):
-        msg = await js.get_msg(MUT_STREAM, seq)
+        msg = await js.get_msg(stream, seq)
         out.append((json.loads(msg.data), dict(msg.headers or {})))
     return out

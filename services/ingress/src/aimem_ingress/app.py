@@ -8,8 +8,10 @@ live in ``routes.py`` and reach the context through ``deps.py``.
 
 from __future__ import annotations
 
+from functools import partial
+
 from aimem_common.bundles import Gatherer
-from aimem_common.bus import WRITER_STATUS_SUBJECT
+from aimem_common.bus import BULK, WRITER_STATUS_SUBJECT
 from aimem_common.config import Settings
 from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry, tracing_enabled
@@ -35,17 +37,24 @@ def create_app(settings: Settings) -> ServiceApp:
         gate = LagGate(bus.writer_progress, max_lag=cfg.max_writer_lag, max_delay_s=cfg.max_writer_delay_s,
                        interval_s=cfg.lag_check_interval_s, retry_after_s=cfg.retry_after_s,
                        status_stale_s=cfg.writer_status_stale_s)
-        await nc.subscribe(WRITER_STATUS_SUBJECT, cb=gate.on_writer_status)
-        await gate.refresh()
-        gate.start()
-        s.stack.push_async_callback(gate.close)
+        # Live first: imports have their own gate on the bulk lane's backlog; the hooks' gate
+        # counts only the live lane, so an import never turns a hook into a 429.
+        import_gate = LagGate(partial(bus.writer_progress, BULK), max_lag=cfg.max_writer_lag,
+                              max_delay_s=cfg.max_import_delay_s, interval_s=cfg.lag_check_interval_s,
+                              retry_after_s=cfg.retry_after_s, status_stale_s=cfg.writer_status_stale_s)
+        for g in (gate, import_gate):
+            await nc.subscribe(WRITER_STATUS_SUBJECT, cb=g.on_writer_status)
+            await g.refresh()
+            g.start()
+            s.stack.push_async_callback(g.close)
         pool = await s.read_pool(size=READ_POOL_SIZE, budget_ms=settings.query.query_budget_ms, wait_s=0, lazy=True)
         # Traced, every hook travels alone: one trace per hook from ingress to git commit.
         hooks = Gatherer(bus, max_cmds=1 if tracing_enabled() else cfg.bundle_max_cmds,
                          max_bytes=min(settings.bus.mut_max_msg_bytes // 2, BUNDLE_MAX_BYTES),
                          max_inflight=cfg.bundle_max_inflight, enabled=gate.writer_reads_bundles)
-        return IngressContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, gate=gate, metrics=metrics,
-                              read_pool=pool, hooks=hooks, purged=PurgedSessions(pool, bus),
+        return IngressContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, gate=gate,
+                              import_gate=import_gate, metrics=metrics, read_pool=pool, hooks=hooks,
+                              purged=PurgedSessions(pool, bus),
                               claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
 
     app = create_service_app("ingress", settings, telemetry, start,

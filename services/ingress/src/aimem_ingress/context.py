@@ -46,7 +46,8 @@ class IngressContext(ServiceContext):
     accepted (JetStream buffers them) even before a writer has ever created the database.
     """
 
-    gate: LagGate
+    gate: LagGate  # the live lane: hooks, session-start claims
+    import_gate: LagGate  # the bulk lane: POST /hook/import (its own backlog bound, never the hooks')
     metrics: HookMetrics
     read_pool: ReaderPool
     hooks: Gatherer  # the hook commands' publisher: concurrent hooks share a JetStream message
@@ -57,12 +58,13 @@ class IngressContext(ServiceContext):
         """Run ``fn(conn, *args)`` on ``read_pool``; ``None`` (logged) when it cannot answer.
 
         A missing or not-yet-migrated database (``db_not_ready``) or a read past the pool's
-        budget (``query_timeout``) only leaves the session-start context without its brief.
+        budget (``query_timeout``) only leaves the session-start context without its brief
+        (or an import batch unclassified: every event is sent).
         """
         try:
             return await self.read_pool.run(fn, *args)
         except UnavailableError as exc:
-            log.info("session-start brief skipped: %s", exc.message)
+            log.info("read skipped (%s): %s", getattr(fn, "__name__", "read"), exc.message)
             return None
 
     async def health(self) -> dict[str, Any]:
@@ -74,5 +76,6 @@ class IngressContext(ServiceContext):
                 # False while JetStream leaves publishes unacknowledged (its store failed).
                 "jetstream": self.bus.jetstream_storing(),
                 "writer_lag": self.gate.lag, "writer_delay_s": round(self.gate.delay_s, 1),
+                "import_lag": self.import_gate.lag, "import_delay_s": round(self.import_gate.delay_s, 1),
                 # Red while the writer reports it cannot store: hooks get 507/503, not a 202.
                 "writer_store": {"ok": False, **fault} if fault else True}

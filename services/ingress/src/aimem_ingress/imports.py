@@ -10,6 +10,18 @@ What differs: observations are marked ``imported`` (the writer skips them for a 
 that hooks captured live) and an ``{"end": true}`` item becomes a ``historical``
 ``session.end`` (page with the transcript's own times, no handoff).
 
+Live first (DESIGN.md "Hook ingress"): imported commands travel in the bulk lane
+(``aimem.bulk.<op>`` on ``AIMEM_BULK``), which the writer applies only when the live lane has
+nothing pending; their back-pressure is the import gate (``ingress.max_import_delay_s`` of
+bulk backlog, or the bulk stream full: 429 to the importer, which retries), never the live
+one. The normalising yields to the event loop every ``YIELD_EVERY`` events so that a live
+hook arriving meanwhile is not held behind a whole batch.
+
+Before publishing, ingress asks the store what it knows (``aimem_common.read.imports``):
+an event whose key the writer has applied is not sent again (``already``), nor one of a
+session that hooks captured live (``captured_live``: the writer would skip it anyway).
+Both are what the store knew when the batch arrived.
+
 Body (JSON, ≤ ``ingress.max_body_bytes``)::
 
     {"agent": "claude-code", "workspace": "default", "project": "acme-api",
@@ -26,16 +38,21 @@ so an imported session lands in the project its live hooks would have (``api-2``
 repositories are both called ``api``). They are checked like the ``/hook`` fields (400
 ``invalid_field``) and go into every envelope of the batch.
 
-Answer ``202 {"accepted": int, "duplicates": int, "rejected": [{"index", "code",
-"message"}], "purged": int}`` (``purged``: events of sessions ``aimem purge-session`` removed,
-dropped and counted on their tombstone): a payload that cannot be normalised is rejected alone (counted by the
-caller as malformed), never the batch. 400 for a malformed batch, 401, 413, 429 +
+Answer ``202 {"accepted": int, "duplicates": int, "new": int, "already": int,
+"captured_live": int, "rejected": [{"index", "code", "message"}], "purged": int}``: ``accepted`` items
+(observations and ends) acknowledged, ``duplicates`` of them already there (applied before,
+or a JetStream duplicate of an unapplied re-send); of the observation events, ``new`` sent
+as new, ``already`` there before, ``captured_live`` not sent (their session was captured by
+hooks); ``purged``: events of sessions ``aimem purge-session`` removed, dropped and
+counted on their tombstone. A payload that cannot be normalised is rejected alone (counted by the caller as
+malformed), never the batch. 400 for a malformed batch, 401, 413, 429 +
 ``Retry-After`` (stream full or writer lag: retry the whole batch, the keys dedupe), 503.
 """
 
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -44,11 +61,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aimem_common import locations
 from aimem_common.auth import Principal
+from aimem_common.bus import BULK
 from aimem_common.commands import Envelope, make_envelope
 from aimem_common.commands.envelope import first_error
 from aimem_common.commands.observations import SessionEnd
 from aimem_common.errors import BadRequestError
 from aimem_common.models import validate_name
+from aimem_common.read.imports import ImportKnown, import_known
 from aimem_common.sanitize import RawObservation, sanitize
 from aimem_ingress.body import decode_json, read_capped
 from aimem_ingress.normalize import AGENTS, AGENT_ALIASES, HookPayloadError, normalize
@@ -60,7 +79,10 @@ from aimem_ingress.routes import (
 
 router = APIRouter()
 MAX_EVENTS = 1000
-PUBLISH_CONCURRENCY = 64  # PubAcks in flight per request (one NATS connection keeps order)
+# PubAcks in flight per import request (one NATS connection keeps order): few, so that a live
+# hook's publish on the same connection waits behind at most this many imported ones.
+PUBLISH_CONCURRENCY = 16
+YIELD_EVERY = 16  # events normalised between two turns of the event loop (live hooks go between)
 
 
 class ImportItem(BaseModel):
@@ -103,25 +125,41 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
                       locations.normalize(_key_field(batch.root, "root", MAX_ROOT_CHARS)),
                       _key_field(batch.origin, "origin", MAX_ORIGIN_CHARS), batch.named, batch.repo_id)
     await require_hook_write(ctx, principal, scope)
-    segments, rejected = _envelopes(batch, agent, scope, principal)
+    segments, rejected = await _envelopes(batch, agent, scope, principal)
     segments, purged = _without_purged(ctx, segments)
     _check_ready(ctx)
-    ctx.gate.check()
-    accepted = duplicates = 0
+    ctx.import_gate.check()
+    known = await _known(ctx, scope, segments)
+    accepted = duplicates = new = already = live = 0
     for observations, end in segments:  # a session end only after its observations' PubAcks
-        for i in range(0, len(observations), PUBLISH_CONCURRENCY):
-            chunk = observations[i:i + PUBLISH_CONCURRENCY]
-            results = await asyncio.gather(*(ctx.bus.publish(env) for env in chunk))
-            accepted += len(results)
-            duplicates += sum(r.duplicate for r in results)
+        send = []
+        for env in observations:
+            if env.idempotency_key in known.applied:
+                already += 1
+            elif env.payload["session_id"] in known.live:
+                live += 1
+            else:
+                send.append(env)
+        for i in range(0, len(send), PUBLISH_CONCURRENCY):
+            chunk = send[i:i + PUBLISH_CONCURRENCY]
+            results = await asyncio.gather(*(ctx.bus.publish(env, lane=BULK) for env in chunk))
+            dup = sum(r.duplicate for r in results)
+            already += dup
+            new += len(results) - dup
             for env in chunk:
                 ctx.metrics.events.labels(agent, env.payload["kind"]).inc()
+        accepted += len(observations)
         if end is not None:
-            duplicates += (await ctx.bus.publish(end)).duplicate
             accepted += 1
+            if end.idempotency_key in known.applied:
+                duplicates += 1
+            else:
+                duplicates += (await ctx.bus.publish(end, lane=BULK)).duplicate
+    duplicates += already
     ctx.metrics.responses.labels("202").inc()
-    return JSONResponse({"accepted": accepted, "duplicates": duplicates, "rejected": rejected, "purged": purged},
-                        status_code=202)
+    return JSONResponse({"accepted": accepted, "duplicates": duplicates, "new": new, "already": already,
+                         "captured_live": live, "rejected": rejected,
+                         "purged": purged}, status_code=202)
 
 
 def _without_purged(ctx, segments: list[tuple[list[Envelope], Envelope | None]]
@@ -144,13 +182,26 @@ def _without_purged(ctx, segments: list[tuple[list[Envelope], Envelope | None]]
     return out, dropped
 
 
-def _envelopes(batch: ImportBatch, agent: str, scope: HookScope, principal: Principal
-               ) -> tuple[list[tuple[list[Envelope], Envelope | None]], list[dict[str, Any]]]:
-    """Normalise and sanitise every item; return ``([(observations, end|None)], rejected)``."""
+async def _known(ctx, scope: HookScope, segments: list[tuple[list[Envelope], Envelope | None]]) -> ImportKnown:
+    """What the store knows of the batch (applied keys, sessions captured live); nothing known when
+    the database cannot be read yet (every event is then sent; the writer dedupes and skips)."""
+    keys = [e.idempotency_key for obs, end in segments for e in (*obs, *([end] if end else [])) if e.idempotency_key]
+    sids = [e.payload["session_id"] for obs, _ in segments for e in obs]
+    known = await ctx.read(partial(import_known, workspace=scope.workspace, project=scope.project, root=scope.root,
+                                   origin=scope.origin, explicit=scope.explicit, keys=keys, session_ids=sids))
+    return known or ImportKnown()
+
+
+async def _envelopes(batch: ImportBatch, agent: str, scope: HookScope, principal: Principal
+                     ) -> tuple[list[tuple[list[Envelope], Envelope | None]], list[dict[str, Any]]]:
+    """Normalise and sanitise every item, yielding to the event loop every ``YIELD_EVERY`` items;
+    return ``([(observations, end|None)], rejected)``."""
     segments: list[tuple[list[Envelope], Envelope | None]] = []
     current: list[Envelope] = []
     rejected: list[dict[str, Any]] = []
     for index, item in enumerate(batch.events):
+        if index and index % YIELD_EVERY == 0:
+            await asyncio.sleep(0)  # live first: a hook that arrived meanwhile is answered now
         try:
             ev = normalize("generic", item.payload)
         except HookPayloadError as exc:

@@ -7,10 +7,17 @@ import pytest
 
 from aimem_common import bus as busmod
 
-from .test_hook_api import stream_msgs
+from aimem_testing.probe import mut_messages
+
+from .test_hook_api import stream_msgs as live_msgs
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 SECRET = "ghp_" + "Zq8" * 12
+
+
+async def stream_msgs(app) -> list[tuple[dict, dict]]:
+    """Every command of the bulk lane (``AIMEM_BULK``, where imports travel) as ``(envelope, headers)``."""
+    return await mut_messages(app.state.ctx.nc.jetstream(), busmod.BULK_STREAM)
 
 
 def item(key: str, kind: str, **fields) -> dict:
@@ -30,6 +37,7 @@ async def test_batch_is_normalised_sanitised_and_ends_historically(ingress):
     assert r.status_code == 202, r.text
     body = r.json()
     assert body["accepted"] == 3 and body["duplicates"] == 0
+    assert (body["new"], body["already"], body["captured_live"]) == (2, 0, 0)
     assert [x["index"] for x in body["rejected"]] == [2] and body["rejected"][0]["code"] == "missing_session_id"
     msgs = await stream_msgs(app)
     assert [e["op"] for e, _ in msgs] == ["observation.append", "observation.append", "session.end"]
@@ -42,6 +50,8 @@ async def test_batch_is_normalised_sanitised_and_ends_historically(ingress):
     assert [h[busmod.MSG_ID_HEADER].split(":", 1)[1] for _, h in msgs] == ["k1", "k2", "k4"]
     again = await client.post("/hook/import", json=batch)  # a re-run: acknowledged, stored once
     assert again.json()["duplicates"] == 3 and len(await stream_msgs(app)) == 3
+    assert (again.json()["new"], again.json()["already"]) == (0, 2)
+    assert await live_msgs(app) == []  # live first: nothing of an import in the live lane
 
 
 async def test_identity_keys_go_into_every_envelope_like_a_hook(ingress):
@@ -70,4 +80,4 @@ async def test_bad_batches_are_400_and_store_nothing(ingress, batch, code):
     client, app = ingress
     r = await client.post("/hook/import", json=batch)
     assert r.status_code == 400 and r.json()["error"]["code"] == code
-    assert await stream_msgs(app) == []
+    assert await stream_msgs(app) == [] and await live_msgs(app) == []

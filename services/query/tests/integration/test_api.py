@@ -150,7 +150,7 @@ def test_read_api_shapes(api):
         g = c.get(f"{APP}/graph").json()
         assert any(n["external"] for n in g["nodes"]) and g["edges"][0]["resolved"]
         st = c.get("/api/v1/status").json()
-        assert st["schema_version"] >= 1 and st["writer_lag"] == 0 and st["data_dir"]
+        assert st["schema_version"] >= 1 and st["writer_lag"] == 0 and st["import_lag"] == 0 and st["data_dir"]
         assert c.get("/docs").status_code == 200
         assert "/api/v1/search" in c.get("/openapi.json").json()["paths"]
 

@@ -34,6 +34,15 @@ the PubAck; only the time until they are searchable grows, by at most the linger
 only while commands arrive fast enough to fill it (``ArrivalRate``: a lone hook after a quiet
 spell is applied at once), and a command with an ``Aimem-Reply-To`` caller ends it at once.
 
+Live first (DESIGN.md "Hook ingress"): the writer has two durables, ``writer`` on ``AIMEM_MUT``
+(live hooks, MCP and admin writes) and ``writer-bulk`` on ``AIMEM_BULK`` (imports). Each fetch
+takes the live lane first; only when that left nothing pending does it add a slice of the
+bulk lane sized to apply in about ``writer.bulk_slice_ms`` (``bulk_slice``: the measured cost
+of a command, at most ``writer.bulk_batch_max_msgs``). So a live command waits behind at most
+the bulk slice being applied and the one prefetched, never behind an import's backlog, and an import goes as fast as the writer allows while nothing live
+arrives. Each lane is applied in its own stream order (an imported session's historical end
+after its observations); batches may hold both lanes (order across lanes carries no meaning).
+
 Git checkpoints are debounced: the first batch that touched the wiki schedules one
 ``writer.git_debounce_ms`` later; the batches in between ride along.
 """
@@ -67,6 +76,21 @@ log = logging.getLogger("aimem.writer.consumer")
 
 NAK_DELAY_S = 1.0
 LAG_POLL_S = 2.0
+# How long a fetch waits on a lane that may have nothing: the live lane while an import keeps
+# the bulk lane busy, and the bulk lane after an idle live fetch (seconds).
+LANE_PROBE_S = 0.01
+BULK_FIRST_SLICE = 32  # commands of the first bulk slice, before any command's cost is measured
+BULK_MIN_SLICE = 8
+COST_ALPHA = 0.3  # EWMA weight of the newest batch's apply seconds per command
+
+
+def bulk_slice(cost_s: float | None, w: WriterSettings) -> int:
+    """Commands of the bulk lane to take into one batch: as many as apply in about
+    ``w.bulk_slice_ms`` at ``cost_s`` seconds per command (``BULK_FIRST_SLICE`` before any is
+    measured), between ``BULK_MIN_SLICE`` and ``w.bulk_batch_max_msgs``."""
+    if not cost_s:
+        return min(BULK_FIRST_SLICE, w.bulk_batch_max_msgs)
+    return max(BULK_MIN_SLICE, min(w.bulk_batch_max_msgs, int(w.bulk_slice_ms / 1000 / cost_s)))
 
 
 def _behind(msgs: list) -> bool:
@@ -148,6 +172,9 @@ class Consumer:
 
     def __init__(self, settings: Settings, nc: NATS, thread: WriterThread, applier: Applier, metrics: WriterMetrics):
         self.settings = settings
+        self.bulk_busy = False  # the last bulk fetch brought commands: the live lane is only probed
+        self.cost_s: float | None = None  # apply seconds per command (EWMA): sizes the bulk slices
+        self._bulk_probed_at = 0.0  # monotonic s of the last look at an idle bulk lane
         self.nc = nc
         self.js = nc.jetstream()
         self.thread = thread
@@ -172,15 +199,16 @@ class Consumer:
         """Fetch and apply batches until ``stop()``; never raises on transient NATS errors."""
         w = self.settings.writer
         sub = await self.js.pull_subscribe_bind(durable=busmod.WRITER_DURABLE, stream=busmod.MUT_STREAM)
+        bulk_sub = await self.js.pull_subscribe_bind(durable=busmod.BULK_DURABLE, stream=busmod.BULK_STREAM)
         side = [asyncio.create_task(self._poll_lag(), name="writer-lag"),
                 asyncio.create_task(self._keep_alive(), name="writer-in-progress"),
                 asyncio.create_task(self._announce(), name="writer-status")]
         await self._count_dead_letters()
         self.ready.set()
 
-        async def fetch(size: int) -> list:
+        async def fetch_one(lane_sub, size: int, timeout_s: float) -> list:
             try:
-                msgs = await sub.fetch(size, timeout=w.fetch_timeout_s)
+                msgs = await lane_sub.fetch(size, timeout=timeout_s)
                 now = time.monotonic()
                 self._in_hand.update((id(m), [m, now]) for m in msgs)
                 return msgs
@@ -191,6 +219,9 @@ class Consumer:
                 log.warning("fetch failed: %s; retrying", exc)
                 await asyncio.sleep(0.5)
                 return []
+
+        async def fetch(size: int) -> list:
+            return await self.fetch_lanes(partial(fetch_one, sub), partial(fetch_one, bulk_sub), size)
 
         # Prefetch: the next batch travels over the network while this one is applied on
         # the writer thread. Batches are still applied and acked strictly in order. Behind
@@ -227,9 +258,32 @@ class Consumer:
                             self._held = carry
                         await asyncio.sleep(NAK_DELAY_S)
         finally:
-            await self._hand_back(sub)
+            await self._hand_back(sub, bulk_sub)
             for t in side:
                 t.cancel()
+
+    async def fetch_lanes(self, live, bulk, size: int) -> list:
+        """Fetch up to ``size`` messages, live first: ``live(size, timeout_s)`` and, only when it
+        left nothing pending on the live lane, a ``bulk_slice`` more from ``bulk(n, timeout_s)``;
+        returns the live messages then the bulk ones (each lane in its stream order).
+
+        While the bulk lane is busy the live lane is only probed (``LANE_PROBE_S``) instead of
+        waited on for ``writer.fetch_timeout_s``; an idle bulk lane is probed after an idle live
+        fetch, and after a live one at most once a ``fetch_timeout_s`` (each probe of an empty
+        lane waits ``LANE_PROBE_S``, which a trickle of live batches should not pay every time),
+        so an import starts within about ``fetch_timeout_s`` and then runs at the writer's pace. Event loop; the messages are in hand (``_in_hand``) once returned.
+        """
+        w = self.settings.writer
+        msgs = await live(size, LANE_PROBE_S if self.bulk_busy else w.fetch_timeout_s)
+        if msgs and (_behind(msgs) or len(msgs) >= size):
+            return msgs  # live commands still pending: they go first, the bulk lane waits
+        now = time.monotonic()
+        if msgs and not self.bulk_busy and now - self._bulk_probed_at < w.fetch_timeout_s:
+            return msgs  # an idle bulk lane is looked at about once a fetch_timeout_s, not per live batch
+        self._bulk_probed_at = now
+        more = await bulk(bulk_slice(self.cost_s, w), LANE_PROBE_S)
+        self.bulk_busy = bool(more)
+        return msgs + more
 
     async def _linger(self, msgs: list, fetch) -> list:
         """Gather the commands that arrive within ``batch_linger_ms`` of a small batch into it.
@@ -259,7 +313,7 @@ class Consumer:
             self.arrivals.observe(command_count(more), time.monotonic())
         return msgs
 
-    async def _hand_back(self, sub) -> None:
+    async def _hand_back(self, sub, bulk_sub) -> None:
         """At stop: let the prefetch finish, drop the pull subscription, then nak every message not
         settled — the batch in hand (stopped mid-linger, mid-apply or held on a store fault)
         and what the prefetch got — in stream order, so JetStream redelivers them at once and
@@ -277,16 +331,17 @@ class Consumer:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down
                 later = []
         held, self._held = self._held, []
-        try:
-            await sub.unsubscribe()
-        except Exception:  # noqa: BLE001 - connection may already be closed at shutdown
-            pass
-
-        def seq(m) -> int:
+        for s in (sub, bulk_sub):
             try:
-                return m.metadata.sequence.stream
+                await s.unsubscribe()
+            except Exception:  # noqa: BLE001 - connection may already be closed at shutdown
+                pass
+
+        def seq(m) -> tuple[str, int]:  # stream order within each lane
+            try:
+                return m.metadata.stream, m.metadata.sequence.stream
             except Exception:  # noqa: BLE001 - not a JetStream message (tests)
-                return 0
+                return "", 0
 
         try:
             for m in sorted({id(m): m for m in [*held, *later]}.values(), key=seq):
@@ -416,7 +471,11 @@ class Consumer:
         t0 = time.perf_counter()
         result = await self._retry.run(items)
         self._leave_fault()
-        self.metrics.apply_seconds.observe(time.perf_counter() - t0)
+        took = time.perf_counter() - t0
+        self.metrics.apply_seconds.observe(took)
+        if items:
+            cost = took / len(items)
+            self.cost_s = cost if self.cost_s is None else COST_ALPHA * cost + (1 - COST_ALPHA) * self.cost_s
         self.metrics.batch_size.observe(len(items))
         self.batches += 1
         await self._after_commit(items, result)
@@ -555,8 +614,10 @@ class Consumer:
     async def _poll_lag(self) -> None:
         while True:
             try:
-                info = await self.js.consumer_info(busmod.MUT_STREAM, busmod.WRITER_DURABLE, timeout=1.0)
-                self.metrics.pending.set(int(info.num_pending or 0) + int(info.num_ack_pending or 0))
+                for lane, gauge in ((busmod.LIVE, self.metrics.pending), (busmod.BULK, self.metrics.bulk_pending)):
+                    stream, durable, _ = busmod.LANES[lane]
+                    info = await self.js.consumer_info(stream, durable, timeout=1.0)
+                    gauge.set(int(info.num_pending or 0) + int(info.num_ack_pending or 0))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a missed sample is fine

@@ -25,6 +25,7 @@ class WriterMetrics:
     git_commits: Counter
     git_seconds: Histogram
     pending: Gauge
+    bulk_pending: Gauge
     acks: Counter
     in_progress_acks: Counter
     watcher_reindexed: Counter
@@ -57,6 +58,9 @@ class WriterMetrics:
                                     buckets=_LATENCY_BUCKETS),
             pending=t.gauge("aimem_writer_consumer_pending",
                             "Commands waiting for the writer (num_pending + num_ack_pending)"),
+            bulk_pending=t.gauge("aimem_writer_bulk_pending",
+                                 "Commands of the bulk lane (imports) waiting for the writer (num_pending +"
+                                 " num_ack_pending of writer-bulk); large during an import, by design"),
             acks=t.counter("aimem_writer_messages_total", "Messages settled, by action (ack|nak|term)", ["action"]),
             in_progress_acks=t.counter("aimem_writer_in_progress_acks_total",
                                        "In-progress acks sent for messages held longer than ack_wait_s/3"),

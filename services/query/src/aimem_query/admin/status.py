@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
+from aimem_common.bus import BULK
 from aimem_common.db.connect import schema_version
 from aimem_common.read import audit as audit_rows
 from aimem_common.read import scopes
@@ -52,7 +53,8 @@ def _size(path: Path) -> int:
 
 @router.get("/status")
 async def status(request: Request) -> dict:
-    """Counts, schema version, data dir, DB size (bytes, with WAL), last checkpoint, lag.
+    """Counts, schema version, data dir, DB size (bytes, with WAL), last checkpoint, lag
+    (``writer_lag``: live commands waiting; ``import_lag``: imported ones, applied after them).
 
     ``replication`` (``{}`` when not configured): the off-node copies' state from
     ``aimem_common.replication.read_status`` — per target (``db``, ``wiki``) ``lag_s`` and
@@ -65,14 +67,16 @@ async def status(request: Request) -> dict:
     store = await read(request, _store)
     try:
         lag: int | None = await bus_of(request).writer_lag()
+        import_lag: int | None = await bus_of(request).writer_lag(BULK)  # imports waiting (live first)
     except Exception:  # status must answer while the bus is down  # noqa: BLE001
-        lag = None
+        lag = import_lag = None
     last = await asyncio.to_thread(list_checkpoints, settings.wiki_dir, limit=1, prefix=None)
     return {
         "version": _version(),
         "data_dir": str(settings.data_dir),
         "db_bytes": _size(settings.db_path) if settings.db_path.exists() else 0,
         "writer_lag": lag,
+        "import_lag": import_lag,
         "last_checkpoint": last[0] if last else None,
         "replication": await asyncio.to_thread(read_replication_status, settings),
         "mcp": {"session_idle_timeout_s": settings.mcp.session_idle_timeout_s},

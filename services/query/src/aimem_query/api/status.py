@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from aimem_common.bus import BULK, LIVE
 from aimem_common.errors import AimemError
 from aimem_common.read import scopes, status, visibility
 from aimem_query.deps import PrincipalDep, bus_of, read, readable_scope, settings_of
@@ -17,8 +18,8 @@ router = APIRouter(tags=["status"])
 async def store_status(request: Request, principal: PrincipalDep) -> dict[str, Any]:
     """Return counts, schema/software versions, DB size, data dir and writer lag.
 
-    ``writer_lag`` is the number of commands not yet applied (``null`` when the bus
-    cannot tell). The root credential (or anyone, with auth off) gets store-wide counts,
+    ``writer_lag`` is the number of live commands not yet applied, ``import_lag`` the number
+    of imported ones (the bulk lane, applied after live work; ``null`` when the bus cannot tell). The root credential (or anyone, with auth off) gets store-wide counts,
     ``db_bytes`` and the data dir; a scoped API key gets the counts and last page update
     of the projects it may read only (``counts.projects``: how many), and ``null`` for
     ``db_bytes`` and ``data_dir``. One project's figures: ``.../projects/{project}/status``.
@@ -29,10 +30,11 @@ async def store_status(request: Request, principal: PrincipalDep) -> dict[str, A
     else:
         out = await read(request, lambda conn: status.status_of_projects(
             conn, visibility.readable_scopes(conn, principal)))
-    try:
-        out["writer_lag"] = await bus_of(request).writer_lag()
-    except AimemError:
-        out["writer_lag"] = None
+    for key, lane in (("writer_lag", LIVE), ("import_lag", BULK)):
+        try:
+            out[key] = await bus_of(request).writer_lag(lane)
+        except AimemError:
+            out[key] = None
     out["data_dir"] = str(settings.data_dir) if principal.is_root else None
     out["service"] = "query"
     out["embedding"] = (
