@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from aimem_common.bus import BULK_STREAM
 from aimem_testing.probe import mut_messages
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
@@ -49,7 +50,7 @@ async def test_an_import_batch_carries_its_repo_id_and_refuses_a_bad_one(ingress
                  "cwd": "C:\\Repos\\API", "timestamp": "2026-01-01T00:00:00Z"}}]}
     r = await client.post("/hook/import", json=batch)
     assert r.status_code == 202, r.text
-    envs = [e for e, _ in await mut_messages(app.state.ctx.nc.jetstream())]
+    envs = [e for e, _ in await mut_messages(app.state.ctx.nc.jetstream(), BULK_STREAM)]  # imports: the bulk lane
     assert envs and all(e["scope"].get("repo_id") == RID and e["scope"]["root"] == "c:/repos/api" for e in envs)
     r = await client.post("/hook/import", json={**batch, "repo_id": "NOPE"})
     assert r.status_code == 400, r.text
