@@ -38,7 +38,7 @@ from aimem_writer.textindex import build
 
 from bench.common import machine_info, peak_rss_mb, reset_peak_rss, write_result
 from aimem_common.models import Scope
-from aimem_common.read.pool import ReaderPool
+from aimem_common.readpool import ReaderPool
 from aimem_common.read.search import QueryOptions, memory_query
 
 KINDS = [("decisions", "decision", "semantic"), ("gotchas", "gotcha", "semantic"),

@@ -17,8 +17,8 @@ from fastapi import FastAPI
 from starlette.routing import Route
 
 from aimem_common.config import Settings
-from aimem_common.read.access import AccessThrottle
-from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.search.access import AccessThrottle
+from aimem_common.search.query_embed import QueryEmbedder
 from aimem_common.rerank import RerankStage
 from aimem_common.read.status import package_version
 from aimem_common.service import Startup, create_service_app

@@ -18,9 +18,9 @@ from aimem_common.errors import BadRequestError, ForbiddenError
 from aimem_common.models import Scope, validate_name
 from aimem_common.commands import make_envelope
 from aimem_common.read import visibility
-from aimem_common.read.access import AccessThrottle
-from aimem_common.read.pool import ReaderPool
-from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.search.access import AccessThrottle
+from aimem_common.readpool import ReaderPool
+from aimem_common.search.query_embed import QueryEmbedder
 from aimem_common.rerank import RerankStage
 from aimem_common.service import ServiceContext
 

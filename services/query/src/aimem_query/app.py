@@ -12,8 +12,8 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from aimem_common.config import Settings
-from aimem_common.read.access import AccessThrottle
-from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.search.access import AccessThrottle
+from aimem_common.search.query_embed import QueryEmbedder
 from aimem_common.rerank import RerankStage
 from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aimem_common.read.access import AccessThrottle
-from aimem_common.read.pool import ReaderPool
-from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.search.access import AccessThrottle
+from aimem_common.readpool import ReaderPool
+from aimem_common.search.query_embed import QueryEmbedder
 from aimem_common.rerank import RerankStage
 from aimem_common.service import ServiceContext
 from aimem_query.web.hub import EventHub

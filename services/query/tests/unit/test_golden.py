@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from aimem_common.read import search
-from aimem_common.read.pool import ReaderPool
+from aimem_common.readpool import ReaderPool
 from aimem_common.read.search import QueryOptions
 from aimem_testing.seed import Seeder
 

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from aimem_common.config import Settings
-from aimem_common.read.pool import ReaderPool
+from aimem_common.readpool import ReaderPool
 from aimem_common.read.search import QueryOptions, memory_query
 from aimem_testing.seed import Seeder
 

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from aimem_common.read import textindex as ti
-from aimem_common.read.pool import ReaderPool
+from aimem_common.readpool import ReaderPool
 from aimem_common.read.search import QueryOptions, memory_query
 from aimem_common.read.scopes import all_scopes
 from aimem_writer.textindex import TextIndexWriter

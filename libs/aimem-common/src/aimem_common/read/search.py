@@ -42,7 +42,7 @@ yet: what a session is doing right now is not hidden by pages that share the que
 other words), or, when no page matched, every observation of the scope.
 
 Functions are sync (``ReaderPool.run``). The caller bumps access counts of the returned
-hits through ``read.access``.
+hits through ``aimem_common.search.access``.
 """
 
 from __future__ import annotations

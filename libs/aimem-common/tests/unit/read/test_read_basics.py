@@ -8,7 +8,7 @@ import pytest
 
 from aimem_common.errors import BadRequestError, NotFoundError, UnavailableError
 from aimem_common.read import handoffs, messages, pages, scopes, search, sessions, status
-from aimem_common.read.access import AccessThrottle
+from aimem_common.search.access import AccessThrottle
 from aimem_common.read.search import QueryOptions
 from aimem_common.auth import ROOT, Grant, Principal
 

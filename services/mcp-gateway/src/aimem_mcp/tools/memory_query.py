@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import AliasChoices, Field
 
 from aimem_common.errors import BadRequestError
-from aimem_common.read.search_service import MAX_QUERY_INPUT_CHARS, SearchRequest, search
+from aimem_common.search.service import MAX_QUERY_INPUT_CHARS, SearchRequest, search
 
 from aimem_mcp.args import WORKSPACE_DOC, limit_field
 from aimem_mcp.context import ToolCall

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aimem_common.auth import Principal
 from aimem_common.errors import BadRequestError
-from aimem_common.read import search_service
+from aimem_common.search import service as search_service
 from aimem_query.deps import PrincipalDep, ctx_of
 
 router = APIRouter(tags=["search"])
@@ -35,7 +35,7 @@ class SearchRequest(BaseModel):
 
 async def run_search(request: Request, principal: Principal, req: SearchRequest, tasks: BackgroundTasks
                      ) -> dict[str, Any]:
-    """Run ``req`` through the shared search service (``aimem_common.read.search_service``).
+    """Run ``req`` through the shared search service (``aimem_common.search.service``).
 
     Scopes fail closed and are grant-checked; the question's vector (``embedding.provider``
     set) feeds the vector stream, and an embedder that fails or exceeds

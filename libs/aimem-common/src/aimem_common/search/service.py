@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from aimem_common.config import Settings
 from aimem_common.models import GLOBAL_PROJECT, Scope, validate_name
 from aimem_common.read import scopes as scopes_mod
-from aimem_common.read.access import AccessThrottle, publish_access
-from aimem_common.read.pool import ReaderPool
-from aimem_common.read.query_embed import QueryEmbedder, QueryEmbedding, annotate
+from aimem_common.search.access import AccessThrottle, publish_access
+from aimem_common.readpool import ReaderPool
+from aimem_common.search.query_embed import QueryEmbedder, QueryEmbedding, annotate
 from aimem_common.read.search import QueryOptions, QueryVector, memory_query, resolve_search_scopes
 from aimem_common.rerank import RerankStage
 
