@@ -23,7 +23,8 @@ import yaml
 
 from aimem_common.config import Settings
 from aimem_common.readpool import ReaderPool
-from aimem_common.read.search import QueryOptions, memory_query
+from aimem_common.search.question import QueryOptions
+from aimem_common.search.query import memory_query
 from aimem_testing.seed import Seeder
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -20,7 +20,8 @@ from aimem_common.read import scopes as scopes_mod
 from aimem_common.search.access import AccessThrottle, publish_access
 from aimem_common.readpool import ReaderPool
 from aimem_common.search.query_embed import QueryEmbedder, QueryEmbedding, annotate
-from aimem_common.read.search import QueryOptions, QueryVector, memory_query, resolve_search_scopes
+from aimem_common.search.question import QueryOptions, QueryVector
+from aimem_common.search.query import memory_query, resolve_search_scopes
 from aimem_common.rerank import RerankStage
 
 if TYPE_CHECKING:
