@@ -10,7 +10,8 @@ import pytest
 
 from aimem_common.auth import Principal
 from aimem_common.config import RerankSettings, Settings
-from aimem_common.search.service import SearchRequest, search
+from aimem_common.search.params import SearchParams
+from aimem_common.search.service import Searcher
 from aimem_common.rerank import RerankStage
 
 pytestmark = pytest.mark.timeout(20)
@@ -30,8 +31,8 @@ def seed(seeder):
 
 def run(pool, tmp_path, query, stage, explain=True):
     settings = Settings(data_dir=tmp_path)
-    req = SearchRequest(query=query, workspace="default", project="app", explain=explain)
-    return asyncio.run(search(pool, None, ROOT, req, settings=settings, reranker=stage))
+    params = SearchParams(query=query, workspace="default", project="app", explain=explain)
+    return asyncio.run(Searcher(pool=pool, settings=settings, reranker=stage).search(ROOT, params))
 
 
 def stage_for(url, **kw):
