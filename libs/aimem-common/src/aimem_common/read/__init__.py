@@ -7,8 +7,8 @@ def`` lives here (``tests/test_architecture.py``): the event-loop side of a sear
 
 * ``scopes`` — the one scope resolver: names ↔ ids (``find``/``resolve``...), also called by
   the writer on its own connection; the lookup SQL exists only there.
-* ``search`` — the ranking itself (streams, RRF, authority); ``text`` — the one
-  tokenizer/stopword list.
+* ``text`` — the one tokenizer/stopword list (the search streams shape questions with it);
+  ``textindex`` and ``vectors`` — the page text index and chunk vectors the streams read.
 * ``briefing`` — a project's rules and slots, and the structured briefing snapshot.
 * ``pages``, ``sessions``, ``handoffs``, ``messages``, ``proposals``, ``status`` — listings and counts.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aimem_common.read.pages import is_expired
@@ -72,19 +72,22 @@ class Hit:
         return out
 
 
-@dataclass(slots=True)
-class _Qualified:
+@dataclass(frozen=True, slots=True)
+class Qualified:
+    """A candidate whose page row may be a hit, with its authority (computed once, here)."""
+
     cand: Cand
     row: sqlite3.Row
     authority: float
-    tags: list[str] = field(default_factory=list)
+    tags: list[str]
 
     @property
     def score(self) -> float:
+        """The hit score: ``rrf × authority + certain``."""
         return self.cand.rrf * self.authority + self.cand.certain
 
 
-def qualify(c: Cand, r: sqlite3.Row, include_expired: bool, in_scope: set[str] | None) -> _Qualified | None:
+def qualify(c: Cand, r: sqlite3.Row, include_expired: bool, in_scope: set[str] | None) -> Qualified | None:
     """``c``'s page row ``r`` as a hit candidate with its authority, or None when it may not be a hit.
 
     Not a hit: a superseded version no superseded stream brought (entity/link rows may point
@@ -99,11 +102,11 @@ def qualify(c: Cand, r: sqlite3.Row, include_expired: bool, in_scope: set[str] |
     if in_scope is not None and r["project_id"] not in in_scope:
         return None
     tags = json_list(r["tags"])
-    return _Qualified(c, r, authority(r["kind"], r["tier"], bool(r["pinned"]), tags, superseded), tags)
+    return Qualified(c, r, authority(r["kind"], r["tier"], bool(r["pinned"]), tags, superseded), tags)
 
 
 def candidate_rows(conn: sqlite3.Connection, cands: dict[int, Cand], limit: int, include_expired: bool,
-                   in_scope: set[str] | None = None) -> Iterator[_Qualified]:
+                   in_scope: set[str] | None = None) -> Iterator[Qualified]:
     """Yield the qualifying candidates (``qualify``) that can still reach the top ``limit``.
 
     A candidate's final score is ``rrf × authority + certain`` with authority at most
