@@ -1,5 +1,7 @@
-"""Page hits: which candidates qualify, reading only those that can win, the typed ``Hit``,
-snippets, explain details and the reranker's input.
+"""Page hits: the typed ``Hit`` and how the fused candidates become hits.
+
+Which candidates qualify, reading only those that can win, snippets, explain details and the
+reranker's input.
 
 A candidate qualifies as a hit when its page row is live (or superseded and brought by the
 superseded stream), not expired (unless asked), and in a searched project (``qualify``: the

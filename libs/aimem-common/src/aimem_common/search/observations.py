@@ -1,5 +1,6 @@
-"""Captured turns matched by trigrams (``observations_tri``, schema.MIGRATION_13): a turn's word
-inside an unspaced-script sentence, for the turns stream and ``raw_hits``.
+"""Captured turns matched by trigrams (``observations_tri``), for the turns stream and ``raw_hits``.
+
+A turn's word inside an unspaced-script sentence (schema.MIGRATION_13).
 
 Only a question with such a word reads it; an English vault's table is empty.
 """

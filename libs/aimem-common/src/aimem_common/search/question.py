@@ -1,5 +1,7 @@
-"""What one ``memory_query`` call asks: the ``Question`` (its words, shaped once for every
-stream), the caller's ``QueryOptions`` and its optional ``QueryVector``."""
+"""What one ``memory_query`` call asks: ``Question``, ``QueryOptions``, ``QueryVector``.
+
+The ``Question`` is the question's words shaped once for every stream.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""``Searcher``: the one search orchestration behind ``memory_query`` (MCP), ``/api/v1/search``
-(REST), the web search and every later caller.
+"""``Searcher``: the one search orchestration behind MCP, REST and web searches.
+
+``memory_query`` (MCP), ``/api/v1/search`` (REST), the web search and every later caller.
 
 Names → scopes → grant check → the question's vector → hybrid search → ``_global`` preference
 hits → rerank → access bumps. Each service builds one ``Searcher`` in its lifespan; the

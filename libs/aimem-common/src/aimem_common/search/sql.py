@@ -1,5 +1,6 @@
-"""SQL pieces every stream shares: scope filters, the expiry filter, bm25 over a page FTS table,
-the live page count, SQLite varints.
+"""SQL pieces the streams share.
+
+Scope filters, the expiry filter, bm25 over a page FTS table, the live page count, SQLite varints.
 
 All sync functions of a read connection (a ``ReaderPool`` thread).
 """

@@ -1,5 +1,6 @@
-"""trigram: the unspaced-script words of the question (Chinese, Japanese, Korean, Thai, ...)
-matched as trigrams in ``pages_tri`` (bm25, title ×4).
+"""trigram: the question's unspaced-script words matched as trigrams in ``pages_tri`` (bm25, title ×4).
+
+Chinese, Japanese, Korean, Thai, ...
 
 A word inside a sentence is found though unicode61 makes one token of the whole run. A 1–2
 character word is matched by every trigram starting with it (``_short_word``), and the

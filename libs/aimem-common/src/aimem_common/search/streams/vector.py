@@ -1,7 +1,8 @@
-"""vector: cosine between the caller's query vector and the page chunks (``page_chunk_embeddings``)
-of the same ``{provider, model, dim}`` and the page's current hash (``read.vectors``: exact
-numpy, HNSW for a large scope); a page scores its best chunk, so any part of a long page can
-find it. Stale rows are ignored. Runs only when the caller has a query vector.
+"""vector: cosine between the caller's query vector and the page chunks; a page scores its best.
+
+Chunks (``page_chunk_embeddings``) of the same ``{provider, model, dim}`` and the page's
+current hash (``read.vectors``: exact numpy, HNSW for a large scope); a page scores its best
+chunk, so any part of a long page can find it. Stale rows are ignored. Runs only when the caller has a query vector.
 
 Weight 1.0: a page is ranked by its best chunk (~75-token windows of its lines and captured
 turns, aimem_common.chunking), so a long session page is seen whole. LoCoMo dev with the local
