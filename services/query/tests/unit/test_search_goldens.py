@@ -23,7 +23,7 @@ import yaml
 
 from aimem_common.config import Settings
 from aimem_common.readpool import ReaderPool
-from aimem_common.search.question import QueryOptions
+from aimem_common.search.question import QueryOptions, QueryVector
 from aimem_common.search.query import memory_query
 from aimem_testing.seed import Seeder
 
@@ -192,8 +192,42 @@ def _scale(seed: Seeder) -> list[Search]:
             ("migrations of the ledgers", ["app"], {})]
 
 
+def _vectors(seed: Seeder) -> list[Search]:
+    """Chunk vectors of a fake embedder (``hash_embed``): the vector stream alone, beside words,
+    a chunk past the first window, a stale row (old content hash) and another model's rows."""
+    import numpy as np
+
+    from aimem_common.chunking import chunks, units_of
+    from aimem_testing.fake_llm import hash_embed
+
+    def embed(pid: int, title: str, body: str, model: str = "m", stale: bool = False) -> None:
+        h = "old" if stale else seed.conn.execute("SELECT content_hash FROM pages WHERE id = ?", (pid,)).fetchone()[0]
+        seed.conn.executemany(
+            "INSERT INTO page_chunk_embeddings(page_id, chunk, provider, model, dim, vector, content_hash, created_at)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            [(pid, i, "fake", model, VECTOR_DIM, np.asarray(hash_embed(t, VECTOR_DIM), dtype="<f4").tobytes(), h,
+              seed.tick()) for i, t in enumerate(chunks(title, units_of(body)))])
+
+    app = seed.scope("default", "app")
+    filler = "\n".join(f"Minute{i} topic{i} owner{i} budget{i} staffing{i} roadmap{i}." for i in range(120))
+    pages = [("notes/status.md", "Status", filler + "\nThe backup drill restores the ledger replica from cold storage."),
+             ("notes/canteen.md", "Canteen", "The canteen menu and parking for visitors."),
+             ("decisions/backup.md", "Backup policy", "Backups run nightly; the drill restores one replica a month."),
+             ("notes/ledger.md", "Ledger", "The ledger service keeps balances [[decisions/backup.md]]."),
+             ("sessions/s-1.md", "Session s-1", "We talked about cold storage costs and the restore drill.")]
+    for i, (path, title, body) in enumerate(pages):
+        pid = seed.page(app, path, f"# {title}\n{body}", session_id="s-1" if path.startswith("sessions/") else None)
+        embed(pid, title, body, model="other" if i == 3 else "m", stale=(i == 1))
+    return [("zzzz", ["app"], {"vector": "The backup drill restores the ledger replica from cold storage."}),
+            ("backup drill", ["app"], {"vector": "restore a replica from cold storage"}),
+            ("ledger balances", ["app"], {"vector": "canteen menu parking"}),
+            ("cold storage", None, {"vector": "cold storage restore drill", "limit": 3})]
+
+
+VECTOR_DIM = 64
 VAULTS: dict[str, Callable[[Seeder], list[Search]]] = {
     "golden_wiki": _golden_wiki, "cjk": _scripts, "identifiers": _identifiers, "turns": _turns, "scale": _scale,
+    "vectors": _vectors,
 }
 
 
@@ -211,11 +245,14 @@ def _run_vault(tmp: Path, build: Callable[[Seeder], list[Search]]) -> list[dict[
     try:
         with pool.connection() as conn:
             from aimem_common.read import scopes as scopes_mod
+            from aimem_testing.fake_llm import hash_embed
 
             for q, projects, kw in searches:
                 scopes = None if projects is None else [scopes_mod.resolve_ref(conn, p, default_workspace="default")
                                                         for p in projects]
-                res = memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
+                opts = {k: v for k, v in kw.items() if k != "vector"}
+                vector = QueryVector(hash_embed(kw["vector"], VECTOR_DIM), "fake", "m", VECTOR_DIM) if "vector" in kw else None
+                res = memory_query(conn, q, scopes, options=QueryOptions(explain=True, **opts), vector=vector)
                 out.append({"query": q, "projects": projects, "options": kw, "result": _strip(res)})
     finally:
         pool.close()
