@@ -267,16 +267,57 @@ def _compare(name: str, actual: Any) -> None:
         path.write_text(text)
         return
     expected = json.loads(path.read_text())
-    if name.startswith("memory_query"):  # name the first search that differs: a readable failure
+    if name.startswith(("memory_query", "service")):  # name the first search that differs: a readable failure
         assert len(actual) == len(expected), name
         for got, want in zip(json.loads(text), expected):
-            assert got == want, (name, want["query"], want["projects"], want["options"])
+            assert got == want, (name, {k: v for k, v in want.items() if k != "result"})
     assert text == path.read_text(), f"{name}: same values, different key order or formatting"
 
 
 @pytest.mark.parametrize("vault", list(VAULTS))
 def test_memory_query_explain_matches_the_goldens(tmp_path, vault):
     _compare(f"memory_query_{vault}", _run_vault(tmp_path, VAULTS[vault]))
+
+
+# Searches through the service (``Searcher.search`` as root): scope resolution, the ``_global``
+# project's hits beside a default-scoped search, limits and explain from the settings.
+SERVICE_SEARCHES: list[dict[str, Any]] = [
+    {"query": "how do we deploy to production", "project": "shop"},
+    {"query": "how do we deploy to production", "project": "shop", "explain": True, "limit": 3},
+    {"query": "tabs or spaces", "project": "shop"},
+    {"query": "tabs or spaces", "project": "_global"},
+    {"query": "jetstream consumer stalled", "scopes": ["shop", "default/infra"]},
+    {"query": "certificate renewal", "global_": True, "limit": 4},
+    {"query": "refund twice", "workspace": "default", "project": "shop", "include_superseded": True},
+]
+
+
+def service_results(tmp: Path, search: Callable[[ReaderPool, Settings, dict[str, Any]], Any]) -> list[dict[str, Any]]:
+    """Seed the golden wiki plus a ``_global`` project, run ``SERVICE_SEARCHES`` through ``search``."""
+    db = tmp / "memory.sqlite"
+    seed = Seeder(db)
+    _golden_wiki(seed)
+    prefs = seed.scope("default", "_global")
+    seed.page(prefs, "_rules/style.md", "# Style preferences\nIndent with spaces, never tabs. Deploy on Tuesdays.")
+    seed.page(prefs, "notes/editor.md", "# Editor\nThe user prefers short answers and production checklists.")
+    seed.close()
+    pool = ReaderPool(db, size=1, wait_s=2)
+    settings = Settings(data_dir=tmp / "data")
+    try:
+        return [{"search": kw, "result": _strip(asyncio.run(search(pool, settings, kw)))} for kw in SERVICE_SEARCHES]
+    finally:
+        pool.close()
+
+
+def test_service_search_matches_the_golden(tmp_path):
+    from aimem_common.auth import ROOT
+    from aimem_common.search.params import SearchParams
+    from aimem_common.search.service import Searcher
+
+    def search(pool, settings, kw):
+        return Searcher(pool=pool, settings=settings).search(ROOT, SearchParams(**kw))
+
+    _compare("service_search", service_results(tmp_path, search))
 
 
 def test_search_openapi_matches_the_golden(tmp_path):
