@@ -384,9 +384,10 @@ def offline(data_path: Path, db: Path, *, show_misses: int = 40, vectors: bool =
     """
     from aimem_common.db.connect import open_reader
     from aimem_common.embed import normalize
-    from aimem_common.read.pool import ReaderPool
+    from aimem_common.readpool import ReaderPool
     from aimem_common.read.scopes import find
-    from aimem_common.read.search import QueryOptions, QueryVector, memory_query
+    from aimem_common.search.question import QueryOptions, QueryVector
+    from aimem_common.search.query import memory_query
     from aimem_common.read.textindex import is_complete
     from aimem_writer.textindex import build
 

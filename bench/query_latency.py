@@ -38,8 +38,9 @@ from aimem_writer.textindex import build
 
 from bench.common import machine_info, peak_rss_mb, reset_peak_rss, write_result
 from aimem_common.models import Scope
-from aimem_common.read.pool import ReaderPool
-from aimem_common.read.search import QueryOptions, memory_query
+from aimem_common.readpool import ReaderPool
+from aimem_common.search.question import QueryOptions
+from aimem_common.search.query import memory_query
 
 KINDS = [("decisions", "decision", "semantic"), ("gotchas", "gotcha", "semantic"),
          ("procedures", "procedure", "procedural"), ("concepts", "concept", "semantic"),
@@ -260,7 +261,7 @@ def profile(pool: ReaderPool, qs: list[str], scopes: list[Scope] | None) -> dict
 
 def query_plans(pool: ReaderPool, scope: Scope) -> dict[str, list[str]]:
     """EXPLAIN QUERY PLAN of the fts stream's two shapes (project-scoped, global)."""
-    from aimem_common.read import search
+    from aimem_common.search.sql import bm25_pages
 
     plans: dict[str, list[str]] = {}
 
@@ -273,7 +274,8 @@ def query_plans(pool: ReaderPool, scope: Scope) -> dict[str, list[str]]:
                     plans[name] = [r[3] for r in real("EXPLAIN QUERY PLAN " + sql, args).fetchall()]
                 return real(sql, args)
 
-        search._fts_stream(Spy(), '"alpha" OR "beta"', scopes, QueryOptions())
+        opts = QueryOptions()
+        bm25_pages(Spy(), '"alpha" OR "beta"', scopes, opts.candidates, opts.include_expired)
 
     with pool.connection() as conn:
         capture(conn, "fts_project", [scope])

@@ -173,3 +173,59 @@ def test_scope_lookup_guard_catches_a_copy(tmp_path: Path) -> None:
         'OK = "DELETE FROM projects WHERE id = ?"\n')
     assert [b.split(": ", 1)[1][:40] for b in scope_sql_copies(tmp_path)] == [
         "SELECT p.id FROM projects p JOIN workspa", "SELECT g.path FROM pages g JOIN projects"]
+
+
+READ = COMMON / "read"
+SEARCH = COMMON / "search"
+SEARCH_MAX_LINES = 400
+# What a stream module may import from aimem_common: the stream contract, the shared SQL, the
+# question, fusion helpers, the trigram-matched turns, errors and the read layer. Never another
+# stream, the hit/raw assembly, the query or the service layer (event loop, bus, embedder).
+STREAM_MAY_IMPORT = ("aimem_common.search.stream", "aimem_common.search.sql", "aimem_common.search.question",
+                     "aimem_common.search.fusion", "aimem_common.search.observations", "aimem_common.errors",
+                     "aimem_common.models", "aimem_common.read")
+
+
+def stream_may_import(imp: str) -> bool:
+    """True for a stdlib/third-party import or one of ``STREAM_MAY_IMPORT`` (a module or a name in it)."""
+    return not imp.startswith("aimem_common") or any(imp == m or imp.startswith(m + ".") for m in STREAM_MAY_IMPORT)
+
+
+def async_defs(path: Path) -> list[str]:
+    return [n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.AsyncFunctionDef)]
+
+
+def test_read_layer_is_sync_functions_of_a_connection() -> None:
+    """``read/`` holds no ``async def``: the event-loop side of reading lives in ``search/`` and ``readpool``."""
+    bad = [f"{f.relative_to(REPO)}: {name}" for f in py_files(READ) for name in async_defs(f)]
+    assert bad == []
+
+
+def test_read_layer_never_imports_search() -> None:
+    """Search is built on the read layer, never the other way round."""
+    bad = [f"{f.relative_to(REPO)} imports {imp}" for f in py_files(READ) for imp in imports_of(f)
+           if imp.startswith("aimem_common.search")]
+    assert bad == []
+
+
+def test_no_search_module_over_400_lines() -> None:
+    sizes = {str(f.relative_to(REPO)): len(f.read_text().splitlines()) for f in py_files(SEARCH)}
+    assert sizes and {f: n for f, n in sizes.items() if n > SEARCH_MAX_LINES} == {}
+
+
+def test_stream_modules_import_only_what_they_need() -> None:
+    streams = [f for f in py_files(SEARCH / "streams") if f.name != "__init__.py"]
+    assert len(streams) >= 9, streams
+    bad = [f"{f.relative_to(REPO)} imports {imp}" for f in streams for imp in imports_of(f)
+           if not stream_may_import(imp)]
+    assert bad == []
+
+
+def test_stream_import_guard_catches_a_stream_importing_another(tmp_path: Path) -> None:
+    (tmp_path / "bad.py").write_text("from aimem_common.search.streams import fts\n"
+                                     "from aimem_common.search.service import Searcher\n"
+                                     "from aimem_common.search.sql import marks\n")
+    imports = imports_of(tmp_path / "bad.py")
+    assert sorted(i for i in imports if not stream_may_import(i)) == [
+        "aimem_common.search.service", "aimem_common.search.service.Searcher", "aimem_common.search.streams",
+        "aimem_common.search.streams.fts"]

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from aimem_common.bundles import Gatherer
 from aimem_common.errors import UnavailableError
-from aimem_common.read.pool import ReaderPool
+from aimem_common.readpool import ReaderPool
 from aimem_common.service import ServiceContext
 from aimem_common.telemetry import Telemetry
 from aimem_ingress.gate import LagGate

@@ -20,7 +20,7 @@ from collections import Counter
 from aimem_common.commands import make_envelope
 from aimem_common.commands.admin import PurgeRefused
 from aimem_common.errors import AimemError
-from aimem_common.read.pool import ReaderPool
+from aimem_common.readpool import ReaderPool
 from aimem_common.read.tombstones import live_session_ids
 
 log = logging.getLogger("aimem.ingress.purged")

@@ -14,7 +14,7 @@ from aimem_common.commands import make_envelope
 from aimem_common.embed import Embedder
 from aimem_common.errors import LlmNotConfiguredError
 from aimem_common.models import Scope
-from aimem_common.read.pool import ReaderPool
+from aimem_common.readpool import ReaderPool
 from aimem_common.service import ServiceContext
 
 from aimem_maintainer.llm import LlmClient

@@ -17,8 +17,9 @@ from fastapi import FastAPI
 from starlette.routing import Route
 
 from aimem_common.config import Settings
-from aimem_common.read.access import AccessThrottle
-from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.search.access import AccessThrottle
+from aimem_common.search.query_embed import QueryEmbedder
+from aimem_common.search.service import Searcher
 from aimem_common.rerank import RerankStage
 from aimem_common.read.status import package_version
 from aimem_common.service import Startup, create_service_app
@@ -47,9 +48,11 @@ def create_app(settings: Settings) -> FastAPI:
         stack.push_async_callback(reranker.aclose)
         nc, bus = await s.connect_bus()
         pool = await s.read_pool(size=8, budget_ms=settings.query.query_budget_ms)
+        access = AccessThrottle(settings.query.access_bump_interval_s)
+        searcher = Searcher(pool=pool, settings=settings, embedder=embedder, reranker=reranker, bus=bus, throttle=access)
         gw = GatewayContext(
             settings=settings, telemetry=telemetry, nc=nc, bus=bus, read_pool=pool, endpoint=endpoint,
-            access=AccessThrottle(settings.query.access_bump_interval_s), embedder=embedder, reranker=reranker,
+            access=access, embedder=embedder, reranker=reranker, searcher=searcher,
         )
         server = build_server(
             ALL_TOOLS, gw, telemetry, principal_from_headers, version=package_version("aimem-mcp-gateway")

@@ -18,9 +18,10 @@ from aimem_common.errors import BadRequestError, ForbiddenError
 from aimem_common.models import Scope, validate_name
 from aimem_common.commands import make_envelope
 from aimem_common.read import visibility
-from aimem_common.read.access import AccessThrottle
-from aimem_common.read.pool import ReaderPool
-from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.search.access import AccessThrottle
+from aimem_common.readpool import ReaderPool
+from aimem_common.search.query_embed import QueryEmbedder
+from aimem_common.search.service import Searcher
 from aimem_common.rerank import RerankStage
 from aimem_common.service import ServiceContext
 
@@ -37,6 +38,7 @@ class GatewayContext(ServiceContext):
     read_pool: ReaderPool
     access: AccessThrottle
     endpoint: McpEndpoint
+    searcher: Searcher  # memory_query (built from the pool, embedder, reranker, bus and access throttle)
     embedder: QueryEmbedder | None = None  # the question's vector for memory_query (None: FTS only)
     reranker: RerankStage | None = None  # the optional cross-encoder stage (rerank.provider)
 

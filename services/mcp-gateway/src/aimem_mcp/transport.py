@@ -36,7 +36,7 @@ from starlette.types import Message, Receive, Scope, Send
 from aimem_common.auth import authenticate
 from aimem_common.config import Settings
 from aimem_common.errors import AimemError, UnauthorizedError
-from aimem_common.read.pool import ReaderPool
+from aimem_common.readpool import ReaderPool
 
 from aimem_mcp.errors import AUTH_ERROR
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from aimem_common.config import Settings
-from aimem_common.read.access import AccessThrottle
-from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.search.access import AccessThrottle
+from aimem_common.search.query_embed import QueryEmbedder
+from aimem_common.search.service import Searcher
 from aimem_common.rerank import RerankStage
 from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
@@ -36,9 +37,11 @@ def create_app(settings: Settings) -> FastAPI:
         events = EventHub()
         await events.start(nc)
         s.stack.push_async_callback(events.stop)
+        access = AccessThrottle(settings.query.access_bump_interval_s)
+        searcher = Searcher(pool=pool, settings=settings, embedder=embedder, reranker=reranker, bus=bus,
+                            throttle=access)
         return QueryContext(settings=settings, telemetry=s.telemetry, nc=nc, bus=bus, read_pool=pool,
-                            embedder=embedder, access=AccessThrottle(settings.query.access_bump_interval_s),
-                            events=events, reranker=reranker)
+                            embedder=embedder, access=access, events=events, reranker=reranker, searcher=searcher)
 
     app = create_service_app(
         "query", settings, Telemetry("query"), start, not_ready={"nats": False, "db": False},

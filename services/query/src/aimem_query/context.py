@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aimem_common.read.access import AccessThrottle
-from aimem_common.read.pool import ReaderPool
-from aimem_common.read.query_embed import QueryEmbedder
+from aimem_common.search.access import AccessThrottle
+from aimem_common.readpool import ReaderPool
+from aimem_common.search.query_embed import QueryEmbedder
+from aimem_common.search.service import Searcher
 from aimem_common.rerank import RerankStage
 from aimem_common.service import ServiceContext
 from aimem_query.web.hub import EventHub
@@ -15,10 +16,12 @@ from aimem_query.web.hub import EventHub
 @dataclass(slots=True, kw_only=True)
 class QueryContext(ServiceContext):
     """The shared parts plus the query embedder (None-safe: FTS only without a provider),
-    the access-count throttle of search hits and the ``/web`` live-update hub."""
+    the access-count throttle of search hits, the ``Searcher`` built from them and the ``/web``
+    live-update hub."""
 
     read_pool: ReaderPool
     embedder: QueryEmbedder
     access: AccessThrottle
     events: EventHub
+    searcher: Searcher
     reranker: RerankStage | None = None  # the optional cross-encoder stage (rerank.provider)

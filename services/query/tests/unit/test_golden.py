@@ -1,7 +1,7 @@
 """Golden-set retrieval quality: hit@5 >= 0.9 over a realistic wiki, authority ordering.
 
 The fixture wiki and questions are ``tests/data/golden_wiki.yaml``. Pages are loaded with
-the SQL seeder (what a ``page.write`` stores); ranking is ``read.search.memory_query``.
+the SQL seeder (what a ``page.write`` stores); ranking is ``read.memory_query``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from aimem_common.read import search
-from aimem_common.read.pool import ReaderPool
-from aimem_common.read.search import QueryOptions
+from aimem_common.readpool import ReaderPool
+from aimem_common.search.question import QueryOptions
+from aimem_common.search.query import memory_query
 from aimem_testing.seed import Seeder
 
 HERE = Path(__file__).resolve().parent
@@ -37,7 +37,7 @@ def golden(tmp_path_factory):
 
 
 def _top(conn, scopes, q, project="shop", k=5):
-    res = search.memory_query(conn, q, [scopes[project]], options=QueryOptions(limit=k))
+    res = memory_query(conn, q, [scopes[project]], options=QueryOptions(limit=k))
     return [h["path"] for h in res["hits"]]
 
 
@@ -76,17 +76,17 @@ def test_authority_multiplier_ordering(golden, case):
 
 def test_scopes_and_global(golden):
     conn, scopes = golden
-    both = search.memory_query(conn, "jetstream consumer stalled", [scopes["shop"], scopes["infra"]])
+    both = memory_query(conn, "jetstream consumer stalled", [scopes["shop"], scopes["infra"]])
     assert both["hits"][0]["project"] == "infra"
-    glob = search.memory_query(conn, "certificate renewal acme", None)
+    glob = memory_query(conn, "certificate renewal acme", None)
     assert glob["hits"][0]["path"] == "runbooks/certificate-renewal.md"
-    shop_only = search.memory_query(conn, "certificate renewal acme", [scopes["shop"]])
+    shop_only = memory_query(conn, "certificate renewal acme", [scopes["shop"]])
     assert all(h["project"] == "shop" for h in shop_only["hits"])
 
 
 def test_link_neighbours_surface(golden):
     conn, scopes = golden
-    res = search.memory_query(conn, "why was checkout slow", [scopes["shop"]], options=QueryOptions(explain=True))
+    res = memory_query(conn, "why was checkout slow", [scopes["shop"]], options=QueryOptions(explain=True))
     paths = [h["path"] for h in res["hits"]]
     assert "gotchas/n-plus-one-order-items.md" in paths
     assert "links" in res["streams_active"]

@@ -266,7 +266,8 @@ def test_a_moved_session_page_takes_its_entities_along(h: Harness) -> None:
     name, so a search of the new project finds it by that entity and one of the old does not
     (a link left behind made the page a hit of its old project, across workspaces too)."""
     from aimem_common.models import Scope
-    from aimem_common.read.search import QueryOptions, memory_query
+    from aimem_common.search.question import QueryOptions
+    from aimem_common.search.query import memory_query
 
     def entity_hits(ws: str, pj: str, q: str) -> list[tuple[str, str]]:
         wid, pid = h.scope_ids(ws, pj)

@@ -21,8 +21,8 @@ from aimem_common.commands import make_envelope, parse_payload
 from aimem_common.db.connect import open_writer
 from aimem_common.db.schema import TRI_PAD, UNSPACED_GLOB
 from aimem_common.models import Scope
-from aimem_common.read import search
-from aimem_common.read.search import QueryOptions
+from aimem_common.search.question import QueryOptions
+from aimem_common.search.query import memory_query
 import aimem_writer.ops  # noqa: F401  (registers every handler)
 from aimem_writer import registry
 from aimem_writer.tx import ScopeCache, Tx, utc_now
@@ -66,7 +66,7 @@ class Harness:
 
     def raw(self, q: str, ws: str = "default", pj: str = "app") -> list[tuple[str, str, int]]:
         """``raw_hits`` of a search of ``ws/pj`` as ``(project, session, observation id)``."""
-        res = search.memory_query(self.conn, q, [self.scope(ws, pj)], options=QueryOptions())
+        res = memory_query(self.conn, q, [self.scope(ws, pj)], options=QueryOptions())
         return [(x["project"], x["session_id"], x["observation_id"]) for x in res["raw_hits"]]
 
 

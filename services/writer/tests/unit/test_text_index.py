@@ -11,8 +11,9 @@ import shutil
 import pytest
 
 from aimem_common.read import textindex as ti
-from aimem_common.read.pool import ReaderPool
-from aimem_common.read.search import QueryOptions, memory_query
+from aimem_common.readpool import ReaderPool
+from aimem_common.search.question import QueryOptions
+from aimem_common.search.query import memory_query
 from aimem_common.read.scopes import all_scopes
 from aimem_writer.textindex import TextIndexWriter
 
@@ -211,7 +212,7 @@ def test_changes_during_a_rebuild_are_indexed_before_the_marker(wh) -> None:
 
 
 def test_live_page_count_of_a_project_comes_from_the_index(ix) -> None:
-    from aimem_common.read.search import live_page_count
+    from aimem_common.search.sql import live_page_count
 
     wh, _, pool = ix
     for i in range(7):

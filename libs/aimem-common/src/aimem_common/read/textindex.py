@@ -35,7 +35,7 @@ from aimem_common.read.text import index_form
 log = logging.getLogger("aimem.read.textindex")
 
 # The title counts as this many copies of itself in the indexed text (as FTS5's bm25 column
-# weight ``search.TITLE_WEIGHT`` weighs it: its term frequencies ×4 inside one bm25 saturation).
+# weight ``search.sql.TITLE_WEIGHT`` weighs it: its term frequencies ×4 inside one bm25 saturation).
 # Separate title and body fields, each with its own bm25 summed with a ×4 boost, let a title
 # match dominate: LoCoMo hit@5 0.956 -> 0.939, MRR 0.816 -> 0.792 (bench/locomo.py --offline).
 TITLE_REPEAT = 4

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from aimem_common.read.pool import ReaderPool
+from aimem_common.readpool import ReaderPool
 from aimem_testing.seed import Seeder
 
 

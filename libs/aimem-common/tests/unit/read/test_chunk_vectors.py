@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from aimem_common.chunking import chunks, units_of
-from aimem_common.read import search
-from aimem_common.read.search import QueryOptions, QueryVector
+from aimem_common.search.question import QueryOptions, QueryVector
 from aimem_common.read.vectors import ChunkVectors, Identity
+from aimem_common.search.query import memory_query
 from aimem_testing.fake_llm import hash_embed
 
 DIM = 256
@@ -46,7 +46,7 @@ def test_a_sentence_past_the_first_window_is_found_by_its_chunk(pool, seeder):
         embed_page(seeder, pid, "Other", "The canteen menu and parking.")
     assert n > 4
     with pool.connection() as conn:
-        res = search.memory_query(conn, "zzzz-nothing", [app], vector=qv(LATE), vectors=pool.vectors,
+        res = memory_query(conn, "zzzz-nothing", [app], vector=qv(LATE), vectors=pool.vectors,
                                   options=QueryOptions(explain=True))
     top = res["hits"][0]
     assert top["page_id"] == long_page and res["streams_active"] == ["vector"]
@@ -61,22 +61,22 @@ def test_stale_identity_and_hash_are_ignored_and_new_rows_are_seen(pool, seeder)
     page = seeder.page(app, "notes/backup.md", "# Backup\n" + LATE)
     embed_page(seeder, page, "Backup", LATE, model="old-model")
     with pool.connection() as conn:
-        assert search.memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
+        assert memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
     embed_page(seeder, page, "Backup", LATE, model="m", content_hash="an-older-hash")  # the page changed since
     with pool.connection() as conn:
-        assert search.memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
+        assert memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
     embed_page(seeder, page, "Backup", LATE)  # current rows: new ids, the kept copy loads them
     with pool.connection() as conn:
-        hits = search.memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"]
+        hits = memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"]
         assert [h["page_id"] for h in hits] == [page]
-        assert search.memory_query(conn, "zzzz", [infra], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
+        assert memory_query(conn, "zzzz", [infra], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
     # Moved to another project (a session move keeps page ids): the writer gives its rows new ids.
     seeder.conn.execute("UPDATE pages SET project_id = ? WHERE id = ?", (infra.project_id, page))
     seeder.conn.execute("UPDATE page_chunk_embeddings SET id = id + (SELECT max(id) FROM page_chunk_embeddings)"
                         " WHERE page_id = ?", (page,))
     with pool.connection() as conn:
-        assert search.memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
-        hits = search.memory_query(conn, "zzzz", [infra], vector=qv(LATE), vectors=pool.vectors)["hits"]
+        assert memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
+        hits = memory_query(conn, "zzzz", [infra], vector=qv(LATE), vectors=pool.vectors)["hits"]
         assert [h["page_id"] for h in hits] == [page]
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from aimem_common.embed import EmbedIdentity
 from aimem_common.errors import UnavailableError
-from aimem_common.read.query_embed import QueryEmbedder, QueryEmbedding, annotate
+from aimem_common.search.query_embed import QueryEmbedder, QueryEmbedding, annotate
 
 pytestmark = pytest.mark.timeout(10)
 

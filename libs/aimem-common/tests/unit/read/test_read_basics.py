@@ -7,10 +7,13 @@ import asyncio
 import pytest
 
 from aimem_common.errors import BadRequestError, NotFoundError, UnavailableError
-from aimem_common.read import handoffs, messages, pages, scopes, search, sessions, status
-from aimem_common.read.access import AccessThrottle
-from aimem_common.read.search import QueryOptions
+from aimem_common.read import handoffs, messages, pages, scopes, sessions, status
+from aimem_common.read.text import fts_query, query_terms
+from aimem_common.search import fusion
+from aimem_common.search.access import AccessThrottle
+from aimem_common.search.question import QueryOptions, QueryVector
 from aimem_common.auth import ROOT, Grant, Principal
+from aimem_common.search.query import memory_query
 
 INFRA_READER = Principal(kind="user", name="user:ops", user_id=7, grants=(Grant("default", "infra", True, False),))
 
@@ -134,7 +137,7 @@ def test_handoffs_messages_status(pool, seeder, wiki):
 def test_search_basic_and_explain(pool, wiki):
     app, _ = wiki
     with pool.connection() as conn:
-        res = search.memory_query(conn, "how do we retry delivery?", [app], options=QueryOptions(explain=True))
+        res = memory_query(conn, "how do we retry delivery?", [app], options=QueryOptions(explain=True))
         assert res["hits"][0]["path"] == "decisions/0001-retries.md"
         assert "fts" in res["streams_active"]
         d = res["hits"][0]["score_details"]
@@ -142,14 +145,14 @@ def test_search_basic_and_explain(pool, wiki):
         assert res["raw_hits"] == []
         # expired page hidden unless asked
         assert all(h["path"] != "notes/old.md" for h in res["hits"])
-        res2 = search.memory_query(conn, "temporary hack", [app], options=QueryOptions(include_expired=True))
+        res2 = memory_query(conn, "temporary hack", [app], options=QueryOptions(include_expired=True))
         assert res2["hits"][0]["path"] == "notes/old.md" and res2["hits"][0]["expired"] is True
         # entity stream + link neighbour
-        res3 = search.memory_query(conn, "jetstream", [app], options=QueryOptions(explain=True))
+        res3 = memory_query(conn, "jetstream", [app], options=QueryOptions(explain=True))
         assert "entity" in res3["streams_active"]
         assert {h["path"] for h in res3["hits"]} >= {"decisions/0001-retries.md", "gotchas/dedupe.md"}
         # global sees the other project
-        glob = search.memory_query(conn, "restart jetstream server", None)
+        glob = memory_query(conn, "restart jetstream server", None)
         assert glob["hits"][0]["project"] == "infra"
 
 
@@ -158,11 +161,11 @@ def test_search_superseded_and_raw_fallback(pool, seeder, wiki):
     seeder.page(app, "decisions/0001-retries.md", "# Retry policy\nUse exponential backoff with jitter.")
     seeder.observation(app, "s9", "user-prompt", "the flaky websocket reconnect loop again")
     with pool.connection() as conn:
-        plain = search.memory_query(conn, "same event id", [app])
+        plain = memory_query(conn, "same event id", [app])
         assert all(not h.get("superseded") for h in plain["hits"])
-        old = search.memory_query(conn, "same event id", [app], options=QueryOptions(include_superseded=True))
+        old = memory_query(conn, "same event id", [app], options=QueryOptions(include_superseded=True))
         assert any(h.get("superseded") for h in old["hits"])
-        raw = search.memory_query(conn, "websocket reconnect", [app])
+        raw = memory_query(conn, "websocket reconnect", [app])
         assert raw["hits"] == [] and raw["raw_hits"][0]["session_id"] == "s9"
         assert "websocket" in raw["raw_hits"][0]["snippet"]
 
@@ -180,18 +183,18 @@ def test_adversarial_queries_never_fail(pool, wiki, q):
     app, _ = wiki
     with pool.connection() as conn:
         for scope in ([app], None):
-            res = search.memory_query(conn, q, scope, options=QueryOptions(explain=True, include_superseded=True))
+            res = memory_query(conn, q, scope, options=QueryOptions(explain=True, include_superseded=True))
             assert isinstance(res["hits"], list) and isinstance(res["raw_hits"], list)
 
 
 def test_query_builder_quotes_every_term():
-    assert search.fts_query(search.query_terms('How do I use NEAR "x" AND title:y*')) == '"near" OR "title:y"'.replace(
+    assert fts_query(query_terms('How do I use NEAR "x" AND title:y*')) == '"near" OR "title:y"'.replace(
         '"title:y"', '"title" OR "y"') or True
-    terms = search.query_terms('What is the "retry" policy for NEAR(jetstream) title:x?')
-    q = search.fts_query(terms)
+    terms = query_terms('What is the "retry" policy for NEAR(jetstream) title:x?')
+    q = fts_query(terms)
     assert all(part.startswith('"') and part.endswith('"') for part in q.split(" OR "))
     assert "what" not in terms and "retry" in terms and "jetstream" in terms
-    assert search.query_terms("how to") == ["how", "to"]
+    assert query_terms("how to") == ["how", "to"]
 
 
 def test_vector_stream(pool, seeder, wiki):
@@ -206,20 +209,20 @@ def test_vector_stream(pool, seeder, wiki):
         seeder.conn.execute("INSERT INTO page_chunk_embeddings(page_id, chunk, provider, model, dim, vector,"
                             " content_hash, created_at) SELECT id, 0, 'local', 'm', 4, ?, content_hash, ? FROM pages"
                             " WHERE id = ?", (v.tobytes(), seeder.tick(), pid))
-    qv = search.QueryVector([0, 1, 0, 0], "local", "m", 4)
+    qv = QueryVector([0, 1, 0, 0], "local", "m", 4)
     with pool.connection() as conn:
-        res = search.memory_query(conn, "zzzz-nothing", [app], vector=qv, options=QueryOptions(explain=True))
+        res = memory_query(conn, "zzzz-nothing", [app], vector=qv, options=QueryOptions(explain=True))
         assert res["hits"][0]["page_id"] == ids[1] and "vector" in res["streams_active"]
-        stale = search.QueryVector([0, 1, 0, 0], "local", "other-model", 4)
-        assert search.memory_query(conn, "zzzz-nothing", [app], vector=stale)["hits"] == []
+        stale = QueryVector([0, 1, 0, 0], "local", "other-model", 4)
+        assert memory_query(conn, "zzzz-nothing", [app], vector=stale)["hits"] == []
         with pytest.raises(BadRequestError):
-            search.memory_query(conn, "x", [app], vector=search.QueryVector([1, 2], "local", "m", 4))
+            memory_query(conn, "x", [app], vector=QueryVector([1, 2], "local", "m", 4))
 
 
 def test_authority_bounds():
-    assert search.authority("decision", "semantic", True, ["canonical"]) <= search.AUTHORITY_MAX
-    assert search.authority("lint", "working", False, ["deprecated"], True) >= search.AUTHORITY_MIN
-    assert search.authority("decision", "semantic", False, []) > search.authority("session", "episodic", False, [])
+    assert fusion.authority("decision", "semantic", True, ["canonical"]) <= fusion.AUTHORITY_MAX
+    assert fusion.authority("lint", "working", False, ["deprecated"], True) >= fusion.AUTHORITY_MIN
+    assert fusion.authority("decision", "semantic", False, []) > fusion.authority("session", "episodic", False, [])
 
 
 def test_access_throttle():

@@ -1,4 +1,4 @@
-"""The optional rerank stage through ``search_service.search``: off unless configured, reorders
+"""The optional rerank stage through ``aimem_common.search.service.search``: off unless configured, reorders
 the top hits by the model (a Cohere-shaped ``/rerank`` over real HTTP, the fake model server),
 keeps the exact stream's page first, and a failing or slow model leaves the fused order."""
 
@@ -10,7 +10,8 @@ import pytest
 
 from aimem_common.auth import Principal
 from aimem_common.config import RerankSettings, Settings
-from aimem_common.read.search_service import SearchRequest, search
+from aimem_common.search.params import SearchParams
+from aimem_common.search.service import Searcher
 from aimem_common.rerank import RerankStage
 
 pytestmark = pytest.mark.timeout(20)
@@ -30,8 +31,8 @@ def seed(seeder):
 
 def run(pool, tmp_path, query, stage, explain=True):
     settings = Settings(data_dir=tmp_path)
-    req = SearchRequest(query=query, workspace="default", project="app", explain=explain)
-    return asyncio.run(search(pool, None, ROOT, req, settings=settings, reranker=stage))
+    params = SearchParams(query=query, workspace="default", project="app", explain=explain)
+    return asyncio.run(Searcher(pool=pool, settings=settings, reranker=stage).search(ROOT, params))
 
 
 def stage_for(url, **kw):

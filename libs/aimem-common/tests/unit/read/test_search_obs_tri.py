@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from aimem_common.read import search
-from aimem_common.read.search import QueryOptions
+from aimem_common.search.question import QueryOptions
+from aimem_common.search.query import memory_query
 
 ZH = "我们决定使用读写分离的缓存策略来降低数据库压力。"
 JA = "本番環境へのデプロイはブルーグリーン方式で行います。"
@@ -16,7 +16,7 @@ JA = "本番環境へのデプロイはブルーグリーン方式で行いま�
 
 def _query(pool, q, scopes, **kw):
     with pool.connection() as conn:
-        return search.memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
+        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
 
 
 def _raw(pool, q, scopes):
@@ -74,7 +74,7 @@ def test_english_observation_not_indexed_and_english_question_reads_nothing(pool
         sql: list[str] = []
         conn.set_trace_callback(sql.append)
         try:
-            res = search.memory_query(conn, "lower database load", [app], options=QueryOptions())
+            res = memory_query(conn, "lower database load", [app], options=QueryOptions())
         finally:
             conn.set_trace_callback(None)
     assert [x["observation_id"] for x in res["raw_hits"]] == [ids["en"]]

@@ -4,15 +4,18 @@ turns or lines beats one that names the question's words here and there."""
 
 from __future__ import annotations
 
-from aimem_common.read import search
-from aimem_common.read.search import QueryOptions
+from aimem_common.search.fusion import Cand
+from aimem_common.search.query import memory_query
+from aimem_common.search.question import QueryOptions, Question
+from aimem_common.search.stream import Run
+from aimem_common.search.streams import passage
 
 Q = "ledger postgres partitions"
 
 
 def _q(pool, q, scopes, **kw):
     with pool.connection() as conn:
-        return search.memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
+        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
 
 
 def _session(seeder, scope, sid: str, turns: dict[int, str], n: int = 30) -> int:
@@ -33,7 +36,7 @@ def test_a_session_answering_in_neighbouring_turns_ranks_first(pool, seeder, mon
     assert streams["passage"]["rank"] == 1 and "passage" in res["stream_ms"]
     assert res["hits"][1]["score_details"]["streams"]["passage"]["rank"] == 2
     # Without the stage the two tie on every stream and page id order decides.
-    monkeypatch.setattr(search, "PASSAGE_PAGES", 0)
+    monkeypatch.setattr(passage, "PASSAGE_PAGES", 0)
     res = _q(pool, Q, [app])
     assert [h["page_id"] for h in res["hits"][:2]] == [spread, near] and "passage" not in res["streams_active"]
 
@@ -55,10 +58,12 @@ def test_passage_statistics_come_from_the_candidates_runs(pool, seeder):
     name_only = _session(seeder, app, "s-name", {i: f"Priya says hello again, Priya {i}" for i in range(12)}, n=12)
     rare = _session(seeder, app, "s-rare", {**{i: f"Priya talks {i}" for i in range(12)}, 3: "Priya on terraform"}, n=12)
     with pool.connection() as conn:
-        cands = {pid: search._Cand(pid, rrf=1.0) for pid in (name_only, rare)}
+        cands = {pid: Cand(pid, rrf=1.0) for pid in (name_only, rare)}
         turn_ids = {pid: [r[0] for r in conn.execute(
             "SELECT o.id FROM observations o JOIN pages p ON p.session_id = o.session_id WHERE p.id = ? ORDER BY o.id",
             (pid,))] for pid in (name_only, rare)}
-        ranked = search._passage_stream(conn, cands, ["priya", "terraform"], turn_ids)
+        question = Question.of("priya terraform")
+        assert question.terms == ["priya", "terraform"]
+        ranked = passage.rank(Run(conn, question, [app], QueryOptions(), cands=cands, turn_ids=turn_ids))
     assert [pid for pid, _ in ranked] == [rare, name_only]
     assert ranked[0][1] > 0.5 and ranked[1][1] < 1e-4  # "priya" is in every run: idf floored at 1e-6

@@ -3,15 +3,16 @@ so what it found is not hidden by pages that share the question's other words.""
 
 from __future__ import annotations
 
-from aimem_common.read import search
-from aimem_common.read.search import RUNNING_TURNS_PER_SESSION, QueryOptions
+from aimem_common.search.raw import RUNNING_TURNS_PER_SESSION
+from aimem_common.search.question import QueryOptions
+from aimem_common.search.query import memory_query
 
 Q = "ERR_9921 connection pool timeout payment worker"
 
 
 def _query(pool, q, scopes, **kw):
     with pool.connection() as conn:
-        return search.memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
+        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
 
 
 def test_a_running_sessions_turns_show_beside_page_hits(pool, seeder):

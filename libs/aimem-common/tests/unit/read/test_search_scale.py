@@ -5,13 +5,17 @@ observations onto its live page."""
 
 from __future__ import annotations
 
-from aimem_common.read import search
-from aimem_common.read.search import QueryOptions, live_page_count
+from aimem_common.search.question import QueryOptions
+from aimem_common.search.sql import live_page_count
+from aimem_common.search import hits
+from aimem_common.search.fusion import Cand
+from aimem_common.search.query import memory_query
+from aimem_common.search.streams import entity
 
 
 def _q(pool, q, scopes, **kw):
     with pool.connection() as conn:
-        return search.memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
+        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
 
 
 def test_live_page_count_of_the_vault_matches_a_count(pool, seeder):
@@ -80,27 +84,28 @@ def test_hits_read_only_the_candidates_that_can_win_and_match_reading_all(pool, 
                     links=[f"notes/p{rng.randint(0, 399)}.md"])
     questions = ["cache retry", "queue token index", "deploy schema worker cache", "retry", "index worker"]
     reads: list[int] = []
-    bounded = search._candidate_rows
+    bounded = hits.candidate_rows
 
     def counting(conn, cands, limit, include_expired, in_scope=None):
-        for c, r in bounded(conn, cands, limit, include_expired, in_scope):
-            reads.append(c.page_id)
-            yield c, r
+        for q in bounded(conn, cands, limit, include_expired, in_scope):
+            reads.append(q.cand.page_id)
+            yield q
 
     def every(conn, cands, limit, include_expired, in_scope=None):
         ids = list(cands)
-        meta = {r["id"]: r for r in conn.execute(search._META_SQL.format(marks=",".join("?" * len(ids))), ids)}
+        meta = {r["id"]: r for r in conn.execute(hits._META_SQL.format(marks=",".join("?" * len(ids))), ids)}
         for pid, c in cands.items():
-            if pid in meta:
-                yield c, meta[pid]
+            q = hits.qualify(c, meta[pid], include_expired, in_scope) if pid in meta else None
+            if q is not None:
+                yield q
 
     for q in questions:
         for limit in (3, 10, 40):
-            monkeypatch.setattr(search, "_candidate_rows", counting)
+            monkeypatch.setattr(hits, "candidate_rows", counting)
             reads.clear()
             got = _q(pool, q, [app], limit=limit)
             n_cands = sum(1 for _ in got["hits"])
-            monkeypatch.setattr(search, "_candidate_rows", every)
+            monkeypatch.setattr(hits, "candidate_rows", every)
             want = _q(pool, q, [app], limit=limit)
             assert [(h["page_id"], h["score"]) for h in got["hits"]] == [(h["page_id"], h["score"]) for h in want["hits"]]
             assert n_cands == min(limit, len(want["hits"]))
@@ -116,12 +121,10 @@ def test_candidate_rows_keep_reading_while_authority_can_still_win(pool, seeder)
     # RRF puts every weak page ahead; authority (0.79 vs 1.22) makes the strong ones win.
     cands = {}
     for rank, pid in enumerate(weak + strong, start=1):
-        cands[pid] = search._Cand(pid, rrf=1.0 / (60 + rank))
+        cands[pid] = Cand(pid, rrf=1.0 / (60 + rank))
     with pool.connection() as conn:
-        rows = list(search._candidate_rows(conn, cands, 3, False))
-        scored = sorted(((c.rrf * search.authority(r["kind"], r["tier"], bool(r["pinned"]),
-                                                   search._json_list(r["tags"])), c.page_id) for c, r in rows),
-                        reverse=True)
+        rows = list(hits.candidate_rows(conn, cands, 3, False))
+        scored = sorted(((q.score, q.cand.page_id) for q in rows), reverse=True)
     assert {pid for _, pid in scored[:3]} <= set(strong)
 
 
@@ -129,8 +132,8 @@ def test_a_rare_entity_counts_its_live_pages_a_common_one_its_links(pool, seeder
     """Counting a common entity's live pages (a page lookup per link) was most of a global search
     at 1M pages: above ``DF_EXACT_MAX`` links its document frequency is its link count, and only
     when it is among the entities used."""
-    monkeypatch.setattr(search, "DF_EXACT_MAX", 20)
-    monkeypatch.setattr(search, "DF_LIVE_PROBE", 10)
+    monkeypatch.setattr(entity, "DF_EXACT_MAX", 20)
+    monkeypatch.setattr(entity, "DF_LIVE_PROBE", 10)
     app = seeder.scope("default", "app")
     for i in range(30):
         seeder.page(app, f"notes/l{i}.md", f"# Ledger note {i}\nplain words", entities=["Ledger"])
@@ -139,17 +142,17 @@ def test_a_rare_entity_counts_its_live_pages_a_common_one_its_links(pool, seeder
     seeder.page(app, "notes/kafka-2.md", "# Kafka again\ntext", entities=["Kafka"])
     with pool.connection() as conn:
         ids = {name: eid for eid, name in conn.execute("SELECT id, name FROM entities")}
-        df = search._entity_df(conn, list(ids.values()))
+        df = entity.entity_df(conn, list(ids.values()))
         assert df == {ids["kafka"]: 2, ids["ledger"]: 32}  # 2 live of 3 links; 32 links (31 live pages > the probe)
-        monkeypatch.setattr(search, "DF_LIVE_PROBE", 40)  # a common entity of few live pages: those are its count
-        assert search._entity_df(conn, list(ids.values())) == {ids["kafka"]: 2, ids["ledger"]: 31}
-        monkeypatch.setattr(search, "DF_LIVE_PROBE", 10)
-        monkeypatch.setattr(search, "DF_EXACT_MAX", 1000)
-        assert search._entity_df(conn, list(ids.values())) == {ids["kafka"]: 2, ids["ledger"]: 31}  # all exact
-        monkeypatch.setattr(search, "DF_EXACT_MAX", 20)
-        monkeypatch.setattr(search, "MAX_ENTITIES", 1)  # no room after the rare one: the common one is not counted
-        assert search._entity_df(conn, list(ids.values())) == {ids["kafka"]: 2}
-    monkeypatch.setattr(search, "MAX_ENTITIES", 16)
+        monkeypatch.setattr(entity, "DF_LIVE_PROBE", 40)  # a common entity of few live pages: those are its count
+        assert entity.entity_df(conn, list(ids.values())) == {ids["kafka"]: 2, ids["ledger"]: 31}
+        monkeypatch.setattr(entity, "DF_LIVE_PROBE", 10)
+        monkeypatch.setattr(entity, "DF_EXACT_MAX", 1000)
+        assert entity.entity_df(conn, list(ids.values())) == {ids["kafka"]: 2, ids["ledger"]: 31}  # all exact
+        monkeypatch.setattr(entity, "DF_EXACT_MAX", 20)
+        monkeypatch.setattr(entity, "MAX_ENTITIES", 1)  # no room after the rare one: the common one is not counted
+        assert entity.entity_df(conn, list(ids.values())) == {ids["kafka"]: 2}
+    monkeypatch.setattr(entity, "MAX_ENTITIES", 16)
     top = _q(pool, "kafka ledger", [app])["hits"][0]
     assert top["path"] == "notes/kafka.md" and top["score_details"]["streams"]["entity"]["rank"] == 1
 
@@ -170,7 +173,7 @@ def test_a_link_to_another_projects_page_never_leaves_the_scope(pool, seeder):
 def test_an_entity_of_one_page_edited_many_times_stays_rare(pool, seeder, monkeypatch):
     """Superseded versions keep their links: an entity of one live page rewritten past
     ``DF_EXACT_MAX`` times still counts one page, and its page leads (found by a tester)."""
-    monkeypatch.setattr(search, "DF_EXACT_MAX", 20)
+    monkeypatch.setattr(entity, "DF_EXACT_MAX", 20)
     app = seeder.scope("default", "app")
     for i in range(30):
         seeder.page(app, "notes/frob.md", f"# Widget tuning\nrevision {i}", entities=["Frobnicator"])
@@ -178,19 +181,19 @@ def test_an_entity_of_one_page_edited_many_times_stays_rare(pool, seeder, monkey
         seeder.page(app, f"notes/l{i}.md", f"# Note {i}\nplain words", entities=["Ledger"])
     with pool.connection() as conn:
         ids = {name: eid for eid, name in conn.execute("SELECT id, name FROM entities")}
-        assert search._entity_df(conn, list(ids.values())) == {ids["frobnicator"]: 1, ids["ledger"]: 25}
+        assert entity.entity_df(conn, list(ids.values())) == {ids["frobnicator"]: 1, ids["ledger"]: 25}
     assert _q(pool, "frobnicator ledger", [app])["hits"][0]["path"] == "notes/frob.md"
 
 
 def test_the_rarest_common_entities_are_the_ones_used(pool, seeder, monkeypatch):
     """Common entities fill what the rare ones leave by their link counts, rarest first, not by
     their age (found by a tester: the oldest were taken)."""
-    monkeypatch.setattr(search, "DF_EXACT_MAX", 5)
-    monkeypatch.setattr(search, "MAX_ENTITIES", 2)
+    monkeypatch.setattr(entity, "DF_EXACT_MAX", 5)
+    monkeypatch.setattr(entity, "MAX_ENTITIES", 2)
     app = seeder.scope("default", "app")
     for name, pages in (("Alpha", 12), ("Bravo", 11), ("Quasar", 7)):  # Quasar made last
         for i in range(pages):
             seeder.page(app, f"notes/{name}-{i}.md", f"# {name} {i}\ntext", entities=[name])
     with pool.connection() as conn:
         ids = {name: eid for eid, name in conn.execute("SELECT id, name FROM entities")}
-        assert search._entity_df(conn, list(ids.values())) == {ids["quasar"]: 7, ids["bravo"]: 11}
+        assert entity.entity_df(conn, list(ids.values())) == {ids["quasar"]: 7, ids["bravo"]: 11}

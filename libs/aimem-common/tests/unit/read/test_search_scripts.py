@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from aimem_common.read import search
-from aimem_common.read.search import QueryOptions
+from aimem_common.search.question import QueryOptions
 from aimem_common.read.text import query_terms, trigrams, unspaced_runs
+from aimem_common.search.query import memory_query
 
 ZH = "我们决定使用读写分离的缓存策略来降低数据库压力。"
 JA = "本番環境へのデプロイはブルーグリーン方式で行います。"
@@ -32,7 +32,7 @@ def scripts(seeder):
 
 def _top(pool, q, scope, **kw):
     with pool.connection() as conn:
-        res = search.memory_query(conn, q, [scope], options=QueryOptions(explain=True, **kw))
+        res = memory_query(conn, q, [scope], options=QueryOptions(explain=True, **kw))
     return res
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from aimem_common.auth import ROOT, Grant, Principal
 from aimem_common.errors import NotFoundError
-from aimem_common.read import messages, pages, search, sessions, visibility
+from aimem_common.read import messages, pages, sessions, visibility
+from aimem_common.search.query import resolve_search_scopes
 
 
 def reader_of(project: str) -> Principal:
@@ -83,7 +84,7 @@ def test_unknown_and_unreadable_projects_answer_the_same(pool, two):
                 visibility.resolve_readable(conn, me, ws, pj)
             errors.append((e.value.status, e.value.code, e.value.message.replace(f"{ws}/{pj}", "X")))
         with pytest.raises(NotFoundError) as e:
-            search.resolve_search_scopes(conn, workspace="default", project="secret", reader=me)
+            resolve_search_scopes(conn, workspace="default", project="secret", reader=me)
         errors.append((e.value.status, e.value.code, e.value.message.replace("default/secret", "X")))
         assert set(errors) == {(404, "not_found", "project X not found")}
         assert visibility.resolve_readable(conn, me, "default", "app").project == "app"

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import AliasChoices, Field
 
 from aimem_common.errors import BadRequestError
-from aimem_common.read.search_service import MAX_QUERY_INPUT_CHARS, SearchRequest, search
+from aimem_common.search.params import MAX_QUERY_INPUT_CHARS, SearchParams
 
 from aimem_mcp.args import WORKSPACE_DOC, limit_field
 from aimem_mcp.context import ToolCall
@@ -15,6 +15,8 @@ from aimem_mcp.registry import ToolArgs, tool
 
 
 class Args(ToolArgs):
+    # The agent-facing declaration (aliases agents guess, descriptions an LLM reads, the pinned
+    # order of tests/unit/test_tool_contracts.py); a call runs as ``SearchParams`` (``to_params``).
     query: str = Field(
         validation_alias=AliasChoices("query", "q", "search"),
         description="What you want to know, in natural language or keywords. Aliases: `q`, `search`.",
@@ -39,6 +41,12 @@ class Args(ToolArgs):
     explain: bool = Field(False, description="Attach per-hit `score_details` and the active streams.")
     include_expired: bool = Field(False, description="Also return pages past their `expires_at` TTL.")
     include_superseded: bool = Field(False, description="Also return older versions (labelled `superseded: true`).")
+
+    def to_params(self) -> SearchParams:
+        """These arguments as the ``SearchParams`` every interface searches with."""
+        return SearchParams(query=self.query, workspace=self.workspace, project=self.project, limit=self.limit,
+                            scopes=self.scopes or [], global_=self.global_, explain=self.explain,
+                            include_expired=self.include_expired, include_superseded=self.include_superseded)
 
 
 @tool(name="memory_query", title="Search memory", args=Args, read_only=True, destructive=False, idempotent=True)
@@ -66,11 +74,4 @@ async def memory_query(call: ToolCall, args: Args) -> dict[str, Any]:
             "project is required (or pass scopes, or global: true): static clients pass workspace + project",
             code="scope_required",
         )
-    req = SearchRequest(
-        query=args.query, workspace=args.workspace, project=args.project, scopes=args.scopes or (),
-        global_=args.global_, limit=args.limit, explain=args.explain, include_expired=args.include_expired,
-        include_superseded=args.include_superseded,
-    )
-    gw = call.gw
-    return await search(gw.read_pool, gw.embedder, call.principal, req, settings=gw.settings, bus=gw.bus,
-                        throttle=gw.access, reranker=gw.reranker)
+    return await call.gw.searcher.search(call.principal, args.to_params())

@@ -8,7 +8,8 @@ from pydantic import Field, model_validator
 
 from aimem_common.errors import NotFoundError
 from aimem_common.read.pages import get_page
-from aimem_common.read.search import QueryOptions, memory_query
+from aimem_common.search.question import QueryOptions
+from aimem_common.search.query import memory_query
 
 from aimem_mcp.args import Scoped
 from aimem_mcp.context import ToolCall

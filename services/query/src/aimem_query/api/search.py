@@ -1,41 +1,30 @@
-"""``GET|POST /api/v1/search``: ``memory_query`` over HTTP (the shared search service)."""
+"""``GET|POST /api/v1/search``: ``memory_query`` over HTTP (the service's ``Searcher``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
 
 from aimem_common.auth import Principal
 from aimem_common.errors import BadRequestError
-from aimem_common.read import search_service
+from aimem_common.search.params import MAX_QUERY_INPUT_CHARS, SearchParams
 from aimem_query.deps import PrincipalDep, ctx_of
 
 router = APIRouter(tags=["search"])
 
-MAX_QUERY_CHARS = search_service.MAX_QUERY_INPUT_CHARS
+MAX_QUERY_CHARS = MAX_QUERY_INPUT_CHARS
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(SearchParams):
     """Body of ``POST /api/v1/search`` (the same fields as the GET query string)."""
 
-    model_config = ConfigDict(populate_by_name=True, extra="forbid")
-
-    query: str = Field("", max_length=MAX_QUERY_CHARS, validation_alias="q", description="the question")
-    workspace: str | None = Field(None, description="defaults to the server's workspace_default")
-    project: str | None = None
-    scopes: list[str] = Field(default_factory=list, description="'project' or 'workspace/project' names")
-    global_: bool = Field(False, alias="global", description="search every readable project")
-    limit: int | None = Field(None, ge=1, le=100)
-    explain: bool = False
-    include_expired: bool = False
-    include_superseded: bool = False
+    # No fields of its own: the name and this docstring are the body's OpenAPI component.
 
 
-async def run_search(request: Request, principal: Principal, req: SearchRequest, tasks: BackgroundTasks
+async def run_search(request: Request, principal: Principal, params: SearchParams, tasks: BackgroundTasks
                      ) -> dict[str, Any]:
-    """Run ``req`` through the shared search service (``aimem_common.read.search_service``).
+    """Run ``params`` through the service's ``Searcher`` (``aimem_common.search.service``).
 
     Scopes fail closed and are grant-checked; the question's vector (``embedding.provider``
     set) feeds the vector stream, and an embedder that fails or exceeds
@@ -43,16 +32,10 @@ async def run_search(request: Request, principal: Principal, req: SearchRequest,
     ``explain``); a default-scoped search also returns ``global_scope_hits``; page hits get
     their throttled access bump once the reply is sent.
     """
-    ctx = ctx_of(request)
-    result = await search_service.search(
-        ctx.read_pool, ctx.embedder, principal,
-        search_service.SearchRequest(
-            query=req.query, workspace=req.workspace, project=req.project, scopes=req.scopes, global_=req.global_,
-            limit=req.limit, explain=req.explain, include_expired=req.include_expired,
-            include_superseded=req.include_superseded),
-        settings=ctx.settings, reranker=ctx.reranker)
+    searcher = ctx_of(request).searcher
+    result = await searcher.search(principal, params, record=False)
     # The access bump runs after the reply is sent: an HTTP search does not wait on the bus.
-    tasks.add_task(search_service.record_access, ctx.bus, ctx.access, result, actor=principal.name)
+    tasks.add_task(searcher.record_access, result, actor=principal.name)
     return result
 
 
@@ -73,10 +56,12 @@ async def search_get(
 ) -> dict[str, Any]:
     """Return ``{"hits": [...], "raw_hits": [...], "global_scope_hits"?: [...]}`` (``memory_query``
     shape, DESIGN.md)."""
+    # Declared as parameters, not as a query model of SearchParams: the query string names the
+    # question ``q`` only, splits comma-separated scopes and ignores unknown parameters.
     flat = [s.strip() for item in scopes for s in item.split(",") if s.strip()]
-    req = SearchRequest(query=q, workspace=workspace, project=project, scopes=flat, global_=global_, limit=limit,
-                        explain=explain, include_expired=include_expired, include_superseded=include_superseded)
-    return await run_search(request, principal, req, tasks)
+    params = SearchParams(query=q, workspace=workspace, project=project, scopes=flat, global_=global_, limit=limit,
+                          explain=explain, include_expired=include_expired, include_superseded=include_superseded)
+    return await run_search(request, principal, params, tasks)
 
 
 @router.post("/search", summary="Search the wiki (memory_query), JSON body")

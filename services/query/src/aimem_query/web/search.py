@@ -10,7 +10,8 @@ from __future__ import annotations
 from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import Response
 
-from aimem_query.api.search import MAX_QUERY_CHARS, SearchRequest, run_search
+from aimem_common.search.params import SearchParams
+from aimem_query.api.search import MAX_QUERY_CHARS, run_search
 from aimem_query.web.deps import UserDep, renderer, scope_for
 
 router = APIRouter()
@@ -22,8 +23,8 @@ async def _search(request: Request, user: UserDep, tasks: BackgroundTasks, q: st
     result = None
     q = q[:MAX_QUERY_CHARS]
     if q.strip():
-        req = SearchRequest(query=q, workspace=workspace, project=project, global_=project is None, limit=20,
-                            explain=explain)
+        req = SearchParams(query=q, workspace=workspace, project=project, global_=project is None, limit=20,
+                           explain=explain)
         result = await run_search(request, user.principal, req, tasks)
     return renderer(request).page(request, "search.html", scope=scope, q=q, explain=explain, result=result)
 

@@ -18,7 +18,7 @@ from typing import Any
 from aimem_common.errors import AimemError
 from aimem_common.commands import make_envelope
 
-log = logging.getLogger("aimem.read.access")
+log = logging.getLogger("aimem.search.access")
 
 MAX_TRACKED = 100_000  # bound memory: forget the oldest entries past this many pages
 MAX_IDS_PER_COMMAND = 200  # PageAccess.page_ids max_length

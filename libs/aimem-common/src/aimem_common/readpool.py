@@ -2,7 +2,7 @@
 
 Every read-side service (query, mcp-gateway, ingress, maintainer) owns one ``ReaderPool``
 built in its lifespan (its context's ``read_pool``); it is the only way a service reads. Query functions in this
-package are plain *sync* functions ``fn(conn, ...)``; ``await pool.run(fn, ...)`` runs one
+``aimem_common.read`` are plain *sync* functions ``fn(conn, ...)``; ``await pool.run(fn, ...)`` runs one
 on a worker thread (``asyncio.to_thread``) with a connection checked out for the call.
 
 Connections come from ``db.connect.open_reader`` (``mode=ro`` + ``query_only``), so a read

@@ -23,7 +23,7 @@ from typing import Any
 
 from aimem_common.config import Settings
 from aimem_common.embed import Embedder, build_embedder
-from aimem_common.read.search import QueryVector
+from aimem_common.search.question import QueryVector
 
 log = logging.getLogger(__name__)
 

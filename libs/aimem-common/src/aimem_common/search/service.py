@@ -1,0 +1,145 @@
+"""``Searcher``: the one search orchestration behind MCP, REST and web searches.
+
+``memory_query`` (MCP), ``/api/v1/search`` (REST), the web search and every later caller.
+
+Names → scopes → grant check → the question's vector → hybrid search → ``_global`` preference
+hits → rerank → access bumps. Each service builds one ``Searcher`` in its lifespan; the
+interfaces only turn their arguments into ``SearchParams`` and the result into their reply.
+Ranking itself is ``search.query.memory_query``; this module decides *what* is searched and
+what follows a search. Thread: event loop (the reads run on the reader pool).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aimem_common.config import Settings
+from aimem_common.models import GLOBAL_PROJECT, Scope, validate_name
+from aimem_common.read import scopes as scopes_mod
+from aimem_common.read import visibility
+from aimem_common.readpool import ReaderPool
+from aimem_common.rerank import RerankStage
+from aimem_common.search.access import AccessThrottle, publish_access
+from aimem_common.search.params import SearchParams
+from aimem_common.search.query import memory_query, resolve_search_scopes
+from aimem_common.search.query_embed import QueryEmbedder, QueryEmbedding, annotate
+from aimem_common.search.question import QueryOptions, QueryVector
+
+if TYPE_CHECKING:
+    from aimem_common.auth import Principal
+    from aimem_common.bus import Bus
+
+GLOBAL_SCOPE_LIMIT = 5  # ``global_scope_hits`` per default-scoped search
+
+
+@dataclass(slots=True, kw_only=True)
+class Searcher:
+    """What a search needs, built once per service: the reader pool, settings, and the optional
+    embedder, reranker, and bus + throttle for the ``page.access`` bumps."""
+
+    pool: ReaderPool
+    settings: Settings
+    embedder: QueryEmbedder | None = None
+    reranker: RerankStage | None = None
+    bus: "Bus | None" = None
+    throttle: AccessThrottle | None = None
+
+    async def search(self, principal: "Principal", params: SearchParams, *, record: bool = True) -> dict[str, Any]:
+        """Run one search for ``principal``; return the ``memory_query`` result.
+
+        Shape: ``{"hits": [Hit ≤ limit], "raw_hits": [RawHit], "global_scope_hits"?: [Hit ≤ 5]}``
+        plus, with ``explain``, ``streams_active``, ``streams_skipped``, ``fts_query``,
+        ``query_embed_ms``? and per-hit ``score_details`` (each stream's rank and score).
+        ``global_scope_hits`` come from the workspace's ``_global`` project (the user's
+        preferences) on a default-scoped search when it exists and is readable. One embedding
+        serves both searches; an embedder that fails or times out only drops the vector stream.
+        With a configured reranker the top ``rerank.top_n`` hits are reordered by it (the exact
+        stream's pages stay first; explain: ``score_details.rerank`` and ``"rerank"`` in
+        ``streams_active``, or ``streams_skipped["rerank"]`` when it failed). With ``record``
+        (and a bus and throttle) the page hits get their ``page.access`` bump before it returns
+        (``record_access``); an HTTP route passes ``record=False`` and bumps after its reply.
+
+        Raises:
+            BadRequestError: an invalid workspace/project name, a malformed scope ref, or no
+                project, scopes or global (``scope_required``).
+            NotFoundError: an unknown workspace or project (fail closed), or, for a non-root
+                principal, one it may not read (the same ``not_found``: no existence probe).
+            UnavailableError: the read ran past the pool's budget (``query_timeout``).
+        """
+        settings, reranker = self.settings, self.reranker
+        ws = validate_name(params.workspace or settings.workspace_default, "workspace")
+        if params.project:
+            validate_name(params.project, "project")
+        found = await self.pool.run(resolve_search_scopes, workspace=ws, project=params.project,
+                                    scopes=params.scopes, global_=params.global_, reader=principal)
+        scope_list = await readable_scopes(self.pool, principal, found)
+        reranking = reranker is not None and reranker.configured
+        opts = QueryOptions(
+            limit=params.limit or settings.query.default_limit,
+            explain=params.explain,
+            include_expired=params.include_expired,
+            include_superseded=params.include_superseded,
+            rrf_k=settings.retrieval.rrf_k,
+            snippet_words=settings.query.snippet_words,
+            raw_limit=settings.retrieval.raw_fallback_limit,
+            rerank_docs=reranker.top_n if reranking else 0,
+        )
+        qe = await self.embedder.embed(params.query) if self.embedder is not None else QueryEmbedding(None)
+        result = await self.pool.run(_query, params.query, scope_list, opts, qe.vector, principal,
+                                     ws if params.default_scoped else None)
+        annotate(result, qe, explain=params.explain)
+        rr = result.pop("rerank", None)
+        if rr is not None and reranking:
+            skipped = await reranker.apply(params.query, result["hits"], rr["texts"], set(rr["certain"]),
+                                           explain=params.explain)
+            if params.explain:
+                if skipped:
+                    result.setdefault("streams_skipped", {})["rerank"] = skipped
+                elif len(result["hits"]) > 1:
+                    result.setdefault("streams_active", []).append("rerank")
+        if record:
+            await self.record_access(result, actor=principal.name)
+        return result
+
+    async def record_access(self, result: dict[str, Any], *, actor: str) -> int:
+        """Publish the ``page.access`` bumps of a ``search`` result's page hits (``hits`` and
+        ``global_scope_hits``), throttled to once a minute per page; best effort, never raises.
+
+        Returns the number of page ids published (0 without a bus or throttle).
+        """
+        if self.bus is None or self.throttle is None:
+            return 0
+        hits = list(result.get("hits", [])) + list(result.get("global_scope_hits", []))
+        return await publish_access(self.bus, self.throttle, hits, actor=actor)
+
+
+async def readable_scopes(pool: ReaderPool, principal: "Principal", found: list[Scope] | None) -> list[Scope] | None:
+    """Keep the scopes ``principal`` may read.
+
+    ``None`` (every project) stays ``None`` for root and becomes the readable projects
+    otherwise; an explicitly named scope that is not readable is refused, never dropped.
+
+    Raises:
+        ForbiddenError: a named scope the principal may not read.
+    """
+    if found is None:
+        if principal.is_root:
+            return None
+        return await pool.run(visibility.readable_scopes, principal)
+    for s in found:
+        principal.require_read(s.workspace, s.project)
+    return found
+
+
+def _query(conn: Any, query: str, scope_list: list[Scope] | None, opts: QueryOptions, vector: QueryVector | None,
+           principal: "Principal", global_of: str | None, vectors: Any = None) -> dict[str, Any]:
+    """``memory_query`` plus, with ``global_of`` (a workspace), the ``global_scope_hits`` of its
+    ``_global`` project when it exists and ``principal`` may read it: one trip to a reader thread."""
+    result = memory_query(conn, query, scope_list, options=opts, vector=vector, vectors=vectors)
+    g = scopes_mod.find(conn, global_of, GLOBAL_PROJECT) if global_of else None
+    if g is not None and principal.can_read(g.workspace, g.project):
+        gopts = QueryOptions(limit=GLOBAL_SCOPE_LIMIT, snippet_words=opts.snippet_words, raw_fallback=False)
+        result["global_scope_hits"] = memory_query(conn, query, [g], options=gopts, vector=vector,
+                                                   vectors=vectors)["hits"]
+    return result
