@@ -92,6 +92,11 @@ class Model:
         self.seq += 1
         return self.seq
 
+    def delivered(self, h: MHandoff) -> bool:
+        """False while the end that opens ``h`` still waits in an offline client's spool."""
+        s = self.sessions.get(h.sid)
+        return s is None or not s.offline
+
     def open_handoff_of(self, sid: str) -> MHandoff | None:
         """The open handoff ``sid`` authored (at most one by the rules)."""
         return next((h for h in self.handoffs.values() if h.sid == sid and h.status == "open"), None)
@@ -99,7 +104,7 @@ class Model:
     def claimable(self, place: str, sid: str, t: float) -> list[MHandoff]:
         """Open handoffs a new session ``sid`` in ``place`` starting at ``t`` may claim, best first."""
         out = [h for h in self.handoffs.values()
-               if h.status == "open" and h.place == place and h.sid != sid and h.at < t
+               if h.status == "open" and h.place == place and h.sid != sid and h.at < t and self.delivered(h)
                and not (h.by_idle and "idle_owner" in self.gaps)]
         return sorted(out, key=lambda h: (h.at, h.seq), reverse=True)
 
@@ -158,8 +163,8 @@ class Model:
         if s.real:
             s.generations += 1
             h = self.open_handoff_of(sid)
-            if h is not None:
-                h.at, h.seq, h.by_idle = t, self._next(), by == "idle"
+            if h is not None:  # refreshed in place: it keeps who opened it
+                h.at, h.seq = t, self._next()
             else:
                 hid = self._next()
                 self.handoffs[hid] = MHandoff(hid, sid, s.place, t, hid, by == "idle")
@@ -198,7 +203,7 @@ class Model:
     # -- expectations ----------------------------------------------------------------------
     def open_sids(self, place: str) -> set[str]:
         """Session ids whose automatic handoff is open in ``place``."""
-        return {h.sid for h in self.handoffs.values() if h.place == place and h.status == "open"}
+        return {h.sid for h in self.handoffs.values() if h.place == place and h.status == "open" and self.delivered(h)}
 
     def open_sessions(self, place: str) -> set[str]:
         """Sessions the server knows as open in ``place`` (delivered, not ended, not purged)."""
