@@ -540,7 +540,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         parent = self._pick(parents, i)
         sid = self._sid("opencode")
         self.cwds[sid] = self.cwds[parent]
-        self._note(f"opencode_child({parent}) -> {sid}")
+        self._note(f"opencode_child({parent}, work={work}) -> {sid}")
         t, out = self._hook("opencode", "start", sid, parent=parent)
         self.model.start(sid, "opencode", self.model.sessions[parent].place, t, None, parent=parent)
         self._check_delivery(sid, "opencode", out, None)
