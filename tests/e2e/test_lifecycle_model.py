@@ -23,7 +23,10 @@ One stack per run; each example gets fresh repositories (fresh project names). R
 exercise a class of issue 26 not fixed on this branch are switched off by ``KNOWN_GAPS``;
 ``AIMEM_MODEL_GAPS`` overrides it (``none`` = check everything). ``AIMEM_MODEL_EXAMPLES`` and
 ``AIMEM_MODEL_STEPS`` size the run (``make model-check`` runs a long one); the figures are
-printed at the end and written to ``AIMEM_MODEL_REPORT`` when set.
+printed at the end and written to ``AIMEM_MODEL_REPORT`` when set; ``AIMEM_MODEL_CEX`` names
+a file that collects every failing sequence (readable steps; the last of a kind is the most
+shrunk). ``test_counterexample`` replays the shortest known sequence of each class: a strict
+xfail while its class is a known gap, so the run says when a fix has landed.
 """
 
 from __future__ import annotations
@@ -68,7 +71,8 @@ KNOWN_GAPS = frozenset({
     "no_cwd",            # 7: an event with a known session id but no cwd is refused (400)
     "ancestor_marker",   # 8: a `.aimem.toml` in an ancestor folder merges every repository below
     "parallel_chain",    # 10: sessions that ran in parallel are folded as one chain
-    "import_live",       # (new) an import of a live session's transcript ends it: its real end opens no handoff
+    "import_live",       # (new) importing a live session's transcript ends it (historical end): if the
+                         #       agent then dies, the idle finaliser skips it and its work is never handed on
 })
 
 
