@@ -518,7 +518,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         assert ended == expected, (f"idle finalised {sorted(ended)}, the model says {sorted(expected)} "
                                    f"(passes: finalised/skipped/failed {passes})")
 
-    @action(2, lambda self: "event_time_order" not in self.gaps, client=st.sampled_from(CLIENTS), place=st.sampled_from(("A", "B")), ends=st.booleans())
+    @action(2, lambda self: "event_time_order" not in self.gaps,
+            client=st.sampled_from(CLIENTS), place=st.sampled_from(("A", "B")), ends=st.booleans())
     def offline_session(self, client: str, place: str, ends: bool) -> None:
         """A session on a machine whose server is unreachable: every event waits in the spool."""
         sid = self._sid(client)
@@ -542,7 +543,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         for s in self.model.sessions.values():
             s.offline = False
 
-    @action(2, lambda self: "children" not in self.gaps and bool(self._live(client="opencode")), i=st.integers(0, 50), work=st.booleans())
+    @action(2, lambda self: "children" not in self.gaps and bool(self._live(client="opencode")),
+            i=st.integers(0, 50), work=st.booleans())
     def opencode_child(self, i: int, work: bool) -> None:
         """An OpenCode child session (``parentID``) is created under an open session."""
         parents = self._live(client="opencode")
@@ -606,7 +608,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         res = Env.api.import_batch(body)
         assert not res["rejected"], res
 
-    @action(1, lambda self: any(s.state == "ended" and not s.offline for s in self.model.sessions.values()), i=st.integers(0, 50))
+    @action(1, lambda self: any(s.state == "ended" and not s.offline for s in self.model.sessions.values()),
+            i=st.integers(0, 50))
     def purge(self, i: int) -> None:
         """An operator purges an ended session (``/admin/purge-session``)."""
         sids = sorted(s.sid for s in self.model.sessions.values() if s.state == "ended" and not s.offline
@@ -714,7 +717,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         for sid, s in self.model.sessions.items():
             rows = real.get(sid, [])
             if s.imported or s.parent is not None or s.state == "purged":
-                assert not rows, f"{sid} ({'import' if s.imported else 'child' if s.parent else 'purged'}) has handoffs {rows}"
+                why = "import" if s.imported else "child" if s.parent else "purged"
+                assert not rows, f"{sid} ({why}) has handoffs {rows}"
                 continue
             want = sum(h.sid == sid and self.model.delivered(h) for h in self.model.handoffs.values())
             assert len(rows) == want, (
