@@ -515,8 +515,15 @@ class LifecycleMachine(RuleBasedStateMachine):
             if not res["finalized"]:  # "active again" without a new event: the pass read an old snapshot
                 STATS["idle_skipped"] = STATS.get("idle_skipped", 0) + res["skipped"]
         expected = set(self.model.idle())
+        rows = []
+        if ended != expected:  # what the store holds for the sessions the pass left alone
+            for p in self.places.values():
+                r = Env.api.http.get(f"/api/v1/workspaces/default/projects/{p.project}/sessions",
+                                     params={"limit": 200})
+                rows += [x for x in (r.json() if r.status_code == 200 else []) if x.get("session_id") in expected - ended]
         assert ended == expected, (f"idle finalised {sorted(ended)}, the model says {sorted(expected)} "
-                                   f"(passes: finalised/skipped/failed {passes})")
+                                   f"(passes: finalised/skipped/failed {passes}; left alone: {rows}; "
+                                   f"now {datetime.now(UTC).isoformat()})")
 
     @action(2, lambda self: "event_time_order" not in self.gaps,
             client=st.sampled_from(CLIENTS), place=st.sampled_from(("A", "B")), ends=st.booleans())
