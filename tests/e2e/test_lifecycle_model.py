@@ -74,6 +74,9 @@ KNOWN_GAPS = frozenset({
     "idle_same_second",  # (new) event times are ISO text of varying precision (a whole second is stored
                          #       "…:45Z", not "…:45.000000Z") compared as text: "…:45Z" > "…:45.2386Z", so
                          #       the idle pass leaves such a session open (and any text ordering errs)
+    "give_back_stale",   # (new) a session that claimed a handoff and ends without work gives it back
+                         #       even when the author resumed and re-ended meanwhile: two open
+                         #       handoffs of one session (the stale one is delivered later)
     "import_live",       # (new) importing a live session's transcript ends it (historical end): if the
                          #       agent then dies, the idle finaliser skips it and its work is never handed on
 })
@@ -716,7 +719,9 @@ class LifecycleMachine(RuleBasedStateMachine):
                 assert h["automatic"], h
                 real.setdefault(s.sid, []).append(h)
             opened = {h["from_session_id"] for h in rows if h["status"] == "open"}
-            assert len(opened) == sum(h["status"] == "open" for h in rows), f"two open handoffs of one session: {rows}"
+            if "give_back_stale" not in self.gaps:
+                assert len(opened) == sum(h["status"] == "open" for h in rows), (
+                    f"two open handoffs of one session: {rows}")
             assert opened == self.model.open_sids(key), (
                 f"{project}: open handoffs of {sorted(opened)}, the model says {sorted(self.model.open_sids(key))}")
             status = Env.api.project_status(project)

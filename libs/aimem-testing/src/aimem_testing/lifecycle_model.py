@@ -33,7 +33,9 @@ Rules written down here (one line each, the spec they come from in brackets):
 ``gaps`` (a set of ``KNOWN_GAPS`` names) switches a rule to the current, known-wrong
 behaviour so the rest can still be checked before the fix lands: ``idle_owner`` (the idle
 finaliser's handoffs are never claimed or superseded), ``parallel_chain`` (a claim
-supersedes every older eligible automatic handoff of the place).
+supersedes every older eligible automatic handoff of the place), ``give_back_stale`` (a
+claim given back reopens even when its author has re-ended since: two open handoffs of
+one session).
 """
 
 from __future__ import annotations
@@ -172,16 +174,22 @@ class Model:
         if s.claimed is not None:  # nothing done with it: give the claim back
             h = self.handoffs.get(s.claimed)
             if h is not None and h.status == "claimed" and h.claimed_by == sid:
-                h.status, h.claimed_by = "open", None
-                for o in self.handoffs.values():
-                    if o.superseded_by == h.hid and o.status == "superseded":
-                        o.status, o.superseded_by = "open", None
+                fresher = self.open_handoff_of(h.sid)
+                if fresher is not None and "give_back_stale" not in self.gaps:
+                    # its author resumed and re-ended meanwhile: one open handoff per session
+                    h.status, h.claimed_by, h.superseded_by = "superseded", None, fresher.hid
+                else:
+                    h.status, h.claimed_by = "open", None
+                    for o in self.handoffs.values():
+                        if o.superseded_by == h.hid and o.status == "superseded":
+                            o.status, o.superseded_by = "open", None
             s.claimed = None
 
     def idle(self) -> list[str]:
         """The idle finaliser with a tiny quiet period: every open, delivered session ends at
         its last event. Returns the ended ids."""
-        ended = [s.sid for s in self.sessions.values() if s.state == "open" and not s.offline and not s.imported]
+        open_ = [s for s in self.sessions.values() if s.state == "open" and not s.offline and not s.imported]
+        ended = [s.sid for s in sorted(open_, key=lambda s: s.last_at)]  # the pass goes oldest first
         for sid in ended:
             self.end(sid, self.sessions[sid].last_at, "idle")
         return ended
