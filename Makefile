@@ -11,7 +11,7 @@ PACKAGES := libs/aimem-common services/writer services/ingress services/query \
 TEST_PACKAGES := libs/aimem-testing
 PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES) $(TEST_PACKAGES))
 
-.PHONY: install agents up test deploy-test bench clean
+.PHONY: install agents up test deploy-test model-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,16 @@ test: install
 
 deploy-test: install  # compose/Helm/Prometheus/Grafana checks + the real-container test
 	$(BIN)/python -m pytest tests/deploy $(PYTEST_ARGS)
+
+# The long run of the session/handoff lifecycle model (tests/e2e/test_lifecycle_model.py):
+# MODEL_EXAMPLES random interleavings of MODEL_STEPS steps through the real stack, fixed seed;
+# prints examples, steps and invariant checks. AIMEM_MODEL_GAPS=none checks every issue-26 class.
+MODEL_EXAMPLES ?= 500
+MODEL_STEPS ?= 25
+model-check: install
+	AIMEM_MODEL_EXAMPLES=$(MODEL_EXAMPLES) AIMEM_MODEL_STEPS=$(MODEL_STEPS) AIMEM_MODEL_REPORT=$(CURDIR)/.model-check.txt \
+	  $(BIN)/python -m pytest tests/e2e/test_lifecycle_model.py -k test_lifecycle_matches_the_model \
+	  -p no:cacheprovider -q -s --timeout 0 $(PYTEST_ARGS); rc=$$?; cat $(CURDIR)/.model-check.txt; exit $$rc
 
 bench: install
 	$(BIN)/python -m bench
