@@ -32,6 +32,11 @@ session and gets nothing (its transcript already holds what was injected), a ``c
 claims nothing and gets the project brief again (bounded), a ``clear`` begins a new task
 but claims nothing (the handoff just left by the cleared session would re-inject what the
 user cleared) and gets the brief; any other start claims the handoff and gets the brief.
+With ``run_id`` (a child of ``aimem run``; not on a ``resume``) the brief is held to
+``MANAGED_BRIEF_CHARS`` and the run's workstream packet follows it (``workstreams.py``:
+the events its harness has not seen, origin marker, fenced); the harness's delivery
+cursor moves through the writer after the whole response is assembled, and the answer
+adds ``delivered_seq`` (null when nothing was delivered).
 """
 
 from __future__ import annotations
@@ -66,10 +71,11 @@ from aimem_common.commands.handoffs import HandoffAccept
 from aimem_common.commands.observations import SessionEnd
 from aimem_common.sanitize import RawObservation, sanitize, storable
 from aimem_ingress.body import decode_json, read_capped
-from aimem_ingress.brief import budget_chars, read_brief, render_context
+from aimem_ingress.brief import HARD_CAP_CHARS, budget_chars, read_brief, render_context
 from aimem_ingress.context import IngressContext
 from aimem_ingress.deps import CtxDep, ctx_of
 from aimem_ingress.normalize import NormalizedEvent, check_identity, normalize
+from aimem_ingress.workstreams import claim, start_packet
 
 log = logging.getLogger("aimem.ingress")
 
@@ -82,6 +88,8 @@ HOOK_ACTOR = "hook"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_ROOT_CHARS, MAX_ORIGIN_CHARS = 4096, 1024
 _REPO_ID = re.compile(r"^[0-9a-f]{32}$")
+_RUN_ID = _REPO_ID  # a managed run's id (AIMEM_RUN_ID): 32 lower-case hex digits
+MANAGED_BRIEF_CHARS = 2_500  # a managed start keeps most of the hook output for the workstream packet
 # What a session start gets, by its `source`: (claim a handoff, inject the project brief).
 START_SOURCES = {"resume": (False, False), "compact": (False, True), "clear": (False, True)}
 DEFAULT_START = (True, True)
@@ -151,10 +159,19 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
     handoff = await _claim_handoff(ctx, ev, scope) if claim else None
     got = await ctx.read(lambda conn: _brief(conn, scope)) if brief else None
     pages, name = got or ([], scope.project)  # None: no database yet
+    run_id = request.query_params.get("run_id") or ""
+    managed = bool(_RUN_ID.match(run_id)) and source != "resume"
+    budget = budget_chars(ctx.settings.ingress.context_max_tokens)
     text = render_context(handoff, pages, project=name,
-                          max_chars=budget_chars(ctx.settings.ingress.context_max_tokens))
+                          max_chars=min(budget, MANAGED_BRIEF_CHARS) if managed else budget)
+    delivered = None
+    if managed:  # after the handoff and brief: the workstream events this harness has not seen
+        packet = await start_packet(ctx, run_id, scope, room=HARD_CAP_CHARS - len(text) - 2)
+        if packet and await claim(ctx, run_id, packet[1], scope):  # claimed once the response is whole
+            text = f"{text}\n\n{packet[0]}" if text else packet[0]
+            delivered = packet[1]
     ctx.metrics.contexts.labels("handoff" if handoff else ("brief" if text else "empty")).inc()
-    return JSONResponse({"context": text, "handoff_id": (handoff or {}).get("id")})
+    return JSONResponse({"context": text, "handoff_id": (handoff or {}).get("id"), "delivered_seq": delivered})
 
 
 async def _authorize(ctx: IngressContext, request: Request) -> Principal:

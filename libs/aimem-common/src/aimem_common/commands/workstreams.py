@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aimem_common.commands.envelope import OpPayload, register
 from aimem_common.commands.freetext import FreeText
+from aimem_common.workstreams import LEASE_SECONDS
 
 RUN_ID = r"^[0-9a-f]{32}$"
 HARNESS = r"^[a-z0-9][a-z0-9-]{0,31}$"
@@ -34,6 +35,7 @@ class WorkstreamLease(OpPayload):
     cwd: str | None = Field(None, max_length=4096)
     checkout_root: str | None = Field(None, max_length=4096)
     exit_code: int | None = None
+    lease_s: int = Field(LEASE_SECONDS, ge=5, le=600)  # open/renew: how long the lease lasts
 
 
 class LedgerEvent(BaseModel):

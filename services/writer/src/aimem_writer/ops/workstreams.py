@@ -12,7 +12,7 @@ writes that name again (same name, its own content), so a segment whose range is
 
 Leases: ``open`` creates the workstream (project + checkout root) when missing, marks
 lapsed leases ``expired`` and refuses while another run holds a live one; ``renew`` moves
-``lease_expires_at`` ``LEASE_SECONDS`` on; ``release`` (a clean exit) and ``cancel`` (a
+``lease_expires_at`` ``lease_s`` on (``LEASE_SECONDS`` by default); ``release`` (a clean exit) and ``cancel`` (a
 handled launcher failure) end it. An unclean death is bounded by the expiry.
 
 Cursors: ``workstream_harnesses.delivered_seq`` is how far a harness has seen the ledger.
@@ -32,7 +32,7 @@ from aimem_common.commands import Envelope
 from aimem_common.commands.workstreams import WorkstreamAppend, WorkstreamDeliver, WorkstreamLease, WorkstreamRename
 from aimem_common.errors import BadRequestError, ConflictError, NotFoundError
 from aimem_common.sanitize import storable
-from aimem_common.workstreams import LEASE_SECONDS, contains_marker
+from aimem_common.workstreams import contains_marker
 
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
@@ -105,7 +105,7 @@ def workstream_lease(tx: Tx, env: Envelope, cmd: WorkstreamLease) -> dict:
                                 code="lease_not_active", data={"run_id": cmd.run_id, "holder": other["id"]})
     if cmd.action == "renew":
         tx.conn.execute("UPDATE managed_runs SET state = 'active', renewed_at = ?, lease_expires_at = ? WHERE id = ?",
-                        (tx.now, _later(tx.now, LEASE_SECONDS), cmd.run_id))
+                        (tx.now, _later(tx.now, cmd.lease_s), cmd.run_id))
     else:
         state = "released" if cmd.action == "release" else "cancelled"
         tx.conn.execute("UPDATE managed_runs SET state = ?, ended_at = ?, lease_expires_at = ?, exit_code = ?"
@@ -145,7 +145,7 @@ def _open(tx: Tx, cmd: WorkstreamLease) -> dict:
         "INSERT INTO managed_runs(id, workstream_id, workspace_id, project_id, harness, cwd, state, started_at,"
         " renewed_at, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)",
         (cmd.run_id, ws["id"], ws["workspace_id"], ws["project_id"], harness, locations.normalize(cmd.cwd),
-         tx.now, tx.now, _later(tx.now, LEASE_SECONDS)))
+         tx.now, tx.now, _later(tx.now, cmd.lease_s)))
     tx.conn.execute(
         "INSERT INTO workstream_harnesses(workstream_id, harness, last_run_at) VALUES (?, ?, ?)"
         " ON CONFLICT(workstream_id, harness) DO UPDATE SET last_run_at = excluded.last_run_at",
