@@ -75,7 +75,7 @@ from aimem_ingress.brief import HARD_CAP_CHARS, budget_chars, read_brief, render
 from aimem_ingress.context import IngressContext
 from aimem_ingress.deps import CtxDep, ctx_of
 from aimem_ingress.normalize import NormalizedEvent, check_identity, normalize
-from aimem_ingress.workstreams import claim, start_packet
+from aimem_ingress import workstreams as managed
 
 log = logging.getLogger("aimem.ingress")
 
@@ -160,14 +160,14 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
     got = await ctx.read(lambda conn: _brief(conn, scope)) if brief else None
     pages, name = got or ([], scope.project)  # None: no database yet
     run_id = request.query_params.get("run_id") or ""
-    managed = bool(_RUN_ID.match(run_id)) and source != "resume"
+    is_managed = bool(_RUN_ID.match(run_id)) and source != "resume"
     budget = budget_chars(ctx.settings.ingress.context_max_tokens)
     text = render_context(handoff, pages, project=name,
-                          max_chars=min(budget, MANAGED_BRIEF_CHARS) if managed else budget)
+                          max_chars=min(budget, MANAGED_BRIEF_CHARS) if is_managed else budget)
     delivered = None
-    if managed:  # after the handoff and brief: the workstream events this harness has not seen
-        packet = await start_packet(ctx, run_id, scope, room=HARD_CAP_CHARS - len(text) - 2)
-        if packet and await claim(ctx, run_id, packet[1], scope):  # claimed once the response is whole
+    if is_managed:  # after the handoff and brief: the workstream events this harness has not seen
+        packet = await managed.start_packet(ctx, run_id, scope, room=HARD_CAP_CHARS - len(text) - 2)
+        if packet and await managed.claim(ctx, run_id, packet[1], scope):  # claimed once the response is whole
             text = f"{text}\n\n{packet[0]}" if text else packet[0]
             delivered = packet[1]
     ctx.metrics.contexts.labels("handoff" if handoff else ("brief" if text else "empty")).inc()
