@@ -122,6 +122,7 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
               env=gm.env(GEMINI_API_KEY="test-not-a-real-key", GOOGLE_GEMINI_BASE_URL=vendor.url,
                          GEMINI_CLI_NO_RELAUNCH="1"))
         gem_first = json.dumps(vendor.requests[0][1]) if vendor.requests else ""
+    (tmp_path / "gemini-first-request.json").write_text(gem_first)
     total = rows(live, "SELECT last_seq FROM workstreams")[0]["last_seq"]
     gm_markers = MARKER.findall(gem_first)
     assert len(gm_markers) == 1 and gm_markers[0][0] == ws["id"] and gm_markers[0][3] == "gemini-cli", gm_markers
