@@ -46,7 +46,8 @@ def aimem(agent: Agent, cwd: Path, *args: str, env: dict[str, str], timeout_s: f
 def packet(request_json: str) -> str:
     """The packet inside a captured model request: from its marker to the end of its fence."""
     start = request_json.index("[aimem-origin")
-    return request_json[start:request_json.index("</aimem-memory>", start)]
+    ends = [request_json.find(close, start) for close in ("</aimem-memory>", "&lt;/aimem-memory&gt;")]
+    return request_json[start:min(e for e in ends if e > 0)]  # Gemini CLI escapes the hook text's < and >
 
 
 def reader_env(agent: Agent, stack) -> dict[str, str]:
