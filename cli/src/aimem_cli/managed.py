@@ -11,8 +11,8 @@ One run, in order:
    it has not seen (ingress ``workstreams.py``);
 4. when it exits, read the native transcripts it wrote during the run with the readers of
    ``aimem import`` (``aimem_cli.transcripts``), keep the visible exchange (prompts, final
-   messages, tool calls with a short result) of sessions inside the checkout, drop every text
-   carrying an origin marker (a packet read back), and append them plus a git checkpoint
+   messages, tool calls with a short result) of sessions inside the checkout, cut every packet
+   out of the texts (the origin marker: a packet read back is never imported), and append them plus a git checkpoint
    (branch, HEAD, changed files) to the ledger;
 5. release the lease with the child's exit code. A failure the launcher handles (no
    binary, the append refused) cancels it; a launcher killed outright leaves the lease to
@@ -38,7 +38,7 @@ from aimem_cli.identity import Identity, resolve
 from aimem_cli.transcripts import claude_code, codex, gemini
 from aimem_cli.transcripts.base import FileState, ReadStats
 from aimem_common import locations
-from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS, contains_marker
+from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS, contains_marker, strip_packets
 
 BINARIES = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini"}
 READERS = {"claude-code": claude_code, "codex": codex, "gemini-cli": gemini}
@@ -132,7 +132,9 @@ def transcript_events(harness: str, home: Path, root: str, since: float) -> tupl
                 continue
             if contains_marker(item["text"]):
                 dropped += 1  # aimem's own packet, persisted by the harness: never imported back
-                continue
+                item["text"] = strip_packets(item["text"])
+                if contains_marker(item["text"]) or not item["text"].strip():
+                    continue  # nothing of the user's own around it
             session = ev.session_id
             out.append(item)
     return out, session, dropped

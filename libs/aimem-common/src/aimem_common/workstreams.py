@@ -49,6 +49,23 @@ def contains_marker(text: str | None) -> bool:
     return bool(text) and MARKER_PREFIX in text
 
 
+# A packet as a harness stores or forwards it: from its marker to the end of its fence (Gemini
+# CLI escapes the hook text's < and >), or to the end of the text when the fence was cut off.
+_PACKET_RE = re.compile(r"\[aimem-origin v\d+ [^\]\n]*\].*?(?:</aimem-memory>|&lt;/aimem-memory&gt;|\Z)", re.S)
+
+
+def strip_packets(text: str) -> str:
+    """Return ``text`` without the workstream packets it carries (unchanged when it has none).
+
+    A harness that echoes its injected context (Gemini CLI puts it in front of the user's
+    prompt) would otherwise carry aimem's packet back into observations, session pages,
+    handoffs and the ledger; what the user typed around it is kept.
+    """
+    if not contains_marker(text):
+        return text
+    return _PACKET_RE.sub("", text).strip()
+
+
 def _line(ev: dict[str, Any]) -> str:
     text = " ".join(str(ev["text"]).split()) if ev["role"] == "tool" else str(ev["text"]).strip()
     if len(text) > MAX_EVENT_CHARS:

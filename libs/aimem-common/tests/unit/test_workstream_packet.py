@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from aimem_common.fence import CLOSE_TAG, fence_counts
+from aimem_common.models import ObservationKind
+from aimem_common.sanitize import RawObservation, sanitize
 from aimem_common.workstreams import (MARKER_RE, MAX_EVENT_CHARS, MAX_PACKET_EVENTS, contains_marker, marker,
-                                      render_packet)
+                                      render_packet, strip_packets)
 
 WID = "0f" * 16
 
@@ -33,3 +35,17 @@ def test_a_long_unseen_range_keeps_the_newest_events_within_the_budget_and_names
     assert all(len(chunk) <= MAX_EVENT_CHARS + 80 for chunk in text.split("\n\n#")[1:])
     assert render_packet(WID, "repo", "codex", [], max_chars=9000) is None
     assert render_packet(WID, "repo", "codex", events[:1], max_chars=100) is None
+
+
+def test_an_echoed_packet_is_cut_out_and_what_the_user_typed_stays() -> None:
+    text, _, _ = render_packet(WID, "repo", "gemini-cli", [ev(1, "the quokka plan")], max_chars=9000)
+    escaped = text.replace("<", "&lt;").replace(">", "&gt;")  # how Gemini CLI forwards hook text
+    for shown in (text, escaped):
+        prompt = f"<hook_context>{shown}</hook_context>\n\nAnything left?"
+        assert strip_packets(prompt) == "<hook_context></hook_context>\n\nAnything left?"
+    cut = strip_packets("before " + text[:-40])  # a packet whose end was cut off: gone to the end
+    assert cut == "before" and not contains_marker(cut)
+    obs = sanitize(RawObservation(session_id="s", kind=ObservationKind.USER_PROMPT, agent="gemini-cli",
+                                  title="Prompt", body=f"{escaped}\n\nAnything left?"))
+    assert obs.to_payload().body == "Anything left?"
+    assert strip_packets("no packet here") == "no packet here"
