@@ -255,3 +255,14 @@ def test_token_order_env_installed_copy_config_then_the_servers_file(tmp_path):
     (auth / "client-token").write_text("aim_installed-key\n")  # `install-hooks --api-key`
     assert token({}) == "aim_installed-key"
     assert token({"AIMEM_AUTH__TOKEN": "from-env"}) == "from-env"
+
+
+def test_a_child_of_aimem_run_names_its_run_on_every_call(tmp_path, fake_ingress, hook):
+    run_id = "0123456789abcdef0123456789abcdef"
+    for env in ({"AIMEM_RUN_ID": run_id}, {"AIMEM_RUN_ID": "../not-a-run"}, {}):
+        proc, _ = hook(["--agent", "claude-code", "--event", "UserPromptSubmit"], PROMPT, data_dir=tmp_path,
+                       url=fake_ingress.url, cwd=tmp_path, extra_env=env)
+        assert proc.returncode == 0
+    paths = [r["path"] for r in fake_ingress.hook_requests()]
+    assert len(paths) == 3 and f"run_id={run_id}" in paths[0]
+    assert "run_id" not in paths[1] and "run_id" not in paths[2]  # a malformed id is not sent
