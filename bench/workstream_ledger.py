@@ -3,7 +3,9 @@
 Builds a ledger through the writer's real batch path (``Applier``, ``workstream.append`` in
 batches of 2,000 events, JSONL segments on disk) in a temporary data dir, then measures on a
 read-only connection: the start-up packet of a harness that has seen nothing (bytes, tokens
-≈ chars / 4, and the read + render time), and full-text search p95 over the whole ledger.
+≈ chars / 4, and the read + render time), and full-text search p95 over the whole ledger
+(event texts of 12-60 words drawn from a Zipf-distributed 20,000-word vocabulary; queries of
+two words of middling frequency, and one absent word).
 No NATS and no HTTP: the figures are the ledger's own cost, not a stack round trip.
 """
 
@@ -26,15 +28,16 @@ from aimem_common.workstreams import render_packet
 
 from bench.common import pct, table, write_result
 
-WORDS = ("retry policy backoff jitter queue worker deploy schema migration index cache token budget lease "
-         "cursor packet harness ledger segment marker fence handoff brief writer reader").split()
+VOCAB = [f"w{i}x" for i in range(20_000)]  # a Zipf-distributed vocabulary, like prose and code
+WEIGHTS = [1 / (i + 1) for i in range(len(VOCAB))]
 RUN = "a" * 32
 BATCH = 2_000
-QUERIES = ["retry backoff", "schema migration", "lease cursor", "quokka", "worker queue deploy", "marker fence"]
+# Two words of middling frequency each (ranks 20..2000), plus a word that is nowhere.
+QUERIES = [f"w{20 + 37 * i}x w{300 + 53 * i}x" for i in range(30)] + ["quokka"]
 
 
 def _text(rng: random.Random, i: int) -> str:
-    return f"step {i}: " + " ".join(rng.choice(WORDS) for _ in range(rng.randint(12, 60)))
+    return f"step {i}: " + " ".join(rng.choices(VOCAB, WEIGHTS, k=rng.randint(12, 60)))
 
 
 def build(data_dir: Path, n: int) -> None:

@@ -16,6 +16,7 @@ from aimem_common.workstreams import MARKER_PREFIX, MAX_PACKET_EVENTS
 
 WS_FIELDS = ("id", "name", "checkout_root", "last_seq", "created_at", "updated_at")
 EVENT_FIELDS = ("seq", "harness", "run_id", "role", "text", "ts", "segment")
+SEARCH_POOL = 1_000  # best FTS rows ranked before the project filter
 RUN_FIELDS = ("id", "harness", "cwd", "state", "started_at", "renewed_at", "lease_expires_at", "ended_at", "exit_code")
 
 
@@ -92,19 +93,25 @@ def show(conn: sqlite3.Connection, scope: Scope, workstream_id: str, *, last: in
 
 def search(conn: sqlite3.Connection, scope: Scope, query: str, *, limit: int = 20,
            workstream_id: str | None = None) -> list[dict[str, Any]]:
-    """Full-text search of the project's ledgers (FTS5, bm25 order); each hit names its workstream."""
+    """Full-text search of the project's ledgers (FTS5 rank order); each hit names its workstream.
+
+    The FTS index is ranked first (``ORDER BY rank`` with a limit lets FTS5 keep only the
+    best ``SEARCH_POOL`` rows), then joined to the rows and filtered to the project (and
+    workstream): a store whose other projects hold most of the best matches may return
+    fewer than ``limit`` hits.
+    """
     match = fts_query(query_terms(query))
     if not match or not _has_tables(conn):
         return []
     sql = ("SELECT e.workstream_id, w.name AS workstream, " + ", ".join(f"e.{f}" for f in EVENT_FIELDS) +
-           " FROM workstream_events_fts f JOIN workstream_events e ON e.id = f.rowid"
-           " JOIN workstreams w ON w.id = e.workstream_id"
-           " WHERE workstream_events_fts MATCH ? AND e.project_id = ?")
-    args: list[Any] = [match, scope.project_id]
+           " FROM (SELECT rowid, rank FROM workstream_events_fts WHERE workstream_events_fts MATCH ?"
+           " ORDER BY rank LIMIT ?) f JOIN workstream_events e ON e.id = f.rowid"
+           " JOIN workstreams w ON w.id = e.workstream_id WHERE e.project_id = ?")
+    args: list[Any] = [match, SEARCH_POOL, scope.project_id]
     if workstream_id:
         sql += " AND e.workstream_id = ?"
         args.append(workstream_id)
-    sql += " ORDER BY bm25(workstream_events_fts), e.seq DESC LIMIT ?"
+    sql += " ORDER BY f.rank, e.seq DESC LIMIT ?"
     args.append(limit)
     return [dict(r) for r in conn.execute(sql, args)]
 
