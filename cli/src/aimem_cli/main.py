@@ -2,6 +2,7 @@
 
 ``aimem hook`` is dispatched before typer is imported: agents call it on every lifecycle
 event, so it must start fast (it imports only the stdlib and ``aimem_cli.hookclient``).
+``aimem run``/``continue`` are too (``aimem_cli.managed.main``; their ``--help`` is typer's).
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ def main() -> None:
         except ImportError:  # hook client not installed: never fail the agent
             sys.exit(0)
         sys.exit(hook_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] in ("run", "continue") and not {"--help", "-h"} & set(
+            sys.argv[2:sys.argv.index("--") if "--" in sys.argv else None]):
+        from aimem_cli.managed import main as run_main  # every managed agent's start waits on this
+
+        sys.exit(run_main(sys.argv[1:]))
     app = build_app()
     app()
 

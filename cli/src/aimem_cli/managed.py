@@ -21,6 +21,7 @@ One run, in order:
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -32,8 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from aimem_cli import hooknet
 from aimem_cli.identity import Identity, resolve
 from aimem_cli.transcripts import claude_code, codex, gemini
 from aimem_cli.transcripts.base import FileState, ReadStats
@@ -68,18 +68,18 @@ class Ingress:
         """
         q = {k: v for k, v in self.ident.as_query().items() if v}
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        res = hooknet.post(self.url, route, query=q, body=json.dumps(body).encode(), headers=headers,
+                           timeout_s=self.timeout_s)
+        if res is None:
+            raise RunError(f"cannot reach ingress at {self.url}")
+        status, raw = res
         try:
-            resp = httpx.post(self.url.rstrip("/") + route, params=q, json=body, headers=headers,
-                              timeout=self.timeout_s)
-        except httpx.HTTPError as exc:
-            raise RunError(f"cannot reach ingress at {self.url}: {exc}") from exc
-        try:
-            data = resp.json()
+            data = json.loads(raw or b"{}")
         except ValueError:
             data = {}
-        if resp.status_code >= 400:
+        if status >= 400:
             err = data.get("error", data) if isinstance(data, dict) else {}
-            raise RunError(f"{route}: {resp.status_code} {err.get('code', '')}: {err.get('message', resp.text[:300])}")
+            raise RunError(f"{route}: {status} {err.get('code', '')}: {err.get('message', raw[:300])}")
         return data
 
 
@@ -272,3 +272,52 @@ def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str
         except RunError:
             pass  # the lease expires on its own
         raise
+
+
+USAGE = "usage: aimem run [HARNESS] [--lease-seconds N] [--heartbeat-seconds S] [-- HARNESS ARGS]"
+
+
+def main(argv: list[str]) -> int:
+    """``aimem run``/``aimem continue`` before typer is imported (the start of every managed
+    agent waits on it); ``--help`` goes through typer. Returns the child's exit status."""
+    import sys
+
+    from aimem_cli.hookclient import client_settings
+
+    verb, rest = argv[0], argv[1:]
+    harness, args, lease_s, beat_s = None, [], LEASE_SECONDS, float(HEARTBEAT_SECONDS)
+    i = 0
+    try:
+        while i < len(rest):
+            a = rest[i]
+            if a == "--":
+                args = rest[i + 1:]
+                break
+            if a in ("--lease-seconds", "--heartbeat-seconds"):
+                value = rest[i + 1]
+                lease_s, beat_s = (int(value), beat_s) if a == "--lease-seconds" else (lease_s, float(value))
+                i += 2
+                continue
+            if a.startswith("-") or verb == "continue" or harness is not None:
+                args = rest[i:]
+                break
+            harness = a
+            i += 1
+    except (IndexError, ValueError):
+        print(USAGE, file=sys.stderr)
+        return 2
+    if not 5 <= lease_s <= 600 or beat_s < 0.5:
+        print("aimem: --lease-seconds must be 5..600 and --heartbeat-seconds ≥ 0.5", file=sys.stderr)
+        return 2
+    cfg = client_settings()[1]
+    try:
+        result = run(harness, args, cwd=Path.cwd(), url=str(cfg["url"]), token=cfg.get("token"), lease_s=lease_s,
+                     heartbeat_s=beat_s)
+    except RunError as exc:
+        print(f"aimem: {exc}", file=sys.stderr)
+        return 1
+    print(f"aimem: run {result.run_id} ({result.harness}) exited {result.exit_code}; {result.appended} event(s) "
+          f"added to workstream {result.workstream_id}"
+          + (f"; {result.dropped_marked} injected packet(s) not re-imported" if result.dropped_marked else ""),
+          file=sys.stderr)
+    return result.exit_code
