@@ -95,3 +95,17 @@ def test_rename_and_a_second_checkout_of_the_repository_is_a_second_workstream(w
     assert wh.ok("workstream.rename", {"workstream_id": a["id"], "name": "retry policy"})["previous"] == "repo"
     names = {w["id"]: w["name"] for w in wsread.list_workstreams(wh.conn, _scope(wh))}
     assert names == {a["id"]: "retry policy", b["id"]: "repo-wt2"}
+
+
+def test_a_purge_refuses_while_a_run_holds_a_live_lease_and_then_takes_the_ledger(wh) -> None:
+    _open(wh, RUN_A)
+    wh.ok("workstream.append", {"run_id": RUN_A, "events": [{"role": "user", "text": "platypus plan"}]})
+    err = wh.err("project.purge", {})
+    assert err["code"] == "live_lease" and err["data"]["runs"][0]["run_id"] == RUN_A
+    preview = wh.ok("project.purge", {"dry_run": True, "force": True})
+    assert (preview["workstreams_deleted"], preview["workstream_events_deleted"], preview["managed_runs_deleted"]) == (1, 1, 1)
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    done = wh.ok("project.purge", {})
+    assert done["workstream_events_deleted"] == 1 and done["workstreams_deleted"] == 1
+    assert wh.count("SELECT count(*) FROM workstream_events_fts WHERE workstream_events_fts MATCH 'platypus'") == 0
+    assert wh.count("SELECT count(*) FROM managed_runs") == 0
