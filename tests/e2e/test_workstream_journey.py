@@ -150,6 +150,12 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
     aimem(cc, repo, "rename-workstream", "retry policy", env=renv)
     shown = aimem(cc, repo / "api", "show", env=renv).stdout
     assert '"retry policy"' in shown and "codex" in shown
+    # 6. Resume it by name from elsewhere: the run happens in the workstream's checkout.
+    with FakeVendor([Step("text", "resumed")]) as vendor:
+        aimem(cc, tmp_path, "resume", "retry policy", "claude-code", "--project", "ws-repo", "--", "-p", "Go on",
+              "--output-format", "text", env={**renv, **env, "ANTHROPIC_BASE_URL": vendor.url})
+    [last_run] = rows(live, "SELECT * FROM managed_runs ORDER BY started_at DESC LIMIT 1")
+    assert (last_run["workstream_id"], last_run["cwd"], last_run["state"]) == (ws["id"], str(repo.resolve()), "released")
     print(f"\nstart+run wall time: claude {claude_s:.1f}s codex {codex_s:.1f}s; ledger {total} events")
 
 
@@ -168,7 +174,7 @@ def test_a_killed_launcher_leaves_a_lease_that_expires(agents_bin, live, tmp_pat
                             cwd=repo, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        run = wait_for(lambda: next(iter(rows(live, "SELECT * FROM managed_runs m JOIN workstreams w ON"
+        run = wait_for(lambda: next(iter(rows(live, "SELECT m.* FROM managed_runs m JOIN workstreams w ON"
                                                     " w.id = m.workstream_id WHERE w.checkout_root = ?",
                                               (str(repo.resolve()),))), None), timeout_s=30, what="the run")
         time.sleep(3)  # heartbeats move the expiry on
@@ -189,6 +195,7 @@ def test_a_killed_launcher_leaves_a_lease_that_expires(agents_bin, live, tmp_pat
     env2["PATH"] = f"{gone}{os.pathsep}/usr/bin:/bin"
     nxt = aimem(cc, repo, "run", "claude-code", env=env2, check=False)
     assert nxt.returncode == 1 and "not on PATH" in nxt.stderr  # a handled failure ...
-    states = {r["id"]: r["state"] for r in rows(live, "SELECT id, state FROM managed_runs")}
+    states = {r["id"]: r["state"] for r in rows(live, "SELECT id, state FROM managed_runs WHERE workstream_id = ?",
+                                                 (run["workstream_id"],))}
     assert states[run["id"]] == "expired"
     assert sorted(s for i, s in states.items() if i != run["id"]) == ["cancelled"]  # ... cancels its lease

@@ -1,4 +1,4 @@
-"""Managed workstreams: ``aimem run``, ``continue``, ``workstreams``, ``show``,
+"""Managed workstreams: ``aimem run``, ``continue``, ``resume``, ``workstreams``, ``show``,
 ``workstream-search``, ``rename-workstream``, ``audit-contamination``.
 
 ``run``/``continue`` launch a harness in this checkout's workstream (``aimem_cli.managed``)
@@ -38,12 +38,13 @@ def _ingress() -> tuple[str, str | None]:
     return str(cfg["url"]), cfg.get("token")
 
 
-def _launch(harness: str | None, args: list[str], lease_s: int, heartbeat_s: float) -> None:
+def _launch(harness: str | None, args: list[str], lease_s: int, heartbeat_s: float, cwd: Path | None = None) -> None:
     from aimem_cli.managed import RunError, run
 
     url, token = _ingress()
     try:
-        result = run(harness, args, cwd=Path.cwd(), url=url, token=token, lease_s=lease_s, heartbeat_s=heartbeat_s)
+        result = run(harness, args, cwd=cwd or Path.cwd(), url=url, token=token, lease_s=lease_s,
+                     heartbeat_s=heartbeat_s)
     except RunError as exc:
         fail(str(exc))
         return
@@ -71,6 +72,23 @@ def continue_cmd(
 ) -> None:
     """Continue this checkout's workstream with its newest harness (`aimem run` without HARNESS)."""
     _launch(None, list(args or []), LEASE_SECONDS, HEARTBEAT_SECONDS)
+
+
+def resume_cmd(
+    workstream: str = typer.Argument(..., help="Workstream id (or a prefix) or name."),
+    harness: str = typer.Argument(None, help="Harness; default: the workstream's newest."),
+    args: list[str] = typer.Argument(None, help="Arguments for the harness, after `--`."),
+    workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
+    token: str | None = TokenOpt,
+) -> None:
+    """Resume a named workstream of this project: run its harness in the workstream's checkout."""
+    prefix = _here(workspace, project)
+    with client(server, token) as c:
+        wid = _resolve_id(c, prefix, workstream)
+        root = Path(c.get(f"{prefix}/workstreams/{wid}", last=0)["checkout_root"])
+    if not root.is_dir():
+        fail(f"the workstream's checkout {root} is not on this machine")
+    _launch(harness, list(args or []), LEASE_SECONDS, HEARTBEAT_SECONDS, cwd=root)
 
 
 def _here(workspace: str | None, project: str | None) -> str:
@@ -166,6 +184,7 @@ def register(app: typer.Typer) -> None:
     ctx = {"allow_extra_args": True, "ignore_unknown_options": True}
     app.command("run", help=RUN_HELP, context_settings=ctx)(run_cmd)
     app.command("continue", context_settings=ctx)(continue_cmd)
+    app.command("resume", context_settings=ctx)(resume_cmd)
     for name, fn in (("workstreams", workstreams_cmd), ("show", show_cmd), ("workstream-search", search_cmd),
                      ("rename-workstream", rename_cmd), ("audit-contamination", audit_cmd)):
         app.command(name)(fn)
