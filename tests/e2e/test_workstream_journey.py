@@ -112,6 +112,8 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
     after_codex = rows(live, "SELECT seq, harness, role, text FROM workstream_events WHERE seq > ? ORDER BY seq",
                        (len(events),))
     assert after_codex and {e["harness"] for e in after_codex} == {"codex"}
+    assert [e["role"] for e in after_codex] == ["user", "assistant", "checkpoint"]
+    assert after_codex[0]["text"] == "Continue where the last session stopped"
     assert not any("[aimem-origin" in e["text"] for e in rows(live, "SELECT text FROM workstream_events"))
 
     # 3. Gemini CLI: only what it has not seen (everything so far, once), Codex's part included.
@@ -128,6 +130,10 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
     gm_markers = MARKER.findall(gem_first)
     assert len(gm_markers) == 1 and gm_markers[0][0] == ws["id"] and gm_markers[0][3] == "gemini-cli", gm_markers
     assert packet(gem_first).count(WORD) == 1 and "Picking up the retry policy." in packet(gem_first)
+    said = [(e["role"], e["text"]) for e in rows(live, "SELECT role, text FROM workstream_events WHERE harness ="
+                                                       " 'gemini-cli' ORDER BY seq")]
+    assert said[:2] == [("user", "<hook_context></hook_context>\n\nAnything left?"),
+                        ("assistant", "Nothing left to do.")]  # the echoed packet cut out, the prompt kept
 
     # 4. Claude again: it is handed only what Codex and Gemini said (it said the rest itself).
     with FakeVendor([Step("text", "ok")]) as vendor:
@@ -137,6 +143,7 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
     (tmp_path / "claude-again-request.json").write_text(again)
     [m] = set(MARKER.findall(again))
     assert int(m[1]) > len(events) and "Picking up the retry policy." in packet(again) and WORD not in packet(again)
+    assert "Nothing left to do." in packet(again)
 
     # 5. The verbs: search finds the word said only by Claude; list; audit is clean.
     renv = reader_env(cc, live)

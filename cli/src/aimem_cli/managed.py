@@ -124,7 +124,9 @@ def transcript_events(harness: str, home: Path, root: str, since: float) -> tupl
     out: list[dict[str, Any]] = []
     session, dropped = None, 0
     for path in files:
-        for ev in reader.read(path, FileState(), ReadStats()):
+        extra = ({gemini.project_hash(root): root, gemini.project_hash(os.path.realpath(root)): root},) \
+            if harness == "gemini-cli" else ()
+        for ev in reader.read(path, FileState(), ReadStats(), *extra):
             if not _inside(ev.cwd, root):
                 continue
             item = _ledger_event(harness, ev.key, ev.payload)
