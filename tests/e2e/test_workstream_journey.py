@@ -132,8 +132,8 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
     assert packet(gem_first).count(WORD) == 1 and "Picking up the retry policy." in packet(gem_first)
     said = [(e["role"], e["text"]) for e in rows(live, "SELECT role, text FROM workstream_events WHERE harness ="
                                                        " 'gemini-cli' ORDER BY seq")]
-    assert said[:2] == [("user", "<hook_context></hook_context>\n\nAnything left?"),
-                        ("assistant", "Nothing left to do.")]  # the echoed packet cut out, the prompt kept
+    assert said[:2] == [("user", "Anything left?"),
+                        ("assistant", "Nothing left to do.")]  # the echoed context cut out, the prompt kept
 
     # 4. Claude again: it is handed only what Codex and Gemini said (it said the rest itself).
     with FakeVendor([Step("text", "ok")]) as vendor:

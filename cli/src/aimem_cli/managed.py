@@ -38,7 +38,7 @@ from aimem_cli.identity import Identity, resolve
 from aimem_cli.transcripts import claude_code, codex, gemini
 from aimem_cli.transcripts.base import FileState, ReadStats
 from aimem_common import locations
-from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS, contains_marker, strip_packets
+from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS, contains_marker, strip_injected, strip_packets
 
 BINARIES = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini"}
 READERS = {"claude-code": claude_code, "codex": codex, "gemini-cli": gemini}
@@ -134,9 +134,12 @@ def transcript_events(harness: str, home: Path, root: str, since: float) -> tupl
                 continue
             if contains_marker(item["text"]):
                 dropped += 1  # aimem's own packet, persisted by the harness: never imported back
+            if item["role"] == "user":
+                item["text"] = strip_injected(item["text"])  # packets, handoffs, briefs the harness echoed
+            else:
                 item["text"] = strip_packets(item["text"])
-                if contains_marker(item["text"]) or not item["text"].strip():
-                    continue  # nothing of the user's own around it
+            if contains_marker(item["text"]) or not item["text"].strip():
+                continue  # nothing of the user's own around it
             session = ev.session_id
             out.append(item)
     return out, session, dropped

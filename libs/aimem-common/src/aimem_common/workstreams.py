@@ -66,6 +66,20 @@ def strip_packets(text: str) -> str:
     return _PACKET_RE.sub("", text).strip()
 
 
+_FENCED_RE = re.compile(r"(?:<|&lt;)aimem-memory[ >&].*?(?:</aimem-memory>|&lt;/aimem-memory&gt;|\Z)", re.S)
+_EMPTY_WRAPPER_RE = re.compile(r"<(hook_context)>\s*</\1>\s*")
+
+
+def strip_injected(text: str) -> str:
+    """Return ``text`` without anything aimem injected: packets and every ``<aimem-memory>``
+    block (handoffs, briefs; also as Gemini CLI escapes them), and the hook-context wrapper
+    left empty. What a harness echoes of its start-up context is not the visible exchange."""
+    out = strip_packets(text)
+    if "aimem-memory" in out:
+        out = _FENCED_RE.sub("", out)
+    return _EMPTY_WRAPPER_RE.sub("", out).strip()
+
+
 def _line(ev: dict[str, Any]) -> str:
     text = " ".join(str(ev["text"]).split()) if ev["role"] == "tool" else str(ev["text"]).strip()
     if len(text) > MAX_EVENT_CHARS:

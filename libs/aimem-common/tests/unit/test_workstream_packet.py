@@ -6,7 +6,7 @@ from aimem_common.fence import CLOSE_TAG, fence_counts
 from aimem_common.models import ObservationKind
 from aimem_common.sanitize import RawObservation, sanitize
 from aimem_common.workstreams import (MARKER_RE, MAX_EVENT_CHARS, MAX_PACKET_EVENTS, contains_marker, marker,
-                                      render_packet, strip_packets)
+                                      render_packet, strip_injected, strip_packets)
 
 WID = "0f" * 16
 
@@ -49,3 +49,15 @@ def test_an_echoed_packet_is_cut_out_and_what_the_user_typed_stays() -> None:
                                   title="Prompt", body=f"{escaped}\n\nAnything left?"))
     assert obs.to_payload().body == "Anything left?"
     assert strip_packets("no packet here") == "no packet here"
+
+
+def test_everything_injected_is_cut_from_an_echoed_prompt() -> None:
+    from aimem_common.fence import fence
+
+    text, _, _ = render_packet(WID, "repo", "gemini-cli", [ev(1, "the quokka plan")], max_chars=9000)
+    handoff = fence("## Handoff from codex\nTask: retries")
+    echoed = f"<hook_context>{handoff}\n\n{text}</hook_context>\n\nAnything left?"
+    assert strip_injected(echoed) == "Anything left?"
+    assert strip_injected(echoed.replace("<", "&lt;").replace(">", "&gt;").replace("&lt;hook_context&gt;", "<hook_context>")
+                          .replace("&lt;/hook_context&gt;", "</hook_context>")) == "Anything left?"
+    assert strip_injected("plain words") == "plain words"
