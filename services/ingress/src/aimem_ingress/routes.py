@@ -36,7 +36,7 @@ With ``run_id`` (a child of ``aimem run``; not on a ``resume``) the brief is hel
 ``MANAGED_BRIEF_CHARS`` and the run's workstream packet follows it (``workstreams.py``:
 the events its harness has not seen, origin marker, fenced); the harness's delivery
 cursor moves through the writer after the whole response is assembled, and the answer
-adds ``delivered_seq`` (null when nothing was delivered).
+of a managed start adds ``delivered_seq`` (null when nothing was delivered).
 """
 
 from __future__ import annotations
@@ -171,7 +171,10 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
             text = f"{text}\n\n{packet[0]}" if text else packet[0]
             delivered = packet[1]
     ctx.metrics.contexts.labels("handoff" if handoff else ("brief" if text else "empty")).inc()
-    return JSONResponse({"context": text, "handoff_id": (handoff or {}).get("id"), "delivered_seq": delivered})
+    body: dict[str, Any] = {"context": text, "handoff_id": (handoff or {}).get("id")}
+    if is_managed:
+        body["delivered_seq"] = delivered
+    return JSONResponse(body)
 
 
 async def _authorize(ctx: IngressContext, request: Request) -> Principal:
