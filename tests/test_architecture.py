@@ -117,6 +117,7 @@ def test_no_environ_reads_outside_config() -> None:
         COMMON / "config.py",
         CLI / "hookclient.py",  # the hot-path hook client reads AIMEM_INGRESS_URL without pydantic
         CLI / "commands/up.py",  # passes the environment on to its children
+        CLI / "managed.py",  # `aimem run` passes the environment (plus AIMEM_RUN_ID) on to the agent it launches
     }
     bad = []
     for root in [COMMON, CLI, *SERVICES.values()]:

@@ -292,3 +292,14 @@ def test_refused_events_keep_their_reason_and_hook_status_counts_them(tmp_path, 
                             env=env | {"AIMEM_PORT_BASE": "9", "AIMEM_BUS__NATS_URL": "nats://127.0.0.1:9"})
     spool_check = next(c for c in json.loads(doctor.stdout)["checks"] if c["check"] == "hook-spool")
     assert spool_check["ok"] is False and "unauthorized (401" in spool_check["detail"] and doctor.returncode == 1
+
+
+def test_a_child_of_aimem_run_names_its_run_on_every_call(tmp_path, fake_ingress, hook):
+    run_id = "0123456789abcdef0123456789abcdef"
+    for env in ({"AIMEM_RUN_ID": run_id}, {"AIMEM_RUN_ID": "../not-a-run"}, {}):
+        proc, _ = hook(["--agent", "claude-code", "--event", "UserPromptSubmit"], PROMPT, data_dir=tmp_path,
+                       url=fake_ingress.url, cwd=tmp_path, extra_env=env)
+        assert proc.returncode == 0
+    paths = [r["path"] for r in fake_ingress.hook_requests()]
+    assert len(paths) == 3 and f"run_id={run_id}" in paths[0]
+    assert "run_id" not in paths[1] and "run_id" not in paths[2]  # a malformed id is not sent

@@ -220,3 +220,22 @@ def test_session_end_transcript_tail_is_opt_in_and_bounded(tmp_path):
     assert "All 14 invoice tests pass" in transcript_tail("codex", str(big))
     assert len(transcript_tail("claude-code", str(FIXTURES / "claude-code-session.sample.jsonl"))) < 6000
     assert transcript_tail("gemini-cli", str(big)) is None and transcript_tail("codex", "/nope") is None
+
+
+def test_gemini_line_based_recordings_are_read(tmp_path):
+    g = tmp_path / ".gemini" / "tmp" / gemini.project_hash("/w/app") / "chats" / "session-2.jsonl"
+    g.parent.mkdir(parents=True)
+    lines = [{"sessionId": "g2", "projectHash": gemini.project_hash("/w/app"), "startTime": "2026-03-01T10:00:00Z"},
+             {"$set": {"messages": [{"id": "m0", "timestamp": "t0", "type": "user",
+                                     "content": [{"text": "<session_context>\nThis is the Gemini CLI."}]}]}},
+             {"id": "m1", "timestamp": "2026-03-01T10:00:01Z", "type": "user", "content": [{"text": "list the files"}]},
+             {"$set": {"lastUpdated": "2026-03-01T10:00:02Z"}},
+             {"id": "m2", "timestamp": "2026-03-01T10:00:03Z", "type": "gemini", "content": "Here they are.",
+              "model": "gemini-2.5-pro"}]
+    g.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert g in list(gemini.discover(tmp_path))
+    st = FileState()
+    evs = list(gemini.read(g, st, ReadStats(), {gemini.project_hash("/w/app"): "/w/app"}))
+    assert [(e.payload["hook_event_name"], e.cwd) for e in evs] == [("user-prompt", "/w/app"), ("stop", "/w/app")]
+    assert evs[0].payload["prompt"] == "list the files" and evs[1].key == "gemini-cli:g2:m2:stop"
+    assert list(gemini.read(g, st, ReadStats(), {})) == []  # nothing new

@@ -21,6 +21,8 @@ Agents run this on every lifecycle event, so it must be fast and must never hurt
 ``AIMEM_HOOK_BUDGET_MS`` raises the 150 ms budget (a server over a slow link);
 ``AIMEM_HOOK_TRANSCRIPT_TAIL=1`` (or ``[hooks] transcript_tail = true``) adds the end of the
 client's own transcript (final message, last tool results) to a session end;
+``AIMEM_RUN_ID`` (set by ``aimem run`` for its child) is sent as ``run_id`` with every call, so
+the session start of a managed run gets its workstream's unseen events;
 ``AIMEM_HOOK_DEBUG=1`` writes the timings to stderr; ``AIMEM_HOOK_IDENTITY=off`` skips
 identity resolution and capture rules (the server then falls back to the cwd's name). Exit status is always 0 and nothing but the context JSON goes to stdout.
 
@@ -74,6 +76,7 @@ DETACHED_TIMEOUT_S = 5.0
 DEFAULT_URL = "http://127.0.0.1:8701"
 _START = frozenset({"sessionstart", "session-start", "session.created"})
 _END = frozenset({"sessionend", "session-end", "session.deleted"})
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 def main(argv: list[str]) -> int:
@@ -118,6 +121,9 @@ def _run(argv: list[str], t0: float) -> None:
         entry["id"] = ident.as_query()
     if args.get("ingress-url"):
         entry["u"] = args["ingress-url"]  # a later drain sends it to the same stack
+    run_id = env.get("AIMEM_RUN_ID") or ""
+    if _RUN_ID.match(run_id):  # a child of `aimem run`: every call names its managed run
+        entry["run"] = run_id
     spool.append(entry)
     name = (event or "").casefold()
     if name in _START:
@@ -441,6 +447,8 @@ def _query(entry: dict[str, Any]) -> dict[str, str]:
             q[name] = str(entry[field])
     if isinstance(entry.get("ts"), (int, float)):
         q["ts"] = f"{entry['ts']:.3f}"  # when the hook ran: a late re-send keeps its time
+    if isinstance(entry.get("run"), str):
+        q["run_id"] = entry["run"]
     ident = entry.get("id")
     if isinstance(ident, dict):
         payload = entry.get("p") if isinstance(entry.get("p"), dict) else {}
@@ -581,6 +589,9 @@ def finalize_session(agent: str, *, session_id: str | None = None, cwd: str | No
              "event": END_EVENTS.get(agent, "session-end"), "ext": None, "cwd": cwd, "p": payload}
     if ident is not None:
         entry["id"] = ident.as_query()
+    run_id = env.get("AIMEM_RUN_ID") or ""
+    if _RUN_ID.match(run_id):  # a child of `aimem run`: every call names its managed run
+        entry["run"] = run_id
     spool.append(entry)
     status = send_entry(cfg, entry, timeout_s=timeout_s)
     if status is not None and _final(status):

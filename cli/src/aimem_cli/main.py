@@ -4,6 +4,7 @@
 event, so it must start fast (it imports only the stdlib and ``aimem_cli.hookclient``).
 Only ``aimem hook --help`` (``-h``), which documents the command (``commands/hooks.py``) and
 lists it in ``aimem --help``, and ``aimem hook status`` (a person's command) go through typer.
+``aimem run``/``continue`` are too (``aimem_cli.managed.main``; their ``--help`` is typer's).
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ def main() -> None:
         except ImportError:  # hook client not installed: never fail the agent
             sys.exit(0)
         sys.exit(hook_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] in ("run", "continue") and not {"--help", "-h"} & set(
+            sys.argv[2:sys.argv.index("--") if "--" in sys.argv else None]):
+        from aimem_cli.managed import main as run_main  # every managed agent's start waits on this
+
+        sys.exit(run_main(sys.argv[1:]))
     app = build_app()
     app()
 
@@ -46,7 +52,7 @@ def build_app():
 
     up.register(app)
     for mod_name in ("memory", "lifecycle", "users", "disk", "doctor", "hooks", "init", "maint", "replica",
-                     "importing", "bootstrap", "exporting", "deadletters"):
+                     "importing", "bootstrap", "exporting", "deadletters", "workstreams"):
         try:
             mod = __import__(f"aimem_cli.commands.{mod_name}", fromlist=["register"])
         except ModuleNotFoundError as exc:

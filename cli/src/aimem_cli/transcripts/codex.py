@@ -7,8 +7,9 @@ One ``{"timestamp", "type", "payload"}`` object per line (codex-rs ``RolloutLine
 ``event_msg`` (``user_message``, ``agent_message``, ``task_complete``, ``token_count``,
 ...) and ``compacted`` (``message``: the summary that replaced the history). Mapping:
 
-* ``event_msg`` ``user_message`` → ``user-prompt`` (the ``response_item`` user messages
-  repeat it and carry injected context, so they are not used);
+* ``event_msg`` ``user_message`` → ``user-prompt``; a ``response_item`` user message too
+  (newer releases write only that form) unless it opens with ``<`` (environment context,
+  instructions, injected context); the same text in both forms counts once;
 * a call + its output (matched by ``call_id``) → ``post-tool-use``; a JSON output's
   ``metadata.exit_code`` ≠ 0 is written ``exit code: N`` so errors are recognised;
 * ``task_complete`` ``last_agent_message`` (else the turn's last assistant message) → ``stop``;
@@ -66,9 +67,13 @@ def _line(obj: dict[str, Any], offset: int, ctx: dict[str, Any]) -> Iterator[Eve
     if kind == "compacted":
         yield from flush_stop(ctx)
         yield event(f"{base}:0", "post-compaction", sid, cwd, ts, summary=bound(p.get("message"), PROMPT_CHARS))
-    elif kind == "event_msg" and ptype == "user_message":
-        text = p.get("message")
-        if isinstance(text, str) and text.strip():
+    elif (kind == "event_msg" and ptype == "user_message") or (
+            kind == "response_item" and ptype == "message" and p.get("role") == "user"):
+        text = p.get("message") if kind == "event_msg" else text_of(p.get("content"))
+        if kind == "response_item" and isinstance(text, str) and text.lstrip().startswith("<"):
+            return  # <environment_context>, <user_instructions>, injected context: not the user's words
+        if isinstance(text, str) and text.strip() and text != ctx.get("prompt"):
+            ctx["prompt"] = text  # the other form of the same prompt follows: once
             yield from flush_stop(ctx)
             yield event(f"{base}:0", "user-prompt", sid, cwd, ts, prompt=bound(text, PROMPT_CHARS))
     elif kind == "event_msg" and ptype == "task_complete":

@@ -1,4 +1,5 @@
-"""Gemini CLI chat recordings: ``~/.gemini/tmp/<project hash>/chats/session-*.json``.
+"""Gemini CLI chat recordings: ``~/.gemini/tmp/<project hash>/chats/session-*.json`` (and the
+line-based ``session-*.jsonl`` of newer releases, ``_read_jsonl``).
 
 One JSON document per session (gemini-cli ``ChatRecordingService``): ``sessionId``,
 ``projectHash`` (SHA-256 of the project root), ``messages`` with ``id``, ``timestamp``,
@@ -17,19 +18,24 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from aimem_cli.transcripts.base import PROMPT_CHARS, Event, FileState, ReadStats, bound, event, glob_under, text_of
+from aimem_cli.transcripts.base import (PROMPT_CHARS, Event, FileState, ReadStats, bound, event, glob_under, json_lines,
+                                        text_of)
 
 CLIENT = "gemini-cli"
 MAX_FILE_BYTES = 256 * 1024 * 1024
 
 
 def discover(home: Path) -> Iterator[Path]:
-    """Yield ``~/.gemini/tmp/*/chats/session-*.json``."""
+    """Yield ``~/.gemini/tmp/*/chats/session-*.json`` and ``session-*.jsonl`` (newer releases)."""
     yield from glob_under(home / ".gemini" / "tmp", "*/chats/session-*.json")
+    yield from glob_under(home / ".gemini" / "tmp", "*/chats/session-*.jsonl")
 
 
 def read(path: Path, state: FileState, stats: ReadStats, hints: dict[str, str] | None = None) -> Iterator[Event]:
     """Yield events of the messages after ``state.ctx["seen"]``; ``hints`` maps project hash → dir."""
+    if path.suffix == ".jsonl":
+        yield from _read_jsonl(path, state, stats, hints)
+        return
     size = path.stat().st_size
     if size == state.offset:
         return
@@ -55,6 +61,26 @@ def read(path: Path, state: FileState, stats: ReadStats, hints: dict[str, str] |
             continue
         yield from _message(sid, cwd, msg)
     state.ctx["seen"] = len(doc["messages"])
+
+
+def _read_jsonl(path: Path, state: FileState, stats: ReadStats, hints: dict[str, str] | None) -> Iterator[Event]:
+    """The line-based recording of newer releases: a header line (``sessionId``, ``projectHash``),
+    then one line per message, and ``{"$set": {...}}`` lines (``messages`` sets the whole list:
+    its messages come again under the same keys). Gemini's own ``<session_context>`` setup
+    message is not the user's prompt and is skipped."""
+    for _, obj in json_lines(path, state, stats):
+        if isinstance(obj.get("sessionId"), str) and "type" not in obj:
+            state.ctx["sid"], state.ctx["hash"] = obj["sessionId"], str(obj.get("projectHash") or "")
+            continue
+        sid = state.ctx.get("sid")
+        if not sid:
+            continue
+        cwd = (hints or {}).get(state.ctx.get("hash", ""))
+        put = obj.get("$set")
+        msgs = put.get("messages") if isinstance(put, dict) else ([obj] if "type" in obj and "id" in obj else None)
+        for msg in msgs if isinstance(msgs, list) else []:
+            if isinstance(msg, dict) and not text_of(msg.get("content")).lstrip().startswith("<session_context>"):
+                yield from _message(sid, cwd, msg)
 
 
 def _message(sid: str, cwd: str | None, msg: dict[str, Any]) -> Iterator[Event]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from aimem_common.models import ObservationKind
 from aimem_common.commands.observations import ObservationAppend
 from aimem_common.redact import redact
+from aimem_common.workstreams import strip_packets
 
 BODY_BACKSTOP_BYTES = 16 * 1024
 TITLE_CAP_BYTES = 512
@@ -106,7 +107,8 @@ def _cut(text: str | None, max_chars: int) -> str | None:
 
 
 def sanitize(obs: RawObservation) -> SanitizedObservation:
-    """Remove NUL from every text field (``storable``), redact secrets in
+    """Remove NUL from every text field (``storable``) and every workstream packet an agent
+    echoed back (``aimem_common.workstreams.strip_packets``), redact secrets in
     title/body/cwd/tool name/model, then cap title (512 B) and body (16 KiB), and cut the
     metadata fields to their payload limits (agent, extension 64; model, source event 128;
     tool name 256; cwd 4096 characters).
@@ -118,7 +120,7 @@ def sanitize(obs: RawObservation) -> SanitizedObservation:
     def clean(text: str | None) -> str | None:
         if not text:
             return text
-        res = redact(storable(text))
+        res = redact(storable(strip_packets(text)))
         kinds.extend(res.kinds)
         return res.text
 

@@ -21,6 +21,7 @@ from aimem_ingress.gate import LagGate
 from aimem_ingress.imports import router as import_router
 from aimem_ingress.purged import PurgedSessions
 from aimem_ingress.routes import post_hook, router
+from aimem_ingress.workstreams import router as workstream_router
 
 READ_POOL_SIZE = 2  # session-start briefs read concurrently; hooks themselves never read
 BUNDLE_MAX_BYTES = 1024 * 1024  # JSON bytes of gathered hooks in one message
@@ -62,4 +63,5 @@ def create_app(settings: Settings) -> ServiceApp:
     app.add_lean_route("/hook", post_hook)  # the hot path: the same guards, not the framework's layers
     app.include_router(router)
     app.include_router(import_router)
+    app.include_router(workstream_router)
     return app

@@ -37,10 +37,17 @@ user cleared) and gets the brief; any other start claims the handoff and gets th
 when the session is new (``only_new_session``: a start without ``source`` for a session
 that already has events is no new session: it claims nothing and, like a resume, gets
 nothing injected mid-conversation) and not a child session (``parent_session_id``: no
-claim, the brief). See docs/lifecycle.md.
+claim, the brief).
 
 An event with a session id but no location (no cwd, no project) joins its known session
 (``_place``); an unknown session without a location stays 400 ``missing_project``.
+
+With ``run_id`` (a child of ``aimem run``; not on a ``resume``) the brief is held to
+``MANAGED_BRIEF_CHARS`` and the run's workstream packet follows it (``workstreams.py``:
+the events its harness has not seen, origin marker, fenced); the harness's delivery
+cursor moves through the writer after the whole response is assembled, and the answer
+of a managed start adds ``delivered_seq`` (null when nothing was delivered).
+See docs/lifecycle.md.
 """
 
 from __future__ import annotations
@@ -78,10 +85,11 @@ from aimem_common.commands.handoffs import HandoffAccept
 from aimem_common.commands.observations import SessionEnd
 from aimem_common.sanitize import RawObservation, sanitize, storable
 from aimem_ingress.body import decode_json, read_capped
-from aimem_ingress.brief import budget_chars, read_brief, render_context
+from aimem_ingress.brief import HARD_CAP_CHARS, budget_chars, read_brief, render_context
 from aimem_ingress.context import IngressContext
 from aimem_ingress.deps import CtxDep, ctx_of
 from aimem_ingress.normalize import NormalizedEvent, check_identity, normalize
+from aimem_ingress import workstreams as managed
 
 log = logging.getLogger("aimem.ingress")
 
@@ -94,6 +102,8 @@ HOOK_ACTOR = "hook"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_ROOT_CHARS, MAX_ORIGIN_CHARS = 4096, 1024
 _REPO_ID = re.compile(r"^[0-9a-f]{32}$")
+_RUN_ID = _REPO_ID  # a managed run's id (AIMEM_RUN_ID): 32 lower-case hex digits
+MANAGED_BRIEF_CHARS = 2_500  # a managed start keeps most of the hook output for the workstream packet
 # What a session start gets, by its `source`: (claim a handoff, inject the project brief).
 START_SOURCES = {"resume": (False, False), "compact": (False, True), "clear": (False, True)}
 DEFAULT_START = (True, True)
@@ -173,10 +183,22 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
         brief = False
     got = await ctx.read(lambda conn: _brief(conn, scope)) if brief else None
     pages, name = got or ([], scope.project)  # None: no database yet
+    run_id = request.query_params.get("run_id") or ""
+    is_managed = bool(_RUN_ID.match(run_id)) and source != "resume"
+    budget = budget_chars(ctx.settings.ingress.context_max_tokens)
     text = render_context(handoff, pages, project=name,
-                          max_chars=budget_chars(ctx.settings.ingress.context_max_tokens))
+                          max_chars=min(budget, MANAGED_BRIEF_CHARS) if is_managed else budget)
+    delivered = None
+    if is_managed:  # after the handoff and brief: the workstream events this harness has not seen
+        packet = await managed.start_packet(ctx, run_id, scope, room=HARD_CAP_CHARS - len(text) - 2)
+        if packet and await managed.claim(ctx, run_id, packet[1], scope):  # claimed once the response is whole
+            text = f"{text}\n\n{packet[0]}" if text else packet[0]
+            delivered = packet[1]
     ctx.metrics.contexts.labels("handoff" if handoff else ("brief" if text else "empty")).inc()
-    return JSONResponse({"context": text, "handoff_id": (handoff or {}).get("id")})
+    body: dict[str, Any] = {"context": text, "handoff_id": (handoff or {}).get("id")}
+    if is_managed:
+        body["delivered_seq"] = delivered
+    return JSONResponse(body)
 
 
 def refuse_purged(ctx: IngressContext, session_id: str | None, route: str) -> None:

@@ -45,11 +45,13 @@ PINNED: dict[str, list[str]] = {
     "memory_forget_sweep": ["workspace", "project", "dry_run"],
     "memory_lint": ["workspace", "project", "llm"],
     "memory_install_self_routing": ["client", "workspace", "project"],
+    "memory_workstream_search": ["workspace", "project", "query", "limit", "n", "top_k"],
 }
 
 READ_ONLY = {
     "memory_query", "memory_recent", "memory_read_page", "memory_read_session_observations", "memory_status",
     "memory_briefing", "memory_explore", "memory_handoff_list", "memory_message_list", "memory_install_self_routing",
+    "memory_workstream_search",
 }
 
 

@@ -25,4 +25,5 @@ from aimem_common.commands import (  # noqa: F401,E402  (each import registers i
     observations,
     pages,
     web,
+    workstreams,
 )

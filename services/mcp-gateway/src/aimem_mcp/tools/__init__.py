@@ -32,6 +32,7 @@ from aimem_mcp.tools import (
     memory_recent,
     memory_status,
     memory_write_page,
+    memory_workstream_search,
     memory_write_pages_batch,
 )
 
@@ -60,4 +61,5 @@ ALL_TOOLS: list[ToolSpec] = [
     memory_forget_sweep.memory_forget_sweep,
     memory_lint.memory_lint,
     memory_install_self_routing.memory_install_self_routing,
+    memory_workstream_search.memory_workstream_search,
 ]

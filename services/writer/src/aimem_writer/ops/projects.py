@@ -115,6 +115,15 @@ def project_tables(conn: sqlite3.Connection) -> list[str]:
 
 
 # -- project.purge -------------------------------------------------------------------------
+def live_leases(conn: sqlite3.Connection, project_id: str, now: str) -> list[dict]:
+    """The project's managed runs holding an unexpired lease (``aimem run``): a purge would cut
+    them off from their ledger."""
+    return [dict(r) for r in conn.execute(
+        "SELECT id AS run_id, workstream_id, harness, lease_expires_at FROM managed_runs"
+        " WHERE project_id = ? AND state = 'active' AND lease_expires_at > ?", (project_id, now))]
+
+
+
 @dataclass(slots=True)
 class ProjectPlan:
     """What purging one project deletes (ids decided once, counts derived from them)."""
@@ -141,6 +150,9 @@ def project_plan(conn: sqlite3.Connection, scope: Scope) -> ProjectPlan:
             "SELECT count(*) FROM page_embeddings WHERE page_id IN (SELECT id FROM pages WHERE project_id = ?)"
         ),
         "links_deleted": q("SELECT count(*) FROM links WHERE project_id = ?"),
+        "workstreams_deleted": q("SELECT count(*) FROM workstreams WHERE project_id = ?"),
+        "workstream_events_deleted": q("SELECT count(*) FROM workstream_events WHERE project_id = ?"),
+        "managed_runs_deleted": q("SELECT count(*) FROM managed_runs WHERE project_id = ?"),
         "messages_deleted": conn.execute(
             "SELECT count(*) FROM agent_messages WHERE from_project_id = ? OR to_project_id = ?", (pid, pid)
         ).fetchone()[0],
@@ -193,6 +205,12 @@ def execute_project_purge(tx: Tx, plan: ProjectPlan) -> dict[str, int]:
     }
     # page_embeddings has no project FK; it cascades through page_id. The rest cascades from
     # projects (ON DELETE CASCADE), firing the FTS delete triggers row by row.
+    # Ledger rows explicitly, so their FTS delete trigger runs row by row (workstreams and
+    # managed runs then cascade). The raw JSONL segments stay on disk (not removed yet).
+    deleted["workstream_events_deleted"] = conn.execute(
+        "DELETE FROM workstream_events WHERE project_id = ?", (pid,)).rowcount
+    deleted["workstreams_deleted"] = q("SELECT count(*) FROM workstreams WHERE project_id = ?")
+    deleted["managed_runs_deleted"] = q("SELECT count(*) FROM managed_runs WHERE project_id = ?")
     deleted["observations_deleted"] = conn.execute("DELETE FROM observations WHERE project_id = ?", (pid,)).rowcount
     deleted["handoffs_deleted"] = conn.execute("DELETE FROM handoffs WHERE project_id = ?", (pid,)).rowcount
     deleted["sessions_deleted"] = conn.execute("DELETE FROM sessions WHERE project_id = ?", (pid,)).rowcount
@@ -215,6 +233,12 @@ def project_purge(tx: Tx, env: Envelope, cmd: ProjectPurge) -> dict:
         raise ConflictError(
             f"project {scope.workspace}/{scope.project} has {len(live)} live session(s); finish them or pass force",
             code="live_session", data={"sessions": live[:20]},
+        )
+    leases = live_leases(tx.conn, scope.project_id, tx.now)
+    if leases and not cmd.force:
+        raise ConflictError(
+            f"project {scope.workspace}/{scope.project} has {len(leases)} managed run(s) holding a live lease"
+            " (aimem run); let them finish or pass force", code="live_lease", data={"runs": leases[:20]},
         )
     plan = project_plan(tx.conn, scope)
     label = f"{scope.workspace}/{scope.project}"

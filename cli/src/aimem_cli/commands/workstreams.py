@@ -1,0 +1,193 @@
+"""Managed workstreams: ``aimem run``, ``continue``, ``resume``, ``workstreams``, ``show``,
+``workstream-search``, ``rename-workstream``, ``audit-contamination``.
+
+``run``/``continue`` launch a harness in this checkout's workstream (``aimem_cli.managed``)
+and talk to ingress with the hook client's URL and token; the others read the query
+service (``/api/v1/.../workstreams``) or, for a rename, write through ingress.
+"""
+
+from __future__ import annotations
+
+import json
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from aimem_cli.commands.base import JsonOpt, PjOpt, ServerOpt, TokenOpt, WsOpt, client, emit, fail, project_prefix, scope, table
+from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS
+
+RUN_HELP = (
+    "Launch an agent CLI in this checkout's managed workstream.\n\n"
+    f"HARNESS is one of {', '.join(HARNESSES)}; left out, the newest harness of the workstream. "
+    "Everything after `--` goes to the harness, e.g. `aimem run claude-code -- -p \"fix the test\"`.\n\n"
+    "The run holds a renewable lease on the workstream (one run at a time; a killed launcher's lease "
+    f"expires after {LEASE_SECONDS} s). Every hook of the child carries AIMEM_RUN_ID, so its session start "
+    "is handed, after any pending handoff, the workstream events it has not seen (from any harness, "
+    "behind an origin marker, fenced). When the child exits, its visible transcript and a git checkpoint "
+    "(branch, HEAD, changed files) are added to the ledger.\n\n"
+    "The harness's hooks must be installed: `aimem install-hooks --client HARNESS`."
+)
+
+
+def _ingress() -> tuple[str, str | None]:
+    from aimem_cli.hookclient import client_settings
+
+    cfg = client_settings()[1]
+    return str(cfg["url"]), cfg.get("token")
+
+
+def _launch(harness: str | None, args: list[str], lease_s: int, heartbeat_s: float, cwd: Path | None = None) -> None:
+    from aimem_cli.managed import RunError, run
+
+    url, token = _ingress()
+    try:
+        result = run(harness, args, cwd=cwd or Path.cwd(), url=url, token=token, lease_s=lease_s,
+                     heartbeat_s=heartbeat_s)
+    except RunError as exc:
+        fail(str(exc))
+        return
+    typer.echo(f"aimem: run {result.run_id} ({result.harness}) exited {result.exit_code}; "
+               f"{result.appended} event(s) added to workstream {result.workstream_id}"
+               + (f"; {result.dropped_marked} injected packet(s) not re-imported" if result.dropped_marked else ""),
+               err=True)
+    raise typer.Exit(result.exit_code)
+
+
+def run_cmd(
+    harness: str = typer.Argument(None, help=f"One of {', '.join(HARNESSES)}; default: the workstream's newest."),
+    args: list[str] = typer.Argument(None, help="Arguments for the harness, after `--`."),
+    lease_s: int = typer.Option(LEASE_SECONDS, "--lease-seconds", min=5, max=600, help="Lease length."),
+    heartbeat_s: float = typer.Option(HEARTBEAT_SECONDS, "--heartbeat-seconds", min=0.5, help="Renewal interval."),
+) -> None:
+    _launch(harness, list(args or []), lease_s, heartbeat_s)
+
+
+run_cmd.__doc__ = RUN_HELP
+
+
+def continue_cmd(
+    args: list[str] = typer.Argument(None, help="Arguments for the harness, after `--`."),
+) -> None:
+    """Continue this checkout's workstream with its newest harness (`aimem run` without HARNESS)."""
+    _launch(None, list(args or []), LEASE_SECONDS, HEARTBEAT_SECONDS)
+
+
+def resume_cmd(
+    workstream: str = typer.Argument(..., help="Workstream id (or a prefix) or name."),
+    harness: str = typer.Argument(None, help="Harness; default: the workstream's newest."),
+    args: list[str] = typer.Argument(None, help="Arguments for the harness, after `--`."),
+    workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
+    token: str | None = TokenOpt,
+) -> None:
+    """Resume a named workstream of this project: run its harness in the workstream's checkout."""
+    prefix = _here(workspace, project)
+    with client(server, token) as c:
+        wid = _resolve_id(c, prefix, workstream)
+        root = Path(c.get(f"{prefix}/workstreams/{wid}", last=0)["checkout_root"])
+    if not root.is_dir():
+        fail(f"the workstream's checkout {root} is not on this machine")
+    _launch(harness, list(args or []), LEASE_SECONDS, HEARTBEAT_SECONDS, cwd=root)
+
+
+def _here(workspace: str | None, project: str | None) -> str:
+    return project_prefix(*scope(workspace, project))
+
+
+def workstreams_cmd(workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
+                    token: str | None = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """List this project's workstreams (checkout, events, harness cursors, live run)."""
+    with client(server, token) as c:
+        rows = c.get(_here(workspace, project) + "/workstreams")
+    for r in rows:
+        r["cursors"] = ", ".join(f"{h['harness']}@{h['delivered_seq']}" for h in r["harnesses"])
+        r["leased_by"] = (r["live_run"] or {}).get("harness")
+    emit(rows, as_json, lambda rs: table(rs, ["id", "name", "checkout_root", "events", "cursors", "leased_by"]))
+
+
+def _resolve_id(c: Any, prefix: str, ref: str | None) -> str:
+    rows = c.get(prefix + "/workstreams")
+    if ref is None:
+        here = str(Path.cwd().resolve())
+        inside = [r for r in rows if here == r["checkout_root"] or here.startswith(r["checkout_root"].rstrip("/") + "/")]
+        if not inside:
+            fail("no workstream for this checkout yet (start one with `aimem run HARNESS`)")
+        return max(inside, key=lambda r: len(r["checkout_root"]))["id"]
+    hits = [r for r in rows if r["id"].startswith(ref) or r["name"] == ref]
+    if len(hits) != 1:
+        fail(f"{'no' if not hits else 'more than one'} workstream matches {ref!r}")
+    return hits[0]["id"]
+
+
+def show_cmd(workstream: str = typer.Argument(None, help="Id (or a prefix) or name; default: this checkout's."),
+             last: int = typer.Option(20, "--last", min=0, max=500, help="How many recent events to print."),
+             workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
+             token: str | None = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """Show what a workstream holds: its harness cursors, its runs and its last events."""
+    prefix = _here(workspace, project)
+    with client(server, token) as c:
+        wid = _resolve_id(c, prefix, workstream)
+        got = c.get(f"{prefix}/workstreams/{wid}", last=last)
+    if as_json:
+        typer.echo(json.dumps(got, indent=2, ensure_ascii=False))
+        return
+    typer.echo(f"workstream {got['id']} \"{got['name']}\" at {got['checkout_root']}: {got['events']} event(s)")
+    table(got["harnesses"], ["harness", "delivered_seq", "last_run_at"])
+    table(got["runs"], ["id", "harness", "state", "started_at", "lease_expires_at", "exit_code"])
+    for e in got["recent_events"]:
+        typer.echo(f"#{e['seq']} {e['harness']} {e['role']}: {' '.join(e['text'].split())[:200]}")
+
+
+def search_cmd(query: str = typer.Argument(..., help="Words to find in the ledgers."),
+               limit: int = typer.Option(20, "--limit", min=1, max=200),
+               workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
+               token: str | None = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """Search the whole ledger of this project's workstreams (full text)."""
+    with client(server, token) as c:
+        hits = c.get(_here(workspace, project) + "/workstreams/search", q=query, limit=limit)
+    emit(hits, as_json, lambda rs: table(rs, ["workstream", "seq", "harness", "role", "text"], empty="(no match)"))
+
+
+def rename_cmd(name: str = typer.Argument(..., help="The new name."),
+               workstream: str = typer.Option(None, "--workstream", help="Id (or prefix) or name; default: this checkout's."),
+               workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
+               token: str | None = TokenOpt) -> None:
+    """Rename a workstream (its display name; the checkout and the ledger stay as they are)."""
+    from aimem_cli.identity import resolve
+    from aimem_cli.managed import Ingress, RunError
+
+    with client(server, token) as c:
+        wid = _resolve_id(c, _here(workspace, project), workstream)
+    url, hook_token = _ingress()
+    try:
+        got = Ingress(url, token or hook_token, resolve(Path.cwd())).post(
+            "/hook/workstream/rename", {"workstream_id": wid, "name": name})
+    except RunError as exc:
+        fail(str(exc))
+        return
+    typer.echo(f"renamed {got['previous']!r} to {got['name']!r}")
+
+
+def audit_cmd(workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
+              token: str | None = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """List ledger events that carry an origin marker (an injected packet that got back in); exit 1 when any."""
+    with client(server, token) as c:
+        hits = c.get(_here(workspace, project) + "/workstreams/contamination")
+    emit(hits, as_json, lambda rs: table(rs, ["workstream_id", "seq", "harness", "role", "text"], empty="clean"))
+    if hits:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the workstream commands to the ``aimem`` app."""
+    ctx = {"allow_extra_args": True, "ignore_unknown_options": True}
+    app.command("run", help=RUN_HELP, context_settings=ctx)(run_cmd)
+    app.command("continue", context_settings=ctx)(continue_cmd)
+    app.command("resume", context_settings=ctx)(resume_cmd)
+    for name, fn in (("workstreams", workstreams_cmd), ("show", show_cmd), ("workstream-search", search_cmd),
+                     ("rename-workstream", rename_cmd), ("audit-contamination", audit_cmd)):
+        app.command(name)(fn)
+
+
+

@@ -1,0 +1,328 @@
+"""``aimem run``: launch an agent CLI inside its checkout's managed workstream.
+
+One run, in order:
+
+1. resolve the checkout's identity (``aimem_cli.identity``: the same keys a hook sends);
+2. open a lease through ingress (``POST /hook/workstream/lease``, ``action=open``; the harness
+   named, else the writer picks the newest one of the workstream) and renew it every
+   ``HEARTBEAT_SECONDS`` from a thread;
+3. start the harness's binary with ``AIMEM_RUN_ID`` (and ``AIMEM_WORKSTREAM_ID``) in its
+   environment: its hooks send the run id, so its session start gets the workstream events
+   it has not seen (ingress ``workstreams.py``);
+4. when it exits, read the native transcripts it wrote during the run with the readers of
+   ``aimem import`` (``aimem_cli.transcripts``), keep the visible exchange (prompts, final
+   messages, tool calls with a short result) of sessions inside the checkout, cut every packet
+   out of the texts (the origin marker: a packet read back is never imported), and append them plus a git checkpoint
+   (branch, HEAD, changed files) to the ledger;
+5. release the lease with the child's exit code. A failure the launcher handles (no
+   binary, the append refused) cancels it; a launcher killed outright leaves the lease to
+   expire (``LEASE_SECONDS``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aimem_cli import hooknet
+from aimem_cli.identity import Identity, resolve
+from aimem_cli.transcripts import claude_code, codex, gemini
+from aimem_cli.transcripts.base import FileState, ReadStats
+from aimem_common import locations
+from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS, contains_marker, strip_injected, strip_packets
+
+BINARIES = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini"}
+READERS = {"claude-code": claude_code, "codex": codex, "gemini-cli": gemini}
+TOOL_TEXT_CHARS = 600
+APPEND_BATCH = 500
+MTIME_SLACK_S = 2.0
+
+
+class RunError(Exception):
+    """A launcher failure with a message for the user (the lease is cancelled)."""
+
+
+@dataclass
+class Ingress:
+    """The launcher's HTTP client to ingress (the hook client's URL and token)."""
+
+    url: str
+    token: str | None
+    ident: Identity
+    timeout_s: float = 10.0
+
+    def post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to ``route`` with the checkout's identity; return the JSON answer.
+
+        Raises:
+            RunError: no answer, or an error answer (its code and message).
+        """
+        q = {k: v for k, v in self.ident.as_query().items() if v}
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        res = hooknet.post(self.url, route, query=q, body=json.dumps(body).encode(), headers=headers,
+                           timeout_s=self.timeout_s)
+        if res is None:
+            raise RunError(f"cannot reach ingress at {self.url}")
+        status, raw = res
+        try:
+            data = json.loads(raw or b"{}")
+        except ValueError:
+            data = {}
+        if status >= 400:
+            err = data.get("error", data) if isinstance(data, dict) else {}
+            raise RunError(f"{route}: {status} {err.get('code', '')}: {err.get('message', raw[:300])}")
+        return data
+
+
+@dataclass
+class Lease:
+    """A held run lease, renewed from a daemon thread until ``stop``."""
+
+    ingress: Ingress
+    run_id: str
+    lease_s: int = LEASE_SECONDS
+    every_s: float = HEARTBEAT_SECONDS
+    renewals: int = 0
+    failures: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._beat, name="aimem-lease", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.ingress.post("/hook/workstream/lease", {"action": "renew", "run_id": self.run_id,
+                                                             "lease_s": self.lease_s})
+                self.renewals += 1
+            except RunError as exc:
+                self.failures.append(str(exc))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.ingress.timeout_s + 1)
+
+
+def transcript_events(harness: str, home: Path, root: str, since: float) -> tuple[list[dict[str, Any]], str | None, int]:
+    """Return ``(ledger events, native session id, dropped marked texts)`` of the harness's
+    transcripts written since ``since`` (epoch seconds) by sessions inside ``root``."""
+    reader = READERS[harness]
+    files = [p for p in reader.discover(home) if _mtime(p) >= since - MTIME_SLACK_S]
+    files.sort(key=_mtime)
+    out: list[dict[str, Any]] = []
+    session, dropped = None, 0
+    for path in files:
+        extra = ({gemini.project_hash(root): root, gemini.project_hash(os.path.realpath(root)): root},) \
+            if harness == "gemini-cli" else ()
+        for ev in reader.read(path, FileState(), ReadStats(), *extra):
+            if not _inside(ev.cwd, root):
+                continue
+            item = _ledger_event(harness, ev.key, ev.payload)
+            if item is None:
+                continue
+            if contains_marker(item["text"]):
+                dropped += 1  # aimem's own packet, persisted by the harness: never imported back
+            if item["role"] == "user":
+                item["text"] = strip_injected(item["text"])  # packets, handoffs, briefs the harness echoed
+            else:
+                item["text"] = strip_packets(item["text"])
+            if contains_marker(item["text"]) or not item["text"].strip():
+                continue  # nothing of the user's own around it
+            session = ev.session_id
+            out.append(item)
+    return out, session, dropped
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _inside(cwd: str | None, root: str) -> bool:
+    if not cwd:
+        return True  # a reader without a cwd: the file was picked by time, keep it
+    c = locations.normalize(os.path.realpath(cwd)) or ""
+    r = locations.normalize(os.path.realpath(root)) or root
+    return c == r or c.startswith(r.rstrip("/") + "/")
+
+
+def _ledger_event(harness: str, key: str, p: dict[str, Any]) -> dict[str, Any] | None:
+    kind = p.get("hook_event_name")
+    if kind == "user-prompt":
+        role, text = "user", p.get("prompt")
+    elif kind == "stop":
+        role, text = "assistant", p.get("message")
+    elif kind == "post-tool-use":
+        role = "tool"
+        args = p.get("tool_input")
+        shown = args.get("command") or args.get("file_path") or args if isinstance(args, dict) else args
+        out = str(p.get("tool_response") or "")
+        text = f"{p.get('tool_name') or 'tool'}: {_short(shown)}" + (f"\n→ {_short(out)}" if out.strip() else "")
+    else:
+        return None
+    if not isinstance(text, str) or not text.strip():
+        return None
+    return {"role": role, "text": text, "ts": p.get("timestamp") if isinstance(p.get("timestamp"), str) else None,
+            "source_key": f"{harness}:{key}"[:256]}
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= TOOL_TEXT_CHARS else text[: TOOL_TEXT_CHARS - 1] + "…"
+
+
+def git_checkpoint(root: str, harness: str) -> dict[str, Any] | None:
+    """Return the checkpoint event of the checkout (branch, HEAD, changed files), None outside git."""
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    if git("rev-parse", "--is-inside-work-tree") != "true":
+        return None
+    head = git("rev-parse", "--short=12", "HEAD") or "(no commit yet)"
+    branch = git("branch", "--show-current") or "(detached)"
+    status = git("status", "--porcelain=v1", "--untracked-files=all") or ""
+    changed = [line[3:] for line in status.splitlines() if len(line) > 3]
+    shown = ", ".join(changed[:50]) + (f" and {len(changed) - 50} more" if len(changed) > 50 else "")
+    text = f"Git checkpoint after the {harness} run: branch {branch}, HEAD {head}, changed files: {shown or 'none'}"
+    return {"role": "checkpoint", "text": text, "ts": None, "source_key": None}
+
+
+def batches(items: list[dict[str, Any]], n: int = APPEND_BATCH) -> Iterator[list[dict[str, Any]]]:
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+@dataclass
+class RunResult:
+    """What one ``aimem run`` did (printed on stderr at the end, JSON for tests)."""
+
+    run_id: str
+    workstream_id: str
+    harness: str
+    exit_code: int
+    appended: int = 0
+    dropped_marked: int = 0
+    state: str = "released"
+
+
+def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str | None,
+        home: Path | None = None, lease_s: int = LEASE_SECONDS, heartbeat_s: float = HEARTBEAT_SECONDS,
+        env: dict[str, str] | None = None) -> RunResult:
+    """Run one harness in the checkout's workstream (see the module docstring).
+
+    Raises:
+        RunError: the lease could not be opened, the binary is missing, or importing the
+            transcript failed (the lease is cancelled first when it was open).
+    """
+    if harness is not None and harness not in HARNESSES:
+        raise RunError(f"unknown harness {harness!r} (one of {', '.join(HARNESSES)})")
+    ident = resolve(cwd)
+    root = ident.root or str(cwd)
+    ingress = Ingress(url, token, ident)
+    run_id = uuid.uuid4().hex
+    opened = ingress.post("/hook/workstream/lease", {"action": "open", "run_id": run_id, "harness": harness,
+                                                     "cwd": str(cwd), "lease_s": lease_s})["run"]
+    harness = opened["harness"]
+    lease = Lease(ingress, run_id, lease_s=lease_s, every_s=heartbeat_s)
+    base_env = dict(os.environ if env is None else env)
+    home = home or Path(base_env.get("HOME") or Path.home())
+    try:
+        binary = shutil.which(BINARIES[harness], path=base_env.get("PATH"))
+        if binary is None:
+            raise RunError(f"{BINARIES[harness]} ({harness}) is not on PATH")
+        lease.start()
+        started = time.time()
+        child_env = {**base_env, "AIMEM_RUN_ID": run_id, "AIMEM_WORKSTREAM_ID": opened["workstream"]["id"]}
+        proc = subprocess.Popen([binary, *args], cwd=cwd, env=child_env)
+        while True:
+            try:
+                code = proc.wait()
+                break
+            except KeyboardInterrupt:  # Ctrl-C reaches the child too; wait for it to finish
+                continue
+        events, session, dropped = transcript_events(harness, home, root, started)
+        check = git_checkpoint(root, harness)
+        if check:
+            events.append(check)
+        appended = 0
+        for chunk in batches(events):
+            got = ingress.post("/hook/workstream/append", {"run_id": run_id, "native_session_id": session,
+                                                           "events": chunk})
+            appended += got.get("appended", 0)
+        lease.stop()
+        ingress.post("/hook/workstream/lease", {"action": "release", "run_id": run_id, "exit_code": code})
+        return RunResult(run_id, opened["workstream"]["id"], harness, code, appended, dropped)
+    except BaseException:
+        lease.stop()
+        try:
+            ingress.post("/hook/workstream/lease", {"action": "cancel", "run_id": run_id})
+        except RunError:
+            pass  # the lease expires on its own
+        raise
+
+
+USAGE = "usage: aimem run [HARNESS] [--lease-seconds N] [--heartbeat-seconds S] [-- HARNESS ARGS]"
+
+
+def main(argv: list[str]) -> int:
+    """``aimem run``/``aimem continue`` before typer is imported (the start of every managed
+    agent waits on it); ``--help`` goes through typer. Returns the child's exit status."""
+    import sys
+
+    from aimem_cli.hookclient import client_settings
+
+    verb, rest = argv[0], argv[1:]
+    harness, args, lease_s, beat_s = None, [], LEASE_SECONDS, float(HEARTBEAT_SECONDS)
+    i = 0
+    try:
+        while i < len(rest):
+            a = rest[i]
+            if a == "--":
+                args = rest[i + 1:]
+                break
+            if a in ("--lease-seconds", "--heartbeat-seconds"):
+                value = rest[i + 1]
+                lease_s, beat_s = (int(value), beat_s) if a == "--lease-seconds" else (lease_s, float(value))
+                i += 2
+                continue
+            if a.startswith("-") or verb == "continue" or harness is not None:
+                args = rest[i:]
+                break
+            harness = a
+            i += 1
+    except (IndexError, ValueError):
+        print(USAGE, file=sys.stderr)
+        return 2
+    if not 5 <= lease_s <= 600 or beat_s < 0.5:
+        print("aimem: --lease-seconds must be 5..600 and --heartbeat-seconds ≥ 0.5", file=sys.stderr)
+        return 2
+    cfg = client_settings()[1]
+    try:
+        result = run(harness, args, cwd=Path.cwd(), url=str(cfg["url"]), token=cfg.get("token"), lease_s=lease_s,
+                     heartbeat_s=beat_s)
+    except RunError as exc:
+        print(f"aimem: {exc}", file=sys.stderr)
+        return 1
+    print(f"aimem: run {result.run_id} ({result.harness}) exited {result.exit_code}; {result.appended} event(s) "
+          f"added to workstream {result.workstream_id}"
+          + (f"; {result.dropped_marked} injected packet(s) not re-imported" if result.dropped_marked else ""),
+          file=sys.stderr)
+    return result.exit_code

@@ -1,0 +1,250 @@
+"""Managed-workstream ops: ``workstream.lease``, ``workstream.append``, ``workstream.deliver``,
+``workstream.rename``.
+
+The ledger of a workstream is append-only. Each ``workstream.append`` that stores events
+writes one immutable JSONL segment, ``<data_dir>/raw/workstreams/<id>/<first>-<last>.jsonl``
+(zero-padded sequence numbers; tmp + fsync + rename), inside the command, before the
+batch commits: the segments are the source of truth, the rows index them (``segment``
+names the file). A command rolled back after writing its segment leaves a file for
+sequence numbers the database does not hold; the next append that takes those numbers
+writes that name again (same name, its own content), so a segment whose range is within
+``workstreams.last_seq`` always matches the rows.
+
+Leases: ``open`` creates the workstream (project + checkout root) when missing, marks
+lapsed leases ``expired`` and refuses while another run holds a live one; ``renew`` moves
+``lease_expires_at`` ``lease_s`` on (``LEASE_SECONDS`` by default); ``release`` (a clean exit) and ``cancel`` (a
+handled launcher failure) end it. An unclean death is bounded by the expiry.
+
+Cursors: ``workstream_harnesses.delivered_seq`` is how far a harness has seen the ledger.
+``workstream.deliver`` moves it forward after a session start handed the harness a packet;
+an append by a harness that had seen everything before it moves its cursor past its own
+events (a harness is never handed back what it said).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from aimem_common import locations
+from aimem_common.commands import Envelope
+from aimem_common.commands.workstreams import WorkstreamAppend, WorkstreamDeliver, WorkstreamLease, WorkstreamRename
+from aimem_common.errors import BadRequestError, ConflictError, NotFoundError
+from aimem_common.sanitize import storable
+from aimem_common.workstreams import contains_marker
+
+from aimem_writer.registry import handler
+from aimem_writer.tx import Tx
+from aimem_writer.wiki import atomic_write, fsync_dir
+
+
+def _later(now: str, seconds: int) -> str:
+    at = datetime.fromisoformat(now.replace("Z", "+00:00")) + timedelta(seconds=seconds)
+    return at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _workstream(tx: Tx, cmd: WorkstreamLease) -> dict:
+    scope = tx.scope(create=True)
+    root = locations.normalize(cmd.checkout_root or (tx.env.scope.root if tx.env.scope else None) or cmd.cwd)
+    if not root:
+        raise BadRequestError("a workstream needs a checkout root (or a cwd)", code="missing_root")
+    row = tx.conn.execute("SELECT * FROM workstreams WHERE project_id = ? AND checkout_root = ?",
+                          (scope.project_id, root)).fetchone()
+    if row is None:
+        wid = uuid.uuid4().hex
+        name = locations.name(root) or scope.project
+        tx.conn.execute(
+            "INSERT INTO workstreams(id, workspace_id, project_id, checkout_root, name, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)", (wid, scope.workspace_id, scope.project_id, root, name, tx.now, tx.now))
+        tx.audit("workstream.create", wid, {"checkout_root": root}, scope=scope)
+        row = tx.conn.execute("SELECT * FROM workstreams WHERE id = ?", (wid,)).fetchone()
+    return dict(row)
+
+
+def _run(tx: Tx, run_id: str):
+    row = tx.conn.execute("SELECT * FROM managed_runs WHERE id = ?", (run_id,)).fetchone()
+    if row is None:
+        raise NotFoundError(f"managed run {run_id} not found", code="run_not_found", data={"run_id": run_id})
+    return row
+
+
+def _public_run(row, ws: dict | None = None) -> dict:
+    out = {k: row[k] for k in ("id", "workstream_id", "harness", "cwd", "state", "started_at", "renewed_at",
+                               "lease_expires_at", "ended_at", "exit_code")}
+    if ws is not None:
+        out["workstream"] = {"id": ws["id"], "name": ws["name"], "checkout_root": ws["checkout_root"],
+                             "last_seq": ws["last_seq"]}
+    return out
+
+
+@handler("workstream.lease")
+def workstream_lease(tx: Tx, env: Envelope, cmd: WorkstreamLease) -> dict:
+    """Open / renew / release / cancel a run lease. Result ``{run: {..., workstream: {...}}}``.
+
+    Raises:
+        ConflictError: ``workstream_leased`` (open: another run holds a live lease; data names
+            it), ``lease_not_active`` (renew/release of a run that was released, cancelled,
+            or lost its lapsed lease to another run), ``run_exists`` (open with a used id).
+        BadRequestError: ``no_harness`` (open without a harness on a workstream that has none).
+        NotFoundError: ``run_not_found`` (renew/release/cancel of an unknown run).
+    """
+    if cmd.action == "open":
+        return _open(tx, cmd)
+    row = _run(tx, cmd.run_id)
+    ws = dict(tx.conn.execute("SELECT * FROM workstreams WHERE id = ?", (row["workstream_id"],)).fetchone())
+    if cmd.action == "cancel" and row["state"] in ("released", "cancelled"):
+        return {"run": _public_run(row, ws)}
+    if row["state"] not in ("active", "expired"):
+        raise ConflictError(f"managed run {cmd.run_id} is {row['state']}", code="lease_not_active",
+                            data={"run_id": cmd.run_id, "state": row["state"]})
+    if row["state"] == "expired" or row["lease_expires_at"] < tx.now:
+        other = _live_holder(tx, ws["id"], exclude=cmd.run_id)
+        if other is not None and cmd.action == "renew":
+            raise ConflictError(f"the lease of run {cmd.run_id} lapsed and run {other['id']} holds the workstream",
+                                code="lease_not_active", data={"run_id": cmd.run_id, "holder": other["id"]})
+    if cmd.action == "renew":
+        tx.conn.execute("UPDATE managed_runs SET state = 'active', renewed_at = ?, lease_expires_at = ? WHERE id = ?",
+                        (tx.now, _later(tx.now, cmd.lease_s), cmd.run_id))
+    else:
+        state = "released" if cmd.action == "release" else "cancelled"
+        tx.conn.execute("UPDATE managed_runs SET state = ?, ended_at = ?, lease_expires_at = ?, exit_code = ?"
+                        " WHERE id = ?", (state, tx.now, tx.now, cmd.exit_code, cmd.run_id))
+        tx.audit(f"workstream.{cmd.action}", cmd.run_id, {"workstream_id": ws["id"], "exit_code": cmd.exit_code},
+                 scope=tx.scope_by_ids(ws["workspace_id"], ws["project_id"]))
+    return {"run": _public_run(_run(tx, cmd.run_id), ws)}
+
+
+def _live_holder(tx: Tx, workstream_id: str, exclude: str | None = None):
+    return tx.conn.execute(
+        "SELECT * FROM managed_runs WHERE workstream_id = ? AND state = 'active' AND lease_expires_at > ?"
+        " AND id != ? ORDER BY started_at DESC LIMIT 1", (workstream_id, tx.now, exclude or "")).fetchone()
+
+
+def _open(tx: Tx, cmd: WorkstreamLease) -> dict:
+    if tx.conn.execute("SELECT 1 FROM managed_runs WHERE id = ?", (cmd.run_id,)).fetchone():
+        raise ConflictError(f"managed run {cmd.run_id} exists", code="run_exists", data={"run_id": cmd.run_id})
+    ws = _workstream(tx, cmd)
+    tx.conn.execute("UPDATE managed_runs SET state = 'expired', ended_at = lease_expires_at"
+                    " WHERE workstream_id = ? AND state = 'active' AND lease_expires_at <= ?", (ws["id"], tx.now))
+    holder = _live_holder(tx, ws["id"])
+    if holder is not None:
+        raise ConflictError(f"workstream {ws['name']} is held by run {holder['id']} ({holder['harness']}) until "
+                            f"{holder['lease_expires_at']}", code="workstream_leased",
+                            data={"workstream_id": ws["id"], "run_id": holder["id"], "harness": holder["harness"],
+                                  "lease_expires_at": holder["lease_expires_at"]})
+    harness = cmd.harness
+    if harness is None:
+        newest = tx.conn.execute("SELECT harness FROM workstream_harnesses WHERE workstream_id = ?"
+                                 " ORDER BY last_run_at DESC, harness LIMIT 1", (ws["id"],)).fetchone()
+        if newest is None:
+            raise BadRequestError("this workstream has no harness yet: name one (aimem run claude-code)",
+                                  code="no_harness", data={"workstream_id": ws["id"]})
+        harness = newest["harness"]
+    tx.conn.execute(
+        "INSERT INTO managed_runs(id, workstream_id, workspace_id, project_id, harness, cwd, state, started_at,"
+        " renewed_at, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)",
+        (cmd.run_id, ws["id"], ws["workspace_id"], ws["project_id"], harness, locations.normalize(cmd.cwd),
+         tx.now, tx.now, _later(tx.now, cmd.lease_s)))
+    tx.conn.execute(
+        "INSERT INTO workstream_harnesses(workstream_id, harness, last_run_at) VALUES (?, ?, ?)"
+        " ON CONFLICT(workstream_id, harness) DO UPDATE SET last_run_at = excluded.last_run_at",
+        (ws["id"], harness, tx.now))
+    tx.audit("workstream.open", cmd.run_id, {"workstream_id": ws["id"], "harness": harness},
+             scope=tx.scope_by_ids(ws["workspace_id"], ws["project_id"]))
+    return {"run": _public_run(_run(tx, cmd.run_id), ws)}
+
+
+@handler("workstream.append")
+def workstream_append(tx: Tx, env: Envelope, cmd: WorkstreamAppend) -> dict:
+    """Append a run's events. Result ``{appended, first_seq, last_seq, skipped, rejected, segment}``.
+
+    Raises:
+        NotFoundError: ``run_not_found``.
+        ConflictError: ``lease_not_active`` (the run was released or cancelled).
+    """
+    run = _run(tx, cmd.run_id)
+    if run["state"] not in ("active", "expired"):
+        raise ConflictError(f"managed run {cmd.run_id} is {run['state']}", code="lease_not_active",
+                            data={"run_id": cmd.run_id, "state": run["state"]})
+    ws = tx.conn.execute("SELECT * FROM workstreams WHERE id = ?", (run["workstream_id"],)).fetchone()
+    before = ws["last_seq"]
+    seq, skipped, rejected, rows = before, 0, [], []
+    seen_keys: set[str] = set()
+    for i, ev in enumerate(cmd.events):
+        text = storable(ev.text).strip()
+        if contains_marker(text):
+            rejected.append(i)  # aimem's own packet read back: never re-imported
+            continue
+        if not text:
+            skipped += 1
+            continue
+        if ev.source_key and (ev.source_key in seen_keys or tx.conn.execute(
+                "SELECT 1 FROM workstream_events WHERE workstream_id = ? AND source_key = ?",
+                (ws["id"], ev.source_key)).fetchone()):
+            skipped += 1
+            continue
+        if ev.source_key:
+            seen_keys.add(ev.source_key)
+        seq += 1
+        rows.append({"seq": seq, "harness": run["harness"], "run_id": run["id"], "role": ev.role, "text": text,
+                     "ts": ev.ts or tx.now, "source_key": ev.source_key})
+    if not rows:
+        return {"appended": 0, "first_seq": None, "last_seq": before, "skipped": skipped, "rejected": rejected,
+                "segment": None}
+    segment = f"{rows[0]['seq']:010d}-{seq:010d}.jsonl"
+    folder = tx.settings.data_dir / "raw" / "workstreams" / ws["id"]
+    atomic_write(folder / segment, "".join(json.dumps({"workstream": ws["id"], **r}, ensure_ascii=False) + "\n"
+                                           for r in rows))
+    fsync_dir(folder)
+    tx.conn.executemany(
+        "INSERT INTO workstream_events(workstream_id, workspace_id, project_id, seq, harness, run_id, role, text, ts,"
+        " source_key, segment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(ws["id"], ws["workspace_id"], ws["project_id"], r["seq"], r["harness"], r["run_id"], r["role"], r["text"],
+          r["ts"], r["source_key"], segment) for r in rows])
+    tx.conn.execute("UPDATE workstreams SET last_seq = ?, updated_at = ? WHERE id = ?", (seq, tx.now, ws["id"]))
+    # The harness saw everything up to `before` and said these itself: its cursor passes them.
+    tx.conn.execute("UPDATE workstream_harnesses SET delivered_seq = ?, native_session_id = coalesce(?, native_session_id)"
+                    " WHERE workstream_id = ? AND harness = ? AND delivered_seq >= ?",
+                    (seq, cmd.native_session_id, ws["id"], run["harness"], before))
+    tx.emit("workstream.appended", {"workstream_id": ws["id"], "first_seq": rows[0]["seq"], "last_seq": seq})
+    return {"appended": len(rows), "first_seq": rows[0]["seq"], "last_seq": seq, "skipped": skipped,
+            "rejected": rejected, "segment": f"raw/workstreams/{ws['id']}/{segment}"}
+
+
+@handler("workstream.deliver")
+def workstream_deliver(tx: Tx, env: Envelope, cmd: WorkstreamDeliver) -> dict:
+    """Move the run's harness cursor to ``through_seq``. Result ``{delivered_seq, advanced}``.
+
+    Raises:
+        NotFoundError: ``run_not_found``.
+        BadRequestError: ``beyond_ledger`` (``through_seq`` past the workstream's last event).
+    """
+    run = _run(tx, cmd.run_id)
+    last = tx.conn.execute("SELECT last_seq FROM workstreams WHERE id = ?", (run["workstream_id"],)).fetchone()[0]
+    if cmd.through_seq > last:
+        raise BadRequestError(f"seq {cmd.through_seq} is past the ledger's end ({last})", code="beyond_ledger")
+    cur = tx.conn.execute("UPDATE workstream_harnesses SET delivered_seq = ? WHERE workstream_id = ? AND harness = ?"
+                          " AND delivered_seq < ?", (cmd.through_seq, run["workstream_id"], run["harness"],
+                                                     cmd.through_seq))
+    row = tx.conn.execute("SELECT delivered_seq FROM workstream_harnesses WHERE workstream_id = ? AND harness = ?",
+                          (run["workstream_id"], run["harness"])).fetchone()
+    return {"delivered_seq": row[0] if row else 0, "advanced": cur.rowcount > 0}
+
+
+@handler("workstream.rename")
+def workstream_rename(tx: Tx, env: Envelope, cmd: WorkstreamRename) -> dict:
+    """Rename a workstream of the scope's project. Result ``{workstream_id, name, previous}``.
+
+    Raises:
+        NotFoundError: no such workstream in this project.
+    """
+    scope = tx.scope(create=False)
+    row = tx.conn.execute("SELECT name FROM workstreams WHERE id = ? AND project_id = ?",
+                          (cmd.workstream_id, scope.project_id)).fetchone()
+    if row is None:
+        raise NotFoundError(f"workstream {cmd.workstream_id} not found", data={"workstream_id": cmd.workstream_id})
+    name = " ".join(storable(cmd.name).split())
+    tx.conn.execute("UPDATE workstreams SET name = ?, updated_at = ? WHERE id = ?", (name, tx.now, cmd.workstream_id))
+    tx.audit("workstream.rename", cmd.workstream_id, {"from": row["name"], "to": name}, scope=scope)
+    return {"workstream_id": cmd.workstream_id, "name": name, "previous": row["name"]}

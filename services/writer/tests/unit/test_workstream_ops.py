@@ -1,0 +1,111 @@
+"""workstream.lease/append/deliver/rename on the real batch path: segments, cursors, leases."""
+
+from __future__ import annotations
+
+import json
+
+from aimem_common.models import Scope
+from aimem_common.read import workstreams as wsread
+from aimem_common.workstreams import LEASE_SECONDS, marker
+
+RUN_A, RUN_B, RUN_C = "a" * 32, "b" * 32, "c" * 32
+
+
+def _open(wh, run, harness="claude-code", root="/w/repo", **kw):
+    return wh.ok("workstream.lease", {"action": "open", "run_id": run, "harness": harness, "cwd": root + "/api", **kw},
+                 root=root, origin="github.com/acme/repo")["run"]
+
+
+def _scope(wh) -> Scope:
+    row = wh.conn.execute("SELECT w.id, w.name, p.id, p.name FROM projects p JOIN workspaces w ON w.id = p.workspace_id"
+                          " WHERE p.name = 'app'").fetchone()
+    return Scope(workspace_id=row[0], workspace=row[1], project_id=row[2], project=row[3])
+
+
+def test_append_writes_an_immutable_segment_and_indexes_it(wh) -> None:
+    run = _open(wh, RUN_A)
+    wid = run["workstream"]["id"]
+    assert run["state"] == "active" and run["workstream"]["checkout_root"] == "/w/repo"
+    got = wh.ok("workstream.append", {"run_id": RUN_A, "native_session_id": "s1", "events": [
+        {"role": "user", "text": "Document the zebrafish retry policy", "source_key": "k1"},
+        {"role": "assistant", "text": "Done, key sk-ant-api03-" + "x" * 40 + " stays out", "source_key": "k2"},
+        {"role": "user", "text": marker(wid, 1, 2, "codex") + "\nold packet", "source_key": "k3"},
+    ]})
+    assert (got["appended"], got["first_seq"], got["last_seq"], got["rejected"]) == (2, 1, 2, [2])
+    seg = wh.settings.data_dir / got["segment"]
+    lines = [json.loads(x) for x in seg.read_text().splitlines()]
+    assert [x["seq"] for x in lines] == [1, 2] and lines[0]["harness"] == "claude-code"
+    assert "sk-ant-api03" not in seg.read_text() and "[REDACTED" in lines[1]["text"]
+    # A retried import stores nothing twice and burns no sequence number.
+    again = wh.ok("workstream.append", {"run_id": RUN_A, "events": [
+        {"role": "user", "text": "Document the zebrafish retry policy", "source_key": "k1"},
+        {"role": "tool", "text": "Bash: ls", "source_key": "k4"}]})
+    assert (again["appended"], again["first_seq"], again["skipped"]) == (1, 3, 1)
+    hits = wsread.search(wh.conn, _scope(wh), "zebrafish")
+    assert [(h["seq"], h["role"]) for h in hits] == [(1, "user")]
+    # Its own events count as seen by the harness that said them.
+    assert wsread.run_with_workstream(wh.conn, RUN_A)["delivered_seq"] == 3
+
+
+def test_lease_excludes_a_second_run_until_released_and_cancel_is_idempotent(wh) -> None:
+    _open(wh, RUN_A)
+    err = wh.err("workstream.lease", {"action": "open", "run_id": RUN_B, "harness": "codex", "cwd": "/w/repo"},
+                 root="/w/repo")
+    assert err["code"] == "workstream_leased" and err["data"]["run_id"] == RUN_A
+    assert wh.ok("workstream.lease", {"action": "renew", "run_id": RUN_A})["run"]["state"] == "active"
+    assert wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A, "exit_code": 0})["run"]["state"] == "released"
+    assert wh.err("workstream.lease", {"action": "renew", "run_id": RUN_A})["code"] == "lease_not_active"
+    run_b = _open(wh, RUN_B, harness="codex")
+    assert run_b["workstream"]["id"] == wh.conn.execute("SELECT id FROM workstreams").fetchone()[0]
+    assert wh.ok("workstream.lease", {"action": "cancel", "run_id": RUN_B})["run"]["state"] == "cancelled"
+    assert wh.ok("workstream.lease", {"action": "cancel", "run_id": RUN_B})["run"]["state"] == "cancelled"
+    # No harness named: the newest one of the workstream.
+    assert _open(wh, RUN_C, harness=None)["harness"] == "codex"
+
+
+def test_a_lapsed_lease_expires_at_the_next_open(wh) -> None:
+    _open(wh, RUN_A)
+    wh.conn.execute("UPDATE managed_runs SET lease_expires_at = '2000-01-01T00:00:00Z' WHERE id = ?", (RUN_A,))
+    wh.conn.commit()
+    run_b = _open(wh, RUN_B, harness="codex")
+    assert run_b["state"] == "active"
+    assert wh.conn.execute("SELECT state FROM managed_runs WHERE id = ?", (RUN_A,)).fetchone()[0] == "expired"
+    started = run_b["started_at"]
+    assert run_b["lease_expires_at"] > started and LEASE_SECONDS == 60
+
+
+def test_delivery_cursor_moves_forward_only_and_not_past_the_ledger(wh) -> None:
+    _open(wh, RUN_A)
+    wh.ok("workstream.append", {"run_id": RUN_A, "events": [{"role": "user", "text": f"step {i}"} for i in range(5)]})
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    _open(wh, RUN_B, harness="codex", root="/w/repo")
+    info = wsread.run_with_workstream(wh.conn, RUN_B)
+    assert info["delivered_seq"] == 0
+    assert [e["seq"] for e in wsread.events_after(wh.conn, info["workstream"]["id"], 0)] == [1, 2, 3, 4, 5]
+    assert wh.ok("workstream.deliver", {"run_id": RUN_B, "through_seq": 5}) == {"delivered_seq": 5, "advanced": True}
+    assert wh.ok("workstream.deliver", {"run_id": RUN_B, "through_seq": 2})["delivered_seq"] == 5
+    assert wh.err("workstream.deliver", {"run_id": RUN_B, "through_seq": 9})["code"] == "beyond_ledger"
+
+
+def test_rename_and_a_second_checkout_of_the_repository_is_a_second_workstream(wh) -> None:
+    a = _open(wh, RUN_A)["workstream"]
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    b = _open(wh, RUN_B, root="/w/repo-wt2")["workstream"]
+    assert a["id"] != b["id"]
+    assert wh.ok("workstream.rename", {"workstream_id": a["id"], "name": "retry policy"})["previous"] == "repo"
+    names = {w["id"]: w["name"] for w in wsread.list_workstreams(wh.conn, _scope(wh))}
+    assert names == {a["id"]: "retry policy", b["id"]: "repo-wt2"}
+
+
+def test_a_purge_refuses_while_a_run_holds_a_live_lease_and_then_takes_the_ledger(wh) -> None:
+    _open(wh, RUN_A)
+    wh.ok("workstream.append", {"run_id": RUN_A, "events": [{"role": "user", "text": "platypus plan"}]})
+    err = wh.err("project.purge", {})
+    assert err["code"] == "live_lease" and err["data"]["runs"][0]["run_id"] == RUN_A
+    preview = wh.ok("project.purge", {"dry_run": True, "force": True})
+    assert (preview["workstreams_deleted"], preview["workstream_events_deleted"], preview["managed_runs_deleted"]) == (1, 1, 1)
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    done = wh.ok("project.purge", {})
+    assert done["workstream_events_deleted"] == 1 and done["workstreams_deleted"] == 1
+    assert wh.count("SELECT count(*) FROM workstream_events_fts WHERE workstream_events_fts MATCH 'platypus'") == 0
+    assert wh.count("SELECT count(*) FROM managed_runs") == 0
