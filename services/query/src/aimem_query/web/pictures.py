@@ -1,0 +1,74 @@
+"""Pictures: a project's activity, its handoff chains and its link graph (server-drawn SVG).
+
+Reads go through ``aimem_common.read.pictures``; ``web.layout`` places the marks and the
+``_pictures.html`` macros draw them (autoescaped: every label is agent data). Each picture
+has a table or list beside it that says the same in text.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from aimem_common.read import pictures
+from aimem_query.deps import read
+from aimem_query.web import layout
+from aimem_query.web.deps import UserDep, renderer, scope_for
+
+router = APIRouter(prefix="/p/{workspace}/{project}")
+
+
+def activity_view(data: dict) -> dict:
+    """Return the two bar charts (sessions, observations per day by agent) of an ``Activity``."""
+    by_day: dict[str, dict[str, dict[str, int]]] = {"sessions": {}, "observations": {}}
+    for (day, agent), counts in data["cells"].items():
+        for what in by_day:
+            if counts[what]:
+                by_day[what].setdefault(day, {})[agent] = counts[what]
+    return {
+        "sessions": layout.bar_chart(data["days"], data["agents"], by_day["sessions"]),
+        "observations": layout.bar_chart(data["days"], data["agents"], by_day["observations"]),
+        "legend": [{"agent": a, "style": layout.series_style(i)} for i, a in enumerate(data["agents"])],
+        "rows": [{"day": d, "agents": [{"agent": a, **data["cells"].get((d, a), {"sessions": 0, "observations": 0})}
+                                       for a in data["agents"]]}
+                 for d in reversed(data["days"]) if data["totals"]["sessions"][d] or data["totals"]["observations"][d]],
+    }
+
+
+@router.get("/activity")
+async def activity(request: Request, user: UserDep, workspace: str, project: str,
+                   days: int = Query(28, ge=1, le=pictures.MAX_DAYS)) -> Response:
+    """Sessions and observations per day by agent (bars lead to that day's sessions)."""
+    scope = await scope_for(request, user, workspace, project)
+    data = await read(request, pictures.activity, scope, days=days)
+    return renderer(request).page(request, "activity.html", scope=scope, data=data, chart=activity_view(data),
+                                  days=days)
+
+
+@router.get("/handoffs/chains")
+async def handoff_chains(request: Request, user: UserDep, workspace: str, project: str) -> Response:
+    """Who handed to whom: each chain of handoffs, open and stale ones marked."""
+    scope = await scope_for(request, user, workspace, project)
+    viewer = None if user.principal.is_root else user.name
+    data = await read(request, pictures.handoff_chains, scope, viewer=viewer)
+    return renderer(request).page(request, "chains.html", scope=scope, data=data, pic=layout.chains(data["chains"]))
+
+
+@router.get("/graph")
+async def project_graph(request: Request, user: UserDep, workspace: str, project: str,
+                        nodes: int = Query(150, ge=10, le=pictures.MAX_GRAPH)) -> Response:
+    """The project's most connected pages on rings by degree rank (a node opens its page)."""
+    scope = await scope_for(request, user, workspace, project)
+    data = await read(request, pictures.project_graph, scope, max_nodes=nodes)
+    return renderer(request).page(request, "graph.html", scope=scope, data=data, pic=layout.rings(data),
+                                  center=None, hops=None)
+
+
+@router.get("/graph/{path:path}")
+async def page_graph(request: Request, user: UserDep, workspace: str, project: str, path: str,
+                     hops: int = Query(1, ge=1, le=2)) -> Response:
+    """One page's links, backlinks and shared-entity pages, one or two hops out, on rings by hop."""
+    scope = await scope_for(request, user, workspace, project)
+    data = await read(request, pictures.page_graph, scope, path, hops=hops, reader=user.principal)
+    return renderer(request).page(request, "graph.html", scope=scope, data=data, pic=layout.rings(data),
+                                  center=path, hops=hops)
