@@ -19,6 +19,7 @@ from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
 from aimem_query import admin, api
 from aimem_query.context import QueryContext
+from aimem_query.web.health import HealthSampler
 from aimem_query.web.hub import EventHub
 from aimem_query.web.site import install as install_web
 
@@ -36,9 +37,12 @@ def create_app(settings: Settings) -> FastAPI:
         events = EventHub()
         await events.start(nc)
         s.stack.push_async_callback(events.stop)
+        health = HealthSampler(settings, bus)
+        health.start()
+        s.stack.push_async_callback(health.stop)
         return QueryContext(settings=settings, telemetry=s.telemetry, nc=nc, bus=bus, read_pool=pool,
                             embedder=embedder, access=AccessThrottle(settings.query.access_bump_interval_s),
-                            events=events, reranker=reranker)
+                            events=events, reranker=reranker, web_health=health)
 
     app = create_service_app(
         "query", settings, Telemetry("query"), start, not_ready={"nats": False, "db": False},

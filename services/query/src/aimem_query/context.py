@@ -9,6 +9,7 @@ from aimem_common.read.pool import ReaderPool
 from aimem_common.read.query_embed import QueryEmbedder
 from aimem_common.rerank import RerankStage
 from aimem_common.service import ServiceContext
+from aimem_query.web.health import HealthSampler
 from aimem_query.web.hub import EventHub
 
 
@@ -22,3 +23,4 @@ class QueryContext(ServiceContext):
     access: AccessThrottle
     events: EventHub
     reranker: RerankStage | None = None  # the optional cross-encoder stage (rerank.provider)
+    web_health: HealthSampler | None = None  # /web/status sparklines (the stack's own metrics, last hour)
