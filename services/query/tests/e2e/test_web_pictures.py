@@ -246,6 +246,8 @@ def test_status_sparklines_draw_the_last_hour_of_the_stacks_metrics(browser, web
         assert fig.locator("polyline").count() == 1, label
         assert re.search(r"\d+ samples", fig.inner_text()), label
     assert "now 0 open" in page.locator("figure.spark", has=page.locator("strong:text-is('Dead letters')")).inner_text()
+    hooks = page.locator("figure.spark", has=page.locator("strong:text-is('Hooks')")).inner_text()
+    assert float(re.search(r"max ([\d.]+)", hooks).group(1)) > 0  # the prompts above show as a rise
     page.screenshot(path=str(shots / "pictures-status.png"), full_page=True)
     ctx.close()
 
