@@ -138,7 +138,7 @@ def session_strip(conn: sqlite3.Connection, scope: Scope, session_id: str, *,
     return {"marks": marks, "total": total, "left_out": total - len(marks)}
 
 
-def handoff_chains(conn: sqlite3.Connection, scope: Scope, *, viewer: str | None = None, limit: int = 200,
+def handoff_chains(conn: sqlite3.Connection, scope: Scope, *, viewer: str | None = None, limit: int = 100,
                    now: datetime | None = None, stale_days: int = STALE_DAYS) -> dict[str, Any]:
     """Return the ``Chains`` of ``scope``'s handoffs (``viewer`` as ``handoffs.list_handoffs``).
 
@@ -148,10 +148,18 @@ def handoff_chains(conn: sqlite3.Connection, scope: Scope, *, viewer: str | None
     handoff's ``id``, ``title``, ``status``, ``from_agent``, ``from_session_id``,
     ``accepted_by``, ``accepted_session_id``, ``superseded_by``, ``at`` (event time) and
     ``stale`` (open for more than ``stale_days``). Chains are ordered by their first link.
+    Only the newest ``limit`` handoffs by event time are drawn (``shown`` of ``total``).
     """
-    from aimem_common.read.handoffs import list_handoffs
+    from aimem_common.read.handoffs import MAX_HANDOFFS, list_handoffs
 
-    rows = list_handoffs(conn, scope, viewer=viewer, status="any", limit=limit, include_body=False)
+    limit = max(1, min(limit, MAX_HANDOFFS))
+    where = " AND (owner IS NULL OR owner = ? OR shared = 1 OR automatic = 1)" if viewer is not None else ""
+    args: list[Any] = [scope.project_id] + ([viewer] if viewer is not None else [])
+    total = conn.execute(f"SELECT count(*) FROM handoffs WHERE project_id = ?{where}", args).fetchone()[0]
+    rows = list_handoffs(conn, scope, viewer=viewer, status="any", limit=MAX_HANDOFFS, include_body=False)
+    if total > len(rows):  # the oldest come first: read from the newest end instead
+        rows = _newest_handoffs(conn, scope, viewer, MAX_HANDOFFS)
+    rows = rows[-limit:]
     cutoff = ((now or datetime.now(UTC)) - timedelta(days=stale_days)).isoformat()
     links = []
     for h in rows:
@@ -190,9 +198,26 @@ def handoff_chains(conn: sqlite3.Connection, scope: Scope, *, viewer: str | None
         if link["id"] not in seen:
             seen.add(link["id"])
             chains.append([link])
-    return {"chains": chains, "open": sum(1 for x in links if x["status"] == "open"),
+    return {"chains": chains, "shown": len(links), "total": total,
+            "open": sum(1 for x in links if x["status"] == "open"),
             "stale": sum(1 for x in links if x["stale"]),
             "superseded": sum(1 for x in links if x["status"] == "superseded")}
+
+
+def _newest_handoffs(conn: sqlite3.Connection, scope: Scope, viewer: str | None, limit: int) -> list[dict[str, Any]]:
+    """The newest ``limit`` handoffs of ``scope`` (as ``list_handoffs`` rows), oldest first."""
+    sql = "SELECT * FROM handoffs WHERE project_id = ?"
+    args: list[Any] = [scope.project_id]
+    if viewer is not None:
+        sql += " AND (owner IS NULL OR owner = ? OR shared = 1 OR automatic = 1)"
+        args.append(viewer)
+    sql += " ORDER BY coalesce(event_at, created_at) DESC, created_at DESC, id DESC LIMIT ?"
+    out = []
+    for r in conn.execute(sql, (*args, limit)):
+        d = {k: r[k] for k in r.keys() if k not in ("workspace_id", "project_id", "body")}
+        d["automatic"], d["shared"] = bool(d["automatic"]), bool(d["shared"])
+        out.append(d)
+    return out[::-1]
 
 
 def _norm(ts: str) -> str:

@@ -76,6 +76,9 @@ def test_chains_follow_claims_and_folds_and_mark_stale_open_ones(pool, seeder):
         stale = {link["id"]: link["stale"] for chain in c["chains"] for link in chain}
         assert stale[h3] is True and stale[lone] is False  # open for four weeks vs twelve hours
         assert (c["open"], c["stale"], c["superseded"]) == (2, 1, 1)
+        newest = pictures.handoff_chains(conn, app, now=NOW, limit=2)
+        assert [[link["id"] for link in chain] for chain in newest["chains"]] == [[h3], [lone]]
+        assert (newest["shown"], newest["total"]) == (2, 5)
 
 
 def reader_of(project: str) -> Principal:
