@@ -11,8 +11,10 @@ import importlib.util
 import os
 import re
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from aimem_testing.browser import chromium, require
@@ -249,6 +251,37 @@ def test_status_sparklines_draw_the_last_hour_of_the_stacks_metrics(browser, web
     hooks = page.locator("figure.spark", has=page.locator("strong:text-is('Hooks')")).inner_text()
     assert float(re.search(r"max ([\d.]+)", hooks).group(1)) > 0  # the prompts above show as a rise
     page.screenshot(path=str(shots / "pictures-status.png"), full_page=True)
+    ctx.close()
+
+
+def test_a_busy_fortnight_draws_a_bar_per_day_and_agent(browser, web, shots):
+    """Hooks stamped over the last days (their own ``timestamp``) by two agents: one bar per day."""
+    now = datetime.now(UTC)
+    for day in range(0, 12, 2):
+        for n, (agent, event) in enumerate([("claude-code", "UserPromptSubmit"), ("claude-code", "PreToolUse"),
+                                            ("codex", "PreToolUse"), ("codex", "PostToolUse")][: 2 + day % 3]):
+            at = (now - timedelta(days=day, minutes=n)).isoformat()
+            body = {"session_id": f"busy-{agent}-{day}", "cwd": "/home/dev/demo", "hook_event_name": event,
+                    "workspace": "default", "project": "demo", "timestamp": at, "prompt": "go",
+                    "tool_name": "Bash", "tool_input": {"command": "make test"}, "tool_response": {"ok": True}}
+            r = httpx.post(f"{web.ingress}/hook?agent={agent}", json=body, timeout=10,
+                           headers={"Authorization": f"Bearer {web.root_token}"})
+            assert r.status_code == 202, r.text
+    ctx = browser.new_context(viewport={"width": 1000, "height": 700})
+    page = ctx.new_page()
+    page.goto(f"{web.query}/web/login")
+    page.fill("#token", web.root_token)
+    page.locator("form[aria-labelledby=key-h] button").click()
+    page.wait_for_url(re.compile(r".*/web/projects$"))
+    for _ in range(40):  # the writer applies the hooks
+        page.goto(f"{web.query}/web/p/default/demo/activity?days=14")
+        if page.locator("svg#act-o a.bar").count() >= 9:
+            break
+        page.wait_for_timeout(250)
+    days = {b.get_attribute("data-day") for b in page.locator("svg#act-o a.bar").all()}
+    agents = {b.get_attribute("data-agent") for b in page.locator("svg#act-o a.bar").all()}
+    assert len(days) == 6 and agents == {"claude-code", "codex"}
+    page.screenshot(path=str(shots / "pictures-activity-busy.png"), full_page=True)
     ctx.close()
 
 

@@ -235,24 +235,25 @@ _NODE_SQL = ("SELECT p.id, p.path, p.title, p.kind, w.name AS ws_name, pj.name A
              " JOIN projects pj ON pj.id = p.project_id JOIN workspaces w ON w.id = p.workspace_id")
 
 
-def _neighbours(conn: sqlite3.Connection, ids: list[int], vis: Readable) -> list[tuple[int, int, str]]:
+def _neighbours(conn: sqlite3.Connection, ids: list[int], vis: Readable, cap: int) -> list[tuple[int, int, str]]:
     """Return ``(known, other, kind)`` for pages ``ids`` and the live visible pages next to them:
-    ``link`` (known links to other), ``backlink`` (other links to known), ``entity`` (shared)."""
+    ``link`` (known links to other), ``backlink`` (other links to known), ``entity`` (shared);
+    at most ``cap`` rows of each kind (a hub's thousand backlinks would not be drawn anyway)."""
     if not ids:
         return []
     marks = ",".join("?" * len(ids))
     where, args = vis.where("t.project_id")
     out = []
     for r in conn.execute(f"SELECT l.from_page_id AS a, l.to_page_id AS b FROM links l JOIN pages t ON t.id ="
-                          f" l.to_page_id AND t.is_latest = 1 WHERE l.from_page_id IN ({marks}){where}", (*ids, *args)):
+                          f" l.to_page_id AND t.is_latest = 1 WHERE l.from_page_id IN ({marks}){where} LIMIT ?", (*ids, *args, cap)):
         out.append((r["a"], r["b"], "link"))
     for r in conn.execute(f"SELECT l.to_page_id AS a, l.from_page_id AS b FROM links l JOIN pages t ON t.id ="
-                          f" l.from_page_id AND t.is_latest = 1 WHERE l.to_page_id IN ({marks}){where}", (*ids, *args)):
+                          f" l.from_page_id AND t.is_latest = 1 WHERE l.to_page_id IN ({marks}){where} LIMIT ?", (*ids, *args, cap)):
         out.append((r["a"], r["b"], "backlink"))
     for r in conn.execute(f"SELECT DISTINCT e1.page_id AS a, e2.page_id AS b FROM entity_page_links e1"
                           f" JOIN entity_page_links e2 ON e2.entity_id = e1.entity_id AND e2.page_id != e1.page_id"
                           f" JOIN pages t ON t.id = e2.page_id AND t.is_latest = 1"
-                          f" WHERE e1.page_id IN ({marks}){where} LIMIT 5000", (*ids, *args)):
+                          f" WHERE e1.page_id IN ({marks}){where} LIMIT ?", (*ids, *args, cap)):
         out.append((r["a"], r["b"], "entity"))
     return out
 
@@ -262,7 +263,8 @@ def page_graph(conn: sqlite3.Connection, scope: Scope, path: str, *, hops: int =
     """Return the ``Graph`` around the live page ``path`` of ``scope``: its links, backlinks and
     pages sharing an entity (``hops`` 1 or 2), pages of projects ``reader`` may not read left
     out (``reader`` None: this project only); at most ``max_nodes`` nodes, nearest hops first,
-    the rest counted in ``left_out``.
+    the others found counted in ``left_out``; ``more``: the walk stopped before the last hop
+    (full), so pages further out were not even looked for.
 
     Raises:
         NotFoundError: ``page_not_found``.
@@ -277,9 +279,14 @@ def page_graph(conn: sqlite3.Connection, scope: Scope, path: str, *, hops: int =
     edges: set[tuple[int, int, str]] = set()
     frontier = [row["id"]]
     found = {row["id"]}
+    stopped = False
     for hop in range(1, max(1, min(hops, 2)) + 1):
         nxt: list[int] = []
-        for a, b, kind in _neighbours(conn, frontier, vis):
+        room = max_nodes - len(found)
+        if room <= 0:
+            stopped = True  # full: pages further out are not looked for
+            break
+        for a, b, kind in _neighbours(conn, frontier, vis, cap=2 * max_nodes if hop == 1 else room + max_nodes):
             if kind == "entity":
                 edges.add((min(a, b), max(a, b), kind))
             else:
@@ -290,10 +297,8 @@ def page_graph(conn: sqlite3.Connection, scope: Scope, path: str, *, hops: int =
         for b in sorted(nxt):
             hop_of.setdefault(b, hop)
         frontier = nxt
-        if len(found) > 4 * MAX_GRAPH:
-            break
     keep = sorted(hop_of, key=lambda i: (hop_of[i], i))[:max_nodes]
-    return _assemble(conn, keep, hop_of, edges, total=len(hop_of))
+    return {**_assemble(conn, keep, hop_of, edges, total=len(hop_of)), "more": stopped}
 
 
 def project_graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = 150) -> dict[str, Any]:
@@ -301,18 +306,21 @@ def project_graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = 15
     project, either way): the ``max_nodes`` of highest degree; ``hop`` is the degree rank ring
     (0 for the most connected), ``left_out`` counts the connected pages not drawn."""
     max_nodes = max(1, min(max_nodes, MAX_GRAPH))
-    deg: dict[int, int] = {}
-    pairs = conn.execute(
-        "SELECT l.from_page_id AS a, l.to_page_id AS b FROM links l JOIN pages s ON s.id = l.from_page_id"
-        " AND s.is_latest = 1 JOIN pages t ON t.id = l.to_page_id AND t.is_latest = 1"
-        " WHERE l.project_id = ? AND t.project_id = ? AND l.from_page_id != l.to_page_id",
-        (scope.project_id, scope.project_id)).fetchall()
-    for a, b in pairs:
-        deg[a] = deg.get(a, 0) + 1
-        deg[b] = deg.get(b, 0) + 1
-    keep = sorted(deg, key=lambda i: (-deg[i], i))[:max_nodes]
-    kept = set(keep)
-    edges = {(a, b, "link") for a, b in pairs if a in kept and b in kept}
+    # links of live pages to live pages of the project, either way (counted in SQLite, not Python)
+    live = ("SELECT l.from_page_id AS a, l.to_page_id AS b FROM links l JOIN pages s ON s.id = l.from_page_id"
+            " AND s.is_latest = 1 JOIN pages t ON t.id = l.to_page_id AND t.is_latest = 1 AND t.project_id = ?"
+            " WHERE l.project_id = ? AND l.from_page_id != l.to_page_id")
+    pid = scope.project_id
+    total = conn.execute(f"SELECT count(*) FROM (SELECT a FROM ({live}) UNION SELECT b FROM ({live}))",
+                         (pid, pid, pid, pid)).fetchone()[0]
+    deg = dict(conn.execute(
+        f"SELECT id, count(*) AS d FROM (SELECT a AS id FROM ({live}) UNION ALL SELECT b FROM ({live}))"
+        " GROUP BY id ORDER BY d DESC, id LIMIT ?", (pid, pid, pid, pid, max_nodes)).fetchall())
+    keep = sorted(deg, key=lambda i: (-deg[i], i))
+    marks = ",".join("?" * len(keep))
+    edges = {(a, b, "link") for a, b in conn.execute(
+        f"SELECT from_page_id, to_page_id FROM links WHERE from_page_id IN ({marks}) AND to_page_id IN ({marks})"
+        " AND from_page_id != to_page_id", (*keep, *keep))} if keep else set()
     hop_of = {}
     ring, cap, start = 0, 1, 0
     while start < len(keep):  # ring k holds 1, 8, 16, 24 … nodes
@@ -321,7 +329,7 @@ def project_graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = 15
         start += cap
         ring += 1
         cap = 8 * ring
-    out = _assemble(conn, keep, hop_of, edges, total=len(deg))
+    out = _assemble(conn, keep, hop_of, edges, total=total)
     for n in out["nodes"]:
         n["degree"] = deg[n["id"]]
         n["center"] = False
@@ -340,6 +348,6 @@ def _assemble(conn: sqlite3.Connection, keep: list[int], hop_of: dict[int, int],
     for a, b, _ in out_edges:
         nodes[a]["degree"] += 1
         nodes[b]["degree"] += 1
-    return {"nodes": [nodes[i] for i in keep if i in nodes],
+    return {"more": False, "nodes": [nodes[i] for i in keep if i in nodes],
             "edges": [{"from": a, "to": b, "kind": k} for a, b, k in out_edges],
             "left_out": total - len(nodes), "total": total}

@@ -102,7 +102,8 @@ def test_page_graph_has_links_backlinks_entities_and_hides_unreadable_projects(p
         assert {n["path"]: n["hop"] for n in mine["nodes"]} == {"a.md": 0, "b.md": 1, "d.md": 1, "e.md": 1, "c.md": 2}
         assert "zanzibar" not in repr(mine).lower()
         capped = pictures.page_graph(conn, app, "a.md", hops=2, max_nodes=2, reader=reader_of("app"))
-        assert len(capped["nodes"]) == 2 and capped["left_out"] == 3 and capped["nodes"][0]["center"]
+        assert len(capped["nodes"]) == 2 and capped["left_out"] == 2 and capped["nodes"][0]["center"]
+        assert capped["more"] and not mine["more"]
         with pytest.raises(NotFoundError):
             pictures.page_graph(conn, app, "zz.md", reader=ROOT)
 

@@ -13,6 +13,7 @@ from typing import Any
 PATTERNS = ("solid", "hatch", "dots", "cross", "hbar", "vbar")
 COLOURS = ("#0b57d0", "#b3261e", "#146c2e", "#7d5260", "#8a5a00", "#3a4a5a")
 CATEGORIES = ("prompt", "tool", "failure", "compaction", "other")
+MAX_EDGES = 1200  # past this the lines are a grey disc; the table still lists every node
 
 
 def series_style(i: int) -> dict[str, str]:
@@ -156,7 +157,8 @@ def rings(graph: dict[str, Any], *, size: int = 720, label_max: int = 60) -> dic
             pos[n["id"]] = n
     edges = [{**e, "x1": pos[e["from"]]["x"], "y1": pos[e["from"]]["y"], "x2": pos[e["to"]]["x"],
               "y2": pos[e["to"]]["y"]} for e in graph["edges"] if e["from"] in pos and e["to"] in pos]
-    return {"size": size, "nodes": nodes, "edges": edges[:3000], "rings": [{"r": round(radius[lv], 1)}
+    return {"size": size, "nodes": nodes, "edges": edges[:MAX_EDGES], "edges_left_out": max(0, len(edges) - MAX_EDGES),
+            "rings": [{"r": round(radius[lv], 1)}
                                                                            for lv in levels if radius[lv]],
             "center": c}
 
