@@ -133,6 +133,16 @@ def main(argv: list[str] | None = None) -> None:
         data = pictures.project_graph(conn, scope, max_nodes=150)
         return env.get_template("graph.html").render(**base, data=data, pic=layout.rings(data), center=None, hops=None)
 
+    cached = {}
+
+    def graph_project_cached(conn):  # the route keeps the drawing until a page of the project changes
+        key = pictures.pages_version(conn, scope)
+        if key not in cached:
+            data = pictures.project_graph(conn, scope, max_nodes=150)
+            cached[key] = (data, layout.rings(data))
+        data, pic = cached[key]
+        return env.get_template("graph.html").render(**base, data=data, pic=pic, center=None, hops=None)
+
     def status(_conn):
         from aimem_query.web.health import Sample, rates
         now = time.time()
@@ -145,7 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     cases = {"activity (28 days)": activity, "session strip": strip, "handoff chains": chains,
              "graph around a page (1 hop)": lambda c: graph_page(c, 1),
              "graph around a page (2 hops)": lambda c: graph_page(c, 2),
-             "graph of the project (150 nodes)": graph_project, "status sparklines (1 h ring)": status}
+             "graph of the project (150 nodes), first view": graph_project,
+             "graph of the project, unchanged since": graph_project_cached, "status sparklines (1 h ring)": status}
     rows = []
     with pool.connection() as conn:
         for name, fn in cases.items():

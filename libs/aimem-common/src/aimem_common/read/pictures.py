@@ -244,15 +244,16 @@ def _neighbours(conn: sqlite3.Connection, ids: list[int], vis: Readable, cap: in
     marks = ",".join("?" * len(ids))
     where, args = vis.where("t.project_id")
     out = []
-    for r in conn.execute(f"SELECT l.from_page_id AS a, l.to_page_id AS b FROM links l JOIN pages t ON t.id ="
+    # CROSS JOIN: start from the few given pages (else SQLite scans every live page of the project)
+    for r in conn.execute(f"SELECT l.from_page_id AS a, l.to_page_id AS b FROM links l CROSS JOIN pages t ON t.id ="
                           f" l.to_page_id AND t.is_latest = 1 WHERE l.from_page_id IN ({marks}){where} LIMIT ?", (*ids, *args, cap)):
         out.append((r["a"], r["b"], "link"))
-    for r in conn.execute(f"SELECT l.to_page_id AS a, l.from_page_id AS b FROM links l JOIN pages t ON t.id ="
+    for r in conn.execute(f"SELECT l.to_page_id AS a, l.from_page_id AS b FROM links l CROSS JOIN pages t ON t.id ="
                           f" l.from_page_id AND t.is_latest = 1 WHERE l.to_page_id IN ({marks}){where} LIMIT ?", (*ids, *args, cap)):
         out.append((r["a"], r["b"], "backlink"))
     for r in conn.execute(f"SELECT DISTINCT e1.page_id AS a, e2.page_id AS b FROM entity_page_links e1"
-                          f" JOIN entity_page_links e2 ON e2.entity_id = e1.entity_id AND e2.page_id != e1.page_id"
-                          f" JOIN pages t ON t.id = e2.page_id AND t.is_latest = 1"
+                          f" CROSS JOIN entity_page_links e2 ON e2.entity_id = e1.entity_id AND e2.page_id != e1.page_id"
+                          f" CROSS JOIN pages t ON t.id = e2.page_id AND t.is_latest = 1"
                           f" WHERE e1.page_id IN ({marks}){where} LIMIT ?", (*ids, *args, cap)):
         out.append((r["a"], r["b"], "entity"))
     return out
@@ -307,20 +308,23 @@ def project_graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = 15
     (0 for the most connected), ``left_out`` counts the connected pages not drawn."""
     max_nodes = max(1, min(max_nodes, MAX_GRAPH))
     # links of live pages to live pages of the project, either way (counted in SQLite, not Python)
-    live = ("SELECT l.from_page_id AS a, l.to_page_id AS b FROM links l JOIN pages s ON s.id = l.from_page_id"
-            " AND s.is_latest = 1 JOIN pages t ON t.id = l.to_page_id AND t.is_latest = 1 AND t.project_id = ?"
-            " WHERE l.project_id = ? AND l.from_page_id != l.to_page_id")
+    # CROSS JOIN fixes the order: the project's live pages, their links, each target by id
+    live = ("SELECT l.from_page_id AS a, l.to_page_id AS b FROM pages s CROSS JOIN links l ON l.from_page_id = s.id"
+            " CROSS JOIN pages t ON t.id = l.to_page_id WHERE s.project_id = ? AND s.is_latest = 1"
+            " AND t.is_latest = 1 AND t.project_id = ? AND l.from_page_id != l.to_page_id")
     pid = scope.project_id
-    total = conn.execute(f"SELECT count(*) FROM (SELECT a FROM ({live}) UNION SELECT b FROM ({live}))",
-                         (pid, pid, pid, pid)).fetchone()[0]
-    deg = dict(conn.execute(
-        f"SELECT id, count(*) AS d FROM (SELECT a AS id FROM ({live}) UNION ALL SELECT b FROM ({live}))"
-        " GROUP BY id ORDER BY d DESC, id LIMIT ?", (pid, pid, pid, pid, max_nodes)).fetchall())
+    ranked = conn.execute(
+        f"WITH live AS MATERIALIZED ({live}) SELECT id, count(*) AS d FROM"
+        " (SELECT a AS id FROM live UNION ALL SELECT b FROM live) GROUP BY id ORDER BY d DESC, id",
+        (pid, pid)).fetchall()
+    total = len(ranked)
+    deg = {r[0]: r[1] for r in ranked[:max_nodes]}
     keep = sorted(deg, key=lambda i: (-deg[i], i))
     marks = ",".join("?" * len(keep))
+    kept = set(keep)
     edges = {(a, b, "link") for a, b in conn.execute(
-        f"SELECT from_page_id, to_page_id FROM links WHERE from_page_id IN ({marks}) AND to_page_id IN ({marks})"
-        " AND from_page_id != to_page_id", (*keep, *keep))} if keep else set()
+        f"SELECT from_page_id, to_page_id FROM links WHERE from_page_id IN ({marks})", keep)
+        if b in kept and a != b} if keep else set()
     hop_of = {}
     ring, cap, start = 0, 1, 0
     while start < len(keep):  # ring k holds 1, 8, 16, 24 … nodes
@@ -334,6 +338,14 @@ def project_graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = 15
         n["degree"] = deg[n["id"]]
         n["center"] = False
     return out
+
+
+def pages_version(conn: sqlite3.Connection, scope: Scope) -> tuple[int, int]:
+    """Return ``(newest live page id, live pages)`` of ``scope``: it changes with every page write
+    or delete, so a drawing of the project's links can be kept until it does."""
+    row = conn.execute("SELECT coalesce(max(id), 0), count(*) FROM pages WHERE project_id = ? AND is_latest = 1",
+                       (scope.project_id,)).fetchone()
+    return int(row[0]), int(row[1])
 
 
 def _assemble(conn: sqlite3.Connection, keep: list[int], hop_of: dict[int, int],
