@@ -29,12 +29,15 @@ def test_bar_chart_stacks_agents_and_keeps_bars_inside_the_plot():
 
 def test_rings_put_the_center_in_the_middle_and_each_hop_further_out():
     nodes = [{"id": 1, "path": "c.md", "kind": "concept", "hop": 0, "center": True}] + [
-        {"id": 10 + i, "path": f"n{i}.md", "kind": "note", "hop": 1 + i % 2, "center": False} for i in range(300)]
+        {"id": 10 + i, "path": f"n{i}.md", "kind": "note", "hop": 1 + (i >= 40), "center": False} for i in range(300)]
     pic = layout.rings({"nodes": nodes, "edges": [{"from": 1, "to": 10, "kind": "link"}]}, size=720)
     c = pic["center"]
     r = {n["id"]: math.hypot(n["x"] - c, n["y"] - c) for n in pic["nodes"]}
     assert r[1] == 0 and all(0 < r[n["id"]] < c for n in nodes[1:])
     assert max(r[n["id"]] for n in nodes if n["hop"] == 1) < min(r[n["id"]] for n in nodes if n["hop"] == 2)
+    pts = [(n["x"], n["y"]) for n in pic["nodes"]]
+    closest = min(math.dist(p, q) for i, p in enumerate(pts) for q in pts[i + 1:])
+    assert closest >= 9  # 301 nodes, none drawn on top of another (radius 4–6)
     assert not nodes[5]["label"] and nodes[0]["label"]  # 300 nodes: only the center and small rings are labelled
     again = layout.rings({"nodes": [dict(n) for n in nodes], "edges": []}, size=720)
     assert [(n["x"], n["y"]) for n in again["nodes"]] == [(n["x"], n["y"]) for n in pic["nodes"]]  # deterministic

@@ -13,6 +13,7 @@ from typing import Any
 PATTERNS = ("solid", "hatch", "dots", "cross", "hbar", "vbar")
 COLOURS = ("#0b57d0", "#b3261e", "#146c2e", "#7d5260", "#8a5a00", "#3a4a5a")
 CATEGORIES = ("prompt", "tool", "failure", "compaction", "other")
+SPACING = 16  # px wanted between neighbouring nodes of a ring (a node is 8–12 px across)
 MAX_EDGES = 1200  # past this the lines are a grey disc; the table still lists every node
 
 
@@ -146,9 +147,12 @@ def rings(graph: dict[str, Any], *, size: int = 720, label_max: int = 60) -> dic
     for lv in levels:
         ring = sorted(by_ring[lv], key=lambda n: (n["kind"] or "", n["path"]))
         r = radius[lv]
+        # a crowded ring zigzags over ``lanes`` radii inside its band, so neighbours stay ≥ SPACING apart
+        lanes = max(1, min(4, math.ceil(len(ring) * SPACING / (2 * math.pi * r)))) if r else 1
         for i, n in enumerate(ring):
             a = -math.pi / 2 + 2 * math.pi * i / max(1, len(ring)) + (lv * 0.37 if r else 0)
-            x, y = c + r * math.cos(a), c + r * math.sin(a)
+            rr = r - (i % lanes) * (gap * 0.5 / lanes)
+            x, y = c + rr * math.cos(a), c + rr * math.sin(a)
             n["x"], n["y"] = round(x, 1), round(y, 1)
             n["r"] = 9 if n.get("center") else (6 if lv <= 1 else 4)
             n["label"] = (not many) or n.get("center") or lv == 0 or (lv == 1 and len(ring) <= 24)
@@ -158,9 +162,7 @@ def rings(graph: dict[str, Any], *, size: int = 720, label_max: int = 60) -> dic
     edges = [{**e, "x1": pos[e["from"]]["x"], "y1": pos[e["from"]]["y"], "x2": pos[e["to"]]["x"],
               "y2": pos[e["to"]]["y"]} for e in graph["edges"] if e["from"] in pos and e["to"] in pos]
     return {"size": size, "nodes": nodes, "edges": edges[:MAX_EDGES], "edges_left_out": max(0, len(edges) - MAX_EDGES),
-            "rings": [{"r": round(radius[lv], 1)}
-                                                                           for lv in levels if radius[lv]],
-            "center": c}
+            "rings": [{"r": round(radius[lv], 1)} for lv in levels if radius[lv]], "center": c}
 
 
 def sparkline(points: list[tuple[float, float | None]], *, width: int = 240, height: int = 40) -> dict[str, Any]:
