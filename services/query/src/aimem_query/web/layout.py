@@ -136,12 +136,17 @@ def rings(graph: dict[str, Any], *, size: int = 720, label_max: int = 60) -> dic
         by_ring.setdefault(n["hop"], []).append(n)
     levels = sorted(by_ring)
     outer = c - 70
-    if levels and levels[0] == 0 and len(by_ring[0]) == 1:  # one center: rings around it
-        gap = outer / max(1, len(levels) - 1)
-        radius = {lv: i * gap for i, lv in enumerate(levels)}
-    else:
-        gap = outer / max(1, len(levels))
-        radius = {lv: (i + 1) * gap for i, lv in enumerate(levels)}
+    # each ring's band is wider the more nodes it holds (a hub's 250 backlinks get room)
+    centered = bool(levels) and levels[0] == 0 and len(by_ring[0]) == 1
+    outer_levels = levels[1:] if centered else levels
+    weight = {lv: max(1.0, math.sqrt(len(by_ring[lv]) / 12)) for lv in outer_levels}
+    unit = outer / max(1.0, sum(weight.values()))
+    radius, band, acc = {}, {}, 0.0
+    if centered:
+        radius[levels[0]], band[levels[0]] = 0.0, 0.0
+    for lv in outer_levels:
+        acc += weight[lv] * unit
+        radius[lv], band[lv] = acc, weight[lv] * unit
     many = len(nodes) > label_max
     pos = {}
     for lv in levels:
@@ -151,10 +156,10 @@ def rings(graph: dict[str, Any], *, size: int = 720, label_max: int = 60) -> dic
         lanes = max(1, min(4, math.ceil(len(ring) * SPACING / (2 * math.pi * r)))) if r else 1
         for i, n in enumerate(ring):
             a = -math.pi / 2 + 2 * math.pi * i / max(1, len(ring)) + (lv * 0.37 if r else 0)
-            rr = r - (i % lanes) * (gap * 0.5 / lanes)
+            rr = r - (i % lanes) * (band[lv] * 0.6 / lanes)
             x, y = c + rr * math.cos(a), c + rr * math.sin(a)
             n["x"], n["y"] = round(x, 1), round(y, 1)
-            n["r"] = 9 if n.get("center") else (6 if lv <= 1 else 4)
+            n["r"] = 9 if n.get("center") else (6 if lv <= 1 and len(ring) <= 60 else 4)
             n["label"] = (not many) or n.get("center") or lv == 0 or (lv == 1 and len(ring) <= 24)
             n["anchor"] = "start" if x >= c else "end"
             n["lx"] = round(x + (12 if x >= c else -12), 1)
