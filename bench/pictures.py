@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from aimem_query.web import layout
     from aimem_query.web.activity import TIMELINE_PAGE
-    from aimem_query.web.pictures import activity_view
+    from aimem_query.web.pictures import activity_view, graph_view
     from aimem_query.web.render import Renderer
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-pictures-"))
@@ -127,11 +127,11 @@ def main(argv: list[str] | None = None) -> None:
     def graph_page(conn, hops):
         path = paths[rng.randrange(50)] if rng.random() < 0.3 else rng.choice(paths)  # hubs too
         data = pictures.page_graph(conn, scope, path, hops=hops)
-        return env.get_template("graph.html").render(**base, data=data, pic=layout.rings(data), center=path, hops=hops)
+        return env.get_template("graph.html").render(**base, data=data, pic=graph_view(data), center=path, hops=hops)
 
     def graph_project(conn):
         data = pictures.project_graph(conn, scope, max_nodes=150)
-        return env.get_template("graph.html").render(**base, data=data, pic=layout.rings(data), center=None, hops=None)
+        return env.get_template("graph.html").render(**base, data=data, pic=graph_view(data), center=None, hops=None)
 
     cached = {}
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         key = pictures.pages_version(conn, scope)
         if key not in cached:
             data = pictures.project_graph(conn, scope, max_nodes=150)
-            cached[key] = (data, layout.rings(data))
+            cached[key] = (data, graph_view(data))
         data, pic = cached[key]
         return env.get_template("graph.html").render(**base, data=data, pic=pic, center=None, hops=None)
 

@@ -83,7 +83,8 @@ def test_hostile_labels_are_escaped_in_every_picture():
     node = {"id": 1, "path": HOSTILE, "title": HOSTILE, "kind": "note", "workspace": "default", "project": "app",
             "hop": 0, "degree": 0, "center": True}
     data = {"nodes": [node], "edges": [], "left_out": 0, "total": 1}
-    html = env.get_template("graph.html").render(**base, data=data, pic=layout.rings(data), center=HOSTILE, hops=1)
+    from aimem_query.web.pictures import graph_view
+    html = env.get_template("graph.html").render(**base, data=data, pic=graph_view(data), center=HOSTILE, hops=1)
     link = {"id": 1, "title": HOSTILE, "status": "open", "from_agent": HOSTILE, "from_session_id": HOSTILE,
             "accepted_by": None, "accepted_session_id": None, "superseded_by": None, "at": "2026-01-01T00:00:00Z",
             "stale": True, "automatic": False, "to_agent": None}

@@ -16,6 +16,7 @@ from aimem_common.read import pictures
 from aimem_query.deps import read
 from aimem_query.web import layout
 from aimem_query.web.deps import UserDep, renderer, scope_for
+from aimem_query.web.render import page_url
 
 router = APIRouter(prefix="/p/{workspace}/{project}")
 
@@ -37,6 +38,16 @@ def activity_view(data: dict) -> dict:
                                        for a in data["agents"]]}
                  for d in reversed(data["days"]) if data["totals"]["sessions"][d] or data["totals"]["observations"][d]],
     }
+
+
+def graph_view(data: dict) -> dict:
+    """Return the ring layout of a ``Graph`` with each node's page address and short label
+    (computed once here: a template filter per node is most of a 300-node render)."""
+    pic = layout.rings(data)
+    for n in pic["nodes"]:
+        n["href"] = page_url(n["workspace"], n["project"], n["path"])
+        n["short"] = n["title"] if len(n["title"]) <= 28 else n["title"][:27] + "…"
+    return pic
 
 
 @router.get("/activity")
@@ -72,7 +83,7 @@ async def project_graph(request: Request, user: UserDep, workspace: str, project
         data, pic = cache[key]
     else:
         data = await read(request, pictures.project_graph, scope, max_nodes=nodes)
-        pic = layout.rings(data)
+        pic = graph_view(data)
         cache[key] = (data, pic)
         while len(cache) > GRAPH_CACHE:
             cache.popitem(last=False)
@@ -85,5 +96,5 @@ async def page_graph(request: Request, user: UserDep, workspace: str, project: s
     """One page's links, backlinks and shared-entity pages, one or two hops out, on rings by hop."""
     scope = await scope_for(request, user, workspace, project)
     data = await read(request, pictures.page_graph, scope, path, hops=hops, reader=user.principal)
-    return renderer(request).page(request, "graph.html", scope=scope, data=data, pic=layout.rings(data),
+    return renderer(request).page(request, "graph.html", scope=scope, data=data, pic=graph_view(data),
                                   center=path, hops=hops)
