@@ -1,7 +1,7 @@
 """``python -m bench`` (``make bench``): run every benchmark in turn; each prints its table
 and writes JSON to ``bench/results/``. ``python -m bench NAME ...`` runs only those.
 
-Benchmarks: footprint, writer_throughput, wake_cost, hook_ingest, hook_identity, visibility, query_latency, web_screens,
+Benchmarks: footprint, writer_throughput, wake_cost, hook_ingest, hook_identity, visibility, query_latency, web_screens, pictures,
 import_throughput, import_live (live hooks and a handoff during a large import), locomo,
 locomo_local (LoCoMo with the local embedder; skipped when it is not installed),
 basic_memory (side by side; needs Python ≥ 3.12 for the peer), read_replica (Litestream follow-mode lag).
@@ -18,7 +18,8 @@ import time
 import traceback
 
 ORDER = ["footprint", "writer_throughput", "wake_cost", "hook_ingest", "hook_identity", "hook_auth", "visibility",
-         "query_latency", "web_screens", "import_throughput", "import_live", "locomo", "locomo_local", "basic_memory", "read_replica"]
+         "query_latency", "web_screens", "pictures", "import_throughput", "import_live", "locomo", "locomo_local",
+         "basic_memory", "read_replica"]
 
 
 def run(name: str) -> bool:

@@ -170,6 +170,10 @@ class QuerySettings(BaseModel):
     read_pool_size: int = 4  # read-only SQLite connections per process (= concurrent reads)
     query_budget_ms: int = 5000  # a read past this is interrupted (503 query_timeout)
     read_reopen: bool = False  # one SQLite connection per read (set by `aimem replica`: follow-mode copies)
+    # /web/status sparklines: sample ingress/writer /metrics and the writer lag this often into a
+    # one-hour in-memory ring; or read the same series from Prometheus at this URL (no sampling)
+    health_sample_s: float = Field(10.0, ge=1.0, le=300.0)
+    prometheus_url: str | None = None
 
 
 class DecaySettings(BaseModel):

@@ -20,6 +20,7 @@ from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
 from aimem_query import admin, api
 from aimem_query.context import QueryContext
+from aimem_query.web.health import HealthSampler
 from aimem_query.web.hub import EventHub
 from aimem_query.web.site import install as install_web
 
@@ -40,8 +41,12 @@ def create_app(settings: Settings) -> FastAPI:
         access = AccessThrottle(settings.query.access_bump_interval_s)
         searcher = Searcher(pool=pool, settings=settings, embedder=embedder, reranker=reranker, bus=bus,
                             throttle=access)
+        health = HealthSampler(settings, bus)
+        health.start()
+        s.stack.push_async_callback(health.stop)
         return QueryContext(settings=settings, telemetry=s.telemetry, nc=nc, bus=bus, read_pool=pool,
-                            embedder=embedder, access=access, events=events, reranker=reranker, searcher=searcher)
+                            embedder=embedder, access=access, events=events, reranker=reranker, searcher=searcher,
+                            web_health=health)
 
     app = create_service_app(
         "query", settings, Telemetry("query"), start, not_ready={"nats": False, "db": False},

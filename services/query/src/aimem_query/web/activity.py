@@ -10,8 +10,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from aimem_common.models import DB_INT_MAX
-from aimem_common.read import handoffs, messages, sessions
+from aimem_common.read import handoffs, messages, pictures, sessions
 from aimem_query.deps import read
+from aimem_query.web import layout
 from aimem_query.web.deps import UserDep, form, renderer, scope_for, send
 from aimem_query.web.render import page_url
 
@@ -21,11 +22,18 @@ TIMELINE_PAGE = 200
 
 
 @router.get("/sessions")
-async def session_list(request: Request, user: UserDep, workspace: str, project: str) -> Response:
-    """The project's sessions by last event, newest first."""
+async def session_list(request: Request, user: UserDep, workspace: str, project: str,
+                       day: str = Query("", pattern=r"^(\d{4}-\d{2}-\d{2})?$"),
+                       agent: str = Query("", max_length=64)) -> Response:
+    """The project's sessions by last event, newest first; ``day`` (and ``agent``): those active
+    that UTC day (where an activity bar leads)."""
     scope = await scope_for(request, user, workspace, project)
-    rows = await read(request, sessions.list_sessions, scope, limit=200)
-    return renderer(request).page(request, "sessions.html", scope=scope, sessions=rows, live=True)
+    if day:
+        rows = await read(request, pictures.sessions_on_day, scope, day, agent=agent or None)
+    else:
+        rows = await read(request, sessions.list_sessions, scope, limit=200)
+    return renderer(request).page(request, "sessions.html", scope=scope, sessions=rows, live=not day, day=day,
+                                  agent=agent)
 
 
 @router.get("/sessions/{session_id:path}")  # an id may hold "/" (page_url keeps it)
@@ -33,9 +41,15 @@ async def timeline(request: Request, user: UserDep, workspace: str, project: str
                    offset: int = Query(0, ge=0, le=DB_INT_MAX)) -> Response:
     """One session's observations in arrival order, with their kinds (200 a screen)."""
     scope = await scope_for(request, user, workspace, project)
-    data = await read(request, sessions.session_observations, scope, session_id, offset=offset,
-                      limit=TIMELINE_PAGE, body_max_chars=4000, reader=user.principal)
-    return renderer(request).page(request, "timeline.html", scope=scope, data=data, live=True)
+    def load(conn):
+        data = sessions.session_observations(conn, scope, session_id, offset=offset, limit=TIMELINE_PAGE,
+                                             body_max_chars=4000, reader=user.principal)
+        return data, pictures.session_strip(conn, scope, data["session_id"])
+
+    data, marks = await read(request, load)
+    strip = {**layout.strip(marks["marks"], page_size=TIMELINE_PAGE), "total": marks["total"],
+             "left_out": marks["left_out"]}
+    return renderer(request).page(request, "timeline.html", scope=scope, data=data, strip=strip, live=True)
 
 
 @router.get("/handoffs")

@@ -21,10 +21,15 @@ from aimem_common.read import audit, pages, proposals, scopes
 from aimem_common.read import status as status_reads
 from aimem_query.deps import ctx_of, read
 from aimem_query.web.deps import UserDep, form, renderer, require_root, scope_for, send
+from aimem_query.web import health, layout
 from aimem_query.web.diff import unified
 from aimem_query.web.render import page_url
 
 router = APIRouter()
+
+HEALTH_LINES = (("hooks_per_min", "Hooks", "a minute"), ("writer_lag", "Writer lag", "pending"),
+                ("applied_per_s", "Apply rate", "commands/s"), ("dead_letters", "Dead letters", "open"),
+                ("replication_lag_s", "Replication lag", "s"))
 
 LINT_REPORT = "_lint/report.md"
 AUDIT_PAGE = 100
@@ -133,8 +138,18 @@ async def status(request: Request, user: UserDep) -> Response:
     async def store_counts() -> dict[str, Any] | None:
         return await read(request, status_reads.status) if user.principal.is_root else None
 
-    lag, services, store = await asyncio.gather(writer_lag(), _service_health(request), store_counts())
+    async def sparklines() -> list[dict[str, Any]]:
+        sampler = ctx_of(request).web_health
+        series = await sampler.series() if sampler is not None else {k: [] for k in health.SERIES}
+        return [{"id": f"hl-{key}", "label": label, "unit": unit, "s": layout.sparkline(series[key])}
+                for key, label, unit in HEALTH_LINES]
+
+    lag, services, store, lines = await asyncio.gather(writer_lag(), _service_health(request), store_counts(),
+                                                       sparklines())
+    sampler = ctx_of(request).web_health
+    source = ("Prometheus" if sampler.prometheus else f"sampled every {sampler.interval_s:g} s") if sampler else "off"
     return renderer(request).page(request, "status.html", services=services, lag=lag, store=store,
+                                  health_lines=lines, health_source=source,
                                   bus={"connected": nc.is_connected, "url": ctx_of(request).settings.bus.nats_url})
 
 
