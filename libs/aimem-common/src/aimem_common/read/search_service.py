@@ -98,7 +98,7 @@ async def search(
                            scopes=request.scopes, global_=request.global_, reader=principal)
     scope_list = await readable_scopes(pool, principal, found)
     opts = QueryOptions(
-        limit=request.limit or settings.query.default_limit,
+        limit=min(request.limit or settings.query.default_limit, settings.query.max_limit),
         explain=request.explain,
         include_expired=request.include_expired,
         include_superseded=request.include_superseded,
