@@ -229,8 +229,19 @@ class WikiCheckpoint(OpPayload):
     """Commit the wiki's pending (debounced) git checkpoint now; the reply comes after it.
 
     Sent by ``/admin/backup`` first, so the archived repository has no uncommitted files
-    and a restore reproduces the git history exactly. Result ``{"commit": oid|null}``.
+    and a restore reproduces the git history exactly, and by ``/admin/checkpoint``
+    (``aimem commit``) with a ``message`` for the commit's subject. Result ``{"commit":
+    oid|null}`` (null: nothing to commit).
     """
+
+    message: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[^\r\n]+$")
+
+
+@register("db.compact")
+class DbCompact(OpPayload):
+    """Rebuild the text indexes (FTS5 and trigram tables) in a transaction, then VACUUM and
+    checkpoint the WAL to zero after COMMIT (``aimem compact``). Result ``{fts_rebuilt,
+    vacuum}``."""
 
 
 @register("dead_letter.resolve")

@@ -65,3 +65,42 @@ async def restore_page(body: RestorePageBody, request: Request) -> dict:
     """Write one page back from a checkpoint (``from``) or a retained version (``page_id``)."""
     payload = {"path": body.path, "rev": body.rev, "page_id": body.page_id}
     return await send(request, "page.restore", payload, workspace=body.workspace, project=body.project)
+
+
+class CheckpointBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    message: str | None = Field(None, min_length=1, max_length=200)
+
+
+@router.post("/checkpoint")
+async def checkpoint(body: CheckpointBody, request: Request) -> dict:
+    """Commit the wiki's pending changes now (``aimem commit``); ``message`` becomes the
+    commit's subject. ``{"commit": oid|null, "head": oid|null}`` (null commit: nothing to commit)."""
+    result = await send(request, "wiki.checkpoint", {"message": body.message})
+    wiki = settings_of(request).wiki_dir
+    head = await asyncio.to_thread(list_checkpoints, wiki, limit=1, prefix=None)
+    return {"commit": result.get("commit"), "head": head[0]["oid"] if head else None}
+
+
+def db_bytes(db_path) -> dict[str, int]:
+    """Sizes of the DB file and its ``-wal`` / ``-shm`` companions (0 when absent)."""
+    out = {}
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            out["db" + suffix.replace("-", "_")] = (db_path.parent / (db_path.name + suffix)).stat().st_size
+        except OSError:
+            out["db" + suffix.replace("-", "_")] = 0
+    out["total"] = sum(out.values())
+    return out
+
+
+@router.post("/compact")
+async def compact(request: Request) -> dict:
+    """Rebuild the text indexes, VACUUM and checkpoint the WAL to zero, through the writer
+    (``aimem compact``). ``{bytes_before, bytes_after, fts_rebuilt, vacuum}`` (bytes of the
+    DB file, its WAL and shared-memory file, and their total)."""
+    db_path = settings_of(request).db_path
+    before = db_bytes(db_path)
+    result = await send(request, "db.compact", {})
+    return {"bytes_before": before, "bytes_after": db_bytes(db_path), **result}
