@@ -134,3 +134,29 @@ def test_install_instructions_is_marked_and_idempotent(tmp_path: Path):
     run({}, "install-instructions", "--dir", str(tmp_path), "--remove")
     assert claude.read_text() == "# House rules\n\nUse tabs.\n\nMore rules.\n"
     assert run({}, "install-instructions", "--client", "nope").exit_code == 1
+
+
+def test_message_send_list_pop_cancel(settings, services, cli_env):
+    settings.auth.token = ROOT_TOKEN
+    procs = services("writer", "query")
+    env = {**cli_env, "AIMEM_SERVER_URL": procs["query"].url}
+    for pj in ("api", "web"):
+        assert run(env, "write-page", "notes/x.md", "-p", pj, input="x").exit_code == 0
+    r = run(env, "message", "send", "-p", "api", "--to", "web", "--subject", "v2", "--body", "The v2 API is out.")
+    assert r.exit_code == 0 and "sent to default/web" in r.output, r.output
+    r = run(env, "message", "send", "-p", "api", "--to", "ghost", "--body", "hi")
+    assert r.exit_code == 1  # the recipient is never created
+    r = run(env, "message", "send", "-p", "api", "--to", "web", input="second one\n")
+    assert r.exit_code == 0, r.output
+    r = run(env, "message", "list", "-p", "web", "--json")
+    listed = json.loads(r.output)
+    assert [m["subject"] for m in listed] == ["v2", None]
+    r = run(env, "message", "list", "-p", "api", "--box", "outbox", "--json")
+    assert len(json.loads(r.output)) == 2
+    r = run(env, "message", "pop", "-p", "web")
+    assert r.exit_code == 0 and "The v2 API is out." in r.output, r.output
+    r = run(env, "message", "cancel", "-p", "api", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["cancelled"] == [listed[1]["id"]]
+    r = run(env, "message", "pop", "-p", "web")
+    assert "(no pending message)" in r.output
+    assert run(env, "message", "--help").exit_code == 0

@@ -310,3 +310,89 @@ def register(app: typer.Typer) -> None:
                      ("generate-auth-token", generate_auth_token), ("llm-test", llm_test),
                      ("install-instructions", install_instructions)):
         app.command(name)(fn)
+    app.add_typer(_message_app(), name="message")
+
+
+def _message_app() -> typer.Typer:
+    from aimem_cli.commands.base import PjOpt, WsOpt, project_prefix, scope, table
+
+    app = typer.Typer(help="Cross-project messages, as the memory_message_* MCP tools: send, list, pop, cancel.",
+                      no_args_is_help=True)
+
+    @app.command("send")
+    def send(
+        to_project: str = typer.Option(..., "--to", help="Recipient project (must exist)."),
+        to_workspace: str = typer.Option(None, "--to-workspace", help="Recipient workspace (default: the sender's)."),
+        body: str = typer.Option(None, "--body", help="Message text (default: stdin)."),
+        subject: str = typer.Option(None, "--subject"),
+        workspace: str = WsOpt, project: str = PjOpt,
+        server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+    ) -> None:
+        """Send a message from this project to another project's inbox."""
+        import sys
+
+        text = body if body is not None else sys.stdin.read()
+        if not text.strip():
+            fail("the message is empty (--body or stdin)")
+        ws, pj = scope(workspace, project)
+        with client(server, token) as c:
+            data = c.post("/admin/messages/send", {"workspace": ws, "project": pj, "to_project": to_project,
+                                                   "to_workspace": to_workspace, "body": text, "subject": subject})
+        emit(data, as_json, lambda d: typer.echo(f"message {d['message']['id']} sent to "
+                                                 f"{d['message'].get('to_workspace', '')}/{to_project}"))
+
+    @app.command("list")
+    def list_(
+        box: str = typer.Option("inbox", "--box", help="inbox|outbox"),
+        status: str = typer.Option("pending", "--status", help="pending|claimed|cancelled|any"),
+        limit: int = typer.Option(50, "--limit", min=1, max=200),
+        workspace: str = WsOpt, project: str = PjOpt,
+        server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+    ) -> None:
+        """List this project's messages without claiming them."""
+        ws, pj = scope(workspace, project)
+        with client(server, token) as c:
+            data = c.get(f"{project_prefix(ws, pj)}/messages", box=box, status=status, limit=limit)
+        emit(data, as_json, lambda d: table(d, ["id", "status", "created_at", "from_project", "to_project",
+                                               "subject"]))
+
+    @app.command("pop")
+    def pop(
+        message_id: int = typer.Option(None, "--id", help="This message (default: the oldest pending)."),
+        workspace: str = WsOpt, project: str = PjOpt,
+        server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+    ) -> None:
+        """Claim one message of this project's inbox, exactly once, and print it."""
+        ws, pj = scope(workspace, project)
+        with client(server, token) as c:
+            data = c.post("/admin/messages/pop", {"workspace": ws, "project": pj, "message_id": message_id})
+
+        def human(d: dict) -> None:
+            m = d.get("message")
+            if not m:
+                typer.echo("(no pending message)")
+                return
+            typer.echo(f"message {m['id']} from {m.get('from_workspace', '')}/{m.get('from_project', '')}: "
+                       f"{m.get('subject') or ''}\n{m.get('body', '')}")
+
+        emit(data, as_json, human)
+
+    @app.command("cancel")
+    def cancel(
+        message_id: int = typer.Option(None, "--id", help="This message (default: every pending one you sent)."),
+        workspace: str = WsOpt, project: str = PjOpt,
+        server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+    ) -> None:
+        """Retract pending messages this project sent."""
+        ws, pj = scope(workspace, project)
+        with client(server, token) as c:
+            data = c.post("/admin/messages/cancel", {"workspace": ws, "project": pj, "message_id": message_id})
+        emit(data, as_json, lambda d: typer.echo(json_line(d)))
+
+    return app
+
+
+def json_line(d: Any) -> str:
+    import json
+
+    return json.dumps(d, ensure_ascii=False, default=str)
