@@ -160,3 +160,71 @@ def test_message_send_list_pop_cancel(settings, services, cli_env):
     r = run(env, "message", "pop", "-p", "web")
     assert "(no pending message)" in r.output
     assert run(env, "message", "--help").exit_code == 0
+
+
+def _count(db: Path, sql: str, *args) -> int:
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, args).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_delete_workspace_preview_equals_the_run_and_spares_other_workspaces(settings, services, cli_env):
+    settings.auth.token = ROOT_TOKEN
+    procs = services("writer", "query")
+    env = {**cli_env, "AIMEM_SERVER_URL": procs["query"].url}
+    for ws, pj, path in (("doomed", "a", "n1.md"), ("doomed", "a", "n2.md"), ("doomed", "b", "n1.md"),
+                         ("kept", "a", "n1.md")):
+        assert run(env, "write-page", path, "-w", ws, "-p", pj, input=f"{ws} {pj} {path}").exit_code == 0
+    r = run(env, "delete-workspace", "-w", "doomed")
+    assert r.exit_code == 1 and "Would delete workspace doomed (2 projects: a, b): 3 pages" in r.output, r.output
+    r = run(env, "delete-workspace", "-w", "doomed", "--confirm", "--json")
+    assert r.exit_code == 0, r.output
+    done = json.loads(r.output)
+    assert done["pages_deleted"] == 3 and done["projects"] == ["a", "b"]
+    db = settings.db_path
+    assert _count(db, "SELECT count(*) FROM workspaces WHERE name = 'doomed'") == 0
+    assert _count(db, "SELECT count(*) FROM pages p JOIN workspaces w ON w.id = p.workspace_id"
+                      " WHERE w.name = 'kept' AND p.is_latest = 1") == 1
+    r = run(env, "read-page", "n1.md", "-w", "kept", "-p", "a")
+    assert r.exit_code == 0 and "kept a n1.md" in r.output
+    r = run(env, "delete-workspace", "-w", "doomed", "--confirm")
+    assert r.exit_code == 1 and "not found" in r.output
+
+
+def test_handoffs_expire_all_preview_equals_the_run(settings, services, cli_env):
+    import asyncio
+
+    from aimem_common.bus import Bus, connect
+    from aimem_common.commands import make_envelope
+
+    settings.auth.token = ROOT_TOKEN
+    procs = services("writer", "query")
+    env = {**cli_env, "AIMEM_SERVER_URL": procs["query"].url}
+
+    async def begin(project: str, n: int) -> None:
+        nc = await connect(settings.bus, name="t", reconnect=False)
+        try:
+            for i in range(n):
+                await Bus(nc, settings.bus).request(
+                    make_envelope("handoff.begin", {"body": f"note {i}"}, project=project, actor="root"), timeout_s=30)
+        finally:
+            await nc.close()
+
+    asyncio.run(begin("app", 3))
+    asyncio.run(begin("other", 1))
+    r = run(env, "handoffs", "-p", "app", "--expire-all", "--older-than-days", "1")
+    assert r.exit_code == 0 and "Would expire 0" in r.output, r.output
+    r = run(env, "handoffs", "-p", "app", "--expire-all", "--json")
+    preview = json.loads(r.output)
+    assert preview["dry_run"] is True and preview["count"] == 3
+    assert json.loads(run(env, "handoffs", "-p", "app", "--json").output).__len__() == 3  # nothing changed
+    r = run(env, "handoffs", "-p", "app", "--expire-all", "--confirm", "--json")
+    done = json.loads(r.output)
+    assert done["expired"] == preview["expired"] and done["dry_run"] is False
+    assert json.loads(run(env, "handoffs", "-p", "app", "--json").output) == []
+    assert len(json.loads(run(env, "handoffs", "-p", "other", "--json").output)) == 1  # another project: untouched
+    assert run(env, "handoffs", "-p", "app", "--older-than-days", "3").exit_code == 1

@@ -57,6 +57,31 @@ class ProjectPurge(OpPayload):
     force: bool = False
 
 
+@register("workspace.purge")
+class WorkspacePurge(OpPayload):
+    """Delete workspace ``workspace``, every project in it (each as ``project.purge`` does)
+    and its wiki directory; ``dry_run`` reports the same counts and deletes nothing.
+    ``force`` overrides the live-session guard of every project."""
+
+    workspace: str = Field(min_length=1, max_length=128)
+    dry_run: bool = False
+    force: bool = False
+
+    @field_validator("workspace")
+    @classmethod
+    def _ws(cls, v: str) -> str:
+        return validate_name(v, "workspace")
+
+
+@register("handoff.expire_all")
+class HandoffExpireAll(OpPayload):
+    """Expire every open handoff of the envelope's project (``older_than_days``: only those
+    opened at least that many days ago); ``dry_run`` reports the same ids, changes nothing."""
+
+    older_than_days: int | None = Field(None, ge=0, le=36500)
+    dry_run: bool = False
+
+
 @register("project.rename")
 class ProjectRename(OpPayload):
     """Rename the envelope's project within its workspace (a column update; no file moves).

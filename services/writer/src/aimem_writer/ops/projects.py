@@ -30,7 +30,9 @@ from aimem_common.read import scopes
 from aimem_common.models import Scope, validate_name
 from aimem_common.commands import Envelope
 from aimem_common.commands.admin import (
+    HandoffExpireAll,
     ProjectPurge,
+    WorkspacePurge,
     ProjectRename,
     SessionPurge,
     WorkspaceRename,
@@ -226,6 +228,72 @@ def project_purge(tx: Tx, env: Envelope, cmd: ProjectPurge) -> dict:
         out["compact"] = compact(tx)
     tx.audit("project.purge", label, {**deleted, "project_id": scope.project_id, "forced": cmd.force}, scope=scope)
     tx.emit("project.purged", {"workspace_id": scope.workspace_id, "project_id": scope.project_id})
+    return out
+
+
+# -- workspace.purge -----------------------------------------------------------------------
+@handler("workspace.purge")
+def workspace_purge(tx: Tx, env: Envelope, cmd: WorkspacePurge) -> dict:
+    """Delete a workspace and all its projects (``project.purge``'s cascade for each), then
+    its wiki directory. The dry run decides from the same plans, in the same snapshot rules,
+    so its counts equal the confirmed run's.
+
+    Raises:
+        NotFoundError: no such workspace (``workspace_not_found``).
+        ConflictError: ``live_session`` in one of its projects (unless ``force``).
+    """
+    wid = scopes.workspace_id(tx.conn, cmd.workspace)
+    if wid is None:
+        raise NotFoundError(f"workspace {cmd.workspace!r} not found", code="workspace_not_found",
+                            data={"workspace": cmd.workspace})
+    projects = scopes.projects_of(tx.conn, wid)
+    live = {s.project: live_sessions(tx.conn, s.project_id, tx.now) for s in projects}
+    live = {k: v for k, v in live.items() if v}
+    if live and not cmd.force:
+        raise ConflictError(f"workspace {cmd.workspace} has live sessions in {sorted(live)}; finish them or pass force",
+                            code="live_session", data={"projects": sorted(live)})
+    plans = [project_plan(tx.conn, s) for s in projects]
+    base = {"workspace": cmd.workspace, "projects": sorted(s.project for s in projects)}
+    if cmd.dry_run:
+        totals: dict[str, int] = {}
+        for plan in plans:
+            for k, v in plan.counts.items():
+                totals[k] = totals.get(k, 0) + v
+        return {**base, **totals, "dry_run": True}
+    totals = {}
+    for plan in plans:
+        for k, v in execute_project_purge(tx, plan).items():
+            totals[k] = totals.get(k, 0) + v
+    tx.conn.execute("DELETE FROM workspaces WHERE id = ?", (wid,))
+    tx.wiki.delete_rel(wid)
+    forget_cached_scopes(tx)
+    tx.audit("workspace.purge", cmd.workspace, {**totals, "workspace_id": wid, "forced": cmd.force})
+    tx.emit("workspace.purged", {"workspace_id": wid})
+    return {**base, **totals, "dry_run": False}
+
+
+# -- handoff.expire_all --------------------------------------------------------------------
+@handler("handoff.expire_all")
+def handoff_expire_all(tx: Tx, env: Envelope, cmd: HandoffExpireAll) -> dict:
+    """Expire the project's open handoffs (``older_than_days``: opened that long ago or more).
+    Result ``{expired: [ids], count, dry_run}``; the dry run lists the same ids."""
+    scope = tx.scope(create=False)
+    rows = tx.conn.execute("SELECT id, created_at FROM handoffs WHERE project_id = ? AND status = 'open' ORDER BY id",
+                           (scope.project_id,)).fetchall()
+    if cmd.older_than_days is not None:  # compared as instants: stored stamps vary in precision
+        cutoff = _parse(tx.now) - timedelta(days=cmd.older_than_days)
+        rows = [r for r in rows if _parse(r["created_at"]) <= cutoff]
+    ids = [r["id"] for r in rows]
+    out = {"workspace": scope.workspace, "project": scope.project, "expired": ids, "count": len(ids),
+           "dry_run": cmd.dry_run}
+    if cmd.dry_run or not ids:
+        return out
+    tx.conn.execute(f"UPDATE handoffs SET status = 'expired', closed_at = ? WHERE id IN ({_in(ids)})",
+                    (tx.now, *ids))
+    tx.audit("handoff.expire_all", f"{scope.workspace}/{scope.project}",
+             {"ids": ids, "older_than_days": cmd.older_than_days}, scope=scope)
+    for hid in ids:
+        tx.emit("handoff.cancelled", {"handoff_id": hid})
     return out
 
 
