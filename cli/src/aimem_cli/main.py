@@ -45,7 +45,7 @@ def build_app():
 
     up.register(app)
     for mod_name in ("memory", "lifecycle", "users", "disk", "doctor", "hooks", "init", "maint", "replica",
-                     "importing", "bootstrap", "exporting", "deadletters", "operate"):
+                     "importing", "bootstrap", "exporting", "deadletters", "operate", "agents"):
         try:
             mod = __import__(f"aimem_cli.commands.{mod_name}", fromlist=["register"])
         except ModuleNotFoundError as exc:

@@ -24,7 +24,8 @@ RESET_DIRS = ("db", "wiki", "search", "nats")
 
 BEGIN = "<!-- aimem:instructions:begin (managed by `aimem install-instructions`; edits inside are replaced) -->"
 END = "<!-- aimem:instructions:end -->"
-INSTRUCTION_FILES = {"claude-code": "CLAUDE.md", "codex": "AGENTS.md", "opencode": "AGENTS.md", "gemini": "GEMINI.md"}
+INSTRUCTION_FILES = {"claude-code": "CLAUDE.md", "codex": "AGENTS.md", "opencode": "AGENTS.md", "cursor": "AGENTS.md",
+                     "copilot-cli": "AGENTS.md", "gemini-cli": "GEMINI.md", "gemini": "GEMINI.md"}
 INSTRUCTIONS = """\
 ## Long-term memory (aimem)
 
