@@ -89,3 +89,46 @@ def test_uninstall_purge_data_needs_confirm_and_a_stopped_stack(tmp_path):
     code, out = cli("uninstall", "--home", str(home), "--purge-data", "--confirm", "--data-dir", str(data))
     assert code == 0 and "Deleted the data dir" in out and "2 files" in out, out
     assert not data.exists() and (other / "keep").exists()
+
+
+def test_backup_agents_redacts_and_restore_is_a_dry_run_unless_apply(tmp_path, monkeypatch):
+    import tarfile
+
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    home.mkdir()
+    repo.mkdir()
+    monkeypatch.setenv("AIMEM_DATA_DIR", str(home / ".local/share/aimem"))
+    key = "aim_secretkey_0123456789"
+    for client in ("claude-code", "codex"):
+        code, out = cli("setup-agent", "--client", client, "--home", str(home), "--project-dir", str(repo),
+                        "--api-key", key)
+        assert code == 0, out
+    installed = snapshot(home)
+    assert any(key in v for v in installed.values())
+
+    code, out = cli("backup-agents", "--to", str(tmp_path / "a.tgz"), "--home", str(home))
+    assert code == 0 and "secrets redacted" in out, out
+    with tarfile.open(tmp_path / "a.tgz") as tar:
+        blobs = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
+    assert "files/.claude.json" in blobs and "files/.codex/config.toml" in blobs
+    assert not any(key in v for v in blobs.values()) and "<redacted>" in blobs["files/.claude.json"]
+    assert not any(n.endswith("client-token") for n in blobs)
+    code, out = cli("backup-agents", "--to", str(tmp_path / "s.tgz"), "--home", str(home), "--include-secrets")
+    with tarfile.open(tmp_path / "s.tgz") as tar:
+        assert any(key in tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile())
+    assert (tmp_path / "s.tgz").stat().st_mode & 0o777 == 0o600
+
+    assert cli("uninstall", "--home", str(home), "--project-dir", str(repo))[0] == 0
+    (home / ".claude.json").unlink()
+    after_uninstall = snapshot(home)
+    code, out = cli("restore-agents", "--from", str(tmp_path / "s.tgz"), "--home", str(home))
+    assert code == 0 and "dry run" in out and "would write (new)" in out, out
+    assert snapshot(home) == after_uninstall  # the dry run wrote nothing
+    code, out = cli("restore-agents", "--from", str(tmp_path / "s.tgz"), "--home", str(home), "--apply")
+    assert code == 0, out
+    assert (home / ".claude.json").read_text() == installed[".claude.json"]  # new: written
+    assert "aimem" not in (home / ".codex/config.toml").read_text()  # differs: kept without --force
+    code, out = cli("restore-agents", "--from", str(tmp_path / "s.tgz"), "--home", str(home), "--apply", "--force")
+    assert snapshot(home)[".codex/config.toml"] == installed[".codex/config.toml"]
+    assert list((home / ".codex").glob("config.toml.aimem-*"))  # the overwritten one kept beside it
+    assert cli("restore-agents", "--from", str(tmp_path / "nope.tgz"))[0] == 1

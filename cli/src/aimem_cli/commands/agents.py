@@ -139,3 +139,147 @@ def register(app: typer.Typer) -> None:
     """Add ``setup-agent`` and ``uninstall`` to ``app``."""
     app.command("setup-agent")(setup_agent)
     app.command("uninstall")(uninstall)
+    app.command("backup-agents")(backup_agents)
+    app.command("restore-agents")(restore_agents)
+
+
+# -- backup-agents / restore-agents ----------------------------------------------------------
+REDACTED = "<redacted>"
+_SECRET_RES = (  # a bearer credential in a header value, an aimem API key anywhere
+    (r"(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}", r"\g<1>" + REDACTED),
+    (r"\baim_[A-Za-z0-9_-]{8,}", REDACTED),
+)
+
+
+def agent_files(home: Path, codex_home: Path | None = None) -> dict[str, Path]:
+    """The user-scope files aimem installs into (hooks, MCP entries, Codex's config, the
+    opencode plugin) that exist, keyed by their path relative to ``home``; plus the hook
+    client's credential (``.local/share/aimem/auth/client-token`` style) when present."""
+    from aimem_cli.hookclient import CLIENT_TOKEN, client_settings
+    from aimem_cli.installers.plans import HOOK_FILES, MCP_FILES
+
+    out: dict[str, Path] = {}
+    rels = {pair[0] for table in (HOOK_FILES, MCP_FILES) for pair in table.values() if pair[0]}
+    rels.add(".codex/config.toml")
+    for rel in sorted(rels):
+        path = home / rel
+        if rel.startswith(".codex/") and codex_home is not None:
+            path = codex_home / Path(rel).relative_to(".codex")
+        if path.is_file():
+            out[rel] = path
+    client_dir, _ = client_settings(home)
+    token = client_dir / CLIENT_TOKEN
+    if token.is_file():
+        try:
+            out[token.relative_to(home).as_posix()] = token
+        except ValueError:
+            out[f"@client/{CLIENT_TOKEN.as_posix()}"] = token  # outside HOME (AIMEM_DATA_DIR)
+    return out
+
+
+def redact(text: str) -> tuple[str, int]:
+    """``text`` with credentials replaced by ``<redacted>``, and how many were."""
+    import re
+
+    n = 0
+    for pattern, repl in _SECRET_RES:
+        text, k = re.subn(pattern, repl, text)
+        n += k
+    return text, n
+
+
+def backup_agents(
+    to: Path = typer.Option(..., "--to", help="The .tar.gz to write."),
+    include_secrets: bool = typer.Option(False, "--include-secrets", help="Keep tokens and keys as they are "
+                                         "(the archive is then written 0600)."),
+    home: Path = typer.Option(None, "--home", hidden=True),
+    codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
+) -> None:
+    """Archive the agent clients' aimem-related configs (hooks, MCP entries, Codex's config,
+    the hook client's credential). Secrets are redacted unless --include-secrets."""
+    import io
+    import json
+    import os
+    import tarfile
+
+    home = (home or Path.home()).expanduser()
+    files = agent_files(home, codex_home.expanduser() if codex_home else None)
+    manifest = {"version": 1, "redacted": not include_secrets, "files": []}
+    to = to.expanduser()
+    with tarfile.open(to, "w:gz") as tar:
+        for rel, path in files.items():
+            if rel.endswith("client-token") and not include_secrets:
+                manifest["files"].append({"path": rel, "skipped": "secret"})
+                continue
+            text = path.read_text("utf-8", errors="replace")
+            n = 0
+            if not include_secrets:
+                text, n = redact(text)
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(f"files/{rel}")
+            info.size, info.mode = len(data), path.stat().st_mode & 0o777
+            tar.addfile(info, io.BytesIO(data))
+            manifest["files"].append({"path": rel, "bytes": len(data), "redacted": n})
+        data = json.dumps(manifest, indent=2).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    if include_secrets:
+        os.chmod(to, 0o600)
+    kept = [f for f in manifest["files"] if "skipped" not in f]
+    typer.echo(f"{len(kept)} files archived to {to}"
+               + ("" if include_secrets else f" ({sum(f['redacted'] for f in kept)} secrets redacted"
+                  + (", the client credential left out" if len(kept) < len(manifest["files"]) else "") + ")"))
+
+
+def restore_agents(
+    from_: Path = typer.Option(..., "--from", help="An archive of backup-agents."),
+    apply_: bool = typer.Option(False, "--apply", help="Write the files (without it: a dry run)."),
+    force: bool = typer.Option(False, "--force", help="Also overwrite files that exist and differ (a "
+                               "timestamped copy of each is kept)."),
+    home: Path = typer.Option(None, "--home", hidden=True),
+) -> None:
+    """Put the configs of a backup-agents archive back under your home. A dry run unless
+    --apply; an existing file that differs is overwritten only with --force (its old content
+    kept beside it as <file>.aimem-<stamp>)."""
+    import json
+    import tarfile
+    from datetime import UTC, datetime
+
+    home = (home or Path.home()).expanduser()
+    try:
+        tar = tarfile.open(from_.expanduser(), "r:gz")
+    except (OSError, tarfile.TarError) as exc:
+        fail(f"cannot read {from_}: {exc}")
+    with tar:
+        try:
+            manifest = json.loads(tar.extractfile("manifest.json").read())
+        except (KeyError, AttributeError, ValueError):
+            fail(f"{from_} is not a backup-agents archive (no manifest.json)")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        counts = {"new": 0, "same": 0, "differs": 0, "written": 0}
+        for entry in manifest["files"]:
+            rel = entry["path"]
+            if "skipped" in entry or rel.startswith("@") or ".." in Path(rel).parts or Path(rel).is_absolute():
+                continue
+            member = tar.extractfile(f"files/{rel}")
+            if member is None:
+                continue
+            data = member.read().decode("utf-8")
+            dest = home / rel
+            old = dest.read_text("utf-8", errors="replace") if dest.is_file() else None
+            state = "new" if old is None else ("same" if old == data else "differs")
+            counts[state] += 1
+            note = " (holds <redacted> credentials: run setup-agent to set them)" if REDACTED in data else ""
+            write = apply_ and (state == "new" or (state == "differs" and force))
+            if write:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if old is not None:
+                    dest.with_name(f"{dest.name}.aimem-{stamp}").write_text(old, "utf-8")
+                dest.write_text(data, "utf-8")
+                counts["written"] += 1
+            verb = ("wrote" if write else "kept (differs; --force overwrites)" if state == "differs" and apply_
+                    else "unchanged" if state == "same" else f"would write ({state})")
+            typer.echo(f"{dest}: {verb}{note}")
+    typer.echo(f"{counts['new']} new, {counts['differs']} differing, {counts['same']} unchanged; "
+               + (f"{counts['written']} written" if apply_ else "dry run: re-run with --apply"))
