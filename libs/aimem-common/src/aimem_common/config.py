@@ -176,6 +176,9 @@ class DecaySettings(BaseModel):
     observation_retention_days: int = 0
     observation_prune_batch: int = 5000
     salience_default: float = 1.0
+    # Monthly hook ledgers (wiki/<ws>/<project>/log-YYYY-MM.md) older than this many months
+    # are deleted by the sweep; 0 keeps them all. The current and previous month are never.
+    ledger_retention_months: int = Field(0, ge=0, le=1200)
 
 
 class MaintenanceSettings(BaseModel):
