@@ -52,7 +52,7 @@ def build_app():
 
     up.register(app)
     for mod_name in ("memory", "lifecycle", "users", "disk", "doctor", "hooks", "init", "maint", "replica",
-                     "importing", "bootstrap", "exporting", "deadletters", "workstreams"):
+                     "importing", "bootstrap", "exporting", "deadletters", "workstreams", "operate", "agents"):
         try:
             mod = __import__(f"aimem_cli.commands.{mod_name}", fromlist=["register"])
         except ModuleNotFoundError as exc:

@@ -252,11 +252,34 @@ def move_session(
 
 
 
+def delete_workspace(
+    workspace: str = typer.Option(..., "--workspace", "-w", help="The workspace to delete."),
+    confirm: bool = typer.Option(False, "--confirm"),
+    force: bool = typer.Option(False, "--force", help="Delete even with a live session."),
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Delete a workspace, every project in it and their wiki files. Preview without --confirm."""
+    body = {"workspace": workspace, "force": force}
+    keys = [("pages_deleted", "pages"), ("sessions_deleted", "sessions"), ("observations_deleted", "observations"),
+            ("handoffs_deleted", "handoffs"), ("embeddings_deleted", "embeddings")]
+
+    def line(d: dict, verb: str) -> str:
+        return (f"{verb} workspace {workspace} ({len(d['projects'])} projects: {', '.join(d['projects']) or '-'}): "
+                f"{_counts_line(d, keys)}." + _collateral(d))
+
+    with client(server, token) as c:
+        if not confirm:
+            _preview_then_refuse(c, "/admin/delete-workspace", body, lambda d: line(d, "Would delete"),
+                                 "delete-workspace")
+        data = c.post("/admin/delete-workspace", {**body, "confirm": True})
+    emit(data, as_json, lambda d: typer.echo(line(d, "Deleted")))
+
+
 def register(app: typer.Typer) -> None:
     """Add the lifecycle commands to the ``aimem`` app."""
     for name, fn in (
         ("purge-session", purge_session), ("purge-project", purge_project), ("rename-project", rename_project),
         ("rename-workspace", rename_workspace), ("move-project", move_project), ("move-session", move_session),
-        ("purge-workspace", purge_workspace), ("purges", purges),
+        ("purge-workspace", purge_workspace), ("purges", purges), ("delete-workspace", delete_workspace),
     ):
         app.command(name)(fn)

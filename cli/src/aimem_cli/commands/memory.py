@@ -160,10 +160,26 @@ def recent(
 def handoffs(
     workspace: str = WsOpt, project: str = PjOpt,
     status_: str = typer.Option("open", "--status", help="open|accepted|expired|superseded|any"),
+    expire_all: bool = typer.Option(False, "--expire-all", help="Expire the project's open handoffs "
+                                    "(a preview without --confirm)."),
+    older_than_days: int = typer.Option(None, "--older-than-days", min=0,
+                                        help="With --expire-all: only those opened at least N days ago."),
+    confirm: bool = typer.Option(False, "--confirm", help="With --expire-all: really expire them."),
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
-    """List handoffs of a project (without claiming them)."""
+    """List handoffs of a project (without claiming them); --expire-all closes the open ones."""
     ws, pj = scope(workspace, project)
+    if older_than_days is not None and not expire_all:
+        fail("--older-than-days goes with --expire-all")
+    if expire_all:
+        body = {"workspace": ws, "project": pj, "older_than_days": older_than_days}
+        with client(server, token) as c:
+            data = c.post("/admin/handoffs/expire-all", {**body, "dry_run": not confirm, "confirm": confirm})
+        verb = "Expired" if confirm else "Would expire"
+        emit(data, as_json, lambda d: typer.echo(
+            f"{verb} {d['count']} open handoff(s) of {ws}/{pj}" + (f": {d['expired']}" if d["expired"] else "")
+            + ("" if confirm else "; re-run with --confirm")))
+        return
     with client(server, token) as c:
         data = c.get(f"{project_prefix(ws, pj)}/handoffs", status=status_)
     emit(data, as_json, lambda d: table(d, ["id", "status", "automatic", "event_at", "cwd", "title"]))

@@ -17,4 +17,4 @@ from aimem_cli.installers.base import (  # noqa: F401  (public API)
     hook_command,
     is_ours,
 )
-from aimem_cli.installers.plans import plan_hooks, plan_mcp, plan_unhooks  # noqa: F401
+from aimem_cli.installers.plans import plan_hooks, plan_mcp, plan_unhooks, plan_unmcp  # noqa: F401

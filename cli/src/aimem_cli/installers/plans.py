@@ -349,3 +349,30 @@ def _toml_with_mcp(text: str | None, url: str, path: Path | None = None, token: 
     if not got or got.get("url") != url or (headers and got.get("http_headers") != headers):
         raise InstallError(f"{path}: [mcp_servers.aimem] is not in a form aimem can update; merge it by hand")
     return out
+
+
+def plan_unmcp(client: str, target: Target) -> list[FileChange]:
+    """Return the change that removes only aimem's MCP server entry for ``client`` (``aimem
+    uninstall``): the ``aimem`` key of the MCP table, or Codex's ``[mcp_servers.aimem]``."""
+    import re
+
+    _check(client)
+    try:
+        path = target.path(MCP_FILES[client], client)
+    except InstallError:
+        return []  # the client has no file in this scope: nothing was installed there
+    text = read_text(path)
+    if text is None:
+        return []
+    if client == "codex":
+        section = re.search(r"(?m)^\[mcp_servers\.aimem\][ \t]*(?:#.*)?$(?:\n(?!\s*\[).*)*\n?", text)
+        if section is None:
+            return []
+        new = (text[:section.start()].rstrip("\n") + "\n" + text[section.end():].lstrip("\n")).lstrip("\n")
+        return [FileChange(path, text, new if new.strip() else "")]
+    doc = load_json(path, text)
+    table = doc.get("mcp" if client == "opencode" else "mcpServers")
+    if not isinstance(table, dict) or "aimem" not in table:
+        return []
+    del table["aimem"]
+    return [json_change(path, text, doc)]

@@ -164,7 +164,7 @@ class QuerySettings(BaseModel):
     """Read-side knobs."""
 
     default_limit: int = 10
-    max_limit: int = 100
+    max_limit: int = Field(100, ge=1, le=100)  # a search's `limit` is clamped to this (the API caps it at 100)
     snippet_words: int = 24
     access_bump_interval_s: int = 60
     read_pool_size: int = 4  # read-only SQLite connections per process (= concurrent reads)
@@ -190,6 +190,9 @@ class DecaySettings(BaseModel):
     observation_retention_days: int = 0
     observation_prune_batch: int = 5000
     salience_default: float = 1.0
+    # Monthly hook ledgers (wiki/<ws>/<project>/log-YYYY-MM.md) older than this many months
+    # are deleted by the sweep; 0 keeps them all. The current and previous month are never.
+    ledger_retention_months: int = Field(0, ge=0, le=1200)
 
 
 class MaintenanceSettings(BaseModel):
@@ -206,8 +209,42 @@ class MaintenanceSettings(BaseModel):
     idle_check_interval_s: float = Field(300.0, gt=0)
 
 
+def _refuse_unsupported(section: str, data: Any, accepted: dict[str, Any]) -> Any:
+    """Refuse a key this version reads nowhere (a setting must have an effect or fail load).
+
+    ``accepted`` maps each such key to the one value that matches what this version does
+    (``...``: none does); that value is accepted and dropped, any other fails the load.
+    """
+    if not isinstance(data, dict):
+        return data
+    for key, ok in accepted.items():
+        if key in data:
+            value = data[key]
+            if ok is not ... and _same(value, ok):
+                data = {k: v for k, v in data.items() if k != key}
+                continue
+            raise ValueError(
+                f"[{section}] {key} = {value!r} is not supported by this version of aimem "
+                f"(nothing reads it); remove it from config.toml / the AIMEM_{section.upper()}__"
+                f"{key.upper()} environment"
+            )
+    return data
+
+
+def _same(value: Any, ok: Any) -> bool:
+    if isinstance(ok, bool) and isinstance(value, str):  # from the environment
+        return value.strip().lower() in (("false", "0", "no", "off") if not ok else ("true", "1", "yes", "on"))
+    return value == ok
+
+
 class SlotSettings(BaseModel):
-    per_user: bool = False
+    """``[slots]``: the original's ``per_user = true`` (each operator's own slots in its agents'
+    context) is not implemented; ``false`` is what this version does and is accepted."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unsupported(cls, data: Any) -> Any:
+        return _refuse_unsupported("slots", data, {"per_user": False})
 
 
 class ConsolidationSettings(BaseModel):
@@ -235,16 +272,28 @@ class AutoImproveSettings(BaseModel):
     max_proposals_per_run: int = 5
     max_final_body_chars: int = 32_000
     proposal_actor: str = "auto_improve"
-    pending_path: str = "_pending/auto-improve"
     scheduler: AutoImproveScheduler = AutoImproveScheduler()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unsupported(cls, data: Any) -> Any:
+        # Staged proposals live in the pending_writes table, never under a wiki path.
+        return _refuse_unsupported("auto_improve", data, {"pending_path": ...})
 
 
 class RetrievalSettings(BaseModel):
+    """``[retrieval]``. The original's opt-in ``query_intent`` (session-recall routing),
+    its ``session_recall_bonus`` and ``abstract_vectors`` (an RRF stream over frontmatter
+    abstracts) are not implemented: ``false`` is accepted, anything else fails the load."""
+
     rrf_k: int = 60
-    query_intent: bool = False
-    session_recall_bonus: float = 0.25
-    abstract_vectors: bool = False
     raw_fallback_limit: int = 10
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unsupported(cls, data: Any) -> Any:
+        return _refuse_unsupported("retrieval", data, {"query_intent": False, "abstract_vectors": False,
+                                                       "session_recall_bonus": ...})
 
 
 class SearchSettings(BaseModel):
@@ -286,6 +335,8 @@ class LlmSettings(BaseModel):
     api_key: str | None = None
     timeout_s: float = 300.0
     headers: dict[str, str] = {}
+    # False: no response_format=json_schema (endpoints that refuse it); the schema then
+    # rides in the system prompt and the answer is still validated against it.
     compat_strict: bool = True
     circuit_cooldown_s: float = 30.0  # a candidate that failed transiently is skipped this long
 

@@ -95,7 +95,8 @@ def create_app(settings: Settings) -> FastAPI:
         stack = s.stack
         candidates = build_candidates(settings)  # ConfigError fails startup, not the first call
         llm = LlmClient(candidates, metrics, max_output_tokens=settings.consolidation.max_output_tokens,
-                        cooldown_s=settings.llm.circuit_cooldown_s) if candidates else None
+                        cooldown_s=settings.llm.circuit_cooldown_s,
+                        compat_strict=settings.llm.compat_strict) if candidates else None
         if llm is not None:
             stack.push_async_callback(llm.aclose)
         embedder = build_embedder(settings.embedding, api_key_fallback=settings.llm.api_key,

@@ -207,13 +207,17 @@ class LlmClient:
     """Structured-output calls over the ordered candidate chain (event loop)."""
 
     def __init__(self, candidates: list[Candidate], metrics: MaintMetrics | None = None, *,
-                 max_output_tokens: int = 4096, cooldown_s: float = CIRCUIT_COOLDOWN_S):
+                 max_output_tokens: int = 4096, cooldown_s: float = CIRCUIT_COOLDOWN_S,
+                 compat_strict: bool = True):
         if not candidates:
             raise ValueError("LlmClient needs at least one candidate")
         self.candidates = candidates
         self.cooldown_s = cooldown_s
         self.metrics = metrics
         self.max_output_tokens = max_output_tokens
+        # False ([llm] compat_strict): endpoints refusing response_format=json_schema get the
+        # schema in the system prompt instead; the answer is validated the same way.
+        self.compat_strict = compat_strict
         for c in candidates:
             self._gauge(c, 0)
 
@@ -260,8 +264,17 @@ class LlmClient:
             LlmOutputError: the answer is not JSON for the schema (no fallback).
         """
         schema = strict_schema(output)
+        rule = UNTRUSTED_RULE
+        extra: dict[str, Any] = {}
+        if self.compat_strict:
+            extra["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": True},
+            }
+        else:
+            rule += f"\n\nThe JSON schema ({name}):\n{json.dumps(schema, ensure_ascii=False)}"
         messages = [
-            {"role": "system", "content": f"{system}\n\n{UNTRUSTED_RULE}"},
+            {"role": "system", "content": f"{system}\n\n{rule}"},
             {"role": "user", "content": user},
         ]
         attempts: list[dict[str, Any]] = []
@@ -277,11 +290,8 @@ class LlmClient:
                 resp = await c.client.chat.completions.create(
                     model=c.model,
                     messages=messages,
-                    response_format={
-                        "type": "json_schema",
-                        "json_schema": {"name": name, "schema": schema, "strict": True},
-                    },
                     max_tokens=max_tokens or self.max_output_tokens,
+                    **extra,
                 )
             except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
                     openai.APIConnectionError) as exc:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aimem_common.config import DecaySettings
@@ -52,10 +53,11 @@ class SweepPlan:
     prune_before: str | None = None
     prune_sessions: list[str] = field(default_factory=list)
     prune_observations: int = 0
+    ledgers: list[str] = field(default_factory=list)  # monthly hook ledgers past [decay] ledger_retention_months
 
     @property
     def empty(self) -> bool:
-        return not (self.expire or self.evict or self.purge or self.prune_observations)
+        return not (self.expire or self.evict or self.purge or self.prune_observations or self.ledgers)
 
     def ids(self) -> dict[str, list[int]]:
         return {
@@ -75,7 +77,9 @@ class SweepPlan:
             "purge": [asdict(p) for p in self.purge],
             "observations_pruned": self.prune_observations,
             "prune_sessions": self.prune_sessions,
+            "ledgers": self.ledgers,
             "counts": {
+                "ledgers_pruned": len(self.ledgers),
                 "expired": len(self.expire),
                 "evicted": len(self.evict),
                 "purged": len(self.purge),
@@ -161,6 +165,21 @@ def plan_sweep(conn: sqlite3.Connection, scope: Scope, decay: DecaySettings, now
     return plan
 
 
+def old_ledgers(project_dir: Path, months: int, now: datetime) -> list[str]:
+    """Names of the monthly hook ledgers (``log-YYYY-MM.md``) in ``project_dir`` older than
+    ``months`` months before ``now`` (0: none); the current and previous month never."""
+    if months <= 0 or not project_dir.is_dir():
+        return []
+    index = now.year * 12 + now.month - 1  # months since year 0 of the current month
+    keep_from = index - max(months - 1, 1)  # this month and the (months-1) before it; at least 2
+    out = []
+    for p in project_dir.glob("log-[0-9][0-9][0-9][0-9]-[0-9][0-9].md"):
+        y, m = int(p.name[4:8]), int(p.name[9:11])
+        if 1 <= m <= 12 and y * 12 + m - 1 < keep_from and p.is_file():
+            out.append(p.name)
+    return sorted(out)
+
+
 async def run_sweep(ctx: "MaintContext", scope: Scope, *, dry_run: bool, now: datetime | None = None
                     ) -> dict[str, Any]:
     """Plan the sweep of ``scope``; unless ``dry_run``, apply it through the writer.
@@ -170,6 +189,8 @@ async def run_sweep(ctx: "MaintContext", scope: Scope, *, dry_run: bool, now: da
     """
     decay = ctx.settings.decay
     plan = await ctx.read_pool.run(lambda conn: plan_sweep(conn, scope, decay, now))
+    plan.ledgers = old_ledgers(ctx.settings.wiki_dir / scope.workspace_id / scope.project_id,
+                               decay.ledger_retention_months, now or datetime.now(UTC))
     out = plan.as_dict()
     out["dry_run"] = dry_run
     if dry_run or plan.empty:
@@ -178,7 +199,7 @@ async def run_sweep(ctx: "MaintContext", scope: Scope, *, dry_run: bool, now: da
     ids = plan.ids()
     payload = {"expire_page_ids": ids["expired"], "evict_page_ids": ids["evicted"], "purge_page_ids": ids["purged"],
                "prune_observations_before": plan.prune_before, "prune_session_ids": plan.prune_sessions,
-               "prune_batch": decay.observation_prune_batch}
+               "prune_batch": decay.observation_prune_batch, "prune_ledgers": plan.ledgers}
     res = await ctx.send("sweep.apply", payload, scope)
     pruned = int(res.get("observations_pruned", 0))
     remaining = plan.prune_observations - pruned

@@ -81,3 +81,46 @@ async def test_sweep_dry_run_predicts_real_run(settings, services, bus, tmp_path
         assert conn.execute("SELECT count(*) FROM pages WHERE id = ?", (recreated,)).fetchone()[0] == 1
     finally:
         conn.close()
+
+
+def _month(now: datetime, back: int) -> str:
+    i = now.year * 12 + now.month - 1 - back
+    return f"{i // 12:04d}-{i % 12 + 1:02d}"
+
+
+async def test_sweep_prunes_old_monthly_ledgers_as_its_dry_run_says(settings, services, bus):
+    """[decay] ledger_retention_months: ledgers past it go in the sweep (the dry run lists the
+    same names); the current and previous month and other projects are never touched."""
+    services("writer", "maintainer", extra_env={"AIMEM_DECAY__LEDGER_RETENTION_MONTHS": "3"})
+    await write(bus, "alpha", "notes/a.md")
+    await write(bus, "beta", "notes/b.md")
+    conn = open_reader(settings.db_path)
+    try:
+        dirs = {r[0]: settings.wiki_dir / r[1] / r[2] for r in conn.execute(
+            "SELECT p.name, w.id, p.id FROM projects p JOIN workspaces w ON w.id = p.workspace_id")}
+    finally:
+        conn.close()
+    now = datetime.now(UTC)
+    names = {back: f"log-{_month(now, back)}.md" for back in (0, 1, 2, 3, 14)}
+    for name in names.values():
+        (dirs["alpha"] / name).write_text("- hook line\n")
+    (dirs["beta"] / names[14]).write_text("- other project\n")
+
+    async def sweep(**args):
+        return await maint_rpc.call(bus.nc, "forget_sweep", workspace="default", project="alpha", actor="test",
+                                    args=args, timeout_s=30)
+
+    dry = await sweep(dry_run=True)
+    assert dry["ledgers"] == sorted([names[3], names[14]]) and dry["counts"]["ledgers_pruned"] == 2
+    assert all((dirs["alpha"] / n).exists() for n in names.values())  # the dry run deletes nothing
+    real = await sweep()
+    assert real["applied"]["ledgers_pruned"] == dry["ledgers"]
+    left = sorted(p.name for p in dirs["alpha"].glob("log-*.md"))
+    assert left == sorted([names[0], names[1], names[2]])
+    assert (dirs["beta"] / names[14]).exists()
+
+    # the writer itself never deletes the current or previous month's ledger, whatever a plan says
+    env = make_envelope("sweep.apply", {"prune_ledgers": [names[0], names[1], names[2]]}, project="alpha")
+    res = await bus.request(env)
+    assert res["ledgers_pruned"] == [names[2]]
+    assert sorted(p.name for p in dirs["alpha"].glob("log-*.md")) == sorted([names[0], names[1]])

@@ -152,3 +152,18 @@ def test_extract_json_variants():
     assert llmmod.extract_json('Here: {"a": 3} done') == {"a": 3}
     with pytest.raises(ValueError):
         llmmod.extract_json("no json here")
+
+
+@pytest.mark.asyncio
+async def test_compat_strict_false_sends_no_json_schema_and_still_validates(tmp_path, fakes):
+    a, _ = fakes
+    a.answers[""] = {"summary": "loose", "score": 1.0}  # no response_format: the fake has no schema name
+    settings = _settings(tmp_path, a)
+    assert settings.llm.compat_strict is True
+    client = llmmod.LlmClient(llmmod.build_candidates(settings), compat_strict=False)
+    out = await _ask(client)
+    assert out == Answer(summary="loose", score=1.0)
+    body = a.chat_requests()[0]["body"]
+    assert "response_format" not in body
+    assert '"summary"' in body["messages"][0]["content"]  # the schema rides in the system prompt
+    await client.aclose()

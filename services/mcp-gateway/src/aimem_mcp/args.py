@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 
 from aimem_mcp.registry import ToolArgs
 
@@ -19,6 +19,10 @@ WORKSPACE_DOC = ("Workspace name: the `workspace` in the repository's .aimem.tom
                  "for the server's default (`default`). Pass it with `project`.")
 PROJECT_DOC = ("Project name: the `project` in the repository's .aimem.toml when it has one, else the name of "
                "the repository's top-level directory (a subdirectory or a worktree belongs to its repository).")
+
+PROJECT_ID_DOC = ("Stable project id instead of `project` (from memory_resolve_write_target or a status): "
+                  "selects an EXISTING project exactly, whatever it is renamed to, and never creates one. "
+                  "With `workspace`, that must be the project's workspace.")
 
 
 def limit_field(default: int, maximum: int, what: str = "results") -> Any:
@@ -36,4 +40,13 @@ class Scoped(ToolArgs):
     """``workspace`` + ``project``: the project a call reads or writes."""
 
     workspace: str | None = Field(None, description=WORKSPACE_DOC, max_length=128)
-    project: str = Field(description=PROJECT_DOC, min_length=1, max_length=128)
+    project: str | None = Field(None, description=PROJECT_DOC + " Required unless `project_id` is given.",
+                                min_length=1, max_length=128)
+    project_id: str | None = Field(
+        None, description=PROJECT_ID_DOC, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+
+    @model_validator(mode="after")
+    def _project_or_id(self) -> "Scoped":
+        if self.project is not None and self.project_id is not None:
+            raise ValueError("give project or project_id, not both")
+        return self

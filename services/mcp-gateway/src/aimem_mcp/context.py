@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from aimem_common import maint_rpc
 from aimem_common.config import Settings
-from aimem_common.errors import BadRequestError, ForbiddenError
+from aimem_common.errors import BadRequestError, ForbiddenError, NotFoundError
 from aimem_common.models import Scope, validate_name
 from aimem_common.commands import make_envelope
-from aimem_common.read import visibility
+from aimem_common.read import scopes, visibility
 from aimem_common.search.access import AccessThrottle
 from aimem_common.readpool import ReaderPool
 from aimem_common.search.query_embed import QueryEmbedder
@@ -106,6 +106,23 @@ class ToolCall:
         if not self.principal.can_write(ws, pj):
             raise ForbiddenError(f"{self.actor} may not write {ws}/{pj}", data={"workspace": ws, "project": pj})
         return ws, pj
+
+    async def select_project_id(self, args: Any) -> None:
+        """Resolve ``args.project_id`` (a stable id) into ``args.workspace``/``args.project``.
+
+        The project must exist and be readable by the caller (a non-root caller gets the same
+        ``not_found`` for an unknown id and an unreadable one); a given ``workspace`` must be
+        the project's. Nothing is created.
+
+        Raises:
+            NotFoundError: unknown, unreadable, or in another workspace.
+        """
+        pid = args.project_id
+        scope = await self.read(scopes.find_by_id, pid)
+        if scope is None or (args.workspace and args.workspace != scope.workspace):
+            raise NotFoundError(f"project id {pid!r} not found", code="not_found", data={"project_id": pid})
+        await self.read(visibility.resolve_readable, self.principal, scope.workspace, scope.project)
+        args.workspace, args.project, args.project_id = scope.workspace, scope.project, None
 
     def require_root(self, what: str) -> None:
         """Refuse ``what`` unless the principal is root (e.g. ``any_owner=true``)."""

@@ -220,6 +220,8 @@ class AimemTool(Tool):
                     raise errors.invalid_params(exc, spec.name) from exc
                 principal = await self.authenticate(self.gw, getattr(context, "headers", None))
                 call = ToolCall(gw=self.gw, principal=principal, tool=spec.name)
+                if getattr(args, "project_id", None) and spec.name != "memory_resolve_write_target":
+                    await call.select_project_id(args)  # a stable id selects an existing project
                 result = await spec.run(call, args)
                 text = json.dumps(result, ensure_ascii=False, default=str)
                 if spec.fenced:  # stored memory for the agent's prompt: one fence, no tag inside

@@ -19,31 +19,36 @@ REPO = PKG.parents[1]
 PINNED: dict[str, list[str]] = {
     "memory_query": ["query", "workspace", "project", "limit", "scopes", "global", "explain", "include_expired",
                      "include_superseded", "q", "search", "n", "top_k"],
-    "memory_recent": ["workspace", "project", "limit", "updated_since", "cursor", "include_expired", "n", "top_k"],
-    "memory_read_page": ["workspace", "project", "path", "query", "page_id"],
-    "memory_read_session_observations": ["workspace", "project", "session_id", "offset", "limit", "body_max_chars",
-                                         "n", "top_k"],
+    "memory_recent": ["workspace", "project", "project_id", "limit", "updated_since", "cursor", "include_expired",
+                      "n", "top_k"],
+    "memory_read_page": ["workspace", "project", "project_id", "path", "query", "page_id"],
+    "memory_read_session_observations": ["workspace", "project", "project_id", "session_id", "offset", "limit",
+                                         "body_max_chars", "n", "top_k"],
     "memory_status": ["workspace", "project"],
-    "memory_briefing": ["workspace", "project", "limit", "settled_first", "n", "top_k"],
-    "memory_explore": ["workspace", "project", "focus", "settled_first"],
-    "memory_handoff_begin": ["workspace", "project", "summary", "next_steps", "title", "cwd", "to_agent", "from_agent",
-                             "session_id", "shared"],
-    "memory_handoff_list": ["workspace", "project", "status", "limit", "any_owner", "include_body", "n", "top_k"],
-    "memory_handoff_accept": ["workspace", "project", "handoff_id", "cwd", "agent", "session_id"],
-    "memory_handoff_cancel": ["workspace", "project", "handoff_id"],
-    "memory_message_send": ["workspace", "project", "to_project", "to_workspace", "body", "subject"],
-    "memory_message_list": ["workspace", "project", "box", "status", "limit", "n", "top_k"],
-    "memory_message_pop": ["workspace", "project", "message_id"],
-    "memory_message_cancel": ["workspace", "project", "message_id"],
-    "memory_consolidate": ["workspace", "project", "session_id", "multi_page", "instructions"],
-    "memory_feedback": ["workspace", "project", "path", "signal", "reason"],
-    "memory_auto_improve": ["workspace", "project", "session_id"],
-    "memory_write_page": ["workspace", "project", "path", "body", "title", "frontmatter", "scope", "expires_at",
-                          "create_only", "expected_page_id"],
-    "memory_write_pages_batch": ["workspace", "project", "pages"],
-    "memory_delete_page": ["workspace", "project", "path"],
-    "memory_forget_sweep": ["workspace", "project", "dry_run"],
-    "memory_lint": ["workspace", "project", "llm"],
+    "memory_briefing": ["workspace", "project", "project_id", "limit", "settled_first", "n", "top_k"],
+    "memory_explore": ["workspace", "project", "project_id", "focus", "settled_first"],
+    "memory_handoff_begin": ["workspace", "project", "project_id", "summary", "next_steps", "title", "cwd",
+                             "to_agent", "from_agent", "session_id", "shared"],
+    "memory_handoff_list": ["workspace", "project", "project_id", "status", "limit", "any_owner", "include_body",
+                            "n", "top_k"],
+    "memory_handoff_accept": ["workspace", "project", "project_id", "handoff_id", "cwd", "agent", "session_id",
+                              "any_owner"],
+    "memory_handoff_cancel": ["workspace", "project", "project_id", "handoff_id", "any_owner"],
+    "memory_message_send": ["workspace", "project", "project_id", "to_project", "to_workspace", "body", "subject"],
+    "memory_message_list": ["workspace", "project", "project_id", "box", "status", "limit", "n", "top_k"],
+    "memory_message_pop": ["workspace", "project", "project_id", "message_id"],
+    "memory_message_cancel": ["workspace", "project", "project_id", "message_id"],
+    "memory_consolidate": ["workspace", "project", "project_id", "session_id", "multi_page", "instructions"],
+    "memory_feedback": ["workspace", "project", "project_id", "path", "signal", "reason"],
+    "memory_auto_improve": ["workspace", "project", "project_id", "session_id"],
+    "memory_write_page": ["workspace", "project", "project_id", "path", "body", "title", "frontmatter", "scope",
+                          "expires_at", "create_only", "expected_page_id"],
+    "memory_write_pages_batch": ["workspace", "project", "project_id", "pages"],
+    "memory_delete_page": ["workspace", "project", "project_id", "path", "expected_page_id"],
+    "memory_restore_page": ["workspace", "project", "project_id", "path", "rev", "limit", "n", "top_k"],
+    "memory_resolve_write_target": ["workspace", "project", "project_id"],
+    "memory_forget_sweep": ["workspace", "project", "project_id", "dry_run"],
+    "memory_lint": ["workspace", "project", "project_id", "llm"],
     "memory_install_self_routing": ["client", "workspace", "project"],
     "memory_workstream_search": ["workspace", "project", "query", "limit", "n", "top_k"],
 }
@@ -52,6 +57,7 @@ READ_ONLY = {
     "memory_query", "memory_recent", "memory_read_page", "memory_read_session_observations", "memory_status",
     "memory_briefing", "memory_explore", "memory_handoff_list", "memory_message_list", "memory_install_self_routing",
     "memory_workstream_search",
+    "memory_resolve_write_target",
 }
 
 
@@ -92,7 +98,11 @@ def test_project_scoped_tools_require_project(listed):
         if t.name in ("memory_query", "memory_status", "memory_install_self_routing"):
             assert "project" not in t.input_schema.get("required", []), t.name
         else:
-            assert "project" in t.input_schema["required"], t.name
+            # `project` or the stable `project_id` (exactly one; checked at call time: a top-level
+            # anyOf is refused by some clients' tool schemas)
+            props = t.input_schema["properties"]
+            assert "project" in props and "project_id" in props, t.name
+            assert "Required unless `project_id`" in props["project"]["description"], t.name
 
 
 def test_tools_md_matches_tools_list(listed):

@@ -509,7 +509,9 @@ class Consumer:
 
             async def checkpoint() -> None:
                 tries[0] += 1
-                oid = await self.flush_checkpoint()
+                message = next((o.reply["result"].get("message") for o in checkpoints
+                                if o.reply["result"].get("message")), None)
+                oid = await self.flush_checkpoint(message)
                 if oid is None and tries[0] > 1:  # the failed attempt may have made the commit
                     oid = self.applier.wiki.head()
                 for o in checkpoints:
@@ -520,6 +522,12 @@ class Consumer:
                                        " checkpoint commits them")
                 for o in checkpoints:
                     o.reply = busmod.reply_body(o.reply.get("cmd_id"), error=err)
+        compacts = [o for o in result.outcomes if o.op == "db.compact" and o.reply and o.reply.get("ok")]
+        if compacts:
+            # VACUUM cannot run inside the batch transaction: after COMMIT, before the reply.
+            vacuum = await self._vacuum()
+            for o in compacts:
+                o.reply["result"]["vacuum"] = vacuum
         replies = [(item.headers[busmod.REPLY_HEADER], outcome.reply) for item, outcome in zip(items, result.outcomes)
                    if item.headers.get(busmod.REPLY_HEADER) and outcome.reply is not None]
         sent = [0]
@@ -600,8 +608,25 @@ class Consumer:
         except Exception:  # noqa: BLE001 - retried with the next batch's checkpoint
             log.exception("git checkpoint failed")
 
-    async def flush_checkpoint(self) -> str | None:
-        """Run any pending checkpoint now (shutdown, admin backup); return the commit id or None."""
+    async def _vacuum(self) -> str:
+        """VACUUM the DB and checkpoint its WAL to zero on the writer thread (``db.compact``);
+        return ``done``, or ``wal_busy`` when a reader kept the WAL from being truncated, or
+        ``failed: <reason>`` (the compaction's index rebuild stands either way)."""
+        def run() -> str:
+            conn = self.applier.conn
+            conn.execute("VACUUM")
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            return "wal_busy" if busy else "done"
+
+        try:
+            return await self.thread.call(run)
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, the writer goes on
+            log.warning("compact: VACUUM failed: %s", exc)
+            return f"failed: {exc}"
+
+    async def flush_checkpoint(self, reason: str | None = None) -> str | None:
+        """Run any pending checkpoint now (shutdown, admin backup, ``aimem commit`` whose
+        message is ``reason``); return the commit id or None."""
         if self._ckpt_task and not self._ckpt_task.done():
             self._ckpt_task.cancel()
             try:
@@ -609,7 +634,7 @@ class Consumer:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
         self._ckpt_pending = False
-        return await self.thread.call(self.applier.checkpoint)
+        return await self.thread.call(self.applier.checkpoint, reason)
 
     async def _poll_lag(self) -> None:
         while True:

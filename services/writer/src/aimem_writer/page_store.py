@@ -251,15 +251,26 @@ class PageStore:
         return {**result_base, "page_id": new_id, "version": version, "supersedes": cur_id,
                 "created": cur is None, "changed": True}
 
-    def delete(self, scope: Scope, path: str, reason: str = "deleted") -> dict[str, Any]:
+    def delete(self, scope: Scope, path: str, reason: str = "deleted",
+               expected_page_id: int | None = None) -> dict[str, Any]:
         """Retire the live version of ``path`` and stage the file's removal (idempotent).
 
         Returns ``{deleted: bool, page_id: int|None, path}``. Incoming links become
         unresolved (``to_page_id = NULL``) so lint reports them as dangling.
+
+        Raises:
+            PreconditionFailedError: ``expected_page_id`` is not the live page's id (0: a
+                page exists); nothing is deleted.
         """
         path = validate_page_path(path)
         self.tx.wiki.check(self.tx.wiki.rel(scope, path))
         cur = self.get(scope, path)
+        cur_id = cur["id"] if cur is not None else None
+        if expected_page_id is not None and (expected_page_id or None) != cur_id:
+            raise PreconditionFailedError(
+                f"page {path!r} is at version id {cur_id}, not {expected_page_id}: nothing deleted",
+                data={"current_page_id": cur_id, "expected_page_id": expected_page_id, "path": path},
+            )
         if cur is None:
             return {"deleted": False, "page_id": None, "path": path}
         self.conn.execute(

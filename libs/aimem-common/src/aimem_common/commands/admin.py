@@ -60,14 +60,29 @@ class ProjectPurge(OpPayload):
 @register("workspace.purge")
 class WorkspacePurge(OpPayload):
     """Delete workspace ``workspace`` and every project in it (each as ``project.purge``
-    would), then its wiki dir. ``force`` overrides the live-session guard of every project.
-    Leaves a workspace tombstone (and one per project and session) like the other purges.
+    would), then its wiki dir; ``dry_run`` reports the same counts and deletes nothing.
+    ``force`` overrides the live-session guard of every project. Leaves a workspace
+    tombstone (and one per project and session) like the other purges.
     """
 
-    workspace: str
+    workspace: str = Field(min_length=1, max_length=128)
     dry_run: bool = False
     compact: bool = False
     force: bool = False
+
+    @field_validator("workspace")
+    @classmethod
+    def _ws(cls, v: str) -> str:
+        return validate_name(v, "workspace")
+
+
+@register("handoff.expire_all")
+class HandoffExpireAll(OpPayload):
+    """Expire every open handoff of the envelope's project (``older_than_days``: only those
+    opened at least that many days ago); ``dry_run`` reports the same ids, changes nothing."""
+
+    older_than_days: int | None = Field(None, ge=0, le=36500)
+    dry_run: bool = False
 
 
 @register("project.rename")
@@ -242,8 +257,19 @@ class WikiCheckpoint(OpPayload):
     """Commit the wiki's pending (debounced) git checkpoint now; the reply comes after it.
 
     Sent by ``/admin/backup`` first, so the archived repository has no uncommitted files
-    and a restore reproduces the git history exactly. Result ``{"commit": oid|null}``.
+    and a restore reproduces the git history exactly, and by ``/admin/checkpoint``
+    (``aimem commit``) with a ``message`` for the commit's subject. Result ``{"commit":
+    oid|null}`` (null: nothing to commit).
     """
+
+    message: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[^\r\n]+$")
+
+
+@register("db.compact")
+class DbCompact(OpPayload):
+    """Rebuild the text indexes (FTS5 and trigram tables) in a transaction, then VACUUM and
+    checkpoint the WAL to zero after COMMIT (``aimem compact``). Result ``{fts_rebuilt,
+    vacuum}``."""
 
 
 @register("dead_letter.resolve")

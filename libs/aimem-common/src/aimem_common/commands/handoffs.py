@@ -45,10 +45,13 @@ class HandoffAccept(OpPayload):
     agent: str | None = Field(None, max_length=64)
     session_id: str | None = Field(None, max_length=256)
     only_new_session: bool = False
+    any_owner: bool = False  # root recovering another operator's private handoff (checked by the caller)
 
 
 @register("handoff.cancel")
 class HandoffCancel(OpPayload):
-    """Expire an exact open handoff id."""
+    """Expire an exact open handoff id (``any_owner``: whoever owns it; root only, checked by
+    the caller, like ``handoff.accept``'s)."""
 
     handoff_id: DbId
+    any_owner: bool = False

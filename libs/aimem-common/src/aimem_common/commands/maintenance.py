@@ -25,7 +25,7 @@ Results (the writer reply's ``result``):
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -64,6 +64,10 @@ class SweepApply(OpPayload):
     prune_observations_before: str | None = None
     prune_session_ids: list[str] = Field(default_factory=list, max_length=10_000)
     prune_batch: int = Field(5000, ge=1, le=100_000)
+    # ``[decay] ledger_retention_months``: monthly hook ledgers of the scope to delete; the
+    # writer skips any of the current or previous month (by its own clock).
+    prune_ledgers: list[Annotated[str, Field(pattern=r"^log-\d{4}-\d{2}\.md$")]] = Field(
+        default_factory=list, max_length=1200)
 
 
 @register("consolidation.enqueue")

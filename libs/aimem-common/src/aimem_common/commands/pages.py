@@ -59,9 +59,14 @@ class PageWriteBatch(OpPayload):
 
 @register("page.delete")
 class PageDelete(OpPayload):
-    """Delete the live page at ``path`` (idempotent: deleting nothing is ``deleted: false``)."""
+    """Delete the live page at ``path`` (idempotent: deleting nothing is ``deleted: false``).
+
+    ``expected_page_id`` deletes only while the live page's id equals it (0: there must be
+    none); otherwise nothing changes and the op fails ``precondition_failed``.
+    """
 
     path: str
+    expected_page_id: DbIdOrZero | None = None
 
     @field_validator("path")
     @classmethod

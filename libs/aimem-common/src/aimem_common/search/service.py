@@ -76,7 +76,7 @@ class Searcher:
         scope_list = await readable_scopes(self.pool, principal, found)
         reranking = reranker is not None and reranker.configured
         opts = QueryOptions(
-            limit=params.limit or settings.query.default_limit,
+            limit=min(params.limit or settings.query.default_limit, settings.query.max_limit),
             explain=params.explain,
             include_expired=params.include_expired,
             include_superseded=params.include_superseded,

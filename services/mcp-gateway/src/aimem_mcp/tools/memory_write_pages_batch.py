@@ -14,6 +14,7 @@ from aimem_mcp.registry import ToolArgs, tool
 from aimem_common.models import DbId, DbIdOrZero
 
 MAX_BATCH_BODY_BYTES = 8 * 1024 * 1024
+MAX_ENTRY_BODY_BYTES = 1024 * 1024  # one entry's body (the documented per-body limit)
 
 
 class BatchPage(ToolArgs):
@@ -53,8 +54,8 @@ async def memory_write_pages_batch(call: ToolCall, args: Args) -> dict[str, Any]
     """Write 1-100 pages into one project all-or-nothing (bulk importers, mirrors).
 
     Every entry sets exactly one of `create_only: true` or `expected_page_id`, so a batch
-    never overwrites something it has not seen. Duplicate paths are refused, and the bodies
-    together may not exceed 8 MiB. Admission and persistence are atomic: any invalid entry or
+    never overwrites something it has not seen. Duplicate paths are refused, a body may not
+    exceed 1 MiB, and the bodies together may not exceed 8 MiB. Admission and persistence are atomic: any invalid entry or
     stale precondition writes nothing; a stale entry fails with JSON-RPC -32600 and
     `data: {reason: "precondition_failed", index, path, current_page_id}`. For a single
     page use memory_write_page.
@@ -66,7 +67,14 @@ async def memory_write_pages_batch(call: ToolCall, args: Args) -> dict[str, Any]
     dupes = sorted({p for p in paths if paths.count(p) > 1})
     if dupes:
         raise BadRequestError(f"duplicate paths in batch: {dupes}", code="duplicate_path", data={"paths": dupes})
-    total = sum(len(p.body.encode("utf-8", "surrogatepass")) for p in args.pages)
+    sizes = [len(p.body.encode("utf-8", "surrogatepass")) for p in args.pages]
+    over = [i for i, n in enumerate(sizes) if n > MAX_ENTRY_BODY_BYTES]
+    if over:
+        i = over[0]
+        raise PayloadTooLargeError(
+            f"pages[{i}] ({args.pages[i].path}): body is {sizes[i]} bytes, over the {MAX_ENTRY_BODY_BYTES} byte"
+            " cap of one entry", data={"index": i, "path": args.pages[i].path, "bytes": sizes[i]})
+    total = sum(sizes)
     if total > MAX_BATCH_BODY_BYTES:
         raise PayloadTooLargeError(
             f"batch bodies total {total} bytes, over the {MAX_BATCH_BODY_BYTES} byte cap", data={"bytes": total}

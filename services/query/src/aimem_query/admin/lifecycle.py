@@ -177,3 +177,37 @@ async def move_session(body: MoveSessionBody, request: Request) -> dict:
         "create": body.create,
     }
     return await send(request, "session.move", payload)
+
+
+class DeleteWorkspaceBody(_Body):
+    workspace: str = Field(min_length=1, max_length=128)
+    confirm: bool = False
+    dry_run: bool = False
+    force: bool = False
+
+
+@router.post("/delete-workspace")
+async def delete_workspace(body: DeleteWorkspaceBody, request: Request) -> dict:
+    """Delete a workspace, every project in it and its wiki directory (preview with ``dry_run``;
+    the preview's counts are the confirmed run's)."""
+    _require_confirm(body.confirm, body.dry_run, "delete-workspace")
+    return await send(request, "workspace.purge",
+                      {"workspace": body.workspace, "dry_run": body.dry_run, "force": body.force})
+
+
+class ExpireHandoffsBody(_Body):
+    workspace: str = "default"
+    project: str
+    older_than_days: int | None = Field(None, ge=0, le=36500)
+    confirm: bool = False
+    dry_run: bool = False
+
+
+@router.post("/handoffs/expire-all")
+async def expire_handoffs(body: ExpireHandoffsBody, request: Request) -> dict:
+    """Expire every open handoff of a project (``older_than_days``: only older ones); preview
+    with ``dry_run`` (the same ids the confirmed run expires)."""
+    _require_confirm(body.confirm, body.dry_run, "handoffs --expire-all")
+    return await send(request, "handoff.expire_all",
+                      {"older_than_days": body.older_than_days, "dry_run": body.dry_run},
+                      workspace=body.workspace, project=body.project)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from aimem_common.commands import Envelope
-from aimem_common.commands.admin import PageRestore, WikiCheckpoint
+from aimem_common.commands.admin import DbCompact, PageRestore, WikiCheckpoint
 from aimem_common.errors import AimemError, NotFoundError, UnprocessableError
 
 from aimem_writer.page_store import PageInput
@@ -83,4 +83,12 @@ def page_restore(tx: Tx, env: Envelope, cmd: PageRestore) -> dict:
 def wiki_checkpoint(tx: Tx, env: Envelope, cmd: WikiCheckpoint) -> dict:
     """Ask for an immediate git checkpoint: the consumer flushes it after COMMIT and puts
     the commit id (or null when nothing was dirty) in ``commit`` before replying."""
-    return {"commit": None}
+    return {"commit": None, "message": cmd.message}
+
+
+@handler("db.compact")
+def db_compact(tx: Tx, env: Envelope, cmd: DbCompact) -> dict:
+    """Rebuild the text indexes now; VACUUM + ``wal_checkpoint(TRUNCATE)`` run after COMMIT."""
+    from aimem_writer.ops.projects import compact
+
+    return compact(tx)

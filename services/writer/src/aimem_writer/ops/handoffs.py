@@ -119,9 +119,11 @@ def handoff_begin(tx: Tx, env: Envelope, cmd: HandoffBegin) -> dict:
     return {"handoff": public(row)}
 
 
-def _visible(tx: Tx, row) -> bool:
-    """An automatic handoff is its place's (any actor); a manual one its opener's unless shared."""
-    return bool(row["automatic"]) or bool(row["shared"]) or row["owner"] is None or row["owner"] == tx.actor
+def _visible(tx: Tx, row, any_owner: bool = False) -> bool:
+    """An automatic handoff is its place's (any actor); a manual one its opener's unless shared
+    (``any_owner``: every one, root recovering another operator's)."""
+    return (any_owner or bool(row["automatic"]) or bool(row["shared"]) or row["owner"] is None
+            or row["owner"] == tx.actor)
 
 
 def instant(value: str | None) -> datetime:
@@ -196,7 +198,7 @@ def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
     if cmd.handoff_id is not None:
         row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ? AND project_id = ?",
                               (cmd.handoff_id, scope.project_id)).fetchone()
-        if row is None or not _visible(tx, row):
+        if row is None or not _visible(tx, row, cmd.any_owner):
             raise NotFoundError(f"handoff {cmd.handoff_id} not found", data={"handoff_id": cmd.handoff_id})
         if row["status"] != "open":
             raise ConflictError(f"handoff {cmd.handoff_id} is {row['status']}", code="handoff_not_open",
@@ -211,7 +213,7 @@ def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
             "SELECT * FROM handoffs WHERE project_id = ? AND status = 'open'", (scope.project_id,)).fetchall())
         eligible = [
             r for r in rows
-            if _visible(tx, r) and place_matches(r["root"], r["cwd"], root, cwd, roots)
+            if _visible(tx, r, cmd.any_owner) and place_matches(r["root"], r["cwd"], root, cwd, roots)
             and (r["to_agent"] is None or (cmd.agent is not None and r["to_agent"] == cmd.agent))
             and not (cmd.session_id and r["from_session_id"] == cmd.session_id)
         ]
@@ -258,7 +260,7 @@ def handoff_cancel(tx: Tx, env: Envelope, cmd: HandoffCancel) -> dict:
     scope = tx.scope(create=False)
     row = tx.conn.execute("SELECT * FROM handoffs WHERE id = ? AND project_id = ?",
                           (cmd.handoff_id, scope.project_id)).fetchone()
-    if row is None or not _visible(tx, row):
+    if row is None or not _visible(tx, row, cmd.any_owner):
         raise NotFoundError(f"handoff {cmd.handoff_id} not found", data={"handoff_id": cmd.handoff_id})
     if row["status"] != "open":
         return {"cancelled": False, "handoff_id": cmd.handoff_id, "status": row["status"]}

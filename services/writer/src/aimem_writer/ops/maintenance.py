@@ -121,8 +121,32 @@ def sweep_apply(tx: Tx, env: Envelope, cmd: SweepApply) -> dict[str, Any]:
                 )
             budget -= n
             out["observations_pruned"] += n
+    if cmd.prune_ledgers:
+        out["ledgers_pruned"] = _prune_ledgers(tx, scope, cmd.prune_ledgers)
     tx.audit("sweep.apply", None, {k: (len(v) if isinstance(v, list) else v) for k, v in out.items()}, scope=scope)
     return out
+
+
+def ledger_floor(now_iso: str) -> str:
+    """``YYYY-MM`` of the previous month at ``now_iso``: ledgers of it and later are never pruned."""
+    y, m = int(now_iso[:4]), int(now_iso[5:7])
+    y, m = (y - 1, 12) if m == 1 else (y, m - 1)
+    return f"{y:04d}-{m:02d}"
+
+
+def _prune_ledgers(tx: Tx, scope: Scope, names: list[str]) -> list[str]:
+    """Delete the scope's monthly ledgers ``names`` that exist and are older than the previous
+    month (a late or clock-skewed plan never reaches the current or previous month)."""
+    floor = ledger_floor(tx.now)
+    done = []
+    for name in sorted(set(names)):
+        if name[4:11] >= floor:
+            continue
+        rel = f"{scope.workspace_id}/{scope.project_id}/{name}"
+        if (tx.wiki.root / rel).is_file():
+            tx.wiki.delete_rel(rel)
+            done.append(name)
+    return done
 
 
 # -- consolidation queue -----------------------------------------------------------------

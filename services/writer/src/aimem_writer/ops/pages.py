@@ -46,7 +46,8 @@ def page_write_batch(tx: Tx, env: Envelope, cmd: PageWriteBatch) -> dict:
 @handler("page.delete")
 def page_delete(tx: Tx, env: Envelope, cmd: PageDelete) -> dict:
     """Delete the live page (idempotent). Result ``{deleted, page_id, path}``."""
-    return tx.pages.delete(tx.scope(create=False), cmd.path, reason="deleted")
+    return tx.pages.delete(tx.scope(create=False), cmd.path, reason="deleted",
+                           expected_page_id=cmd.expected_page_id)
 
 
 @handler("page.access")

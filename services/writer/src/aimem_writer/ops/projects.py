@@ -30,6 +30,7 @@ from aimem_common.read import scopes
 from aimem_common.models import Scope, validate_name
 from aimem_common.commands import Envelope
 from aimem_common.commands.admin import (
+    HandoffExpireAll,
     ProjectPurge,
     ProjectRename,
     SessionPurge,
@@ -264,17 +265,25 @@ def project_purge(tx: Tx, env: Envelope, cmd: ProjectPurge) -> dict:
 # -- workspace.purge -----------------------------------------------------------------------
 @handler("workspace.purge")
 def workspace_purge(tx: Tx, env: Envelope, cmd: WorkspacePurge) -> dict:
-    """Purge every project of a workspace and the workspace itself (one transaction)."""
+    """Purge every project of a workspace and the workspace itself (one transaction).
+
+    The dry run decides from the same plans, so its counts equal the confirmed run's.
+
+    Raises:
+        NotFoundError: no such workspace (``workspace_not_found``).
+        ConflictError: ``live_session`` in one of its projects (unless ``force``).
+    """
     wid = scopes.workspace_id(tx.conn, cmd.workspace)
     if wid is None:
-        raise NotFoundError(f"workspace {cmd.workspace!r} not found", data={"workspace": cmd.workspace})
+        raise NotFoundError(f"workspace {cmd.workspace!r} not found", code="workspace_not_found",
+                            data={"workspace": cmd.workspace})
     projects = scopes.projects_of(tx.conn, wid)
     live = {p.project: ids for p in projects if (ids := live_sessions(tx.conn, p.project_id, tx.now))}
     if live and not cmd.force:
         raise ConflictError(f"workspace {cmd.workspace} has live sessions in {sorted(live)}; finish them or pass force",
                             code="live_session", data={"projects": {k: v[:20] for k, v in live.items()}})
     plans = [project_plan(tx.conn, p) for p in projects]
-    base = {"workspace": cmd.workspace, "projects": [p.project for p in projects], "files_deleted": [],
+    base = {"workspace": cmd.workspace, "projects": sorted(p.project for p in projects), "files_deleted": [],
             "files_failed": []}
     if cmd.dry_run:
         return {**base, **_sum_counts(pl.counts for pl in plans), "projects_deleted": len(plans), "dry_run": True}
@@ -302,6 +311,30 @@ def _sum_counts(counts) -> dict[str, int]:
     for c in counts:
         for k, n in c.items():
             out[k] = out.get(k, 0) + n
+
+
+# -- handoff.expire_all --------------------------------------------------------------------
+@handler("handoff.expire_all")
+def handoff_expire_all(tx: Tx, env: Envelope, cmd: HandoffExpireAll) -> dict:
+    """Expire the project's open handoffs (``older_than_days``: opened that long ago or more).
+    Result ``{expired: [ids], count, dry_run}``; the dry run lists the same ids."""
+    scope = tx.scope(create=False)
+    rows = tx.conn.execute("SELECT id, created_at FROM handoffs WHERE project_id = ? AND status = 'open' ORDER BY id",
+                           (scope.project_id,)).fetchall()
+    if cmd.older_than_days is not None:  # compared as instants: stored stamps vary in precision
+        cutoff = _parse(tx.now) - timedelta(days=cmd.older_than_days)
+        rows = [r for r in rows if _parse(r["created_at"]) <= cutoff]
+    ids = [r["id"] for r in rows]
+    out = {"workspace": scope.workspace, "project": scope.project, "expired": ids, "count": len(ids),
+           "dry_run": cmd.dry_run}
+    if cmd.dry_run or not ids:
+        return out
+    tx.conn.execute(f"UPDATE handoffs SET status = 'expired', closed_at = ? WHERE id IN ({_in(ids)})",
+                    (tx.now, *ids))
+    tx.audit("handoff.expire_all", f"{scope.workspace}/{scope.project}",
+             {"ids": ids, "older_than_days": cmd.older_than_days}, scope=scope)
+    for hid in ids:
+        tx.emit("handoff.cancelled", {"handoff_id": hid})
     return out
 
 

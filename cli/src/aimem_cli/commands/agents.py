@@ -1,0 +1,285 @@
+"""Wiring aimem into agent clients in one step, and taking it out again (issue 30):
+``setup-agent --client X`` (hooks + MCP + the instructions block) and ``uninstall [--client
+X] [--purge-data --confirm]`` (everything aimem installed; the data dir only when asked).
+Both reuse the installers' plans (``aimem_cli.installers``): merges, never clobbers, and only
+aimem's own entries are removed.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import typer
+
+from aimem_cli.commands.base import fail
+from aimem_cli.commands.hooks import (
+    CODEX_HOME_HELP, _hook_target, _target, server_credential, stack_urls,
+)
+from aimem_cli.commands.operate import (
+    INSTRUCTION_FILES, INSTRUCTIONS, _fmt_bytes, _tree_size, remove_block, upsert_block,
+)
+from aimem_cli.installers import CLIENTS, InstallError, apply, diff, plan_hooks, plan_mcp, plan_unhooks, plan_unmcp
+from aimem_cli.installers.base import FileChange, read_text
+
+
+def _instruction_change(path: Path, remove: bool) -> list[FileChange]:
+    old = read_text(path)
+    if remove:
+        if old is None:
+            return []
+        new = remove_block(old)
+        return [FileChange(path, old, new if new.strip() else None)]
+    return [FileChange(path, old, upsert_block(old, INSTRUCTIONS))]
+
+
+def _apply(changes: list[FileChange], dry_run: bool) -> None:
+    text = diff(changes)
+    if dry_run:
+        typer.echo(text or "no changes", nl=not text)
+        return
+    touched = apply(changes)
+    for path in touched:
+        typer.echo(f"updated {path}")
+    if not touched:
+        typer.echo("already up to date")
+
+
+def setup_agent(
+    client: str = typer.Option(..., "--client", help=f"one of: {', '.join(CLIENTS)}"),
+    scope: str = typer.Option("user", "--scope", help="user (your home) or project (this directory)"),
+    project_dir: Path = typer.Option(None, "--project-dir", help="the repository whose instruction file gets "
+                                     "the aimem block (default: here)"),
+    no_instructions: bool = typer.Option(False, "--no-instructions", help="hooks and MCP only"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the diff, write nothing"),
+    port_base: int = typer.Option(None, "--port-base", help="the stack's port base"),
+    home: Path = typer.Option(None, "--home", hidden=True),
+    codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
+    api_key: str = typer.Option(None, "--api-key", help="a user's API key to send instead of the root token"),
+    data_dir: Path = typer.Option(None, "--data-dir", help="the server's data dir (its root token)"),
+) -> None:
+    """Wire aimem into one client in one step: lifecycle hooks, the MCP server and the
+    instructions block (CLAUDE.md / AGENTS.md / GEMINI.md of --project-dir). Idempotent."""
+    if client not in CLIENTS:
+        fail(f"unknown client {client!r}; expected one of {', '.join(CLIENTS)}")
+    token = server_credential(api_key, data_dir, create=not dry_run)
+    ingress, mcp_url = stack_urls(None, port_base, data_dir)
+    target = _target(scope, project_dir, home, ingress, codex_home, token, _hook_target(token, home))
+    try:
+        changes = plan_hooks(client, target)
+        changes += plan_mcp(client, target, mcp_url)
+    except InstallError as exc:
+        fail(str(exc))
+    if not no_instructions:
+        changes += _instruction_change((project_dir or Path.cwd()).resolve() / INSTRUCTION_FILES[client], False)
+    _apply(changes, dry_run)
+
+
+def purge_plan(data_dir: Path) -> dict:
+    files, size = _tree_size(data_dir) if data_dir.is_dir() else (0, 0)
+    return {"data_dir": str(data_dir), "files": files, "bytes": size}
+
+
+def uninstall(
+    client: str = typer.Option(None, "--client", help=f"only this client (default: all of {', '.join(CLIENTS)})"),
+    scope: str = typer.Option("user", "--scope", help="user (your home) or project (this directory)"),
+    project_dir: Path = typer.Option(None, "--project-dir", help="the repository whose instruction files lose "
+                                     "the aimem block (default: here)"),
+    purge_data: bool = typer.Option(False, "--purge-data", help="also delete the server's data dir (with --confirm; "
+                                    "the stack must be stopped)"),
+    confirm: bool = typer.Option(False, "--confirm", help="with --purge-data: really delete it"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print what would change, write nothing"),
+    home: Path = typer.Option(None, "--home", hidden=True),
+    codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
+    data_dir: Path = typer.Option(None, "--data-dir", help="the server's data dir (for --purge-data)"),
+) -> None:
+    """Remove what aimem installed: its hooks, its MCP entry and its instructions block (only
+    aimem's own entries; everything else in those files stays). The data dir is deleted only
+    with --purge-data --confirm (a preview without --confirm)."""
+    clients = [client] if client else list(CLIENTS)
+    if client and client not in CLIENTS:
+        fail(f"unknown client {client!r}; expected one of {', '.join(CLIENTS)}")
+    target = _target(scope, project_dir, home, "http://127.0.0.1:8701", codex_home)
+    changes: list[FileChange] = []
+    try:
+        for c in clients:
+            try:
+                changes += plan_unhooks(c, target)
+            except InstallError as exc:
+                if "no " not in str(exc):  # a client without a file in this scope: nothing installed
+                    raise
+            changes += plan_unmcp(c, target)
+    except InstallError as exc:
+        fail(str(exc))
+    where = (project_dir or Path.cwd()).resolve()
+    for name in dict.fromkeys(INSTRUCTION_FILES[c] for c in clients):
+        changes += _instruction_change(where / name, True)
+    _apply(changes, dry_run)
+    if not purge_data:
+        return
+    from aimem_cli.commands.base import load_settings
+    from aimem_cli.commands.disk import stack_alive
+
+    settings = load_settings(data_dir)
+    why = stack_alive(settings)
+    if why:
+        fail(f"the stack is running on {settings.data_dir} ({why}): stop it before --purge-data")
+    plan = purge_plan(settings.data_dir)
+    if not confirm or dry_run:
+        typer.echo(f"Would delete the data dir {plan['data_dir']} ({plan['files']} files, "
+                   f"{_fmt_bytes(plan['bytes'])}); re-run with --purge-data --confirm")
+        if not dry_run:
+            raise typer.Exit(1)
+        return
+    shutil.rmtree(settings.data_dir)
+    typer.echo(f"Deleted the data dir {plan['data_dir']} ({plan['files']} files, {_fmt_bytes(plan['bytes'])})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``setup-agent`` and ``uninstall`` to ``app``."""
+    app.command("setup-agent")(setup_agent)
+    app.command("uninstall")(uninstall)
+    app.command("backup-agents")(backup_agents)
+    app.command("restore-agents")(restore_agents)
+
+
+# -- backup-agents / restore-agents ----------------------------------------------------------
+REDACTED = "<redacted>"
+_SECRET_RES = (  # a bearer credential in a header value, an aimem API key anywhere
+    (r"(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}", r"\g<1>" + REDACTED),
+    (r"\baim_[A-Za-z0-9_-]{8,}", REDACTED),
+)
+
+
+def agent_files(home: Path, codex_home: Path | None = None) -> dict[str, Path]:
+    """The user-scope files aimem installs into (hooks, MCP entries, Codex's config, the
+    opencode plugin) that exist, keyed by their path relative to ``home``; plus the hook
+    client's credential (``.local/share/aimem/auth/client-token`` style) when present."""
+    from aimem_cli.hookclient import CLIENT_TOKEN, client_settings
+    from aimem_cli.installers.plans import HOOK_FILES, MCP_FILES
+
+    out: dict[str, Path] = {}
+    rels = {pair[0] for table in (HOOK_FILES, MCP_FILES) for pair in table.values() if pair[0]}
+    rels.add(".codex/config.toml")
+    for rel in sorted(rels):
+        path = home / rel
+        if rel.startswith(".codex/") and codex_home is not None:
+            path = codex_home / Path(rel).relative_to(".codex")
+        if path.is_file():
+            out[rel] = path
+    client_dir, _ = client_settings(home)
+    token = client_dir / CLIENT_TOKEN
+    if token.is_file():
+        try:
+            out[token.relative_to(home).as_posix()] = token
+        except ValueError:
+            out[f"@client/{CLIENT_TOKEN.as_posix()}"] = token  # outside HOME (AIMEM_DATA_DIR)
+    return out
+
+
+def redact(text: str) -> tuple[str, int]:
+    """``text`` with credentials replaced by ``<redacted>``, and how many were."""
+    import re
+
+    n = 0
+    for pattern, repl in _SECRET_RES:
+        text, k = re.subn(pattern, repl, text)
+        n += k
+    return text, n
+
+
+def backup_agents(
+    to: Path = typer.Option(..., "--to", help="The .tar.gz to write."),
+    include_secrets: bool = typer.Option(False, "--include-secrets", help="Keep tokens and keys as they are "
+                                         "(the archive is then written 0600)."),
+    home: Path = typer.Option(None, "--home", hidden=True),
+    codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
+) -> None:
+    """Archive the agent clients' aimem-related configs (hooks, MCP entries, Codex's config,
+    the hook client's credential). Secrets are redacted unless --include-secrets."""
+    import io
+    import json
+    import os
+    import tarfile
+
+    home = (home or Path.home()).expanduser()
+    files = agent_files(home, codex_home.expanduser() if codex_home else None)
+    manifest = {"version": 1, "redacted": not include_secrets, "files": []}
+    to = to.expanduser()
+    with tarfile.open(to, "w:gz") as tar:
+        for rel, path in files.items():
+            if rel.endswith("client-token") and not include_secrets:
+                manifest["files"].append({"path": rel, "skipped": "secret"})
+                continue
+            text = path.read_text("utf-8", errors="replace")
+            n = 0
+            if not include_secrets:
+                text, n = redact(text)
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(f"files/{rel}")
+            info.size, info.mode = len(data), path.stat().st_mode & 0o777
+            tar.addfile(info, io.BytesIO(data))
+            manifest["files"].append({"path": rel, "bytes": len(data), "redacted": n})
+        data = json.dumps(manifest, indent=2).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    if include_secrets:
+        os.chmod(to, 0o600)
+    kept = [f for f in manifest["files"] if "skipped" not in f]
+    typer.echo(f"{len(kept)} files archived to {to}"
+               + ("" if include_secrets else f" ({sum(f['redacted'] for f in kept)} secrets redacted"
+                  + (", the client credential left out" if len(kept) < len(manifest["files"]) else "") + ")"))
+
+
+def restore_agents(
+    from_: Path = typer.Option(..., "--from", help="An archive of backup-agents."),
+    apply_: bool = typer.Option(False, "--apply", help="Write the files (without it: a dry run)."),
+    force: bool = typer.Option(False, "--force", help="Also overwrite files that exist and differ (a "
+                               "timestamped copy of each is kept)."),
+    home: Path = typer.Option(None, "--home", hidden=True),
+) -> None:
+    """Put the configs of a backup-agents archive back under your home. A dry run unless
+    --apply; an existing file that differs is overwritten only with --force (its old content
+    kept beside it as <file>.aimem-<stamp>)."""
+    import json
+    import tarfile
+    from datetime import UTC, datetime
+
+    home = (home or Path.home()).expanduser()
+    try:
+        tar = tarfile.open(from_.expanduser(), "r:gz")
+    except (OSError, tarfile.TarError) as exc:
+        fail(f"cannot read {from_}: {exc}")
+    with tar:
+        try:
+            manifest = json.loads(tar.extractfile("manifest.json").read())
+        except (KeyError, AttributeError, ValueError):
+            fail(f"{from_} is not a backup-agents archive (no manifest.json)")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        counts = {"new": 0, "same": 0, "differs": 0, "written": 0}
+        for entry in manifest["files"]:
+            rel = entry["path"]
+            if "skipped" in entry or rel.startswith("@") or ".." in Path(rel).parts or Path(rel).is_absolute():
+                continue
+            member = tar.extractfile(f"files/{rel}")
+            if member is None:
+                continue
+            data = member.read().decode("utf-8")
+            dest = home / rel
+            old = dest.read_text("utf-8", errors="replace") if dest.is_file() else None
+            state = "new" if old is None else ("same" if old == data else "differs")
+            counts[state] += 1
+            note = " (holds <redacted> credentials: run setup-agent to set them)" if REDACTED in data else ""
+            write = apply_ and (state == "new" or (state == "differs" and force))
+            if write:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                if old is not None:
+                    dest.with_name(f"{dest.name}.aimem-{stamp}").write_text(old, "utf-8")
+                dest.write_text(data, "utf-8")
+                counts["written"] += 1
+            verb = ("wrote" if write else "kept (differs; --force overwrites)" if state == "differs" and apply_
+                    else "unchanged" if state == "same" else f"would write ({state})")
+            typer.echo(f"{dest}: {verb}{note}")
+    typer.echo(f"{counts['new']} new, {counts['differs']} differing, {counts['same']} unchanged; "
+               + (f"{counts['written']} written" if apply_ else "dry run: re-run with --apply"))

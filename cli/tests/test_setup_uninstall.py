@@ -1,0 +1,134 @@
+"""setup-agent (hooks + MCP + instructions in one step) and uninstall (only what aimem
+installed; the data dir only with --purge-data --confirm) against a temp HOME."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from aimem_cli.commands.operate import BEGIN
+from aimem_cli.installers import CLIENTS
+from aimem_cli.main import build_app
+
+
+@pytest.fixture(autouse=True)
+def _here(tmp_path, monkeypatch):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("AIMEM_DATA_DIR", raising=False)
+    monkeypatch.delenv("AIMEM_AUTH__TOKEN", raising=False)
+
+
+def cli(*args: str):
+    r = CliRunner().invoke(build_app(), list(args))
+    return r.exit_code, r.output
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_setup_agent_then_uninstall_restores_the_users_files(tmp_path):
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    (home / ".claude").mkdir(parents=True)
+    repo.mkdir()
+    (home / ".claude/settings.json").write_text(json.dumps(
+        {"model": "opus", "hooks": {"PostToolUse": [{"matcher": "Edit", "hooks": [
+            {"type": "command", "command": "prettier -w"}]}]}}, indent=2) + "\n")
+    (home / ".claude.json").write_text(json.dumps({"mcpServers": {"other": {"type": "http", "url": "http://o"}}},
+                                                  indent=2) + "\n")
+    (home / ".codex").mkdir()
+    (home / ".codex/config.toml").write_text('model = "o3"\n\n[mcp_servers.other]\nurl = "http://o"\n')
+    (repo / "CLAUDE.md").write_text("# Rules\n")
+    before = snapshot(home) | {f"repo/{k}": v for k, v in snapshot(repo).items()}
+
+    code, out = cli("setup-agent", "--client", "claude-code", "--home", str(home), "--project-dir", str(repo),
+                    "--dry-run")
+    assert code == 0 and "aimem" in out
+    assert snapshot(home) == {k: v for k, v in before.items() if not k.startswith("repo/")}  # dry run: nothing
+    for client in ("claude-code", "codex"):
+        code, out = cli("setup-agent", "--client", client, "--home", str(home), "--project-dir", str(repo))
+        assert code == 0, out
+    settings = json.loads((home / ".claude/settings.json").read_text())
+    assert "SessionStart" in settings["hooks"] and settings["model"] == "opus"
+    assert set(json.loads((home / ".claude.json").read_text())["mcpServers"]) == {"other", "aimem"}
+    assert "[mcp_servers.aimem]" in (home / ".codex/config.toml").read_text()
+    assert BEGIN in (repo / "CLAUDE.md").read_text() and BEGIN in (repo / "AGENTS.md").read_text()
+    code, out = cli("setup-agent", "--client", "claude-code", "--home", str(home), "--project-dir", str(repo))
+    assert code == 0 and "already up to date" in out  # idempotent
+
+    code, out = cli("uninstall", "--home", str(home), "--project-dir", str(repo))
+    assert code == 0, out
+    after = snapshot(home) | {f"repo/{k}": v for k, v in snapshot(repo).items()}
+    # aimem's entries are gone; the user's own hooks, servers and text are as they were
+    assert json.loads(after[".claude/settings.json"]) == json.loads(before[".claude/settings.json"])
+    assert json.loads(after[".claude.json"]) == json.loads(before[".claude.json"])
+    assert "aimem" not in after[".codex/config.toml"] and "[mcp_servers.other]" in after[".codex/config.toml"]
+    assert after["repo/CLAUDE.md"] == "# Rules\n" and "repo/AGENTS.md" not in after
+    assert cli("uninstall", "--home", str(home), "--project-dir", str(repo))[1].strip().endswith("already up to date")
+    assert cli("setup-agent", "--client", "nope")[0] == 1
+    assert set(CLIENTS) >= {"claude-code", "codex"}
+
+
+def test_uninstall_purge_data_needs_confirm_and_a_stopped_stack(tmp_path):
+    data, other = tmp_path / "data", tmp_path / "other"
+    (data / "db").mkdir(parents=True)
+    (data / "db/memory.sqlite").write_text("x" * 100)
+    (data / "config.toml").write_text("")
+    other.mkdir()
+    (other / "keep").write_text("k")
+    home = tmp_path / "home"
+    home.mkdir()
+    code, out = cli("uninstall", "--home", str(home), "--purge-data", "--data-dir", str(data))
+    assert code == 1 and "Would delete the data dir" in out and "2 files" in out
+    assert data.exists()
+    code, out = cli("uninstall", "--home", str(home), "--purge-data", "--confirm", "--data-dir", str(data))
+    assert code == 0 and "Deleted the data dir" in out and "2 files" in out, out
+    assert not data.exists() and (other / "keep").exists()
+
+
+def test_backup_agents_redacts_and_restore_is_a_dry_run_unless_apply(tmp_path, monkeypatch):
+    import tarfile
+
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    home.mkdir()
+    repo.mkdir()
+    monkeypatch.setenv("AIMEM_DATA_DIR", str(home / ".local/share/aimem"))
+    key = "aim_secretkey_0123456789"
+    for client in ("claude-code", "codex"):
+        code, out = cli("setup-agent", "--client", client, "--home", str(home), "--project-dir", str(repo),
+                        "--api-key", key)
+        assert code == 0, out
+    installed = snapshot(home)
+    assert any(key in v for v in installed.values())
+
+    code, out = cli("backup-agents", "--to", str(tmp_path / "a.tgz"), "--home", str(home))
+    assert code == 0 and "secrets redacted" in out, out
+    with tarfile.open(tmp_path / "a.tgz") as tar:
+        blobs = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
+    assert "files/.claude.json" in blobs and "files/.codex/config.toml" in blobs
+    assert not any(key in v for v in blobs.values()) and "<redacted>" in blobs["files/.claude.json"]
+    assert not any(n.endswith("client-token") for n in blobs)
+    code, out = cli("backup-agents", "--to", str(tmp_path / "s.tgz"), "--home", str(home), "--include-secrets")
+    with tarfile.open(tmp_path / "s.tgz") as tar:
+        assert any(key in tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile())
+    assert (tmp_path / "s.tgz").stat().st_mode & 0o777 == 0o600
+
+    assert cli("uninstall", "--home", str(home), "--project-dir", str(repo))[0] == 0
+    (home / ".claude.json").unlink()
+    after_uninstall = snapshot(home)
+    code, out = cli("restore-agents", "--from", str(tmp_path / "s.tgz"), "--home", str(home))
+    assert code == 0 and "dry run" in out and "would write (new)" in out, out
+    assert snapshot(home) == after_uninstall  # the dry run wrote nothing
+    code, out = cli("restore-agents", "--from", str(tmp_path / "s.tgz"), "--home", str(home), "--apply")
+    assert code == 0, out
+    assert (home / ".claude.json").read_text() == installed[".claude.json"]  # new: written
+    assert "aimem" not in (home / ".codex/config.toml").read_text()  # differs: kept without --force
+    code, out = cli("restore-agents", "--from", str(tmp_path / "s.tgz"), "--home", str(home), "--apply", "--force")
+    assert snapshot(home)[".codex/config.toml"] == installed[".codex/config.toml"]
+    assert list((home / ".codex").glob("config.toml.aimem-*"))  # the overwritten one kept beside it
+    assert cli("restore-agents", "--from", str(tmp_path / "nope.tgz"))[0] == 1
