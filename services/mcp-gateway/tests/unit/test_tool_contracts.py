@@ -50,7 +50,7 @@ PINNED: dict[str, list[str]] = {
     "memory_forget_sweep": ["workspace", "project", "project_id", "dry_run"],
     "memory_lint": ["workspace", "project", "project_id", "llm"],
     "memory_install_self_routing": ["client", "workspace", "project"],
-    "memory_workstream_search": ["workspace", "project", "query", "limit", "n", "top_k"],
+    "memory_workstream_search": ["workspace", "project", "project_id", "query", "limit", "n", "top_k"],
 }
 
 READ_ONLY = {

@@ -270,13 +270,12 @@ def workspace_purge(tx: Tx, env: Envelope, cmd: WorkspacePurge) -> dict:
     The dry run decides from the same plans, so its counts equal the confirmed run's.
 
     Raises:
-        NotFoundError: no such workspace (``workspace_not_found``).
+        NotFoundError: no such workspace (``not_found``).
         ConflictError: ``live_session`` in one of its projects (unless ``force``).
     """
     wid = scopes.workspace_id(tx.conn, cmd.workspace)
     if wid is None:
-        raise NotFoundError(f"workspace {cmd.workspace!r} not found", code="workspace_not_found",
-                            data={"workspace": cmd.workspace})
+        raise NotFoundError(f"workspace {cmd.workspace!r} not found", data={"workspace": cmd.workspace})
     projects = scopes.projects_of(tx.conn, wid)
     live = {p.project: ids for p in projects if (ids := live_sessions(tx.conn, p.project_id, tx.now))}
     if live and not cmd.force:
@@ -311,6 +310,7 @@ def _sum_counts(counts) -> dict[str, int]:
     for c in counts:
         for k, n in c.items():
             out[k] = out.get(k, 0) + n
+    return out
 
 
 # -- handoff.expire_all --------------------------------------------------------------------
