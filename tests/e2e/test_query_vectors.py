@@ -90,12 +90,17 @@ def assert_found_by_vector(res: dict[str, Any]) -> None:
     assert res["streams_skipped"] == {}
 
 
+# Long enough that the MCP call and the next search fit inside it on a loaded 2-core machine
+# (at 1 s a CI run saw the cooldown lapse between them).
+COOLDOWN_S = 4
+
+
 async def test_vector_stream_finds_paraphrase_and_degrades_to_fts(settings, services, bus, fake_llm):
     fake_llm.embed_dim, fake_llm.embed_synonyms = 64, SYNONYMS
     services("writer")
     await write_pages(bus)
     env = embed_env(fake_llm.url, "embed-a", 64, AIMEM_EMBEDDING__QUERY_TIMEOUT_MS="3000",
-                    AIMEM_EMBEDDING__QUERY_COOLDOWN_S="1")
+                    AIMEM_EMBEDDING__QUERY_COOLDOWN_S=str(COOLDOWN_S))
     services("maintainer", extra_env=env)
     await wait_for(lambda: current_vectors(settings, "embed-a", 64) == len(PAGES), what="backfill")
     procs = services("query", "mcp-gateway", extra_env=env)
@@ -122,7 +127,7 @@ async def test_vector_stream_finds_paraphrase_and_degrades_to_fts(settings, serv
     assert len([r for r in fake_llm.requests if r["path"].endswith("/embeddings")]) == asked
 
     # 2b. Embedder hangs: the search returns after the 3 s bound, from FTS.
-    await asyncio.sleep(1.2)
+    await asyncio.sleep(COOLDOWN_S + 0.2)
     fake_llm.embed_mode, fake_llm.hang_s = "hang", 30.0
     res, elapsed = search(query, "winter tyres")
     assert res["streams_skipped"] == {"vector": "embedder_timeout"} and res["hits"][0]["path"] == "concepts/car.md"
@@ -130,7 +135,7 @@ async def test_vector_stream_finds_paraphrase_and_degrades_to_fts(settings, serv
 
     # Back up: after the cooldown the vector stream returns.
     fake_llm.embed_mode = "good"
-    await asyncio.sleep(1.2)
+    await asyncio.sleep(COOLDOWN_S + 0.2)
     assert_found_by_vector(search(query, PARAPHRASE)[0])
 
 
