@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -50,12 +49,12 @@ from typing import Any
 from aimem_cli import hooknet
 from aimem_cli.hookspool import Spool
 from aimem_cli.identity import Identity, resolve
+from aimem_common.text import ELLIPSIS, cap_utf8, replace_lone_surrogates
 
 # Duplicated from aimem_ingress.normalize / aimem_common.sanitize on purpose: importing
 # those would pull pydantic into every hook call. The server re-applies the same caps.
 PROMPT_CAP_BYTES = 16 * 1024  # prompts, compaction summaries, assistant messages
 EXCERPT_CAP_BYTES = 2 * 1024  # every other string (tool input/output, notifications)
-ELLIPSIS = "…"
 MAX_LIST_ITEMS = 64
 MAX_DEPTH = 24
 MAX_STDIN_BYTES = 16 * 1024 * 1024
@@ -310,33 +309,7 @@ def _read_stdin() -> dict[str, Any] | None:
         value = json.loads(raw.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
         return None
-    return _no_lone_surrogates(value) if isinstance(value, dict) else None
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _no_lone_surrogates(value: Any, depth: int = 0) -> Any:
-    """``value`` with lone surrogates (``"\\ud800"`` in the JSON) as U+FFFD, keys too: they
-    cannot be written to the spool or sent as UTF-8. (Same rule as the ingress's body.py.)"""
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    if depth > 200:
-        return ELLIPSIS
-    if isinstance(value, dict):
-        return {_no_lone_surrogates(str(k)): _no_lone_surrogates(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_lone_surrogates(v, depth + 1) for v in value]
-    return value
-
-
-def cap_utf8(text: str, max_bytes: int) -> str:
-    """Cut ``text`` to ≤ ``max_bytes`` UTF-8 bytes on a code-point boundary (``…`` marks it)."""
-    data = text.encode("utf-8", "replace")
-    if len(data) <= max_bytes:
-        return data.decode("utf-8") if len(data) != len(text) else text
-    budget = max(0, max_bytes - len(ELLIPSIS.encode()))
-    return data[:budget].decode("utf-8", "ignore") + ELLIPSIS
+    return replace_lone_surrogates(value, max_depth=200) if isinstance(value, dict) else None
 
 
 def cap_payload(value: Any, key: str = "", depth: int = 0) -> Any:

@@ -23,7 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from aimem_common.errors import AimemError
+from aimem_common.errors import ConfigError
 
 log = logging.getLogger("aimem.config")
 
@@ -40,12 +40,6 @@ SERVICE_MODULES = {
     "mcp-gateway": "aimem_mcp",
     "maintainer": "aimem_maintainer",
 }
-
-
-class ConfigError(AimemError):
-    """Configuration cannot be used (unwritable data dir, bad value); fail fast at start."""
-
-    code, status = "config_error", 500
 
 
 class BusSettings(BaseModel):

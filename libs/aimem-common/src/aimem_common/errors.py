@@ -88,6 +88,12 @@ class PreconditionFailedError(AimemError):
     code, status = "precondition_failed", 412
 
 
+class ConfigError(AimemError):
+    """Configuration cannot be used (unwritable data dir, bad value); fail fast at start."""
+
+    code, status = "config_error", 500
+
+
 class PayloadTooLargeError(AimemError):
     """Request or field over its byte cap (413)."""
 

@@ -28,8 +28,8 @@ from nats.aio.client import Client as NATS
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from aimem_common import bus as busmod
-from aimem_common.config import ConfigError, Settings
-from aimem_common.errors import BadRequestError, UnavailableError
+from aimem_common.config import Settings
+from aimem_common.errors import BadRequestError, ConfigError, UnavailableError
 from aimem_common.read.pool import ReaderPool
 from aimem_common.telemetry import Telemetry, setup_logging, setup_tracing
 from aimem_common.web import ServiceApp, install_error_handlers, install_gate, install_guard, install_observability

@@ -33,6 +33,8 @@ from aimem_common.errors import BadRequestError
 from aimem_common.models import ObservationKind
 from aimem_common.patches import is_patch_tool, looks_like_patch, patch_files
 from aimem_common.redact import redact
+from aimem_common.sanitize import cap_redacted
+from aimem_common.text import ELLIPSIS, iso_from_epoch
 
 K = ObservationKind
 AGENTS = ("claude-code", "codex", "gemini-cli", "cursor", "copilot-cli", "opencode", "generic")
@@ -44,7 +46,6 @@ TAIL_CAP_BYTES = 8 * 1024  # a session end's transcript tail (final message, las
 BODY_CAP_BYTES = 16 * 1024  # the whole body
 TITLE_TEXT_CHARS = 80  # the free-text part of a one-line title
 MAX_ID_CHARS = 256  # session ids and other identity strings
-ELLIPSIS = "…"  # 3 bytes in UTF-8
 
 _EXTENSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -222,27 +223,6 @@ _COPILOT_SHAPES = (
     ({"stopReason"}, "agentStop"), ({"source"}, "sessionStart"), ({"reason"}, "sessionEnd"))
 
 
-def cap_utf8(text: str, max_bytes: int) -> str:
-    """Return ``text`` cut to at most ``max_bytes`` UTF-8 bytes, never inside a code point.
-
-    A truncated result ends with ``ELLIPSIS`` (3 bytes, counted in the budget). Lone
-    surrogates (legal in JSON, not in UTF-8) become ``?`` so the result always encodes.
-    """
-    data = text.encode("utf-8", "replace")
-    if len(data) <= max_bytes:
-        return data.decode("utf-8")
-    # Redact before cutting: a cut through a secret leaves a prefix no rule recognises
-    # (``ghp_abc…``), which ``sanitize()`` would then let through.
-    data = redact(data.decode("utf-8")).text.encode("utf-8")
-    if len(data) <= max_bytes:
-        return data.decode("utf-8")
-    budget = max_bytes - len(ELLIPSIS.encode("utf-8"))
-    if budget < 0:
-        return data[:max(max_bytes, 0)].decode("utf-8", "ignore")
-    # `ignore` only drops the partial code point the byte cut left at the end.
-    return data[:budget].decode("utf-8", "ignore") + ELLIPSIS
-
-
 def detect_agent(payload: Any) -> str:
     """Guess which client sent ``payload`` from its distinctive fields; ``generic`` if none.
 
@@ -321,7 +301,7 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
     if not session_id:
         raise HookPayloadError("missing_session_id", f"no session id in the {agent} payload")
     cwd = check_identity(_text_field(pick("cwd"), "cwd", max_chars=4096), "cwd")
-    project = _text_field(payload.get("project"), "project") or _basename(cwd)
+    project = _text_field(payload.get("project"), "project") or locations.name(cwd)
     extra = _extra(payload)
 
     folded = (native or "").casefold()
@@ -344,7 +324,7 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
             title = _label(f"{tool_name or 'tool'}{' failed' if error else ''}", summary)
         reason = _as_text(payload.get("reason")) if kind is K.PERMISSION_REQUEST else None
         parts = (("tool", tool_name or "?"), ("input", tool_input), ("output", tool_output),
-                 ("error", error), ("reason", cap_utf8(reason, EXCERPT_CAP_BYTES) if reason else None))
+                 ("error", error), ("reason", cap_redacted(reason, EXCERPT_CAP_BYTES) if reason else None))
         body = "\n".join(f"{label}: {value}" for label, value in parts if value is not None)
     else:
         texts = {name: _as_text(pick(name)) or "" for name in ("prompt", "text", "summary", "tail", "error", "details")}
@@ -356,7 +336,7 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
         session_id=session_id, cwd=cwd, project=project,
         workspace=_text_field(payload.get("workspace"), "workspace"),
         # these bodies are content (a start's prompt, a compaction summary), never the title again
-        title=title, body=cap_utf8(body if kind in _CONTENT_ONLY else (body or title), BODY_CAP_BYTES),
+        title=title, body=cap_redacted(body if kind in _CONTENT_ONLY else (body or title), BODY_CAP_BYTES),
         tool_name=tool_name, tool_input=tool_input, tool_output=tool_output,
         occurred_at=_iso(pick("timestamp")), model=_model(pick("model")), extra=extra,
         parent_session_id=check_identity(_text_field(pick("parent"), "parent_session_id"), "parent_session_id"))
@@ -383,7 +363,7 @@ def _failure(kind: ObservationKind, folded: str, view: dict[str, Any], pick: Any
         text = text.get("message") or text.get("name") or json.dumps(text, ensure_ascii=False)
     if text is None or text == "":
         return None
-    return cap_utf8(str(text), EXCERPT_CAP_BYTES)
+    return cap_redacted(str(text), EXCERPT_CAP_BYTES)
 
 
 # Payload keys that say nothing about an `other` event (identity and plumbing).
@@ -418,7 +398,7 @@ def _other(native: str | None, extension: str | None, view: dict[str, Any], text
     topic = next((raw[k] for k in _OTHER_SUMMARY_KEYS if isinstance(raw.get(k), str) and raw[k]), "")
     name = f"{extension}: {native}" if extension and native else (native or "Event")
     body = json.dumps(raw, ensure_ascii=False, default=str, separators=(", ", ": ")) if raw else text
-    return _label(name, topic), cap_utf8(body, EXCERPT_CAP_BYTES)
+    return _label(name, topic), cap_redacted(body, EXCERPT_CAP_BYTES)
 
 
 def _agent_name(agent: Any) -> str:
@@ -445,26 +425,26 @@ def _describe(kind: ObservationKind, native: str | None, extension: str | None,
     who = next((v[k] for k in ("agent_type", "subagent_type", "agent_name") if isinstance(v.get(k), str)
                 and v[k]), "")
     if kind is K.SESSION_START:  # Copilot CLI carries the first prompt on the start event
-        return _label("Session start" + paren("source"), prompt), cap_utf8(prompt, PROMPT_CAP_BYTES)
+        return _label("Session start" + paren("source"), prompt), cap_redacted(prompt, PROMPT_CAP_BYTES)
     if kind is K.USER_PROMPT:
-        return _label("Prompt", prompt), cap_utf8(prompt, PROMPT_CAP_BYTES)
+        return _label("Prompt", prompt), cap_redacted(prompt, PROMPT_CAP_BYTES)
     if kind in (K.PRE_COMPACT, K.POST_COMPACTION):
         label = "Pre-compact" if kind is K.PRE_COMPACT else "Compacted"
-        return label + paren("trigger"), cap_utf8(summary, PROMPT_CAP_BYTES)
+        return label + paren("trigger"), cap_redacted(summary, PROMPT_CAP_BYTES)
     if kind is K.NOTIFICATION:
         label = _NOTICE_LABELS.get((native or "").casefold(), "Notification")
         lines = [x for x in (error, details if details != error else "", text if text != error else "") if x]
-        return _label(label, error or text or v.get("title")), cap_utf8("\n".join(lines), EXCERPT_CAP_BYTES)
+        return _label(label, error or text or v.get("title")), cap_redacted("\n".join(lines), EXCERPT_CAP_BYTES)
     if kind is K.SUBAGENT_START:
-        return _label("Subagent start", " ".join(x for x in (who, text) if x)), cap_utf8(text, EXCERPT_CAP_BYTES)
+        return _label("Subagent start", " ".join(x for x in (who, text) if x)), cap_redacted(text, EXCERPT_CAP_BYTES)
     if kind is K.SUBAGENT_STOP:
         label = f"Subagent stop ({who})" if who else "Subagent stop"
-        return _label(label, text), cap_utf8(text, PROMPT_CAP_BYTES)
+        return _label(label, text), cap_redacted(text, PROMPT_CAP_BYTES)
     if kind is K.STOP:
         return _label("Stop", text), text
     if kind is K.SESSION_END:  # body: the transcript's tail when the client sent one
-        return "Session end" + paren("reason"), cap_utf8(v["tail"], TAIL_CAP_BYTES)
-    return "", cap_utf8(text or prompt or error, EXCERPT_CAP_BYTES)  # `other`: see `_other`
+        return "Session end" + paren("reason"), cap_redacted(v["tail"], TAIL_CAP_BYTES)
+    return "", cap_redacted(text or prompt or error, EXCERPT_CAP_BYTES)  # `other`: see `_other`
 
 
 def _opencode_view(payload: dict[str, Any]) -> dict[str, Any]:
@@ -521,10 +501,6 @@ def check_identity(value: str | None, name: str) -> str | None:
     return value
 
 
-def _basename(cwd: str | None) -> str | None:
-    return locations.name(cwd)
-
-
 def _as_text(value: Any) -> str | None:
     """Flatten prompt-like values: OpenCode ``parts`` lists keep their text parts."""
     if value is None or isinstance(value, str):
@@ -547,7 +523,7 @@ def _excerpt(value: Any, *, as_output: bool) -> str | None:
         value = "\n".join(found) or {k: v for k, v in value.items() if k not in _BULKY_KEYS}
     text = value if value is None or isinstance(value, str) else json.dumps(
         value, ensure_ascii=False, default=str)
-    return cap_utf8(text, EXCERPT_CAP_BYTES) if text else None
+    return cap_redacted(text, EXCERPT_CAP_BYTES) if text else None
 
 
 def _input_summary(raw: Any, cwd: str | None, tool_name: str | None = None) -> str:
@@ -605,14 +581,13 @@ def _extra(payload: dict[str, Any]) -> dict[str, Any]:
 
 def _iso(value: Any) -> str | None:
     """Return ISO-8601 UTC (``...Z``) from ISO text (naive = UTC) or epoch s / ms (≥ 1e11)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return iso_from_epoch(value / 1000 if abs(value) >= 1e11 else value)
+    if not isinstance(value, str):
+        return None
     try:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            dt = datetime.fromtimestamp(value / 1000 if abs(value) >= 1e11 else value, UTC)
-        elif isinstance(value, str):
-            dt = datetime.fromisoformat(value)
-            dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
-        else:
-            return None
+        dt = datetime.fromisoformat(value)
+        dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
     except (ValueError, OverflowError, OSError):
         return None
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -620,4 +595,4 @@ def _iso(value: Any) -> str | None:
 
 __all__ = [
     "AGENTS", "BODY_CAP_BYTES", "EXCERPT_CAP_BYTES", "PROMPT_CAP_BYTES", "HookPayloadError",
-    "NormalizedEvent", "cap_utf8", "check_identity", "detect_agent", "normalize"]
+    "NormalizedEvent", "check_identity", "detect_agent", "normalize"]
