@@ -15,8 +15,7 @@ Agents run this on every lifecycle event, so it must be fast and must never hurt
 4. re-send a few older spooled entries with what is left of the budget (bounded drain);
 5. session start: fetch ``/hook/session-start-context`` (only when the server answered
    step 3, so a dead server still costs ≤ ``EVENT_BUDGET_S``) and print it in the client's
-   format (Claude Code / Codex / Gemini ``hookSpecificOutput.additionalContext``, Cursor
-   ``additional_context``; Copilot CLI ignores sessionStart output, so nothing).
+   format (``aimem_common.clients``: each client's ``session_start_output``).
 
 ``AIMEM_HOOK_BUDGET_MS`` raises the 150 ms budget (a server over a slow link);
 ``AIMEM_HOOK_TRANSCRIPT_TAIL=1`` (or ``[hooks] transcript_tail = true``) adds the end of the
@@ -49,6 +48,8 @@ from typing import Any
 from aimem_cli import hooknet
 from aimem_cli.hookspool import Spool
 from aimem_cli.identity import Identity, resolve
+from aimem_common import clients
+from aimem_common.clients import format_context
 from aimem_common.text import ELLIPSIS, cap_utf8, replace_lone_surrogates
 
 # Duplicated from aimem_ingress.normalize / aimem_common.sanitize on purpose: importing
@@ -71,8 +72,8 @@ DRAIN_MIN_AGE_S = 2.0  # younger entries belong to hooks still running
 DETACHED_DRAIN_S = 60.0
 DETACHED_TIMEOUT_S = 5.0
 DEFAULT_URL = "http://127.0.0.1:8701"
-_START = frozenset({"sessionstart", "session-start", "session.created"})
-_END = frozenset({"sessionend", "session-end", "session.deleted"})
+_START = clients.START_EVENTS
+_END = clients.END_EVENTS
 
 
 def main(argv: list[str]) -> int:
@@ -137,7 +138,7 @@ def _run(argv: list[str], t0: float) -> None:
         spool.mark_done([entry["k"]])
     if status is not None:
         bounded_drain(spool, cfg, deadline=deadline, skip={entry["k"]})
-    if name in _START and status is not None and status < 500 and agent != "copilot-cli":
+    if name in _START and status is not None and status < 500 and clients.wants_context(agent):
         context = fetch_context(cfg, entry, timeout_s=CONTEXT_TIMEOUT_S)
         if debug:
             _note(f"context: {len(context)} chars at {time.monotonic() - t0:.3f} s")
@@ -450,16 +451,6 @@ def fetch_context(cfg: dict[str, str | None], entry: dict[str, Any], *, timeout_
     return text if isinstance(text, str) else ""
 
 
-def format_context(agent: str, context: str) -> str:
-    """Render ``context`` as the session-start stdout each client understands."""
-    if agent == "cursor":
-        return json.dumps({"additional_context": context}, ensure_ascii=False)
-    if agent in ("claude-code", "codex", "gemini-cli"):
-        return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                                  "additionalContext": context}}, ensure_ascii=False)
-    return context
-
-
 def bounded_drain(spool: Spool, cfg: dict[str, str | None], *, deadline: float, skip: set[str]) -> int:
     """Re-send older spooled entries until ``deadline``; return how many left the spool."""
     if deadline - time.monotonic() < 0.01:
@@ -502,10 +493,7 @@ def _drain(spool: Spool, cfg: dict[str, str | None], *, deadline: float, skip: s
 
 
 NOT_CAPTURED = 0
-_SESSION_KEYS = ("session_id", "sessionId", "conversation_id", "sessionID", "thread-id")
-END_EVENTS = {"claude-code": "SessionEnd", "codex": "SessionEnd", "gemini-cli": "SessionEnd",
-              "cursor": "sessionEnd", "copilot-cli": "sessionEnd", "opencode": "session.deleted",
-              "generic": "session-end"}
+_SESSION_KEYS = clients.SESSION_ID_KEYS
 
 
 def remember_session(spool: Spool, agent: str, payload: dict[str, Any], cwd: str | None) -> None:
@@ -546,7 +534,7 @@ def finalize_session(agent: str, *, session_id: str | None = None, cwd: str | No
     if ident is not None and not ident.capture:
         return session_id, NOT_CAPTURED
     entry = {"k": f"{agent}:{os.urandom(12).hex()}", "ts": time.time(), "agent": agent,
-             "event": END_EVENTS.get(agent, "session-end"), "ext": None, "cwd": cwd, "p": payload}
+             "event": clients.client(agent).end_event, "ext": None, "cwd": cwd, "p": payload}
     if ident is not None:
         entry["id"] = ident.as_query()
     spool.append(entry)

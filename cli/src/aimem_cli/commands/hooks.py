@@ -21,8 +21,9 @@ from pathlib import Path
 
 import typer
 
-from aimem_cli.installers import CLIENTS, InstallError, apply, diff, plan_hooks, plan_mcp, plan_unhooks
+from aimem_cli.installers import InstallError, apply, diff, plan_hooks, plan_mcp, plan_unhooks
 from aimem_cli.installers.plans import Target
+from aimem_common.clients import INSTALLABLE
 
 DEFAULT_MCP_URL = "http://127.0.0.1:8703/mcp"
 DEFAULT_INGRESS_URL = "http://127.0.0.1:8701"
@@ -168,12 +169,12 @@ notes go to stderr.
 def register(app: typer.Typer) -> None:
     """Add the hook and MCP installer commands and ``finalize-session`` to ``app``."""
 
-    client_help = f"one of: {', '.join(CLIENTS)}"
+    client_help = f"one of: {', '.join(INSTALLABLE)}"
 
     @app.command("hook", help=HOOK_HELP, short_help="Send one agent lifecycle event (what installed hooks run).",
                  context_settings={"help_option_names": ["-h", "--help"]})
     def hook(
-        agent: str = typer.Option("generic", "--agent", help=f"the client that fires it: {', '.join(CLIENTS)} or generic"),
+        agent: str = typer.Option("generic", "--agent", help=f"the client that fires it: {', '.join(INSTALLABLE)} or generic"),
         event: str = typer.Option(None, "--event", help="the client's event name (default: from the payload)"),
         extension: str = typer.Option(None, "--extension", help="namespace that keeps an unknown event's fields"),
         ingress_url: str = typer.Option(None, "--ingress-url", help="the ingress of the stack to send to"),
