@@ -117,7 +117,8 @@ def test_only_writer_opens_db_read_write() -> None:
 def test_no_environ_reads_outside_config() -> None:
     allowed = {
         COMMON / "config.py",
-        CLI / "hookclient.py",  # the hot-path hook client reads AIMEM_INGRESS_URL without pydantic
+        CLI / "hookclient.py",  # the hot-path hook client reads its switches without pydantic
+        CLI / "hookconfig.py",  # ... and AIMEM_INGRESS_URL / AIMEM_DATA_DIR / the token
         CLI / "commands/up.py",  # passes the environment on to its children
     }
     bad = []
@@ -248,3 +249,35 @@ def test_client_event_guard_catches_a_copy(tmp_path: Path) -> None:
         assert len(client_event_names_outside([tmp_path])) == 2
     finally:
         REPO = saved
+
+
+def import_cycles(root: Path, package: str) -> list[list[str]]:
+    """Cycles among ``package``'s modules, counting imports inside functions too."""
+    def name(f: Path) -> str:
+        rel = f.relative_to(root).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        return ".".join((package, *parts))
+
+    modules = {name(f): f for f in py_files(root)}
+    graph = {m: {i for i in imports_of(f) if i in modules and i != m} for m, f in modules.items()}
+    cycles, done = [], set()
+
+    def walk(m: str, path: list[str]) -> None:
+        for n in sorted(graph[m]):
+            if n in path:
+                cycles.append(path[path.index(n):] + [n])
+            elif n not in done:
+                walk(n, path + [n])
+        done.add(m)
+
+    for m in sorted(graph):
+        if m not in done:
+            walk(m, [m])
+    return cycles
+
+
+def test_cli_commands_import_no_circle() -> None:
+    """A command module never imports one that imports it back (``exporting`` and
+    ``importing`` share ``importsend`` instead)."""
+    cycles = [c for c in import_cycles(CLI, "aimem_cli") if any(".commands." in m for m in c)]
+    assert not cycles, cycles

@@ -92,7 +92,7 @@ def stack_urls(ingress_url: str | None, port_base: int | None, data_dir: Path | 
 def _hook_target(token: str | None, home: Path | None) -> Path | None:
     """The hook client's data dir when it must be given ``token`` (it finds another one or
     none); under ``--home`` (a throwaway HOME) its default dir is that home's."""
-    from aimem_cli.hookclient import client_settings
+    from aimem_cli.hookconfig import client_settings
 
     client_dir, seen = client_settings(home)
     return client_dir if token and seen["token"] != token else None

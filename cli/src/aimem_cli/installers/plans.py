@@ -118,7 +118,7 @@ def plan_credential(target: Target) -> list[FileChange]:
     command line is visible to every user of the machine, settings files are often shared)."""
     if not (target.token and target.client_dir):
         return []
-    from aimem_cli.hookclient import CLIENT_TOKEN
+    from aimem_cli.hookconfig import CLIENT_TOKEN
 
     path = target.client_dir / CLIENT_TOKEN
     text = read_text(path)
