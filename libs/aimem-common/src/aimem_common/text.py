@@ -7,7 +7,6 @@ encodable, ``iso_from_epoch`` writes an epoch time as ISO-8601 UTC.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from typing import Any
 
 ELLIPSIS = "…"  # 3 bytes in UTF-8: what marks a cut
@@ -55,6 +54,8 @@ def replace_lone_surrogates(value: Any, *, max_depth: int | None = None, depth: 
 
 def iso_from_epoch(seconds: float) -> str | None:
     """Return epoch ``seconds`` as ISO-8601 UTC with milliseconds (``...Z``); None when out of range."""
+    from datetime import UTC, datetime  # not at import: the hook client never needs it
+
     try:
         dt = datetime.fromtimestamp(seconds, UTC)
     except (ValueError, OverflowError, OSError):

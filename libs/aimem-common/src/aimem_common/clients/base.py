@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from aimem_common.kinds import ObservationKind
 
@@ -38,8 +37,7 @@ def event_table(by_kind: dict[ObservationKind, str]) -> dict[str, ObservationKin
     return {name.casefold(): kind for kind, names in by_kind.items() for name in names.split()}
 
 
-@dataclass(frozen=True, slots=True)
-class Client:
+class Client(NamedTuple):
     """One agent client: its hook events, where its payloads keep each field, and its hooks.
 
     ``events``: every event its current hook reference documents (casefolded) -> one kind;
@@ -52,15 +50,16 @@ class Client:
     ``HOOK_SPECIFIC_OUTPUT``, ``ADDITIONAL_CONTEXT``, ``PLAIN_TEXT``, ``NO_OUTPUT``.
     ``transcript_dir``: a path part its transcripts live under (detection by
     ``transcript_path``). ``short_timeout_events``: installed events the client clamps
-    to a few seconds.
+    to a few seconds. A ``NamedTuple``, not a dataclass: ``dataclasses`` imports ``inspect``,
+    ~30 ms the hook client would pay on every call. The dict defaults are never mutated.
     """
 
     name: str
     events: dict[str, ObservationKind]
     end_event: str
     aliases: tuple[str, ...] = ()
-    paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    implied_tools: dict[str, str] = field(default_factory=dict)
+    paths: dict[str, tuple[str, ...]] = {}  # noqa: RUF012 - read only
+    implied_tools: dict[str, str] = {}  # noqa: RUF012 - read only
     install_events: tuple[str, ...] = ()
     session_start_output: str = PLAIN_TEXT
     transcript_dir: str | None = None
