@@ -296,7 +296,7 @@ class AuthSettings(BaseModel):
 
 
 class ServerSettings(BaseModel):
-    """HTTP limits every service applies before a route runs (``aimem_common.web.RequestGate``)."""
+    """HTTP limits every service applies before a route runs (``aimem_common.http.RequestGate``)."""
 
     # A request body must arrive within this many seconds of its headers, extended by one
     # second per ``body_min_rate_bytes_s`` bytes received (a 2 MiB import over a slow
@@ -359,7 +359,7 @@ class Settings(BaseSettings):
     mcp_allowed_hosts: list[str] = ["mcp-gateway", "aimem-mcp-gateway", "localhost", "127.0.0.1"]
     # Host names every service answers (any port): loopback and the compose/Helm service
     # names; add the name a reverse proxy forwards. A request with another Host header (a DNS
-    # rebinding page) or a foreign Origin is refused (aimem_common.web.DriveByGuard).
+    # rebinding page) or a foreign Origin is refused (aimem_common.http.DriveByGuard).
     allowed_hosts: list[str] = ["localhost", "127.0.0.1", "::1", "ingress", "query", "mcp-gateway", "writer",
                                 "maintainer", "aimem-ingress", "aimem-query", "aimem-mcp-gateway", "aimem-writer",
                                 "aimem-maintainer"]

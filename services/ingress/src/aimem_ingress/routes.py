@@ -121,7 +121,7 @@ async def post_hook(request: Request) -> Response:
 
     A lean route (``app.add_lean_route`` in ``app.py``), not a FastAPI endpoint: it takes
     nothing FastAPI would validate, and passes the service's guards without FastAPI's and
-    Starlette's own per-request layers (``aimem_common.web.ServiceApp``).
+    Starlette's own per-request layers (``aimem_common.http.ServiceApp``).
     """
     t0 = time.perf_counter()
     status = 500
