@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from aimem_common.config import SERVICE_MODULES
@@ -115,7 +117,8 @@ def test_only_writer_opens_db_read_write() -> None:
 def test_no_environ_reads_outside_config() -> None:
     allowed = {
         COMMON / "config.py",
-        CLI / "hookclient.py",  # the hot-path hook client reads AIMEM_INGRESS_URL without pydantic
+        CLI / "hookclient.py",  # the hot-path hook client reads its switches without pydantic
+        CLI / "hookconfig.py",  # ... and AIMEM_INGRESS_URL / AIMEM_DATA_DIR / the token
         CLI / "commands/up.py",  # passes the environment on to its children
         CLI / "managed.py",  # `aimem run` passes the environment (plus AIMEM_RUN_ID) on to the agent it launches
     }
@@ -230,3 +233,108 @@ def test_stream_import_guard_catches_a_stream_importing_another(tmp_path: Path) 
     assert sorted(i for i in imports if not stream_may_import(i)) == [
         "aimem_common.search.service", "aimem_common.search.service.Searcher", "aimem_common.search.streams",
         "aimem_common.search.streams.fts"]
+
+
+# One place per agent client (issue 28): what aimem knows about a client lives in
+# `aimem_common/clients/`, stdlib only, because the hook client imports it on every hook call.
+CLIENTS_DIR = COMMON / "clients"
+HOOK_CLIENT_STDLIB_MODULES = (CLIENTS_DIR, COMMON / "kinds.py", COMMON / "text.py")
+# Native event names that are also ordinary words elsewhere (a kind, a plugin hook argument).
+_NOT_CLIENT_SPECIFIC = {"event"}
+
+
+def _stdlib_or(allowed: tuple[str, ...], imp: str) -> bool:
+    top = imp.split(".")[0]
+    return top in sys.stdlib_module_names or top == "__future__" or imp.startswith(allowed)
+
+
+def test_hook_client_support_is_stdlib_only() -> None:
+    """The client tables, the kinds and the text helpers import only the stdlib and each other."""
+    allowed = ("aimem_common.clients", "aimem_common.kinds", "aimem_common.text")
+    bad = []
+    for root in HOOK_CLIENT_STDLIB_MODULES:
+        for f in [root] if root.is_file() else py_files(root):
+            bad += [f"{f.relative_to(REPO)} imports {imp}" for imp in imports_of(f) if not _stdlib_or(allowed, imp)]
+    assert not bad, bad
+
+
+def test_hook_client_imports_no_pydantic_nor_typer() -> None:
+    """``aimem hook`` runs on every agent event: pydantic alone costs ~100 ms to import."""
+    code = ("import sys, aimem_cli.hookclient; "
+            "print(' '.join(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'typer', 'httpx')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "", f"aimem_cli.hookclient imports {out.strip()}"
+
+
+def _string_constants(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
+
+
+def client_event_names_outside(roots: list[Path]) -> list[str]:
+    from aimem_common.clients import CLIENTS
+    from aimem_common.kinds import ObservationKind
+
+    native = {name for c in CLIENTS.values() if c.name != "generic" for name in c.events}
+    native -= {k.value for k in ObservationKind} | _NOT_CLIENT_SPECIFIC
+    found = []
+    for root in roots:
+        for f in py_files(root):
+            if CLIENTS_DIR in f.parents:
+                continue
+            found += [f"{f.relative_to(REPO)}: {text!r}" for text in _string_constants(f)
+                      if text.casefold() in native]
+    return found
+
+
+def test_client_event_names_only_in_the_clients_package() -> None:
+    """A client's native hook event names are spelled in `aimem_common/clients/` only: the
+    ingress mapping, the hook client and the installers read them from there."""
+    roots = [COMMON, CLI, *SERVICES.values()]
+    assert not client_event_names_outside(roots), client_event_names_outside(roots)
+
+
+def test_client_event_guard_catches_a_copy(tmp_path: Path) -> None:
+    (tmp_path / "copy.py").write_text('EVENTS = ("sessionStart", "beforeSubmitPrompt")\n')
+    global REPO
+    saved, REPO = REPO, tmp_path
+    try:
+        assert len(client_event_names_outside([tmp_path])) == 2
+    finally:
+        REPO = saved
+
+
+def import_cycles(root: Path, package: str) -> list[list[str]]:
+    """Cycles among ``package``'s modules, counting imports inside functions too."""
+    def name(f: Path) -> str:
+        rel = f.relative_to(root).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        return ".".join((package, *parts))
+
+    modules = {name(f): f for f in py_files(root)}
+    graph = {m: {i for i in imports_of(f) if i in modules and i != m} for m, f in modules.items()}
+    cycles, done = [], set()
+
+    def walk(m: str, path: list[str]) -> None:
+        for n in sorted(graph[m]):
+            if n in path:
+                cycles.append(path[path.index(n):] + [n])
+            elif n not in done:
+                walk(n, path + [n])
+        done.add(m)
+
+    for m in sorted(graph):
+        if m not in done:
+            walk(m, [m])
+    return cycles
+
+
+def test_cli_commands_import_no_circle() -> None:
+    """A command module never imports one that imports it back (``exporting`` and
+    ``importing`` share ``importsend`` instead)."""
+    cycles = [c for c in import_cycles(CLI, "aimem_cli") if any(".commands." in m for m in c)]
+    assert not cycles, cycles

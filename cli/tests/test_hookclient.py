@@ -240,7 +240,7 @@ def test_identity_travels_with_the_event_and_capture_rules_drop_in_the_client(tm
 
 
 def test_token_order_env_installed_copy_config_then_the_servers_file(tmp_path):
-    from aimem_cli.hookclient import client_config
+    from aimem_cli.hookconfig import client_config
 
     def token(env: dict) -> str | None:
         return client_config(env, tmp_path)["token"]

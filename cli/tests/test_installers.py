@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from aimem_cli.installers import CLIENTS, is_ours
+from aimem_cli.installers import is_ours
+from aimem_common.clients import INSTALLABLE as CLIENTS
 from aimem_cli.installers.plans import EVENTS, HOOK_FILES
 from aimem_cli.main import build_app
 

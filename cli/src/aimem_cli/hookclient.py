@@ -15,8 +15,7 @@ Agents run this on every lifecycle event, so it must be fast and must never hurt
 4. re-send a few older spooled entries with what is left of the budget (bounded drain);
 5. session start: fetch ``/hook/session-start-context`` (only when the server answered
    step 3, so a dead server still costs ≤ ``EVENT_BUDGET_S``) and print it in the client's
-   format (Claude Code / Codex / Gemini ``hookSpecificOutput.additionalContext``, Cursor
-   ``additional_context``; Copilot CLI ignores sessionStart output, so nothing).
+   format (``aimem_common.clients``: each client's ``session_start_output``).
 
 ``AIMEM_HOOK_BUDGET_MS`` raises the 150 ms budget (a server over a slow link);
 ``AIMEM_HOOK_TRANSCRIPT_TAIL=1`` (or ``[hooks] transcript_tail = true``) adds the end of the
@@ -26,38 +25,30 @@ the session start of a managed run gets its workstream's unseen events;
 ``AIMEM_HOOK_DEBUG=1`` writes the timings to stderr; ``AIMEM_HOOK_IDENTITY=off`` skips
 identity resolution and capture rules (the server then falls back to the cwd's name). Exit status is always 0 and nothing but the context JSON goes to stdout.
 
-Configuration (the one config read outside ``aimem_common.config.load``, allowed for
-speed: pydantic alone costs ~100 ms to import): ``--ingress-url`` (what ``install-hooks``
-writes into the hook command for a stack on another port; spooled entries keep it), else
-``AIMEM_INGRESS_URL``, else
-``ingress_url`` in ``<data_dir>/config.toml``, else ``http://127.0.0.1:8701``; the bearer
-token from ``AIMEM_AUTH__TOKEN``, else ``<data_dir>/auth/client-token`` (the root token or
-user API key the installers wrote, mode 0600), else ``[auth] token``, else
-``<data_dir>/auth/token`` (the root token ``aimem up`` generates when this is also the
-server's data dir). ``<data_dir>`` is ``AIMEM_DATA_DIR``, else
-``$XDG_DATA_HOME/aimem`` (``~/.local/share/aimem``): the user's data dir, never a path
-relative to the agent's cwd. The spool lives in ``<data_dir>/spool/``.
+Configuration (data dir, ingress URL, token): ``aimem_cli.hookconfig``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from aimem_cli import hooknet
+from aimem_cli.hookconfig import client_config, client_data_dir
 from aimem_cli.hookspool import Spool
 from aimem_cli.identity import Identity, resolve
+from aimem_common import clients
+from aimem_common.clients import format_context
+from aimem_common.text import ELLIPSIS, cap_utf8, replace_lone_surrogates
 
 # Duplicated from aimem_ingress.normalize / aimem_common.sanitize on purpose: importing
 # those would pull pydantic into every hook call. The server re-applies the same caps.
 PROMPT_CAP_BYTES = 16 * 1024  # prompts, compaction summaries, assistant messages
 EXCERPT_CAP_BYTES = 2 * 1024  # every other string (tool input/output, notifications)
-ELLIPSIS = "…"
 MAX_LIST_ITEMS = 64
 MAX_DEPTH = 24
 MAX_STDIN_BYTES = 16 * 1024 * 1024
@@ -73,9 +64,8 @@ DRAIN_MAX_ENTRIES = 16  # per hook call
 DRAIN_MIN_AGE_S = 2.0  # younger entries belong to hooks still running
 DETACHED_DRAIN_S = 60.0
 DETACHED_TIMEOUT_S = 5.0
-DEFAULT_URL = "http://127.0.0.1:8701"
-_START = frozenset({"sessionstart", "session-start", "session.created"})
-_END = frozenset({"sessionend", "session-end", "session.deleted"})
+_START = clients.START_EVENTS
+_END = clients.END_EVENTS
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -146,7 +136,7 @@ def _run(argv: list[str], t0: float) -> None:
         spool.note_refused([entry["k"]], status)
     if status is not None:
         bounded_drain(spool, cfg, deadline=deadline, skip={entry["k"]})
-    if name in _START and status is not None and status < 500 and agent != "copilot-cli":
+    if name in _START and status is not None and status < 500 and clients.wants_context(agent):
         context = fetch_context(cfg, entry, timeout_s=CONTEXT_TIMEOUT_S)
         if debug:
             _note(f"context: {len(context)} chars at {time.monotonic() - t0:.3f} s")
@@ -253,58 +243,6 @@ def _parse(argv: list[str]) -> dict[str, str]:
     return out
 
 
-def client_data_dir(env: Any) -> Path:
-    """Return the user's aimem data dir (``AIMEM_DATA_DIR`` or the XDG data home)."""
-    if env.get("AIMEM_DATA_DIR"):
-        return Path(env["AIMEM_DATA_DIR"]).expanduser().resolve()
-    base = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "aimem"
-
-
-def client_settings(home: Path | None = None) -> tuple[Path, dict[str, str | None]]:
-    """Return ``(data_dir, {"url", "token"})`` as this machine's hook client sees them
-    (``aimem import`` posts with the same server and token as the hooks). With ``home`` (an
-    installer's throwaway HOME), the default data dir is that home's."""
-    env = dict(os.environ)
-    if home is not None and not env.get("AIMEM_DATA_DIR"):
-        env["AIMEM_DATA_DIR"] = str(home / ".local" / "share" / "aimem")
-    data_dir = client_data_dir(env)
-    return data_dir, client_config(env, data_dir)
-
-
-CLIENT_TOKEN = Path("auth") / "client-token"  # written by the installers (aimem_cli.installers.credentials)
-SERVER_TOKEN = Path("auth") / "token"  # aimem_common.config.token_path: what `aimem up` generates
-
-
-def read_secret(path: Path) -> str | None:
-    """The stripped first line of a token file; None when absent, empty or unreadable."""
-    try:
-        return path.read_text("utf-8").strip() or None
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def client_config(env: Any, data_dir: Path) -> dict[str, str | None]:
-    """Return ``{"url", "token"}`` from env, else ``<data_dir>``'s files, else defaults (the
-    order is the module docstring's)."""
-    url, token = env.get("AIMEM_INGRESS_URL"), env.get("AIMEM_AUTH__TOKEN")
-    token = token or read_secret(data_dir / CLIENT_TOKEN)
-    if not (url and token):
-        toml = data_dir / "config.toml"
-        if toml.is_file():
-            import tomllib
-
-            try:
-                doc = tomllib.loads(toml.read_text("utf-8"))
-            except (OSError, ValueError):
-                doc = {}
-            url = url or doc.get("ingress_url")
-            auth = doc.get("auth")
-            token = token or (auth.get("token") if isinstance(auth, dict) else None)
-    token = token or read_secret(data_dir / SERVER_TOKEN)
-    return {"url": str(url or DEFAULT_URL), "token": token}
-
-
 def _read_stdin() -> dict[str, Any] | None:
     try:
         if sys.stdin is None or sys.stdin.isatty():
@@ -318,33 +256,7 @@ def _read_stdin() -> dict[str, Any] | None:
         value = json.loads(raw.decode("utf-8", "replace"))
     except (ValueError, RecursionError):
         return None
-    return _no_lone_surrogates(value) if isinstance(value, dict) else None
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _no_lone_surrogates(value: Any, depth: int = 0) -> Any:
-    """``value`` with lone surrogates (``"\\ud800"`` in the JSON) as U+FFFD, keys too: they
-    cannot be written to the spool or sent as UTF-8. (Same rule as the ingress's body.py.)"""
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    if depth > 200:
-        return ELLIPSIS
-    if isinstance(value, dict):
-        return {_no_lone_surrogates(str(k)): _no_lone_surrogates(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_lone_surrogates(v, depth + 1) for v in value]
-    return value
-
-
-def cap_utf8(text: str, max_bytes: int) -> str:
-    """Cut ``text`` to ≤ ``max_bytes`` UTF-8 bytes on a code-point boundary (``…`` marks it)."""
-    data = text.encode("utf-8", "replace")
-    if len(data) <= max_bytes:
-        return data.decode("utf-8") if len(data) != len(text) else text
-    budget = max(0, max_bytes - len(ELLIPSIS.encode()))
-    return data[:budget].decode("utf-8", "ignore") + ELLIPSIS
+    return replace_lone_surrogates(value, max_depth=200) if isinstance(value, dict) else None
 
 
 def cap_payload(value: Any, key: str = "", depth: int = 0) -> Any:
@@ -489,16 +401,6 @@ def fetch_context(cfg: dict[str, str | None], entry: dict[str, Any], *, timeout_
     return text if isinstance(text, str) else ""
 
 
-def format_context(agent: str, context: str) -> str:
-    """Render ``context`` as the session-start stdout each client understands."""
-    if agent == "cursor":
-        return json.dumps({"additional_context": context}, ensure_ascii=False)
-    if agent in ("claude-code", "codex", "gemini-cli"):
-        return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                                  "additionalContext": context}}, ensure_ascii=False)
-    return context
-
-
 def bounded_drain(spool: Spool, cfg: dict[str, str | None], *, deadline: float, skip: set[str]) -> int:
     """Re-send older spooled entries until ``deadline``; return how many left the spool."""
     if deadline - time.monotonic() < 0.01:
@@ -542,10 +444,7 @@ def _drain(spool: Spool, cfg: dict[str, str | None], *, deadline: float, skip: s
 
 
 NOT_CAPTURED = 0
-_SESSION_KEYS = ("session_id", "sessionId", "conversation_id", "sessionID", "thread-id")
-END_EVENTS = {"claude-code": "SessionEnd", "codex": "SessionEnd", "gemini-cli": "SessionEnd",
-              "cursor": "sessionEnd", "copilot-cli": "sessionEnd", "opencode": "session.deleted",
-              "generic": "session-end"}
+_SESSION_KEYS = clients.SESSION_ID_KEYS
 
 
 def remember_session(spool: Spool, agent: str, payload: dict[str, Any], cwd: str | None) -> None:
@@ -586,7 +485,7 @@ def finalize_session(agent: str, *, session_id: str | None = None, cwd: str | No
     if ident is not None and not ident.capture:
         return session_id, NOT_CAPTURED
     entry = {"k": f"{agent}:{os.urandom(12).hex()}", "ts": time.time(), "agent": agent,
-             "event": END_EVENTS.get(agent, "session-end"), "ext": None, "cwd": cwd, "p": payload}
+             "event": clients.client(agent).end_event, "ext": None, "cwd": cwd, "p": payload}
     if ident is not None:
         entry["id"] = ident.as_query()
     run_id = env.get("AIMEM_RUN_ID") or ""

@@ -287,7 +287,7 @@ def main(argv: list[str]) -> int:
     agent waits on it); ``--help`` goes through typer. Returns the child's exit status."""
     import sys
 
-    from aimem_cli.hookclient import client_settings
+    from aimem_cli.hookconfig import client_settings
 
     verb, rest = argv[0], argv[1:]
     harness, args, lease_s, beat_s = None, [], LEASE_SECONDS, float(HEARTBEAT_SECONDS)

@@ -19,7 +19,8 @@ from aimem_cli.commands.hooks import (
 from aimem_cli.commands.operate import (
     INSTRUCTION_FILES, INSTRUCTIONS, _fmt_bytes, _tree_size, remove_block, upsert_block,
 )
-from aimem_cli.installers import CLIENTS, InstallError, apply, diff, plan_hooks, plan_mcp, plan_unhooks, plan_unmcp
+from aimem_cli.installers import InstallError, apply, diff, plan_hooks, plan_mcp, plan_unhooks, plan_unmcp
+from aimem_common.clients import INSTALLABLE as CLIENTS
 from aimem_cli.installers.base import FileChange, read_text
 
 

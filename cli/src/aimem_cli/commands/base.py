@@ -55,11 +55,11 @@ def client(server: str | None, token: str | None) -> Iterator[Client]:
 def default_token(settings: config.Settings) -> str | None:
     """The bearer token of a command without ``--token``: the settings' root token (env,
     ``config.toml``, else ``<data_dir>/auth/token``), else the one the hook client sends
-    (``aimem_cli.hookclient.client_config``), so commands run outside the server's data dir
+    (``aimem_cli.hookconfig.client_config``), so commands run outside the server's data dir
     still authenticate."""
     if settings.auth.token:
         return settings.auth.token
-    from aimem_cli.hookclient import client_settings
+    from aimem_cli.hookconfig import client_settings
 
     return client_settings()[1]["token"]
 

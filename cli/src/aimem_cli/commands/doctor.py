@@ -96,7 +96,7 @@ def doctor(
 
 def _spool_check() -> tuple[str, bool, str]:
     """The hook client's spool: failed while it holds events the server refused (401/403)."""
-    from aimem_cli.hookclient import client_settings
+    from aimem_cli.hookconfig import client_settings
     from aimem_cli.hookspool import Spool
 
     info = Spool(client_settings()[0] / "spool").status()

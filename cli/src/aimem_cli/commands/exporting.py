@@ -178,7 +178,7 @@ def restore_export(src: Path, *, server: str, token: str | None, query_server: s
         typer.Exit: not an export, or the server refused (one-line message on stderr).
     """
     from aimem_cli.commands.base import client, fail
-    from aimem_cli.commands.importing import ingress_sender
+    from aimem_cli.commands.importsend import ingress_sender
 
     if not src.exists():
         fail(f"{src} does not exist")

@@ -25,8 +25,9 @@ from pathlib import Path
 
 import typer
 
-from aimem_cli.installers import CLIENTS, InstallError, apply, diff, plan_hooks, plan_mcp, plan_unhooks
+from aimem_cli.installers import InstallError, apply, diff, plan_hooks, plan_mcp, plan_unhooks
 from aimem_cli.installers.plans import Target
+from aimem_common.clients import INSTALLABLE
 
 DEFAULT_MCP_URL = "http://127.0.0.1:8703/mcp"
 DEFAULT_INGRESS_URL = "http://127.0.0.1:8701"
@@ -95,7 +96,7 @@ def stack_urls(ingress_url: str | None, port_base: int | None, data_dir: Path | 
 def _hook_target(token: str | None, home: Path | None) -> Path | None:
     """The hook client's data dir when it must be given ``token`` (it finds another one or
     none); under ``--home`` (a throwaway HOME) its default dir is that home's."""
-    from aimem_cli.hookclient import client_settings
+    from aimem_cli.hookconfig import client_settings
 
     client_dir, seen = client_settings(home)
     return client_dir if token and seen["token"] != token else None
@@ -182,7 +183,7 @@ def hook_status(as_json: bool = typer.Option(False, "--json", help="Print the su
     """Show the events the hook client holds in its spool, and why (counts by reason, oldest age)."""
     import json
 
-    from aimem_cli.hookclient import client_settings
+    from aimem_cli.hookconfig import client_settings
     from aimem_cli.hookspool import Spool
 
     data_dir, cfg = client_settings()
@@ -205,13 +206,13 @@ def hook_status(as_json: bool = typer.Option(False, "--json", help="Print the su
 def register(app: typer.Typer) -> None:
     """Add ``hook`` (and ``hook status``), the hook and MCP installer commands and ``finalize-session``."""
 
-    client_help = f"one of: {', '.join(CLIENTS)}"
+    client_help = f"one of: {', '.join(INSTALLABLE)}"
     hook_app = typer.Typer(context_settings={"help_option_names": ["-h", "--help"]})
 
     @hook_app.callback(invoke_without_command=True)
     def hook(
         ctx: typer.Context,
-        agent: str = typer.Option("generic", "--agent", help=f"the client that fires it: {', '.join(CLIENTS)} or generic"),
+        agent: str = typer.Option("generic", "--agent", help=f"the client that fires it: {', '.join(INSTALLABLE)} or generic"),
         event: str = typer.Option(None, "--event", help="the client's event name (default: from the payload)"),
         extension: str = typer.Option(None, "--extension", help="namespace that keeps an unknown event's fields"),
         ingress_url: str = typer.Option(None, "--ingress-url", help="the ingress of the stack to send to"),

@@ -9,7 +9,6 @@ and uninstall removes only the handlers whose command is ours (``is_ours``).
 from __future__ import annotations
 
 from aimem_cli.installers.base import (  # noqa: F401  (public API)
-    CLIENTS,
     FileChange,
     InstallError,
     apply,

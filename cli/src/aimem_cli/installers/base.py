@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CLIENTS = ("claude-code", "codex", "gemini-cli", "cursor", "copilot-cli", "opencode")
 OURS_MARK = " hook --agent "  # every command we install contains it, after the aimem binary
 
 

@@ -25,19 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from aimem_cli.installers.base import InstallError, is_ours
+from aimem_common.clients import codex as codex_client
 
 BEGIN = "# >>> aimem install-hooks (managed block: `aimem uninstall-hooks --client codex` removes it)"
 END = "# <<< aimem install-hooks"
 ADDED = "# added by aimem install-hooks"
-# Codex's hook_event_key_label: the event's snake_case name in trust keys and hashes.
-LABELS = {"PreToolUse": "pre_tool_use", "PermissionRequest": "permission_request",
-          "PostToolUse": "post_tool_use", "PreCompact": "pre_compact", "PostCompact": "post_compact",
-          "SessionStart": "session_start", "SessionEnd": "session_end",
-          "UserPromptSubmit": "user_prompt_submit", "SubagentStart": "subagent_start",
-          "SubagentStop": "subagent_stop", "Stop": "stop", "StopFailure": "stop_failure",
-          "Interrupt": "interrupt"}
-_SHORT_TIMEOUT = {"SessionEnd", "Interrupt"}  # Codex clamps these to 1..3 s (default 1)
-_NO_MATCHER = {"UserPromptSubmit", "Stop"}
+LABELS = codex_client.TRUST_LABELS
+_SHORT_TIMEOUT = codex_client.CLIENT.short_timeout_events  # Codex clamps these to 1..3 s (default 1)
+_NO_MATCHER = codex_client.NO_MATCHER_EVENTS
 _BLOCK_RE = re.compile(r"\n*" + re.escape(BEGIN) + r".*?" + re.escape(END) + r"[^\n]*\n?", re.DOTALL)
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from aimem_cli.installers import codex, opencode
+from aimem_common.clients import CLIENTS, INSTALLABLE, K
 from aimem_cli.installers.base import (
-    CLIENTS,
     FileChange,
     InstallError,
     hook_command,
@@ -32,25 +32,9 @@ from aimem_cli.installers.base import (
     read_text,
 )
 
-TOOL_EVENTS = {"PreToolUse", "PostToolUse", "PostToolUseFailure", "PermissionRequest", "PermissionDenied",
-               "BeforeTool", "AfterTool"}
-START_EVENTS = {"SessionStart", "sessionStart"}
-EVENTS: dict[str, tuple[str, ...]] = {
-    "claude-code": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolUseFailure",
-                    "PermissionRequest", "PermissionDenied", "PreCompact", "PostCompact", "Notification",
-                    "SubagentStart", "SubagentStop", "Stop", "StopFailure", "SessionEnd"),
-    "codex": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest", "PostToolUse",
-              "PreCompact", "PostCompact", "SubagentStart", "SubagentStop", "Stop", "StopFailure", "Interrupt",
-              "SessionEnd"),
-    "gemini-cli": ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "PreCompress", "Notification",
-                   "AfterAgent", "SessionEnd"),
-    # afterAgentResponse carries the assistant's text; `stop` would duplicate it as a second stop.
-    "cursor": ("sessionStart", "beforeSubmitPrompt", "preToolUse", "postToolUse", "postToolUseFailure",
-               "subagentStart", "subagentStop", "preCompact", "afterAgentResponse", "sessionEnd"),
-    "copilot-cli": ("sessionStart", "userPromptSubmitted", "preToolUse", "permissionRequest", "postToolUse",
-                    "postToolUseFailure", "preCompact", "subagentStart", "subagentStop", "notification",
-                    "agentStop", "errorOccurred", "sessionEnd"),
-}
+TOOL_KINDS = frozenset({K.PRE_TOOL_USE, K.POST_TOOL_USE, K.PERMISSION_REQUEST})  # hooked with a matcher
+# The events each client is hooked for: ``aimem_common.clients`` (``Client.install_events``).
+EVENTS: dict[str, tuple[str, ...]] = {name: c.install_events for name, c in CLIENTS.items() if c.install_events}
 HOOK_FILES = {  # client -> (user path under HOME, project path under the project dir)
     "claude-code": (".claude/settings.json", ".claude/settings.json"),
     "codex": (".codex/hooks.json", ".codex/hooks.json"),
@@ -100,8 +84,8 @@ class Target:
 
 
 def _check(client: str) -> None:
-    if client not in CLIENTS:
-        raise InstallError(f"unknown client {client!r}; expected one of {', '.join(CLIENTS)}")
+    if client not in INSTALLABLE:
+        raise InstallError(f"unknown client {client!r}; expected one of {', '.join(INSTALLABLE)}")
 
 
 def plan_hooks(client: str, target: Target) -> list[FileChange]:
@@ -134,7 +118,7 @@ def plan_credential(target: Target) -> list[FileChange]:
     command line is visible to every user of the machine, settings files are often shared)."""
     if not (target.token and target.client_dir):
         return []
-    from aimem_cli.hookclient import CLIENT_TOKEN
+    from aimem_cli.hookconfig import CLIENT_TOKEN
 
     path = target.client_dir / CLIENT_TOKEN
     text = read_text(path)
@@ -247,7 +231,8 @@ def _hooks_table(path: Path, doc: dict[str, Any], *, create: bool) -> dict[str, 
 
 def _entry(client: str, event: str, command: str) -> dict[str, Any]:
     """Return the handler entry for one event in ``client``'s shape."""
-    slow = event in START_EVENTS  # session start waits for the context round trip
+    kind = CLIENTS[client].kind_of(event)
+    slow = kind is K.SESSION_START  # session start waits for the context round trip
     if client == "cursor":
         return {"command": command, "timeout": 10 if slow else 5}
     if client == "copilot-cli":
@@ -255,12 +240,12 @@ def _entry(client: str, event: str, command: str) -> dict[str, Any]:
     handler: dict[str, Any] = {"type": "command", "command": command}
     if client == "gemini-cli":
         handler = {"name": f"aimem-{event}", **handler, "timeout": 10_000 if slow else 5_000}
-    elif client == "codex" and event in ("SessionEnd", "Interrupt"):
+    elif event in CLIENTS[client].short_timeout_events:
         handler["timeout"] = 3  # Codex clamps these to 1-3 s (and warns on more)
     else:
         handler["timeout"] = 10 if slow else 5
     group: dict[str, Any] = {"hooks": [handler]}
-    if event in TOOL_EVENTS:
+    if kind in TOOL_KINDS:
         group = {"matcher": "*", **group}
     return group
 

@@ -23,7 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from aimem_common.errors import AimemError
+from aimem_common.errors import ConfigError
 
 log = logging.getLogger("aimem.config")
 
@@ -40,12 +40,6 @@ SERVICE_MODULES = {
     "mcp-gateway": "aimem_mcp",
     "maintainer": "aimem_maintainer",
 }
-
-
-class ConfigError(AimemError):
-    """Configuration cannot be used (unwritable data dir, bad value); fail fast at start."""
-
-    code, status = "config_error", 500
 
 
 class BusSettings(BaseModel):
@@ -367,7 +361,7 @@ class AuthSettings(BaseModel):
 
 
 class ServerSettings(BaseModel):
-    """HTTP limits every service applies before a route runs (``aimem_common.web.RequestGate``)."""
+    """HTTP limits every service applies before a route runs (``aimem_common.http.RequestGate``)."""
 
     # A request body must arrive within this many seconds of its headers, extended by one
     # second per ``body_min_rate_bytes_s`` bytes received (a 2 MiB import over a slow
@@ -430,7 +424,7 @@ class Settings(BaseSettings):
     mcp_allowed_hosts: list[str] = ["mcp-gateway", "aimem-mcp-gateway", "localhost", "127.0.0.1"]
     # Host names every service answers (any port): loopback and the compose/Helm service
     # names; add the name a reverse proxy forwards. A request with another Host header (a DNS
-    # rebinding page) or a foreign Origin is refused (aimem_common.web.DriveByGuard).
+    # rebinding page) or a foreign Origin is refused (aimem_common.http.DriveByGuard).
     allowed_hosts: list[str] = ["localhost", "127.0.0.1", "::1", "ingress", "query", "mcp-gateway", "writer",
                                 "maintainer", "aimem-ingress", "aimem-query", "aimem-mcp-gateway", "aimem-writer",
                                 "aimem-maintainer"]

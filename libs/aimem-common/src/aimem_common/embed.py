@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from aimem_common.config import ConfigError, EmbeddingSettings
+from aimem_common.config import EmbeddingSettings
+from aimem_common.errors import ConfigError
 
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
 OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}

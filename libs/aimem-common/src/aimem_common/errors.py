@@ -2,7 +2,7 @@
 
 Each error carries a stable ``code`` (snake_case, part of the API), an HTTP ``status``
 and optional structured ``data``. One mapper per transport turns them into a response:
-HTTP (``aimem_common.web``), MCP (JSON-RPC, in the gateway), the CLI (one line, exit 1)
+HTTP (``aimem_common.http``), MCP (JSON-RPC, in the gateway), the CLI (one line, exit 1)
 and writer replies on the bus (``to_dict``/``from_dict``). Catch by type, never by text.
 
 Wire shape (HTTP body, bus reply ``error`` field)::
@@ -93,6 +93,12 @@ class PreconditionFailedError(AimemError):
     """
 
     code, status = "precondition_failed", 412
+
+
+class ConfigError(AimemError):
+    """Configuration cannot be used (unwritable data dir, bad value); fail fast at start."""
+
+    code, status = "config_error", 500
 
 
 class PayloadTooLargeError(AimemError):

@@ -16,6 +16,7 @@ from pathlib import PurePosixPath
 from pydantic import AfterValidator
 
 from aimem_common.errors import BadRequestError
+from aimem_common.kinds import ObservationKind  # noqa: F401  (the domain types, one import)
 
 #: The largest integer SQLite stores (a signed 64-bit INTEGER PRIMARY KEY).
 DB_INT_MAX = 2**63 - 1
@@ -41,29 +42,6 @@ MAX_NAME_LEN = 128
 MAX_PATH_LEN = 512
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
-
-
-class ObservationKind(StrEnum):
-    """The closed hook vocabulary every client's events map to (DESIGN.md "Hook ingress").
-
-    ``post-tool-use`` covers failed tool calls too (their body carries an ``error:`` line);
-    ``permission-request`` covers asks and denials; ``other`` keeps a documented event's
-    raw fields when no kind fits.
-    """
-
-    SESSION_START = "session-start"
-    USER_PROMPT = "user-prompt"
-    PRE_TOOL_USE = "pre-tool-use"
-    POST_TOOL_USE = "post-tool-use"
-    PERMISSION_REQUEST = "permission-request"
-    PRE_COMPACT = "pre-compact"
-    POST_COMPACTION = "post-compaction"
-    NOTIFICATION = "notification"
-    SUBAGENT_START = "subagent-start"
-    SUBAGENT_STOP = "subagent-stop"
-    STOP = "stop"
-    SESSION_END = "session-end"
-    OTHER = "other"
 
 
 class Tier(StrEnum):

@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from aimem_common.config import ConfigError, RerankSettings
+from aimem_common.config import RerankSettings
+from aimem_common.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

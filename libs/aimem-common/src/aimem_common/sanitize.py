@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from aimem_common.models import ObservationKind
 from aimem_common.commands.observations import ObservationAppend
 from aimem_common.redact import redact
+from aimem_common.text import cap_utf8
 from aimem_common.workstreams import strip_packets
 
 BODY_BACKSTOP_BYTES = 16 * 1024
@@ -36,16 +37,15 @@ def storable(text: str) -> str:
     return text.translate(_UNSTORABLE) if "\x00" in text else text
 
 
-def cap_utf8(text: str, max_bytes: int, marker: str = "…") -> str:
-    """Return ``text`` cut to at most ``max_bytes`` UTF-8 bytes on a code-point boundary.
-
-    When cut, ``marker`` is appended inside the budget.
+def cap_redacted(text: str, max_bytes: int) -> str:
+    """Return ``text`` cut to at most ``max_bytes`` UTF-8 bytes (``text.cap_utf8``), redacting
+    it first when it has to be cut: a cut through a secret leaves a prefix no rule
+    recognises (``ghp_abc…``), which ``sanitize()`` would then let through.
     """
-    raw = text.encode("utf-8", "replace")
-    if len(raw) <= max_bytes:
-        return text
-    budget = max(0, max_bytes - len(marker.encode()))
-    return raw[:budget].decode("utf-8", "ignore") + marker
+    data = text.encode("utf-8", "replace")  # lone surrogates as `?`, as `cap_utf8` does
+    if len(data) <= max_bytes:
+        return cap_utf8(text, max_bytes)
+    return cap_utf8(redact(data.decode("utf-8")).text, max_bytes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,11 +28,11 @@ from nats.aio.client import Client as NATS
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from aimem_common import bus as busmod
-from aimem_common.config import ConfigError, Settings
-from aimem_common.errors import BadRequestError, UnavailableError
+from aimem_common.config import Settings
+from aimem_common.errors import BadRequestError, ConfigError, UnavailableError
 from aimem_common.readpool import ReaderPool
 from aimem_common.telemetry import Telemetry, setup_logging, setup_tracing
-from aimem_common.web import ServiceApp, install_error_handlers, install_gate, install_guard, install_observability
+from aimem_common.http import ServiceApp, install_error_handlers, install_gate, install_guard, install_observability
 
 log = logging.getLogger("aimem.service")
 
@@ -188,9 +188,9 @@ def create_service_app(
     **fastapi_kwargs: Any,
 ) -> ServiceApp:
     """The FastAPI app of ``service``: lifespan, error handlers, ``/healthz``, ``/metrics``,
-    the drive-by guard (Host, Origin, JSON bodies: ``aimem_common.web.DriveByGuard``) and
+    the drive-by guard (Host, Origin, JSON bodies: ``aimem_common.http.DriveByGuard``) and
     the request gate (credentials before the body, body-read time bound:
-    ``aimem_common.web.RequestGate``). A ``ServiceApp``: a hot endpoint may be added with
+    ``aimem_common.http.RequestGate``). A ``ServiceApp``: a hot endpoint may be added with
     ``add_lean_route`` (the same guards, without the framework's own layers).
 
     Args:

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from aimem_common import errors
-from aimem_common.web import install_error_handlers
+from aimem_common.http import install_error_handlers
 
 
 def make_app() -> FastAPI:

@@ -15,7 +15,7 @@ from aimem_common.bus import BULK, WRITER_STATUS_SUBJECT
 from aimem_common.config import Settings
 from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry, tracing_enabled
-from aimem_common.web import ServiceApp
+from aimem_common.http import ServiceApp
 from aimem_ingress.context import HookMetrics, IngressContext
 from aimem_ingress.gate import LagGate
 from aimem_ingress.imports import router as import_router

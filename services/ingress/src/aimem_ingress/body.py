@@ -23,6 +23,7 @@ import orjson
 from starlette.requests import Request
 
 from aimem_common.errors import BadRequestError, PayloadTooLargeError
+from aimem_common.text import replace_lone_surrogates
 
 _LONG_DIGITS = re.compile(rb"\d{20}")  # 2**64 has 20 digits
 
@@ -97,26 +98,7 @@ def _decode_slow(raw: bytes, max_depth: int) -> Any:
         raise BadRequestError(f"body is not JSON: {exc}", code="invalid_json") from None
     if json_depth(value) > max_depth:
         raise _too_deep(max_depth)
-    return replace_lone_surrogates(value)
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def replace_lone_surrogates(value: Any) -> Any:
-    """Return ``value`` (decoded JSON) with every lone surrogate in strings and keys as U+FFFD.
-
-    ``json.loads`` joins escaped surrogate *pairs* into one character; what remains is
-    unpaired and cannot be encoded as UTF-8. Recursion is bounded by the depth check that
-    runs first; strings without one are returned as they are.
-    """
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value) if _LONE_SURROGATE.search(value) else value
-    if isinstance(value, dict):
-        return {replace_lone_surrogates(k): replace_lone_surrogates(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [replace_lone_surrogates(v) for v in value]
-    return value
+    return replace_lone_surrogates(value)  # depth already bounded above
 
 
 def _too_deep(max_depth: int) -> BadRequestError:

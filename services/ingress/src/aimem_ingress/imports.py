@@ -59,7 +59,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from aimem_common import locations
+from aimem_common import clients, locations
 from aimem_common.auth import Principal
 from aimem_common.bus import BULK
 from aimem_common.commands import Envelope, make_envelope
@@ -70,7 +70,7 @@ from aimem_common.models import validate_name
 from aimem_common.read.imports import ImportKnown, import_known
 from aimem_common.sanitize import RawObservation, sanitize
 from aimem_ingress.body import decode_json, read_capped
-from aimem_ingress.normalize import AGENTS, AGENT_ALIASES, HookPayloadError, normalize
+from aimem_ingress.normalize import HookPayloadError, normalize
 from aimem_ingress.deps import CtxDep
 from aimem_ingress.routes import (
     HOOK_ACTOR, MAX_KEY_CHARS, MAX_ORIGIN_CHARS, MAX_ROOT_CHARS, HookScope, _authorize, _check_ready, _key_field,
@@ -118,9 +118,9 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
         batch = ImportBatch.model_validate(body)
     except ValidationError as exc:
         raise BadRequestError(f"invalid import batch: {first_error(exc)}", code="invalid_batch") from None
-    agent = AGENT_ALIASES.get(batch.agent, batch.agent)
-    if agent not in AGENTS:
-        raise BadRequestError(f"unknown agent {batch.agent!r}; expected {AGENTS}", code="unknown_agent")
+    agent = clients.ALIASES.get(batch.agent, batch.agent)
+    if agent not in clients.AGENTS:
+        raise BadRequestError(f"unknown agent {batch.agent!r}; expected {clients.AGENTS}", code="unknown_agent")
     scope = HookScope(validate_name(batch.workspace, "workspace"), validate_name(batch.project, "project"),
                       locations.normalize(_key_field(batch.root, "root", MAX_ROOT_CHARS)),
                       _key_field(batch.origin, "origin", MAX_ORIGIN_CHARS), batch.named, batch.repo_id)

@@ -5,18 +5,8 @@ Shapes: ``shared/fixtures/hooks/SOURCES.md`` (Claude SDK types, codex hook schem
 github/docs ``cli-hooks-reference.md`` (camelCase and VS Code PascalCase/snake_case shapes).
 DESIGN.md "Hook ingress" fixes the vocabulary, the UTF-8 caps and project resolution.
 
-OpenCode has no stdin hooks, so its in-process plugin must POST this envelope, one
-object per hook call (``input``/``output`` are the hook's two arguments, verbatim)::
-
-    {"agent": "opencode",
-     "event": "tool.execute.after",    # hook name; for the `event` hook: event.type
-     "sessionID": "ses_...",           # optional; REQUIRED for file.edited (last seen one)
-     "directory": "/home/dev/projects/acme-api",   # PluginInput.directory
-     "timestamp": 1773479615004,       # optional, epoch ms
-     "input": {...},                   # 1st argument; `event` hook: {"event": {type, properties}}
-     "output": {...} | null}           # 2nd argument (null for `event`)
-
-The bare ``event`` hook argument (``{"event": {"type": ..., "properties": ...}}``) works too.
+The per-client knowledge (event tables, payload paths, detection, the OpenCode envelope)
+lives in ``aimem_common.clients``; this module is the shared mapping.
 """
 
 from __future__ import annotations
@@ -28,15 +18,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aimem_common import locations
+from aimem_common import clients, locations
+from aimem_common.clients import copilot_cli, opencode
+from aimem_common.clients.base import get_path as _get
 from aimem_common.errors import BadRequestError
 from aimem_common.models import ObservationKind
 from aimem_common.patches import is_patch_tool, looks_like_patch, patch_files
 from aimem_common.redact import redact
+from aimem_common.sanitize import cap_redacted
+from aimem_common.text import ELLIPSIS, iso_from_epoch
 
 K = ObservationKind
-AGENTS = ("claude-code", "codex", "gemini-cli", "cursor", "copilot-cli", "opencode", "generic")
-AGENT_ALIASES = {"claude": "claude-code", "gemini": "gemini-cli", "copilot": "copilot-cli"}
 
 PROMPT_CAP_BYTES = 16 * 1024  # prompts and compaction summaries (DESIGN "Hook ingress")
 EXCERPT_CAP_BYTES = 2 * 1024  # each tool input/output excerpt and notification text
@@ -44,7 +36,6 @@ TAIL_CAP_BYTES = 8 * 1024  # a session end's transcript tail (final message, las
 BODY_CAP_BYTES = 16 * 1024  # the whole body
 TITLE_TEXT_CHARS = 80  # the free-text part of a one-line title
 MAX_ID_CHARS = 256  # session ids and other identity strings
-ELLIPSIS = "…"  # 3 bytes in UTF-8
 
 _EXTENSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
@@ -93,110 +84,6 @@ class NormalizedEvent:
     parent_session_id: str | None = None
 
 
-def _table(by_kind: dict[ObservationKind, str]) -> dict[str, ObservationKind]:
-    """Invert ``{kind: "NativeA NativeB"}`` to ``{"nativea": kind}`` (case-insensitive lookup)."""
-    return {name.casefold(): kind for kind, names in by_kind.items() for name in names.split()}
-
-
-# One table per client: every event its current hook reference documents -> one kind. The
-# `K.OTHER` entries are documented events no kind fits: they keep their raw fields. Names
-# not in a table (newer client versions) also land on `other`, raw fields kept.
-CLAUDE_EVENTS = _table({  # Claude Agent SDK 0.3.332 `HookInput` (= Claude Code 2.1.332)
-    K.SESSION_START: "SessionStart", K.USER_PROMPT: "UserPromptSubmit",
-    K.PRE_TOOL_USE: "PreToolUse PreSkillShellCommand", K.POST_TOOL_USE: "PostToolUse PostToolUseFailure",
-    K.PERMISSION_REQUEST: "PermissionRequest PermissionDenied", K.PRE_COMPACT: "PreCompact",
-    K.POST_COMPACTION: "PostCompact", K.NOTIFICATION: "Notification StopFailure Elicitation",
-    K.SUBAGENT_START: "SubagentStart", K.SUBAGENT_STOP: "SubagentStop", K.STOP: "Stop",
-    K.SESSION_END: "SessionEnd",
-    K.OTHER: "PostToolBatch UserPromptExpansion Setup TeammateIdle TaskCreated TaskCompleted"
-             " ElicitationResult ConfigChange InstructionsLoaded WorktreeCreate WorktreeRemove"
-             " CwdChanged FileChanged DirectoryAdded PreModelSwitch PostModelSwitch MessageDisplay"})
-CODEX_EVENTS = _table({  # codex-rs/hooks schemas; agent-turn-complete: the `notify` payload
-    K.SESSION_START: "SessionStart", K.USER_PROMPT: "UserPromptSubmit",
-    K.PRE_TOOL_USE: "PreToolUse", K.POST_TOOL_USE: "PostToolUse",
-    K.PERMISSION_REQUEST: "PermissionRequest", K.PRE_COMPACT: "PreCompact",
-    K.POST_COMPACTION: "PostCompact", K.NOTIFICATION: "StopFailure Interrupt",
-    K.SUBAGENT_START: "SubagentStart", K.SUBAGENT_STOP: "SubagentStop",
-    K.STOP: "Stop agent-turn-complete", K.SESSION_END: "SessionEnd"})
-GEMINI_EVENTS = _table({  # BeforeAgent carries the user's prompt
-    K.SESSION_START: "SessionStart", K.USER_PROMPT: "BeforeAgent", K.PRE_TOOL_USE: "BeforeTool",
-    K.POST_TOOL_USE: "AfterTool", K.PRE_COMPACT: "PreCompress", K.NOTIFICATION: "Notification",
-    K.STOP: "AfterAgent", K.SESSION_END: "SessionEnd",
-    K.OTHER: "BeforeModel AfterModel BeforeToolSelection"})
-CURSOR_EVENTS = _table({
-    K.SESSION_START: "sessionStart", K.USER_PROMPT: "beforeSubmitPrompt",
-    K.PRE_TOOL_USE: "preToolUse beforeShellExecution beforeMCPExecution beforeReadFile",
-    K.POST_TOOL_USE: "postToolUse postToolUseFailure afterShellExecution afterMCPExecution"
-                     " afterFileEdit afterTabFileEdit",
-    K.PRE_COMPACT: "preCompact", K.SUBAGENT_START: "subagentStart", K.SUBAGENT_STOP: "subagentStop",
-    K.STOP: "afterAgentResponse stop", K.SESSION_END: "sessionEnd",
-    K.OTHER: "afterAgentThought beforeTabFileRead"})
-COPILOT_EVENTS = _table({  # camelCase names + the PascalCase ones that differ beyond case
-    K.SESSION_START: "sessionStart", K.USER_PROMPT: "userPromptSubmitted UserPromptSubmit",
-    K.PRE_TOOL_USE: "preToolUse", K.POST_TOOL_USE: "postToolUse postToolUseFailure",
-    K.PERMISSION_REQUEST: "permissionRequest", K.PRE_COMPACT: "preCompact",
-    K.NOTIFICATION: "notification errorOccurred", K.SUBAGENT_START: "subagentStart",
-    K.SUBAGENT_STOP: "subagentStop", K.STOP: "agentStop Stop", K.SESSION_END: "sessionEnd"})
-OPENCODE_EVENTS = _table({  # plugin hook names and bus event types
-    K.SESSION_START: "session.created", K.USER_PROMPT: "chat.message",
-    K.PRE_TOOL_USE: "tool.execute.before", K.POST_TOOL_USE: "tool.execute.after file.edited",
-    K.PERMISSION_REQUEST: "permission.ask permission.updated permission.asked",
-    K.PRE_COMPACT: "experimental.session.compacting", K.POST_COMPACTION: "session.compacted",
-    K.NOTIFICATION: "session.error", K.STOP: "session.idle", K.SESSION_END: "session.deleted",
-    K.OTHER: "command.execute.before todo.updated"})
-GENERIC_EVENTS = {**CLAUDE_EVENTS, **{k.value: k for k in ObservationKind}}
-_EVENTS = {"claude-code": CLAUDE_EVENTS, "codex": CODEX_EVENTS, "gemini-cli": GEMINI_EVENTS,
-           "cursor": CURSOR_EVENTS, "copilot-cli": COPILOT_EVENTS, "opencode": OPENCODE_EVENTS,
-           "generic": GENERIC_EVENTS}
-# Tool names for events that imply the tool instead of naming it.
-_IMPLIED_TOOL = {"beforeshellexecution": "Shell", "aftershellexecution": "Shell",
-                 "afterfileedit": "Edit", "aftertabfileedit": "TabEdit", "beforereadfile": "Read",
-                 "file.edited": "edit", "beforemcpexecution": "MCP", "aftermcpexecution": "MCP"}
-# Tool events whose tool failed (the payload carries the error instead of a result).
-_FAILURE_EVENTS = frozenset({"posttoolusefailure"})
-_DENIED_EVENTS = frozenset({"permissiondenied"})
-
-# Canonical field -> dotted payload paths tried in order (digits index lists). Claude,
-# Gemini, Codex hooks and both Copilot shapes share these; client entries replace a field.
-_COMMON_PATHS: dict[str, tuple[str, ...]] = {
-    "event": ("hook_event_name",), "session_id": ("session_id", "sessionId"), "cwd": ("cwd",),
-    "prompt": ("prompt", "initial_prompt", "initialPrompt"),
-    "tool_name": ("tool_name", "toolName"), "tool_input": ("tool_input", "toolArgs"),
-    "tool_output": ("tool_response", "tool_output", "tool_result", "toolResult"),
-    "error": ("error", "error_message", "error.message", "tool_response.error.message",
-              "tool_response.error", "error_details"),
-    "details": ("error_details", "errorDetails"),
-    "text": ("last_assistant_message", "prompt_response", "message", "error.message"),
-    "summary": ("summary", "compact_summary", "custom_instructions", "customInstructions"),
-    "model": ("model",), "timestamp": ("timestamp",),
-    "tail": ("transcript_tail",),  # added by the hook client at session end (opt-in)
-    "parent": ("parent_session_id",),  # the session this one was spawned from (a child session)
-}
-_CLIENT_PATHS: dict[str, dict[str, tuple[str, ...]]] = {
-    "codex": {"event": ("hook_event_name", "type"), "session_id": ("session_id", "thread-id"),
-              "text": ("last_assistant_message", "last-assistant-message")},
-    "cursor": {
-        "session_id": ("conversation_id", "session_id"), "cwd": ("cwd", "workspace_roots.0"),
-        "tool_input": ("tool_input", "command", "file_path"),
-        "tool_output": ("tool_output", "output", "result_json", "edits"),
-        "text": ("text", "message", "summary", "task")},
-    "opencode": {  # `_opencode_view` lifts the bus event to `bus`
-        "event": ("event", "bus.type"),
-        "session_id": ("sessionID", "input.sessionID", "output.message.sessionID",
-                       "bus.properties.sessionID", "bus.properties.info.id"),
-        "cwd": ("directory", "cwd", "bus.properties.info.directory"),
-        "prompt": ("output.parts",), "tool_name": ("input.tool", "input.type", "bus.properties.type"),
-        "tool_input": ("output.args", "input.args", "bus.properties.file", "input.metadata",
-                       "bus.properties.metadata"),
-        "tool_output": ("output.output",), "text": ("bus.properties.error.data.message",),
-        "summary": (), "error": ("bus.properties.error.data.message", "bus.properties.error.name"),
-        "parent": ("bus.properties.info.parentID", "parent_session_id"),  # Session.parentID: a child
-        "model": ("input.model", "output.message.model"),
-        "timestamp": ("timestamp", "output.message.time.created",
-                      "bus.properties.info.time.updated")},
-    "generic": {"event": ("hook_event_name", "event", "kind"),
-                "text": ("message", "text", "body", "last_assistant_message")},
-}
 # Scalar metadata copied into `extra` (top level and OpenCode `input`), one spelling each.
 _EXTRA_KEYS = frozenset(
     "source reason trigger status notification_type transcript_path tool_use_id agent_id"
@@ -207,86 +94,15 @@ _EXTRA_RENAME = {"transcriptPath": "transcript_path", "callID": "tool_use_id",
                  "agentName": "agent_name", "turn-id": "turn_id", "stopReason": "stop_reason",
                  "errorContext": "error_context", "agentDisplayName": "agent_name",
                  "agent_display_name": "agent_name"}
-_GEMINI_ONLY = frozenset(n for n, k in GEMINI_EVENTS.items() if n not in CLAUDE_EVENTS)
-_TRANSCRIPT_HINTS = (("/.codex/", "codex"), ("/.gemini/", "gemini-cli"),
-                     ("/.claude/", "claude-code"), ("/.cursor/", "cursor"))
 _SUMMARY_KEYS = "command file_path filePath path pattern url query description prompt".split()
 _OUTPUT_TEXT_KEYS = "llmContent textResultForLlm text_result_for_llm output result content".split()
 _BULKY_KEYS = frozenset({"originalFile"})  # Claude Edit echoes the whole file
-# Copilot camelCase payloads carry no event name: required fields -> event, first match wins.
-_COPILOT_SHAPES = (
-    ({"toolResult"}, "postToolUse"), ({"toolName", "error"}, "postToolUseFailure"),
-    ({"toolName"}, "preToolUse"), ({"error"}, "errorOccurred"),
-    ({"prompt"}, "userPromptSubmitted"), ({"trigger"}, "preCompact"),
-    ({"agentName", "stopReason"}, "subagentStop"), ({"agentName"}, "subagentStart"),
-    ({"stopReason"}, "agentStop"), ({"source"}, "sessionStart"), ({"reason"}, "sessionEnd"))
-
-
-def cap_utf8(text: str, max_bytes: int) -> str:
-    """Return ``text`` cut to at most ``max_bytes`` UTF-8 bytes, never inside a code point.
-
-    A truncated result ends with ``ELLIPSIS`` (3 bytes, counted in the budget). Lone
-    surrogates (legal in JSON, not in UTF-8) become ``?`` so the result always encodes.
-    """
-    data = text.encode("utf-8", "replace")
-    if len(data) <= max_bytes:
-        return data.decode("utf-8")
-    # Redact before cutting: a cut through a secret leaves a prefix no rule recognises
-    # (``ghp_abc…``), which ``sanitize()`` would then let through.
-    data = redact(data.decode("utf-8")).text.encode("utf-8")
-    if len(data) <= max_bytes:
-        return data.decode("utf-8")
-    budget = max_bytes - len(ELLIPSIS.encode("utf-8"))
-    if budget < 0:
-        return data[:max(max_bytes, 0)].decode("utf-8", "ignore")
-    # `ignore` only drops the partial code point the byte cut left at the end.
-    return data[:budget].decode("utf-8", "ignore") + ELLIPSIS
-
-
-def detect_agent(payload: Any) -> str:
-    """Guess which client sent ``payload`` from its distinctive fields; ``generic`` if none.
-
-    Order matters: explicit ``agent``, OpenCode envelope, Codex ``notify``, Cursor
-    (``conversation_id`` + ``workspace_roots``/``cursor_version``), Copilot camelCase
-    (``sessionId``/``toolArgs``), Gemini-only event names, transcript dir (``~/.codex``, ...),
-    Codex ``turn_id``; last ``timestamp``: Gemini and Copilot PascalCase carry one, Claude
-    Code (``hook_event_name`` + ``transcript_path`` + ``session_id``) does not.
-    """
-    if not isinstance(payload, dict):
-        return "generic"
-    if payload.get("agent") in AGENTS:
-        return payload["agent"]
-    if isinstance(payload.get("event"), dict) or isinstance(_get(payload, "input.sessionID"), str):
-        return "opencode"
-    if payload.get("type") == "agent-turn-complete" or "thread-id" in payload:
-        return "codex"
-    if "conversation_id" in payload and payload.keys() & {"workspace_roots", "cursor_version"}:
-        return "cursor"
-    if "sessionId" in payload or "toolArgs" in payload:
-        return "copilot-cli"
-    name = payload.get("hook_event_name")
-    name = name.casefold() if isinstance(name, str) else ""
-    if name in _GEMINI_ONLY:
-        return "gemini-cli"
-    transcript = payload.get("transcript_path")
-    transcript = transcript.replace("\\", "/") if isinstance(transcript, str) else ""
-    by_dir = next((agent for hint, agent in _TRANSCRIPT_HINTS if hint in transcript), None)
-    if by_dir or "turn_id" in payload:
-        return by_dir or "codex"
-    if not name or "session_id" not in payload:
-        return "generic"
-    if isinstance(payload.get("timestamp"), str):
-        gemini = "transcript_path" in payload and name in GEMINI_EVENTS
-        return "gemini-cli" if gemini else "copilot-cli"
-    return "claude-code" if "transcript_path" in payload else "generic"
-
-
 def normalize(agent: str | None, payload: Any, *, event: str | None = None,
               extension: str | None = None) -> NormalizedEvent:
     """Map one native hook payload to exactly one ``ObservationKind`` plus capped text.
 
     Args:
-        agent: One of ``AGENTS`` (or alias ``claude``/``gemini``/``copilot``); None detects.
+        agent: One of ``clients.AGENTS`` (or alias ``claude``/``gemini``/``copilot``); None detects.
         payload: The decoded JSON body the client's hook received (or the OpenCode envelope).
         event: Native event name overriding the payload's own (the hook command's
             ``--event``); Copilot camelCase payloads carry none, so without it the event is
@@ -301,34 +117,35 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
     """
     if not isinstance(payload, dict):
         raise HookPayloadError("invalid_field", "payload must be a JSON object")
-    agent = detect_agent(payload) if agent is None else _agent_name(agent)
+    agent = clients.detect(payload) if agent is None else _agent_name(agent)
     if extension is not None and not (isinstance(extension, str)
                                       and _EXTENSION_RE.match(extension)):
         raise HookPayloadError("invalid_field", f"extension must match {_EXTENSION_RE.pattern}")
-    view = _opencode_view(payload) if agent == "opencode" else payload
-    paths = {**_COMMON_PATHS, **_CLIENT_PATHS.get(agent, {})}
+    client = clients.CLIENTS[agent]
+    view = opencode.view(payload) if agent == "opencode" else payload
+    paths = client.field_paths()
 
     def pick(name: str) -> Any:
         return _first(view, paths[name])
 
     native = _text_field(event, "event") or _text_field(pick("event"), "event")
-    if agent == "opencode" and native == "event":  # plugin sent the hook name, not event.type
+    if agent == "opencode" and native == opencode.GENERIC_HOOK:  # the hook name, not event.type
         native = _text_field(_get(view, "bus.type"), "event")
     if native is None and agent == "copilot-cli":
-        native = next((name for keys, name in _COPILOT_SHAPES if keys <= payload.keys()), None)
-    kind = _EVENTS[agent].get(native.casefold(), K.OTHER) if native else K.OTHER
+        native = copilot_cli.event_from_shape(payload)
+    kind = client.kind_of(native)
     session_id = check_identity(_text_field(pick("session_id"), "session_id"), "session_id")
     if not session_id:
         raise HookPayloadError("missing_session_id", f"no session id in the {agent} payload")
     cwd = check_identity(_text_field(pick("cwd"), "cwd", max_chars=4096), "cwd")
-    project = _text_field(payload.get("project"), "project") or _basename(cwd)
+    project = _text_field(payload.get("project"), "project") or locations.name(cwd)
     extra = _extra(payload)
 
     folded = (native or "").casefold()
     tool_name = tool_input = tool_output = None
     if kind in (K.PRE_TOOL_USE, K.POST_TOOL_USE, K.PERMISSION_REQUEST):
         tool_name = (_text_field(pick("tool_name"), "tool_name")
-                     or _IMPLIED_TOOL.get(folded))
+                     or client.implied_tools.get(folded))
         raw_input = pick("tool_input")
         tool_input = _excerpt(raw_input, as_output=False)
         error = _failure(kind, folded, view, pick) if kind is K.POST_TOOL_USE else None
@@ -338,13 +155,13 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
             extra["status"] = "failed"
         summary = _input_summary(raw_input, cwd, tool_name)
         if kind is K.PERMISSION_REQUEST:
-            label = "Permission denied" if folded in _DENIED_EVENTS else "Permission"
+            label = "Permission denied" if folded in clients.DENIED_EVENTS else "Permission"
             title = _label(f"{label}: {tool_name or 'tool'}", summary)
         else:
             title = _label(f"{tool_name or 'tool'}{' failed' if error else ''}", summary)
         reason = _as_text(payload.get("reason")) if kind is K.PERMISSION_REQUEST else None
         parts = (("tool", tool_name or "?"), ("input", tool_input), ("output", tool_output),
-                 ("error", error), ("reason", cap_utf8(reason, EXCERPT_CAP_BYTES) if reason else None))
+                 ("error", error), ("reason", cap_redacted(reason, EXCERPT_CAP_BYTES) if reason else None))
         body = "\n".join(f"{label}: {value}" for label, value in parts if value is not None)
     else:
         texts = {name: _as_text(pick(name)) or "" for name in ("prompt", "text", "summary", "tail", "error", "details")}
@@ -356,7 +173,7 @@ def normalize(agent: str | None, payload: Any, *, event: str | None = None,
         session_id=session_id, cwd=cwd, project=project,
         workspace=_text_field(payload.get("workspace"), "workspace"),
         # these bodies are content (a start's prompt, a compaction summary), never the title again
-        title=title, body=cap_utf8(body if kind in _CONTENT_ONLY else (body or title), BODY_CAP_BYTES),
+        title=title, body=cap_redacted(body if kind in _CONTENT_ONLY else (body or title), BODY_CAP_BYTES),
         tool_name=tool_name, tool_input=tool_input, tool_output=tool_output,
         occurred_at=_iso(pick("timestamp")), model=_model(pick("model")), extra=extra,
         parent_session_id=check_identity(_text_field(pick("parent"), "parent_session_id"), "parent_session_id"))
@@ -369,7 +186,7 @@ def _failure(kind: ObservationKind, folded: str, view: dict[str, Any], pick: Any
     whose ``tool_response.error`` is set, a Copilot result whose type is not ``success``.
     """
     text: Any = None
-    if folded in _FAILURE_EVENTS:
+    if folded in clients.FAILED_TOOL_EVENTS:
         text = pick("error")
     else:
         response = view.get("tool_response")
@@ -383,7 +200,7 @@ def _failure(kind: ObservationKind, folded: str, view: dict[str, Any], pick: Any
         text = text.get("message") or text.get("name") or json.dumps(text, ensure_ascii=False)
     if text is None or text == "":
         return None
-    return cap_utf8(str(text), EXCERPT_CAP_BYTES)
+    return cap_redacted(str(text), EXCERPT_CAP_BYTES)
 
 
 # Payload keys that say nothing about an `other` event (identity and plumbing).
@@ -418,22 +235,19 @@ def _other(native: str | None, extension: str | None, view: dict[str, Any], text
     topic = next((raw[k] for k in _OTHER_SUMMARY_KEYS if isinstance(raw.get(k), str) and raw[k]), "")
     name = f"{extension}: {native}" if extension and native else (native or "Event")
     body = json.dumps(raw, ensure_ascii=False, default=str, separators=(", ", ": ")) if raw else text
-    return _label(name, topic), cap_utf8(body, EXCERPT_CAP_BYTES)
+    return _label(name, topic), cap_redacted(body, EXCERPT_CAP_BYTES)
 
 
 def _agent_name(agent: Any) -> str:
     """Return the canonical agent name for ``agent`` or its alias; else ``unknown_agent``."""
     name = agent.casefold() if isinstance(agent, str) else ""
-    name = AGENT_ALIASES.get(name, name)
-    if name not in AGENTS:
-        raise HookPayloadError("unknown_agent", f"unknown agent {agent!r}; expected {AGENTS}")
+    name = clients.ALIASES.get(name, name)
+    if name not in clients.AGENTS:
+        raise HookPayloadError("unknown_agent", f"unknown agent {agent!r}; expected {clients.AGENTS}")
     return name
 
 
 _CONTENT_ONLY = frozenset({K.SESSION_START, K.PRE_COMPACT, K.POST_COMPACTION, K.SESSION_END, K.SUBAGENT_START})
-_NOTICE_LABELS = {"stopfailure": "Turn failed", "interrupt": "Turn interrupted", "elicitation": "Question",
-                  "erroroccurred": "Error", "session.error": "Error"}
-
 
 def _describe(kind: ObservationKind, native: str | None, extension: str | None,
               v: dict[str, Any]) -> tuple[str, str]:
@@ -445,45 +259,26 @@ def _describe(kind: ObservationKind, native: str | None, extension: str | None,
     who = next((v[k] for k in ("agent_type", "subagent_type", "agent_name") if isinstance(v.get(k), str)
                 and v[k]), "")
     if kind is K.SESSION_START:  # Copilot CLI carries the first prompt on the start event
-        return _label("Session start" + paren("source"), prompt), cap_utf8(prompt, PROMPT_CAP_BYTES)
+        return _label("Session start" + paren("source"), prompt), cap_redacted(prompt, PROMPT_CAP_BYTES)
     if kind is K.USER_PROMPT:
-        return _label("Prompt", prompt), cap_utf8(prompt, PROMPT_CAP_BYTES)
+        return _label("Prompt", prompt), cap_redacted(prompt, PROMPT_CAP_BYTES)
     if kind in (K.PRE_COMPACT, K.POST_COMPACTION):
         label = "Pre-compact" if kind is K.PRE_COMPACT else "Compacted"
-        return label + paren("trigger"), cap_utf8(summary, PROMPT_CAP_BYTES)
+        return label + paren("trigger"), cap_redacted(summary, PROMPT_CAP_BYTES)
     if kind is K.NOTIFICATION:
-        label = _NOTICE_LABELS.get((native or "").casefold(), "Notification")
+        label = clients.NOTICE_LABELS.get((native or "").casefold(), "Notification")
         lines = [x for x in (error, details if details != error else "", text if text != error else "") if x]
-        return _label(label, error or text or v.get("title")), cap_utf8("\n".join(lines), EXCERPT_CAP_BYTES)
+        return _label(label, error or text or v.get("title")), cap_redacted("\n".join(lines), EXCERPT_CAP_BYTES)
     if kind is K.SUBAGENT_START:
-        return _label("Subagent start", " ".join(x for x in (who, text) if x)), cap_utf8(text, EXCERPT_CAP_BYTES)
+        return _label("Subagent start", " ".join(x for x in (who, text) if x)), cap_redacted(text, EXCERPT_CAP_BYTES)
     if kind is K.SUBAGENT_STOP:
         label = f"Subagent stop ({who})" if who else "Subagent stop"
-        return _label(label, text), cap_utf8(text, PROMPT_CAP_BYTES)
+        return _label(label, text), cap_redacted(text, PROMPT_CAP_BYTES)
     if kind is K.STOP:
         return _label("Stop", text), text
     if kind is K.SESSION_END:  # body: the transcript's tail when the client sent one
-        return "Session end" + paren("reason"), cap_utf8(v["tail"], TAIL_CAP_BYTES)
-    return "", cap_utf8(text or prompt or error, EXCERPT_CAP_BYTES)  # `other`: see `_other`
-
-
-def _opencode_view(payload: dict[str, Any]) -> dict[str, Any]:
-    """Return the envelope with its bus event (``event`` or ``input.event``) lifted to ``bus``."""
-    raw = payload.get("event")
-    bus = raw if isinstance(raw, dict) else _get(payload, "input.event")
-    view = {k: v for k, v in payload.items() if not (k == "event" and isinstance(v, dict))}
-    return {**view, "bus": bus if isinstance(bus, dict) else {}}
-
-
-def _get(obj: Any, path: str) -> Any:
-    for step in path.split("."):
-        if isinstance(obj, dict):
-            obj = obj.get(step)
-        elif isinstance(obj, list) and step.isdigit() and int(step) < len(obj):
-            obj = obj[int(step)]
-        else:
-            return None
-    return obj
+        return "Session end" + paren("reason"), cap_redacted(v["tail"], TAIL_CAP_BYTES)
+    return "", cap_redacted(text or prompt or error, EXCERPT_CAP_BYTES)  # `other`: see `_other`
 
 
 def _first(obj: Any, paths: tuple[str, ...]) -> Any:
@@ -521,10 +316,6 @@ def check_identity(value: str | None, name: str) -> str | None:
     return value
 
 
-def _basename(cwd: str | None) -> str | None:
-    return locations.name(cwd)
-
-
 def _as_text(value: Any) -> str | None:
     """Flatten prompt-like values: OpenCode ``parts`` lists keep their text parts."""
     if value is None or isinstance(value, str):
@@ -547,7 +338,7 @@ def _excerpt(value: Any, *, as_output: bool) -> str | None:
         value = "\n".join(found) or {k: v for k, v in value.items() if k not in _BULKY_KEYS}
     text = value if value is None or isinstance(value, str) else json.dumps(
         value, ensure_ascii=False, default=str)
-    return cap_utf8(text, EXCERPT_CAP_BYTES) if text else None
+    return cap_redacted(text, EXCERPT_CAP_BYTES) if text else None
 
 
 def _input_summary(raw: Any, cwd: str | None, tool_name: str | None = None) -> str:
@@ -605,19 +396,18 @@ def _extra(payload: dict[str, Any]) -> dict[str, Any]:
 
 def _iso(value: Any) -> str | None:
     """Return ISO-8601 UTC (``...Z``) from ISO text (naive = UTC) or epoch s / ms (≥ 1e11)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return iso_from_epoch(value / 1000 if abs(value) >= 1e11 else value)
+    if not isinstance(value, str):
+        return None
     try:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            dt = datetime.fromtimestamp(value / 1000 if abs(value) >= 1e11 else value, UTC)
-        elif isinstance(value, str):
-            dt = datetime.fromisoformat(value)
-            dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
-        else:
-            return None
+        dt = datetime.fromisoformat(value)
+        dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
     except (ValueError, OverflowError, OSError):
         return None
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 __all__ = [
-    "AGENTS", "BODY_CAP_BYTES", "EXCERPT_CAP_BYTES", "PROMPT_CAP_BYTES", "HookPayloadError",
-    "NormalizedEvent", "cap_utf8", "check_identity", "detect_agent", "normalize"]
+    "BODY_CAP_BYTES", "EXCERPT_CAP_BYTES", "PROMPT_CAP_BYTES", "HookPayloadError",
+    "NormalizedEvent", "check_identity", "normalize"]

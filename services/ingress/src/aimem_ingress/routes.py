@@ -58,7 +58,6 @@ import logging
 import re
 import time
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -84,6 +83,7 @@ from aimem_common.commands import make_envelope
 from aimem_common.commands.handoffs import HandoffAccept
 from aimem_common.commands.observations import SessionEnd
 from aimem_common.sanitize import RawObservation, sanitize, storable
+from aimem_common.text import iso_from_epoch
 from aimem_ingress.body import decode_json, read_capped
 from aimem_ingress.brief import HARD_CAP_CHARS, budget_chars, read_brief, render_context
 from aimem_ingress.context import IngressContext
@@ -134,7 +134,7 @@ async def post_hook(request: Request) -> Response:
 
     A lean route (``app.add_lean_route`` in ``app.py``), not a FastAPI endpoint: it takes
     nothing FastAPI would validate, and passes the service's guards without FastAPI's and
-    Starlette's own per-request layers (``aimem_common.web.ServiceApp``).
+    Starlette's own per-request layers (``aimem_common.http.ServiceApp``).
     """
     t0 = time.perf_counter()
     status = 500
@@ -284,7 +284,7 @@ async def _read_event(ctx: IngressContext, request: Request) -> tuple[Normalized
                    extension=q.get("extension") or None)
     if ev.cwd is None and q.get("cwd"):
         cwd = check_identity(q["cwd"][:4096], "cwd")
-        project = ev.project or _basename(cwd)
+        project = ev.project or locations.name(cwd)
         ev = replace(ev, cwd=cwd, project=project)
     if ev.occurred_at is None and q.get("ts"):
         ev = replace(ev, occurred_at=_epoch_iso(q["ts"]))
@@ -294,9 +294,8 @@ async def _read_event(ctx: IngressContext, request: Request) -> tuple[Normalized
 def _epoch_iso(value: str) -> str | None:
     """``ts`` (epoch seconds, when the hook client ran) as ISO-8601 UTC; None when unusable."""
     try:
-        t = float(value)
-        return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    except (ValueError, OverflowError, OSError):
+        return iso_from_epoch(float(value))
+    except ValueError:
         return None
 
 
@@ -338,10 +337,6 @@ async def _place(ctx: IngressContext, request: Request, payload: dict[str, Any],
                               code="missing_project", data={"session_id": ev.session_id})
     where, cwd = found
     return HookScope(where.workspace, where.project, explicit=True), replace(ev, cwd=ev.cwd or cwd)
-
-
-def _basename(cwd: str) -> str | None:
-    return locations.name(cwd)
 
 
 def _scope(request: Request, payload: dict[str, Any], ev: NormalizedEvent) -> HookScope:

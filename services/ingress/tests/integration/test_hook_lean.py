@@ -1,4 +1,4 @@
-"""``POST /hook`` is a lean route (``aimem_common.web.ServiceApp``): it skips FastAPI's and
+"""``POST /hook`` is a lean route (``aimem_common.http.ServiceApp``): it skips FastAPI's and
 Starlette's own layers but keeps every guard of the app, and stores what the full stack
 stored. Against a real JetStream, in process (ASGI), with a root token."""
 

@@ -15,13 +15,13 @@ import pytest
 
 from aimem_common.errors import BadRequestError
 from aimem_common.models import ObservationKind as K
+from aimem_common.clients import detect as detect_agent
+from aimem_common.text import cap_utf8
 from aimem_ingress.normalize import (
     BODY_CAP_BYTES,
     EXCERPT_CAP_BYTES,
     PROMPT_CAP_BYTES,
     HookPayloadError,
-    cap_utf8,
-    detect_agent,
     normalize,
 )
 

@@ -25,8 +25,8 @@ import openai
 from openai import AsyncOpenAI
 from pydantic import BaseModel, ValidationError
 
-from aimem_common.config import ConfigError, LlmCandidate, Settings
-from aimem_common.errors import LlmOutputError, LlmRequestError, LlmUnavailableError
+from aimem_common.config import LlmCandidate, Settings
+from aimem_common.errors import ConfigError, LlmOutputError, LlmRequestError, LlmUnavailableError
 
 from aimem_maintainer.metrics import MaintMetrics
 

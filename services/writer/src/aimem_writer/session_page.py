@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aimem_common.patches import is_patch_tool, looks_like_patch, patch_files
-from aimem_common.sanitize import cap_utf8
+from aimem_common.text import cap_utf8
 
 BODY_CAP_BYTES = 15 * 1024  # leaves room for the frontmatter inside the 16 KiB page
 PROMPT_CAP_BYTES = 1536

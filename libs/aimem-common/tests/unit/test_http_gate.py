@@ -10,7 +10,7 @@ import pytest
 from fastapi import FastAPI, Request
 
 from aimem_common import config
-from aimem_common.web import install_error_handlers, install_gate
+from aimem_common.http import install_error_handlers, install_gate
 
 pytestmark = [pytest.mark.asyncio]
 TOKEN = "root-token-for-the-gate"

@@ -6,7 +6,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Request
 
-from aimem_common.web import install_error_handlers, install_guard
+from aimem_common.http import install_error_handlers, install_guard
 
 pytestmark = [pytest.mark.asyncio]
 
