@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from aimem_cli.commands.operate import BEGIN
-from aimem_cli.installers import CLIENTS
+from aimem_common.clients import INSTALLABLE as CLIENTS
 from aimem_cli.main import build_app
 
 

@@ -156,7 +156,7 @@ def agent_files(home: Path, codex_home: Path | None = None) -> dict[str, Path]:
     """The user-scope files aimem installs into (hooks, MCP entries, Codex's config, the
     opencode plugin) that exist, keyed by their path relative to ``home``; plus the hook
     client's credential (``.local/share/aimem/auth/client-token`` style) when present."""
-    from aimem_cli.hookclient import CLIENT_TOKEN, client_settings
+    from aimem_cli.hookconfig import CLIENT_TOKEN, client_settings
     from aimem_cli.installers.plans import HOOK_FILES, MCP_FILES
 
     out: dict[str, Path] = {}

@@ -32,7 +32,7 @@ RUN_HELP = (
 
 
 def _ingress() -> tuple[str, str | None]:
-    from aimem_cli.hookclient import client_settings
+    from aimem_cli.hookconfig import client_settings
 
     cfg = client_settings()[1]
     return str(cfg["url"]), cfg.get("token")
