@@ -19,7 +19,7 @@ re-checked with the redactor: a command that still carries a secret is refused w
 
 from __future__ import annotations
 
-from aimem_common.db.schema import index_observation_tri
+from aimem_common.db.trigram import index_observation_tri
 from aimem_common.errors import BadRequestError
 from aimem_common.commands import Envelope
 from aimem_common.commands.observations import ObservationAppend
