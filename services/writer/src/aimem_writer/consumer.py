@@ -65,7 +65,8 @@ from aimem_common.bundles import BUNDLE_VERSION, BUNDLES_STATUS_KEY
 from aimem_common.config import Settings, WriterSettings
 from aimem_common.errors import StoreFaultError, UnavailableError
 
-from aimem_writer.batch import Applier, BatchResult
+from aimem_writer.batch import Applier
+from aimem_writer.commands import BatchResult
 from aimem_writer.inplace import InPlaceRetry
 from aimem_writer.messages import command_count, commands_of, settled_count, settlements, split_batch
 from aimem_writer.metrics import WriterMetrics

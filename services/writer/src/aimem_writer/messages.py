@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from aimem_common.bundles import BUNDLE_HEADER, split_bundle
 
-from aimem_writer.batch import Incoming, Outcome
+from aimem_writer.commands import Incoming, Outcome
 
 
 def commands_of(msgs: list) -> tuple[list[Incoming], list[int]]:
