@@ -95,3 +95,19 @@ def test_writer_modules_stay_under_600_lines() -> None:
             if (n := len(p.read_text().splitlines())) > 600}
     assert long == {}, f"split these by job: {long}"
 
+
+BUS = COMMON / "bus"
+
+
+def test_the_bus_sits_below_ingress_batching() -> None:
+    """``aimem_common/bus/`` never imports ``aimem_common.bundles`` (the Gatherer uses the bus,
+    not the reverse), and ``bus.py`` is a package of one-job modules, none over 600 lines."""
+    assert BUS.is_dir() and not (COMMON / "bus.py").exists()
+    for path in BUS.glob("*.py"):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith("aimem_common.bundles"), f"bus/{path.name} imports bundles"
+                assert not (node.module == "aimem_common" and any(a.name == "bundles" for a in node.names))
+        assert len(path.read_text().splitlines()) <= 600, f"bus/{path.name} is over 600 lines"
+    assert "aimem_common.bus" in {n.module for n in ast.walk(_tree(COMMON / "bundles.py"))
+                                  if isinstance(n, ast.ImportFrom)}

@@ -18,7 +18,7 @@ messages, and a message may carry one command or a whole bundle.
 
 from __future__ import annotations
 
-from aimem_common.bundles import BUNDLE_HEADER, split_bundle
+from aimem_common.bus import BUNDLE_HEADER, split_bundle
 
 from aimem_writer.commands import Incoming, Outcome
 

@@ -17,7 +17,7 @@ import nats.errors
 from nats.aio.client import Client as NATS
 
 from aimem_common import bus as busmod
-from aimem_common.bundles import BUNDLE_VERSION, BUNDLES_STATUS_KEY
+from aimem_common.bus import BUNDLE_VERSION, BUNDLES_STATUS_KEY
 from aimem_common.config import Settings
 from aimem_common.errors import StoreFaultError
 
