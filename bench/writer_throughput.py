@@ -198,7 +198,8 @@ def run_in_process(n: int, behind: int) -> dict:
     from aimem_common.db.connect import open_writer
     from aimem_common.telemetry import Telemetry
     import aimem_writer.ops  # noqa: F401  (registers every handler)
-    from aimem_writer.batch import Applier, Incoming
+    from aimem_writer.batch import Applier
+    from aimem_writer.commands import Incoming
     from aimem_writer.metrics import WriterMetrics
     from aimem_writer.wiki import WikiRepo
 

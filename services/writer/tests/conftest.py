@@ -15,7 +15,8 @@ from aimem_common.commands import Envelope, ScopeRef
 
 import aimem_writer.ops  # noqa: F401  (registers every handler)
 from aimem_writer import registry
-from aimem_writer.batch import Applier, Incoming
+from aimem_writer.batch import Applier
+from aimem_writer.commands import Incoming
 from aimem_writer.metrics import WriterMetrics
 from aimem_common.telemetry import Telemetry
 from aimem_writer.wiki import WikiRepo

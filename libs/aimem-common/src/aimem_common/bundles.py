@@ -30,25 +30,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from aimem_common.bus import Bus
 from aimem_common.commands import Envelope
-
-BUNDLE_OP = "bundle"
-BUNDLE_HEADER = "Aimem-Bundle"
-# The writer announces on aimem.status.writer that it reads bundles (``{"bundles": 1}``):
-# a writer from before bundles would take one for a bad envelope and drop its hooks, so
-# the ingress gathers only while a fresh announcement says so.
-BUNDLES_STATUS_KEY = "bundles"
-BUNDLE_VERSION = 1
-
-
-def encode_bundle(parts: list[bytes]) -> bytes:
-    """Join envelopes' JSON (each ``Envelope.model_dump_json()``, no raw newline) into a body."""
-    return b"\n".join(parts)
-
-
-def split_bundle(data: bytes) -> list[bytes]:
-    """Return the envelopes' JSON of a bundle body, in the order they were gathered."""
-    return [part for part in data.split(b"\n") if part.strip()]
 
 
 @dataclass(slots=True)
@@ -73,7 +56,7 @@ class Gatherer:
     Runs on the event loop; ``publish`` is the only entry point.
     """
 
-    def __init__(self, bus, *, max_cmds: int, max_bytes: int, max_inflight: int,
+    def __init__(self, bus: Bus, *, max_cmds: int, max_bytes: int, max_inflight: int,
                  enabled: Callable[[], bool] | None = None):
         self.bus = bus
         self.enabled = enabled

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from aimem_common.db.connect import migrate, open_reader, open_writer
-from aimem_common.db.schema import SCHEMA_VERSION, UNSPACED_GLOB
+from aimem_common.db.schema import SCHEMA_VERSION
+from aimem_common.db.trigram import UNSPACED_GLOB
 from aimem_common.errors import UnavailableError
 
 EXPECTED_TABLES = {
@@ -191,7 +192,7 @@ def test_observations_tri_indexes_the_unspaced_observations_of_a_version_12_db(t
     body) are indexed padded; ASCII and other non-ASCII text (an em-dash, ✓) are not. The
     triggers remove an indexed row on delete and re-decide on an edit; deleting an unindexed
     row sends no 'delete' (the totals record would drop below the rows held)."""
-    from aimem_common.db.schema import index_observation_tri, unspaced
+    from aimem_common.db.trigram import index_observation_tri, unspaced
 
     path = tmp_path / "m.sqlite"
     conn = database_at(path, 12)

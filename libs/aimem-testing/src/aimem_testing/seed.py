@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from aimem_common.db.connect import open_writer
-from aimem_common.db.schema import index_observation_tri
+from aimem_common.db.trigram import index_observation_tri
 from aimem_common.models import Scope, kind_for_path, tier_for
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

@@ -22,8 +22,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 
-from aimem_common.bundles import BUNDLE_VERSION, BUNDLES_STATUS_KEY
-from aimem_common.bus import WriterProgress
+from aimem_common.bus import BUNDLE_VERSION, BUNDLES_STATUS_KEY, WriterProgress
 from aimem_common.errors import AimemError, BackPressureError, InsufficientStorageError, UnavailableError
 
 log = logging.getLogger("aimem.ingress.gate")

@@ -206,7 +206,7 @@ async def test_a_middleware_added_to_the_app_guards_the_lean_route_too(settings)
 
 async def _post_at_once(app, n: int) -> tuple[list[str], list[dict], int]:
     """Post ``n`` hooks concurrently; return (accepted cmd ids, the stream's envelopes, its messages)."""
-    from aimem_common.bundles import BUNDLE_HEADER, split_bundle
+    from aimem_common.bus import BUNDLE_HEADER, split_bundle
     from aimem_common.bus import MUT_STREAM
 
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8702",

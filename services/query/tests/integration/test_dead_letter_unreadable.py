@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from aimem_common import bus as busmod
-from aimem_common.bundles import BUNDLE_HEADER, encode_bundle
+from aimem_common.bus import BUNDLE_HEADER, encode_bundle
 from aimem_common.commands import make_envelope
 from aimem_common.models import ObservationKind
 from aimem_common.sanitize import RawObservation, sanitize

@@ -36,21 +36,20 @@ import logging
 import sqlite3
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import orjson
 from opentelemetry import trace
 from pydantic import ValidationError
 
-from aimem_common.bus import REPLAY_HEADER, REPLY_HEADER, extract_context, reply_body
+from aimem_common.bus import extract_context, reply_body
 from aimem_common.config import Settings
 from aimem_common.errors import AimemError, BadRequestError, RetryableError, StoreFaultError
 from aimem_common.commands import Envelope, parse_payload
 from aimem_common.commands.envelope import first_error
 from aimem_common.commands.observations import ObservationAppend
 
-from aimem_writer import registry
+from aimem_writer import ledger, registry
+from aimem_writer.commands import BatchResult, Command, Incoming, Outcome
 from aimem_writer.faults import store_fault
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.textindex import TextIndexWriter
@@ -59,38 +58,6 @@ from aimem_writer.wiki import WikiRepo, WikiStage, clear_outbox, replay_outbox, 
 
 log = logging.getLogger("aimem.writer.batch")
 tracer = trace.get_tracer("aimem.writer")
-
-
-@dataclass(slots=True)
-class Incoming:
-    """One message as fetched: raw JSON, headers and its delivery count."""
-
-    data: bytes
-    headers: dict[str, str] = field(default_factory=dict)
-    num_delivered: int = 1
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What to do with one message after the batch: ``ack``/``nak``/``term`` + reply."""
-
-    action: str = "ack"
-    reply: dict[str, Any] | None = None
-    op: str = "unknown"
-    error_code: str | None = None
-    dead_letter: str | None = None  # the reason, when this command is given up
-
-
-@dataclass(slots=True)
-class BatchResult:
-    """Result of ``Applier.apply``: one outcome per item (same order), events, files touched."""
-
-    outcomes: list[Outcome]
-    events: list[Event] = field(default_factory=list)
-    files: int = 0
-    duration_s: float = 0.0
-    flush_fault: StoreFaultError | None = None  # committed, but the wiki files are still owed
-    settled_msgs: int = 0  # messages the consumer settled from these outcomes (a bundle is several items)
 
 
 class _ObservationEnvelope(Envelope):
@@ -123,26 +90,17 @@ class _NeedSavepoints(Exception):
 
 
 class _Abort(Exception):
-    """Internal: command ``index`` hit a transient failure; roll back the whole batch."""
+    """Internal: ``command`` hit a transient failure; roll back the whole batch."""
 
-    def __init__(self, index: int, error: AimemError):
+    def __init__(self, command: Command, error: AimemError):
         super().__init__(error.message)
-        self.index = index
+        self.command = command
         self.error = error
 
 
 # Answers to a command nobody waits for that are expected races, not lost work: the target
 # is gone (404), changed (409) or a condition did not hold (412).
 _EXPECTED_UNWAITED = {404, 409, 412}
-
-
-def _replayed_id(headers: dict[str, str]) -> int | None:
-    """The dead-letter id a message replays (``REPLAY_HEADER``), None when it is no replay."""
-    value = headers.get(REPLAY_HEADER)
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
 
 
 def _unwaited(err: AimemError, waited: bool) -> str | None:
@@ -152,21 +110,35 @@ def _unwaited(err: AimemError, waited: bool) -> str | None:
     return f"{err.code}: {err.message}"
 
 
-def _reply_json(reply: dict[str, Any]) -> str:
-    """``reply`` as JSON text for ``ingest_keys`` (orjson; ``json`` for what it refuses, such
-    as an integer beyond 64 bits)."""
-    try:
-        return orjson.dumps(reply, option=orjson.OPT_NON_STR_KEYS).decode()
-    except TypeError:
-        return json.dumps(reply, ensure_ascii=False)
-
-
 def owed_fault(exc: BaseException) -> StoreFaultError:
     """Return the store fault that holds the writer while ``exc`` keeps wiki files owed:
     ``store_fault(exc)`` when it is one, else ``reason`` ``io_error`` (a bug or bad text, e.g.
     ``UnicodeEncodeError``, is not the disk's, but the files must not be dropped either)."""
     return store_fault(exc) or StoreFaultError(f"wiki flush: {type(exc).__name__}: {exc}",
                                                data={"reason": "io_error", "store": "wiki"})
+
+
+def _parse(cmd: Command) -> None:
+    """Set ``cmd.envelope``, or, for a message that is no envelope, ``cmd.outcome`` (its error reply)."""
+    item = cmd.message
+    try:
+        # One pass in pydantic-core (~6x cheaper than json.loads + model_validate);
+        # a message it refuses is parsed again below, whose errors are the ones we reply.
+        cmd.envelope = _parse_envelope(item.data)
+        return
+    except ValidationError:
+        pass
+    raw: Any = None
+    try:
+        raw = json.loads(item.data)
+        cmd.envelope = Envelope.model_validate(raw)
+    except (ValueError, ValidationError) as exc:
+        msg = first_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        err = BadRequestError(f"invalid command envelope: {msg}", code="invalid_envelope")
+        cmd_id = raw.get("cmd_id", "") if isinstance(raw, dict) else ""
+        # Nobody waits for it (a hook, a line of a bundle): kept as a dead letter, visible.
+        lost = None if cmd.waited else f"{err.code}: {err.message}"
+        cmd.outcome = Outcome("ack", reply_body(str(cmd_id), error=err), "unknown", err.code, dead_letter=lost)
 
 
 WIKI_COMMIT_KEY = "wiki_commit"
@@ -234,51 +206,31 @@ class Applier:
                 after the ``COMMIT`` raises (file flush: ``flush_fault``; text index: logged).
         """
         t0 = time.perf_counter()
-        outcomes: list[Outcome | None] = [None] * len(items)
-        envs: list[Envelope | None] = [None] * len(items)
-        for i, item in enumerate(items):
-            try:
-                # One pass in pydantic-core (~6x cheaper than json.loads + model_validate);
-                # a message it refuses is parsed again below, whose errors are the ones we reply.
-                envs[i] = _parse_envelope(item.data)
-                continue
-            except ValidationError:
-                pass
-            raw: Any = None
-            try:
-                raw = json.loads(item.data)
-                envs[i] = Envelope.model_validate(raw)
-            except (ValueError, ValidationError) as exc:
-                msg = first_error(exc) if isinstance(exc, ValidationError) else str(exc)
-                err = BadRequestError(f"invalid command envelope: {msg}", code="invalid_envelope")
-                cmd_id = raw.get("cmd_id", "") if isinstance(raw, dict) else ""
-                # Nobody waits for it (a hook, a line of a bundle): kept as a dead letter, visible.
-                lost = None if item.headers.get(REPLY_HEADER) else f"{err.code}: {err.message}"
-                outcomes[i] = Outcome("ack", reply_body(str(cmd_id), error=err), "unknown", err.code,
-                                      dead_letter=lost)
+        cmds = [Command(item) for item in items]
+        for cmd in cmds:
+            _parse(cmd)
         self.recover()  # a previous batch's files first: they come before this batch's
-        pending = [i for i in range(len(items)) if outcomes[i] is None]
+        pending = [cmd for cmd in cmds if cmd.outcome is None]
         savepoints = False  # see the module docstring: the first attempt runs without them
         while True:
             try:
-                result = self._apply_once(items, envs, outcomes, pending, savepoints)
+                result = self._apply_once(cmds, pending, savepoints)
                 break
             except _NeedSavepoints:
                 savepoints = True
                 continue
             except _Abort as abort:
-                i = abort.index
-                env = envs[i]
-                if items[i].num_delivered >= self.max_deliver:
-                    reason = f"{abort.error.code} after {items[i].num_delivered} deliveries: {abort.error.message}"
-                    outcomes[i] = Outcome("term", reply_body(env.cmd_id, error=abort.error), env.op,
+                cmd, env, n = abort.command, abort.command.envelope, abort.command.message.num_delivered
+                if n >= self.max_deliver:
+                    reason = f"{abort.error.code} after {n} deliveries: {abort.error.message}"
+                    cmd.outcome = Outcome("term", reply_body(env.cmd_id, error=abort.error), env.op,
                                           abort.error.code, dead_letter=reason)
                     log.error("giving up %s %s (dead letter): %s", env.op, env.cmd_id, reason)
                 else:
-                    outcomes[i] = Outcome("nak", None, env.op, abort.error.code)
+                    cmd.outcome = Outcome("nak", None, env.op, abort.error.code)
                     log.warning("transient failure on %s %s, will redeliver: %s", env.op, env.cmd_id,
                                 abort.error.message)
-                pending = [j for j in pending if j != i]
+                pending = [p for p in pending if p is not cmd]
         self.sync_text_index()  # before the replies: a caller's next search finds its pages
         result.duration_s = time.perf_counter() - t0
         return result
@@ -321,7 +273,8 @@ class Applier:
         reason = f"unexpected error after {item.num_delivered} deliveries: {type(error).__name__}: {error}"
         try:
             self.conn.execute("BEGIN IMMEDIATE")
-            self._insert_dead_letter(item, env, reason, "internal", utc_now())
+            if ledger.insert_dead_letter(self.conn, item, env, reason, "internal", utc_now()):
+                self.metrics.dead_letters.labels(env.op).inc()
             self.conn.execute("COMMIT")
         except Exception as exc:  # noqa: BLE001 - a store fault is raised; anything else is redelivered
             self._rollback()
@@ -334,38 +287,35 @@ class Applier:
         err = AimemError(f"internal error applying {env.op}: {type(error).__name__}")
         return Outcome("term", reply_body(env.cmd_id, error=err), env.op, err.code, dead_letter=reason)
 
-    def _apply_once(self, items, envs, outcomes, pending, savepoints: bool = True) -> BatchResult:
+    def _apply_once(self, cmds: list[Command], pending: list[Command], savepoints: bool = True) -> BatchResult:
+        """One attempt at the batch in one transaction; outcomes are set only once it commits."""
         conn = self.conn
         now = utc_now()
         stage = WikiStage(self.wiki.root)
         scopes = ScopeCache()
         events: list[Event] = []
-        local: dict[int, Outcome] = {}
-        keys = {envs[i].dedupe_id for i in pending}
-        stored = self._stored_replies(keys)
+        decided: list[tuple[Command, Outcome]] = []
+        stored = ledger.stored_replies(conn, {cmd.envelope.dedupe_id for cmd in pending})
         seen_in_batch: dict[str, dict] = {}
         try:
             conn.execute("BEGIN IMMEDIATE")
-            self._store_dead_letters(items, envs, outcomes, now)
-            for i in pending:
-                env = envs[i]
+            self._store_dead_letters(cmds, now)
+            for cmd in pending:
+                env = cmd.envelope
                 key = env.dedupe_id
                 prior = stored.get(key) or seen_in_batch.get(key)
                 if prior is not None:
-                    local[i] = Outcome("ack", {**prior, "cmd_id": env.cmd_id, "duplicate": True}, env.op)
+                    decided.append((cmd, Outcome("ack", {**prior, "cmd_id": env.cmd_id, "duplicate": True}, env.op)))
                     self.metrics.duplicates.labels(env.op).inc()
                     continue
-                reply, code, dead = self._apply_one(i, items[i], env, now, stage, scopes, events, savepoints)
-                local[i] = Outcome("ack", reply, env.op, code, dead_letter=dead)
+                reply, code, dead = self._apply_one(cmd, now, stage, scopes, events, savepoints)
+                decided.append((cmd, Outcome("ack", reply, env.op, code, dead_letter=dead)))
                 if dead is not None:
                     # Given up, not applied: no ingest key, so a replay applies it afresh.
-                    self._insert_dead_letter(items[i], env, dead, code or "internal", now)
+                    self._dead_letter(cmd.message, env, dead, code or "internal", now)
                     continue
                 seen_in_batch[key] = reply
-                conn.execute(
-                    "INSERT INTO ingest_keys(key, cmd_id, op, result, created_at) VALUES (?, ?, ?, ?, ?)",
-                    (key, env.cmd_id, env.op, _reply_json(reply), now),
-                )
+                ledger.record_reply(conn, key, env, reply, now)
             ops = stage.coalesced()
             if ops:
                 store_outbox(conn, ops, now)
@@ -379,8 +329,8 @@ class Applier:
         self.metrics.commits.inc()
         for op, n in stage.op_names.items():  # counted once committed (an attempt may be re-applied)
             self.metrics.commands.labels(op).inc(n)
-        for i, o in local.items():
-            outcomes[i] = o
+        for cmd, outcome in decided:
+            cmd.outcome = outcome
         files = 0
         flush_fault = None
         if ops:
@@ -394,7 +344,7 @@ class Applier:
                 self.outbox_owed = True
                 log.error("wiki flush failed after commit (kept in wiki_outbox): %r", exc)
             self.wiki.note_ops(stage.op_names)
-        return BatchResult([o or Outcome() for o in outcomes], events, files, flush_fault=flush_fault)
+        return BatchResult([cmd.outcome or Outcome() for cmd in cmds], events, files, flush_fault=flush_fault)
 
     def _rollback(self) -> None:
         if self.conn.in_transaction:
@@ -403,61 +353,25 @@ class Applier:
             except sqlite3.Error as exc:  # the connection rolls back on its own when it can
                 log.warning("rollback failed: %s", exc)
 
-    def _store_dead_letters(self, items, envs, outcomes, now: str) -> None:
+    def _store_dead_letters(self, cmds: list[Command], now: str) -> None:
         """Insert the batch's terminated commands (decided before this attempt) as dead letters."""
-        for i, o in enumerate(outcomes):
+        for cmd in cmds:
+            o = cmd.outcome
             if o is None or not o.dead_letter:
                 continue
-            if envs[i] is None:  # unreadable: kept as received
-                self._insert_unreadable(items[i], o, now)
+            if cmd.envelope is None:  # unreadable: kept as received
+                if ledger.insert_unreadable(self.conn, cmd.message, o, now):
+                    self.metrics.dead_letters.labels("unknown").inc()
             elif o.action == "term":
-                self._insert_dead_letter(items[i], envs[i], o.dead_letter, o.error_code or "retryable", now)
+                self._dead_letter(cmd.message, cmd.envelope, o.dead_letter, o.error_code or "retryable", now)
 
-    def _insert_unreadable(self, item: Incoming, outcome: Outcome, now: str) -> None:
-        """Keep a command that is no envelope as a dead letter (op ``unknown``), once per text."""
-        text = item.data.decode("utf-8", "replace")
-        if self.conn.execute("SELECT 1 FROM dead_letters WHERE replayed_at IS NULL AND envelope = ?",
-                             (text,)).fetchone():
-            return
-        cmd_id = str((outcome.reply or {}).get("cmd_id") or "")
-        self.conn.execute(
-            "INSERT INTO dead_letters(cmd_id, op, envelope, reason, error_code, deliveries, created_at)"
-            " VALUES (?, 'unknown', ?, ?, ?, ?, ?)",
-            (cmd_id, text, outcome.dead_letter[:2000], outcome.error_code or "invalid_envelope", item.num_delivered, now),
-        )
-        self.metrics.dead_letters.labels("unknown").inc()
+    def _dead_letter(self, item: Incoming, env: Envelope, reason: str, code: str, now: str) -> None:
+        """Keep ``env`` as a dead letter (``ledger.insert_dead_letter``), counting a new row."""
+        if ledger.insert_dead_letter(self.conn, item, env, reason, code, now):
+            self.metrics.dead_letters.labels(env.op).inc()
 
-    def _insert_dead_letter(self, item: Incoming, env: Envelope, reason: str, code: str, now: str) -> None:
-        """Keep ``env`` as a dead letter, once: a command given up again while its dead letter
-        is open — a bundle redelivered for a sibling's sake runs it again (it is not in
-        ``ingest_keys``), and a client's retries of it with its idempotency key reach the
-        writer as copies when they were gathered into bundles — updates that row's reason and
-        delivery count instead of adding one (open dead letters are few: the scan is cheap).
-
-        A replay (``REPLAY_HEADER``: the id of the dead letter it sends again) that fails is
-        never folded into that row: the replay's ``dead_letter.resolve`` follows it on the
-        stream and marks that row replayed, so the failure gets a row of its own (its
-        redeliveries then update that one)."""
-        replay_of = _replayed_id(item.headers)
-        again = self.conn.execute(
-            "UPDATE dead_letters SET reason = :reason, error_code = :code, deliveries = max(deliveries, :n)"
-            " WHERE replayed_at IS NULL AND id IS NOT :replayed AND (cmd_id = :cmd"
-            " OR (:key IS NOT NULL AND json_extract(envelope, '$.idempotency_key') = :key))",
-            {"reason": reason[:2000], "code": code, "n": item.num_delivered, "cmd": env.cmd_id,
-             "key": env.idempotency_key, "replayed": replay_of},
-        )
-        if again.rowcount:
-            return
-        self.conn.execute(
-            "INSERT INTO dead_letters(cmd_id, op, workspace, project, envelope, reason, error_code, deliveries,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (env.cmd_id, env.op, env.scope.workspace if env.scope else None, env.scope.project if env.scope else None,
-             item.data.decode("utf-8", "replace"), reason[:2000], code, item.num_delivered, now),
-        )
-        self.metrics.dead_letters.labels(env.op).inc()
-
-    def _apply_one(self, i, item: Incoming, env: Envelope, now: str, stage: WikiStage,
-                   scopes: ScopeCache, events: list[Event], savepoint: bool = True) -> tuple[dict, str | None, str | None]:
+    def _apply_one(self, command: Command, now: str, stage: WikiStage, scopes: ScopeCache,
+                   events: list[Event], savepoint: bool = True) -> tuple[dict, str | None, str | None]:
         """Run one command (in a SAVEPOINT when ``savepoint``); return ``(reply, error_code|None, dead_letter_reason|None)``.
 
         Raises:
@@ -466,7 +380,8 @@ class Applier:
             _NeedSavepoints: without ``savepoint``, the command failed after it may have
                 written (the batch is re-applied with savepoints).
         """
-        waited = bool(item.headers.get(REPLY_HEADER))
+        item, env = command.message, command.envelope
+        waited = command.waited
         conn = self.conn
         # Continue the caller's trace; untraced commands (the hot hook path without an
         # exporter) skip span bookkeeping entirely.
@@ -506,7 +421,7 @@ class Applier:
                     raise
                 err = exc if isinstance(exc, RetryableError) else RetryableError(f"database error: {exc}")
                 self.metrics.errors.labels(env.op, err.code).inc()
-                raise _Abort(i, err) from exc
+                raise _Abort(command, err) from exc
             except AimemError as err:
                 if not savepoint:
                     raise _NeedSavepoints(env.cmd_id) from err
@@ -531,20 +446,6 @@ class Applier:
             events.extend(tx.events)
             return reply_body(env.cmd_id, result=result), None, None
 
-    def _stored_replies(self, keys: set[str]) -> dict[str, dict]:
-        """Return stored replies of already-applied keys (crash replays, late retries)."""
-        out: dict[str, dict] = {}
-        keys_l = list(keys)
-        for start in range(0, len(keys_l), 900):
-            chunk = keys_l[start : start + 900]
-            q = "SELECT key, result FROM ingest_keys WHERE key IN (%s)" % ",".join("?" * len(chunk))
-            for key, result in self.conn.execute(q, chunk):
-                try:
-                    out[key] = json.loads(result) if result else {"ok": True, "result": {}}
-                except ValueError:
-                    out[key] = {"ok": True, "result": {}}
-        return out
-
     # -- git ------------------------------------------------------------------------
     def checkpoint(self, reason: str | None = None) -> str | None:
         """Commit dirty wiki paths to git (one commit); returns the commit id or None.
@@ -565,7 +466,7 @@ class Applier:
 
     def open_dead_letters(self) -> int:
         """Return how many dead letters are not yet replayed."""
-        return int(self.conn.execute("SELECT count(*) FROM dead_letters WHERE replayed_at IS NULL").fetchone()[0])
+        return ledger.open_dead_letters(self.conn)
 
     def ping(self) -> bool:
         """Return True when the DB answers (health check)."""

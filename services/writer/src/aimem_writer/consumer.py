@@ -1,5 +1,10 @@
 """The durable pull consumer: fetch → apply (writer thread) → replies/events → ack.
 
+Control flows one way: ``Consumer`` (this loop) → ``pacing.Lanes`` (what to fetch) →
+``inplace.InPlaceRetry`` (apply, retried in place) → ``storefaults.StoreFaultHold`` (held
+through store faults) → the writer thread; then ``settlement.Settlement`` (checkpoint request,
+replies, events, acks) and ``gitcheckpoints.Checkpoints`` (the debounced git commit).
+
 Order per batch (DESIGN.md "The bus"): one SQLite transaction and the wiki flush on the
 writer thread; then, on the event loop, each reply is published on its ``Aimem-Reply-To``
 inbox, events go to ``AIMEM_EVT``, and only then are the messages acked (``nak`` with a
@@ -50,117 +55,36 @@ Git checkpoints are debounced: the first batch that touched the wiki schedules o
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import math
 import time
 from functools import partial
 
 import nats.errors
-import nats.js.errors
 from nats.aio.client import Client as NATS
 
 from aimem_common import bus as busmod
-from aimem_common.bundles import BUNDLE_VERSION, BUNDLES_STATUS_KEY
-from aimem_common.config import Settings, WriterSettings
-from aimem_common.errors import StoreFaultError, UnavailableError
+from aimem_common.config import Settings
+from aimem_common.errors import StoreFaultError
 
-from aimem_writer.batch import Applier, BatchResult
+from aimem_writer.batch import Applier
+from aimem_writer.commands import BatchResult
+from aimem_writer.gitcheckpoints import Checkpoints
 from aimem_writer.inplace import InPlaceRetry
 from aimem_writer.messages import command_count, commands_of, settled_count, settlements, split_batch
 from aimem_writer.metrics import WriterMetrics
+from aimem_writer.pacing import LINGER_MIN_EXPECTED, ArrivalRate, Lanes, command_budget, fetch_size, first_fetch_size, lingers
+from aimem_writer.settlement import NAK_DELAY_S, Settlement
+from aimem_writer.storefaults import StoreFaultHold
 from aimem_writer.thread import WriterThread
 from aimem_writer.tx import Event
 
 log = logging.getLogger("aimem.writer.consumer")
 
-NAK_DELAY_S = 1.0
 LAG_POLL_S = 2.0
-# How long a fetch waits on a lane that may have nothing: the live lane while an import keeps
-# the bulk lane busy, and the bulk lane after an idle live fetch (seconds).
-LANE_PROBE_S = 0.01
-BULK_FIRST_SLICE = 32  # commands of the first bulk slice, before any command's cost is measured
-BULK_MIN_SLICE = 8
-COST_ALPHA = 0.3  # EWMA weight of the newest batch's apply seconds per command
-
-
-def bulk_slice(cost_s: float | None, w: WriterSettings) -> int:
-    """Commands of the bulk lane to take into one batch: as many as apply in about
-    ``w.bulk_slice_ms`` at ``cost_s`` seconds per command (``BULK_FIRST_SLICE`` before any is
-    measured), between ``BULK_MIN_SLICE`` and ``w.bulk_batch_max_msgs``."""
-    if not cost_s:
-        return min(BULK_FIRST_SLICE, w.bulk_batch_max_msgs)
-    return max(BULK_MIN_SLICE, min(w.bulk_batch_max_msgs, int(w.bulk_slice_ms / 1000 / cost_s)))
-
-
-def _behind(msgs: list) -> bool:
-    """Whether the last fetched message of ``msgs`` says the consumer had more commands pending
-    (its JetStream ``num_pending``)."""
-    try:
-        return bool(msgs[-1].metadata.num_pending)
-    except Exception:  # noqa: BLE001 - no message, or not a JetStream message (tests)
-        return False
-
-
-def command_budget(msgs: list, w: WriterSettings) -> int:
-    """Commands a batch taken from ``msgs`` (in hand, in order) may hold: behind,
-    ``w.batch_max_msgs_behind``, else ``w.batch_max_msgs``. Behind: the consumer still had
-    commands pending after the last of them (``num_pending``), or they carry more than one
-    ``w.batch_max_msgs`` batch themselves (a fetch of bundles brings more than it asked for)."""
-    behind = _behind(msgs) or command_count(msgs) > w.batch_max_msgs
-    return max(w.batch_max_msgs, w.batch_max_msgs_behind) if behind else w.batch_max_msgs
-
-
-def fetch_size(msgs: list, w: WriterSettings) -> int:
-    """Messages to ask for next: room for ``command_budget(msgs, w)`` commands divided by the
-    commands per message of ``msgs`` (bundles of gathered hooks), so a transaction stays about
-    that many commands (``split_batch`` cuts what a fetch brings beyond it)."""
-    per_msg = command_count(msgs) / len(msgs) if msgs else 1.0
-    return max(1, int(command_budget(msgs, w) / per_msg))
-
-
-def first_fetch_size(settings: Settings) -> int:
-    """Messages to ask for when nothing says how many commands a message carries (at the start,
-    after an idle fetch): ``writer.batch_max_msgs`` commands in messages of the worst case,
-    full bundles of ``ingress.bundle_max_cmds`` commands. Lone commands then make one small
-    batch, and the prefetch behind it is sized by what they carried (``fetch_size``)."""
-    return max(1, settings.writer.batch_max_msgs // max(1, settings.ingress.bundle_max_cmds))
-
-
-# The linger starts only when the commands' arrival rate promises this many more within it:
-# a lone hook after a quiet spell is applied at once (visible in a few ms), a stream of them
-# is gathered.
-LINGER_MIN_EXPECTED = 2.0
-ARRIVAL_WINDOW_S = 0.5  # the time constant of the arrival rate (it forgets a burst within a few)
-
-
-class ArrivalRate:
-    """Commands per second reaching the writer over about the last ``ARRIVAL_WINDOW_S``: an
-    exponentially decaying count (each fetched batch adds its size; the count fades with
-    time, so a quiet spell brings the rate to zero whatever came before)."""
-
-    def __init__(self) -> None:
-        self.per_s = 0.0
-        self._at: float | None = None
-
-    def observe(self, n: int, now: float) -> None:
-        """Fold a fetched batch of ``n`` commands at ``now`` (monotonic s) into the rate."""
-        if self._at is not None:
-            self.per_s *= math.exp(-max(0.0, now - self._at) / ARRIVAL_WINDOW_S)
-        self.per_s += n / ARRIVAL_WINDOW_S
-        self._at = now
-
-
-def lingers(msgs: list, w: WriterSettings) -> bool:
-    """Whether to wait for more commands before applying ``msgs``: a batch of fewer than
-    ``w.batch_linger_msgs`` commands (a bundle counts its own) that nobody waits on (no ``Aimem-Reply-To``: hook observations,
-    session ends) while ``w.batch_linger_ms`` is on. A waiting caller is never held."""
-    return (w.batch_linger_ms > 0 and 0 < command_count(msgs) < w.batch_linger_msgs
-            and not any((m.headers or {}).get(busmod.REPLY_HEADER) for m in msgs))
 
 
 class Consumer:
-    """Runs the ``writer`` durable consumer until ``stop()``.
+    """Runs the ``writer`` and ``writer-bulk`` durable consumers until ``stop()``.
 
     Args:
         settings: writer settings (batch size, fetch timeout, debounce).
@@ -172,28 +96,46 @@ class Consumer:
 
     def __init__(self, settings: Settings, nc: NATS, thread: WriterThread, applier: Applier, metrics: WriterMetrics):
         self.settings = settings
-        self.bulk_busy = False  # the last bulk fetch brought commands: the live lane is only probed
-        self.cost_s: float | None = None  # apply seconds per command (EWMA): sizes the bulk slices
-        self._bulk_probed_at = 0.0  # monotonic s of the last look at an idle bulk lane
         self.nc = nc
         self.js = nc.jetstream()
         self.thread = thread
         self.applier = applier
         self.metrics = metrics
         self._stop = asyncio.Event()
-        self._ckpt_task: asyncio.Task | None = None
-        self._ckpt_pending = False
         self.ready = asyncio.Event()
         self.batches = 0
         self.arrivals = ArrivalRate()
         self._prefetch: asyncio.Task | None = None  # the next fetch, in flight while a batch is applied
         self._held: list = []  # the batch fetched and not yet settled (handed back at a stop)
-        self.fault: StoreFaultError | None = None  # set while the store refuses writes
-        self.fault_since: float | None = None  # epoch s
         # id(msg) → [msg, monotonic s of its fetch or last in-progress ack]: fetched, not yet settled
         self._in_hand: dict[int, list] = {}
-        self._retry = InPlaceRetry(partial(self._holding, applier.apply), partial(self._holding, applier.give_up),
+        self.lanes = Lanes(settings, self._in_hand)
+        self.faults = StoreFaultHold(settings, nc, thread, applier, metrics, self._stop)
+        self.checkpoints = Checkpoints(settings, thread, applier)
+        self._retry = InPlaceRetry(partial(self.faults.hold, applier.apply), partial(self.faults.hold, applier.give_up),
                                    settings.writer.max_deliver, self._stop, metrics.batch_failures)
+        self.settlement = Settlement(nc, applier, self.checkpoints, self._retry, metrics)
+
+    @property
+    def fault(self) -> StoreFaultError | None:
+        """The store fault holding the writer, None while the store takes writes."""
+        return self.faults.fault
+
+    def status(self) -> dict:
+        """The store state announced to ingress (``StoreFaultHold.status``)."""
+        return self.faults.status()
+
+    def schedule_checkpoint(self) -> None:
+        """Schedule a debounced git checkpoint (``Checkpoints.schedule``)."""
+        self.checkpoints.schedule()
+
+    async def flush_checkpoint(self) -> str | None:
+        """Run any pending checkpoint now (``Checkpoints.flush``); return the commit id or None."""
+        return await self.checkpoints.flush()
+
+    async def publish_events(self, events: list[Event]) -> None:
+        """Publish committed events (``Settlement.publish_events``): the watcher's hand edits."""
+        await self.settlement.publish_events(events)
 
     async def run(self) -> None:
         """Fetch and apply batches until ``stop()``; never raises on transient NATS errors."""
@@ -202,26 +144,13 @@ class Consumer:
         bulk_sub = await self.js.pull_subscribe_bind(durable=busmod.BULK_DURABLE, stream=busmod.BULK_STREAM)
         side = [asyncio.create_task(self._poll_lag(), name="writer-lag"),
                 asyncio.create_task(self._keep_alive(), name="writer-in-progress"),
-                asyncio.create_task(self._announce(), name="writer-status")]
+                asyncio.create_task(self.faults.announce(), name="writer-status")]
         await self._count_dead_letters()
         self.ready.set()
 
-        async def fetch_one(lane_sub, size: int, timeout_s: float) -> list:
-            try:
-                msgs = await lane_sub.fetch(size, timeout=timeout_s)
-                now = time.monotonic()
-                self._in_hand.update((id(m), [m, now]) for m in msgs)
-                return msgs
-            except (nats.errors.TimeoutError, asyncio.TimeoutError):
-                return []  # idle (nats-py raises either one from a partial fetch)
-            except (nats.errors.ConnectionClosedError, nats.errors.ConnectionReconnectingError,
-                    nats.js.errors.APIError, nats.errors.Error) as exc:
-                log.warning("fetch failed: %s; retrying", exc)
-                await asyncio.sleep(0.5)
-                return []
-
         async def fetch(size: int) -> list:
-            return await self.fetch_lanes(partial(fetch_one, sub), partial(fetch_one, bulk_sub), size)
+            return await self.lanes.fetch_lanes(partial(self.lanes.fetch_one, sub),
+                                                partial(self.lanes.fetch_one, bulk_sub), size)
 
         # Prefetch: the next batch travels over the network while this one is applied on
         # the writer thread. Batches are still applied and acked strictly in order. Behind
@@ -261,29 +190,6 @@ class Consumer:
             await self._hand_back(sub, bulk_sub)
             for t in side:
                 t.cancel()
-
-    async def fetch_lanes(self, live, bulk, size: int) -> list:
-        """Fetch up to ``size`` messages, live first: ``live(size, timeout_s)`` and, only when it
-        left nothing pending on the live lane, a ``bulk_slice`` more from ``bulk(n, timeout_s)``;
-        returns the live messages then the bulk ones (each lane in its stream order).
-
-        While the bulk lane is busy the live lane is only probed (``LANE_PROBE_S``) instead of
-        waited on for ``writer.fetch_timeout_s``; an idle bulk lane is probed after an idle live
-        fetch, and after a live one at most once a ``fetch_timeout_s`` (each probe of an empty
-        lane waits ``LANE_PROBE_S``, which a trickle of live batches should not pay every time),
-        so an import starts within about ``fetch_timeout_s`` and then runs at the writer's pace. Event loop; the messages are in hand (``_in_hand``) once returned.
-        """
-        w = self.settings.writer
-        msgs = await live(size, LANE_PROBE_S if self.bulk_busy else w.fetch_timeout_s)
-        if msgs and (_behind(msgs) or len(msgs) >= size):
-            return msgs  # live commands still pending: they go first, the bulk lane waits
-        now = time.monotonic()
-        if msgs and not self.bulk_busy and now - self._bulk_probed_at < w.fetch_timeout_s:
-            return msgs  # an idle bulk lane is looked at about once a fetch_timeout_s, not per live batch
-        self._bulk_probed_at = now
-        more = await bulk(bulk_slice(self.cost_s, w), LANE_PROBE_S)
-        self.bulk_busy = bool(more)
-        return msgs + more
 
     async def _linger(self, msgs: list, fetch) -> list:
         """Gather the commands that arrive within ``batch_linger_ms`` of a small batch into it.
@@ -365,80 +271,6 @@ class Consumer:
             for m in msgs:
                 self._in_hand.pop(id(m), None)
 
-    async def _holding(self, fn, *args):
-        """Run ``fn(*args)`` on the writer thread, retrying store faults with backoff until it
-        succeeds; returns its result.
-
-        Raises:
-            StoreFaultError: still failing when ``stop()`` was called.
-            Exception: whatever else ``fn`` raised (not retried here).
-        """
-        delay = 0.25
-        while True:
-            try:
-                result = await self.thread.call(fn, *args)
-            except StoreFaultError as fault:
-                self._enter_fault(fault)
-                if self._stop.is_set():
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.settings.writer.store_retry_max_s)
-                continue
-            return result
-
-    async def _recover_outbox(self) -> None:
-        """After a post-commit flush fault: re-flush the owed wiki files until the disk takes them."""
-        delay = 0.25
-        while not self._stop.is_set():
-            try:
-                await self.thread.call(self.applier.recover)
-                return
-            except StoreFaultError as fault:
-                self._enter_fault(fault)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, self.settings.writer.store_retry_max_s)
-
-    def _enter_fault(self, fault: StoreFaultError) -> None:
-        reason = (fault.data or {}).get("reason", "io_error")
-        if self.fault is None:
-            self.fault_since = time.time()
-            log.error("store fault (%s), holding the batch and retrying: %s", reason, fault.message)
-            self.metrics.store_faults.labels(reason).inc()
-            self.metrics.store_fault.labels(reason).set(1)
-            asyncio.get_running_loop().create_task(self._publish_status())
-        self.fault = fault
-
-    def _leave_fault(self) -> None:
-        if self.fault is None:
-            return
-        reason = (self.fault.data or {}).get("reason", "io_error")
-        log.warning("store accepts writes again after %.1f s (%s)", time.time() - (self.fault_since or 0), reason)
-        self.metrics.store_fault.labels(reason).set(0)
-        self.fault = self.fault_since = None
-        asyncio.get_running_loop().create_task(self._publish_status())
-
-    def status(self) -> dict:
-        """Return the store state announced to ingress: ``{state, bundles, reason?, detail?, since?,
-        retry_after_s?}``; ``bundles`` says this writer reads bundled hooks (ingress gathers
-        hooks only while the writer says so)."""
-        if self.fault is None:
-            return {"state": "ok", BUNDLES_STATUS_KEY: BUNDLE_VERSION}
-        return {"state": "store_fault", BUNDLES_STATUS_KEY: BUNDLE_VERSION,
-                "reason": (self.fault.data or {}).get("reason", "io_error"),
-                "detail": self.fault.message[:300], "since": self.fault_since,
-                "retry_after_s": max(1, int(self.settings.writer.store_retry_max_s))}
-
-    async def _publish_status(self) -> None:
-        try:
-            await self.nc.publish(busmod.WRITER_STATUS_SUBJECT, json.dumps(self.status()).encode())
-        except nats.errors.Error as exc:
-            log.debug("status not announced: %s", exc)
-
-    async def _announce(self) -> None:
-        while True:
-            await self._publish_status()
-            await asyncio.sleep(self.settings.writer.status_interval_s)
-
     async def _keep_alive(self) -> None:
         """Every ``ack_wait_s/6`` s, send an in-progress ack for each message in hand that has
         gone ``ack_wait_s/3`` s since its fetch or its last one (see the module docstring)."""
@@ -470,171 +302,30 @@ class Consumer:
         items, owners = commands_of(msgs)
         t0 = time.perf_counter()
         result = await self._retry.run(items)
-        self._leave_fault()
+        self.faults.leave()
         took = time.perf_counter() - t0
         self.metrics.apply_seconds.observe(took)
-        if items:
-            cost = took / len(items)
-            self.cost_s = cost if self.cost_s is None else COST_ALPHA * cost + (1 - COST_ALPHA) * self.cost_s
+        self.lanes.observe_cost(took, len(items))
         self.metrics.batch_size.observe(len(items))
         self.batches += 1
-        await self._after_commit(items, result)
+        await self.settlement.after_commit(items, result)
         done = len(result.outcomes)  # fewer than the commands when a stop ended the one-at-a-time step
         result.settled_msgs = settled_count(owners, done, len(msgs))
         unsettled = list(zip(msgs, settlements(result.outcomes, owners[:done], result.settled_msgs)))
-        if not await self._retry.step(partial(self._settle_all, unsettled), "settling the batch's messages"):
+        if not await self._retry.step(partial(self.settlement.settle_all, unsettled), "settling the batch's messages"):
             # Left to JetStream: redelivered after ack_wait_s and answered from ingest_keys.
             log.error("%d messages of a committed batch left unsettled", len(unsettled))
         if result.files:
-            self.schedule_checkpoint()
+            self.checkpoints.schedule()
         if any(o.dead_letter or o.op == "dead_letter.resolve" for o in result.outcomes):
             await self._count_dead_letters()
         if result.flush_fault is not None:
-            self._enter_fault(result.flush_fault)
-            await self._recover_outbox()
-            self._leave_fault()
-            self.schedule_checkpoint()
+            self.faults.enter(result.flush_fault)
+            await self.faults.recover_outbox()
+            self.faults.leave()
+            self.checkpoints.schedule()
         return result
 
-    async def _after_commit(self, items: list, result: BatchResult) -> None:
-        """Run the steps between a committed batch and its acks, each retried in place and
-        given up after ``writer.max_deliver`` attempts (``InPlaceRetry.step``; the commit stands
-        either way): a requested git checkpoint (its reply then carries the commit, or an
-        ``unavailable`` error when it was given up), the replies to waiting callers (each sent
-        once), the events. Event loop; publishes on NATS, commits to git (writer thread)."""
-        checkpoints = [o for o in result.outcomes if o.op == "wiki.checkpoint" and o.reply and o.reply.get("ok")]
-        if checkpoints:
-            # Requested checkpoint (admin backup): commit before answering, not after the debounce.
-            tries = [0]
-
-            async def checkpoint() -> None:
-                tries[0] += 1
-                message = next((o.reply["result"].get("message") for o in checkpoints
-                                if o.reply["result"].get("message")), None)
-                oid = await self.flush_checkpoint(message)
-                if oid is None and tries[0] > 1:  # the failed attempt may have made the commit
-                    oid = self.applier.wiki.head()
-                for o in checkpoints:
-                    o.reply["result"]["commit"] = oid
-
-            if not await self._retry.step(checkpoint, "the requested git checkpoint"):
-                err = UnavailableError("the git checkpoint failed; the wiki files stay on disk and a later"
-                                       " checkpoint commits them")
-                for o in checkpoints:
-                    o.reply = busmod.reply_body(o.reply.get("cmd_id"), error=err)
-        compacts = [o for o in result.outcomes if o.op == "db.compact" and o.reply and o.reply.get("ok")]
-        if compacts:
-            # VACUUM cannot run inside the batch transaction: after COMMIT, before the reply.
-            vacuum = await self._vacuum()
-            for o in compacts:
-                o.reply["result"]["vacuum"] = vacuum
-        replies = [(item.headers[busmod.REPLY_HEADER], outcome.reply) for item, outcome in zip(items, result.outcomes)
-                   if item.headers.get(busmod.REPLY_HEADER) and outcome.reply is not None]
-        sent = [0]
-
-        async def send_replies() -> None:
-            while sent[0] < len(replies):  # a retry goes on from the first reply not sent
-                reply_to, body = replies[sent[0]]
-                try:
-                    await self.nc.publish(reply_to, json.dumps(body, ensure_ascii=False).encode())
-                except nats.errors.Error as exc:  # the connection refused it: that caller times out
-                    log.warning("reply to %s failed: %s", reply_to, exc)
-                sent[0] += 1
-
-        await self._retry.step(send_replies, "the replies")
-        if result.events:
-            await self._retry.step(partial(self.publish_events, result.events), "the events")
-
-    async def _settle_all(self, unsettled: list[tuple]) -> None:
-        """Settle each ``(msg, action)`` of ``unsettled`` in order, removing it once done, so an
-        attempt after a failure goes on from the message that failed.
-
-        Raises:
-            Exception: whatever ``_settle`` raised (``unsettled`` then starts with that message).
-        """
-        while unsettled:
-            msg, action = unsettled[0]
-            try:
-                await self._settle(msg, action)
-            except nats.errors.MsgAlreadyAckdError:
-                pass  # settled by an attempt whose error came after the publish
-            unsettled.pop(0)
-            self.metrics.acks.labels(action).inc()
-
-    async def _settle(self, msg, action: str) -> None:
-        """``ack``, ``nak`` (redelivered after ``NAK_DELAY_S``) or ``term`` one message.
-
-        Raises:
-            nats.errors.Error: the settlement was not published (e.g. the connection is closed).
-        """
-        if action == "ack":
-            await msg.ack()
-        elif action == "nak":
-            await msg.nak(delay=NAK_DELAY_S)
-        else:
-            await msg.term()
-
-    async def publish_events(self, events: list[Event]) -> None:
-        """Publish committed events on ``aimem.evt.<kind>``, concurrently; a failed publish is
-        logged and dropped (events are advisory, the commit stands). The watcher's hand-edit
-        indexing calls it too. A batch's observation events go out one per session
-        (``coalesce_events``)."""
-        events = coalesce_events(events)
-
-        async def one(ev: Event) -> None:
-            try:
-                await self.js.publish(busmod.evt_subject(ev.kind), json.dumps(ev.data, ensure_ascii=False).encode(),
-                                      timeout=2.0, headers=busmod.trace_headers())
-            except Exception as exc:  # noqa: BLE001 - events are advisory; the commit stands
-                log.warning("event %s not published: %s", ev.kind, exc)
-
-        await asyncio.gather(*(one(e) for e in events))
-
-    # -- checkpoints ------------------------------------------------------------------
-    def schedule_checkpoint(self) -> None:
-        """Schedule a git checkpoint after the debounce (no-op when one is pending)."""
-        if self._ckpt_pending:
-            return
-        self._ckpt_pending = True
-        self._ckpt_task = asyncio.create_task(self._checkpoint_later(), name="writer-checkpoint")
-
-    async def _checkpoint_later(self) -> None:
-        try:
-            await asyncio.sleep(self.settings.writer.git_debounce_ms / 1000)
-        finally:
-            self._ckpt_pending = False
-        try:
-            await self.thread.call(self.applier.checkpoint)
-        except Exception:  # noqa: BLE001 - retried with the next batch's checkpoint
-            log.exception("git checkpoint failed")
-
-    async def _vacuum(self) -> str:
-        """VACUUM the DB and checkpoint its WAL to zero on the writer thread (``db.compact``);
-        return ``done``, or ``wal_busy`` when a reader kept the WAL from being truncated, or
-        ``failed: <reason>`` (the compaction's index rebuild stands either way)."""
-        def run() -> str:
-            conn = self.applier.conn
-            conn.execute("VACUUM")
-            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            return "wal_busy" if busy else "done"
-
-        try:
-            return await self.thread.call(run)
-        except Exception as exc:  # noqa: BLE001 - reported to the caller, the writer goes on
-            log.warning("compact: VACUUM failed: %s", exc)
-            return f"failed: {exc}"
-
-    async def flush_checkpoint(self, reason: str | None = None) -> str | None:
-        """Run any pending checkpoint now (shutdown, admin backup, ``aimem commit`` whose
-        message is ``reason``); return the commit id or None."""
-        if self._ckpt_task and not self._ckpt_task.done():
-            self._ckpt_task.cancel()
-            try:
-                await self._ckpt_task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
-        self._ckpt_pending = False
-        return await self.thread.call(self.applier.checkpoint, reason)
 
     async def _poll_lag(self) -> None:
         while True:
@@ -653,29 +344,3 @@ class Consumer:
         """Ask ``run()`` to return after the current batch."""
         self._stop.set()
 
-
-def coalesce_events(events: list[Event]) -> list[Event]:
-    """Merge a batch's ``observations.appended`` events into one per (workspace, project, session).
-
-    The hook path appends thousands of observations a second; live views only need to know
-    that a session grew (``count`` summed, highest ``last_observation_id``, ``kinds`` in
-    first-seen order). Other events pass through in order.
-    """
-    out: list[Event] = []
-    merged: dict[tuple, Event] = {}
-    for ev in events:
-        if ev.kind != "observations.appended":
-            out.append(ev)
-            continue
-        key = (ev.data.get("workspace"), ev.data.get("project"), ev.data.get("session_id"))
-        first = merged.get(key)
-        if first is None:
-            merged[key] = ev = Event(ev.kind, {**ev.data, "kinds": list(ev.data.get("kinds", []))})
-            out.append(ev)
-            continue
-        first.data["count"] += ev.data.get("count", 1)
-        first.data["last_observation_id"] = max(first.data["last_observation_id"], ev.data["last_observation_id"])
-        for k in ev.data.get("kinds", []):
-            if k not in first.data["kinds"]:
-                first.data["kinds"].append(k)
-    return out

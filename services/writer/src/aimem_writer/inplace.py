@@ -52,7 +52,7 @@ from prometheus_client import Counter
 
 from aimem_common.errors import StoreFaultError
 
-from aimem_writer.batch import BatchResult, Incoming, Outcome
+from aimem_writer.commands import BatchResult, Incoming, Outcome
 
 log = logging.getLogger("aimem.writer.inplace")
 

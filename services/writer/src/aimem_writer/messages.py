@@ -18,9 +18,9 @@ messages, and a message may carry one command or a whole bundle.
 
 from __future__ import annotations
 
-from aimem_common.bundles import BUNDLE_HEADER, split_bundle
+from aimem_common.bus import BUNDLE_HEADER, split_bundle
 
-from aimem_writer.batch import Incoming, Outcome
+from aimem_writer.commands import Incoming, Outcome
 
 
 def commands_of(msgs: list) -> tuple[list[Incoming], list[int]]:

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from aimem_common import bus as busmod
-from aimem_common.bundles import BUNDLE_HEADER, Gatherer
+from aimem_common.bundles import Gatherer
+from aimem_common.bus import BUNDLE_HEADER
 from aimem_common.commands import make_envelope
 from aimem_common.errors import RetryableError, UnavailableError
 from aimem_common.models import ObservationKind

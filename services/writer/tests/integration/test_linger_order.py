@@ -11,7 +11,8 @@ import time
 import pytest
 
 from aimem_writer.batch import Applier
-from aimem_writer.consumer import LINGER_MIN_EXPECTED, Consumer
+from aimem_writer.consumer import Consumer
+from aimem_writer.pacing import LINGER_MIN_EXPECTED
 
 from .realwriter import prompt_number, real_writer, trickle, tuned, wait_stored
 

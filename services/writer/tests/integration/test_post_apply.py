@@ -65,9 +65,9 @@ async def test_a_failure_after_the_commit_is_retried_in_place(settings, bus, mon
         if step == "checkpoint":  # e.g. the .git directory refusing the index lock
             calls = _fail_once(monkeypatch, applier, "checkpoint", PermissionError(errno.EACCES, "Permission denied"))
         elif step == "events":
-            calls = _fail_once(monkeypatch, consumer, "publish_events", RuntimeError("events broke"))
+            calls = _fail_once(monkeypatch, consumer.settlement, "publish_events", RuntimeError("events broke"))
         else:
-            calls = _fail_once(monkeypatch, consumer, "_settle", RuntimeError("ack broke"))
+            calls = _fail_once(monkeypatch, consumer.settlement, "settle", RuntimeError("ack broke"))
         replies: list[tuple[str, dict]] = []
         events: list[dict] = []
 

@@ -1,9 +1,9 @@
-"""How large a slice of the bulk lane (imports) the writer takes into a batch (``consumer.bulk_slice``)."""
+"""How large a slice of the bulk lane (imports) the writer takes into a batch (``pacing.bulk_slice``)."""
 
 from __future__ import annotations
 
 from aimem_common.config import WriterSettings
-from aimem_writer.consumer import BULK_FIRST_SLICE, BULK_MIN_SLICE, bulk_slice
+from aimem_writer.pacing import BULK_FIRST_SLICE, BULK_MIN_SLICE, bulk_slice
 
 
 def test_bulk_slices_are_sized_by_the_measured_cost() -> None:

@@ -1,11 +1,11 @@
-"""When the writer gathers a small batch (``consumer.lingers`` and ``ArrivalRate``)."""
+"""When the writer gathers a small batch (``pacing.lingers`` and ``ArrivalRate``)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 from aimem_common.config import WriterSettings
-from aimem_writer.consumer import LINGER_MIN_EXPECTED, ArrivalRate, lingers
+from aimem_writer.pacing import LINGER_MIN_EXPECTED, ArrivalRate, lingers
 
 
 def _expected(rate: ArrivalRate, w: WriterSettings) -> float:
@@ -56,7 +56,7 @@ def _fetched(n_cmds: int, pending: int = 0):
 
 def test_fetches_are_sized_in_commands_whatever_a_message_carries(tmp_path) -> None:
     from aimem_common import config
-    from aimem_writer.consumer import command_budget, fetch_size, first_fetch_size
+    from aimem_writer.pacing import command_budget, fetch_size, first_fetch_size
 
     w = WriterSettings(batch_max_msgs=512, batch_max_msgs_behind=4096)
     settings = config.load(tmp_path, environ={}).model_copy(update={"writer": w})

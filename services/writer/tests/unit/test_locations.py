@@ -47,7 +47,8 @@ def test_migration_16_brings_stored_locations_to_the_normalised_form(wh, tmp_pat
     """A store of schema 13 with roots and handoff places as clients spelled them."""
     import sqlite3
 
-    from aimem_common.db.schema import MIGRATIONS, SCHEMA_VERSION, unspaced
+    from aimem_common.db.schema import MIGRATIONS, SCHEMA_VERSION
+    from aimem_common.db.trigram import unspaced
 
     data = tmp_path / "old-data"
     (data / "db").mkdir(parents=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from aimem_common.bundles import BUNDLE_HEADER, encode_bundle
+from aimem_common.bus import BUNDLE_HEADER, encode_bundle
 
-from aimem_writer.batch import Outcome
+from aimem_writer.commands import Outcome
 from aimem_writer.messages import command_count, commands_of, settlements, split_batch
 
 

@@ -3,7 +3,7 @@ through the writer's ops: append, sweep prune, session and project purge, sessio
 project moves (true move and merge), and compaction. Real migrated SQLite + real git wiki.
 
 "Exactly" is checked three ways (``assert_exact``): the indexed rowids equal the rows an
-independent oracle picks (SQL ``GLOB schema.UNSPACED_GLOB``, not the writer's regex); FTS5's
+independent oracle picks (SQL ``GLOB trigram.UNSPACED_GLOB``, not the writer's regex); FTS5's
 'integrity-check' passes; and the index's totals record and every (term, doc, column,
 offset) instance equal those of a fresh table built from those rows. The last check is what
 catches a 'delete' of a never-indexed row: a contentless table's integrity-check does not.
@@ -19,7 +19,7 @@ import pytest
 from aimem_common import config
 from aimem_common.commands import make_envelope, parse_payload
 from aimem_common.db.connect import open_writer
-from aimem_common.db.schema import TRI_PAD, UNSPACED_GLOB
+from aimem_common.db.trigram import TRI_PAD, UNSPACED_GLOB
 from aimem_common.models import Scope
 from aimem_common.search.question import QueryOptions
 from aimem_common.search.query import memory_query

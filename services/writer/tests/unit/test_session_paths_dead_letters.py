@@ -6,7 +6,7 @@ from __future__ import annotations
 from aimem_common.bus import REPLAY_HEADER
 from aimem_common.commands import Envelope, ScopeRef
 
-from aimem_writer.batch import Incoming
+from aimem_writer.commands import Incoming
 from aimem_writer.ops.sessions import session_slug
 
 

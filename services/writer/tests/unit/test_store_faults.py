@@ -14,7 +14,7 @@ import pytest
 
 from aimem_common.errors import RetryableError, StoreFaultError
 
-from aimem_writer.batch import Incoming
+from aimem_writer.commands import Incoming
 from aimem_writer.faults import store_fault
 from aimem_writer.wiki import replay_outbox
 

@@ -10,7 +10,7 @@ import pytest
 
 from aimem_common.auth import hash_key, web_session
 from aimem_common.errors import AimemError
-from aimem_writer.consumer import coalesce_events
+from aimem_writer.settlement import coalesce_events
 from aimem_writer.tx import Event
 
 _spec = importlib.util.spec_from_file_location("aimem_test_admin_ops", Path(__file__).with_name("test_admin_ops.py"))

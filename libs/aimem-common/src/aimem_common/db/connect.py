@@ -14,7 +14,8 @@ import sqlite3
 import time
 from pathlib import Path
 
-from aimem_common.db.schema import MIGRATIONS, SCHEMA_VERSION, unspaced
+from aimem_common.db.schema import MIGRATIONS, SCHEMA_VERSION
+from aimem_common.db.trigram import unspaced
 from aimem_common.errors import UnavailableError
 
 log = logging.getLogger("aimem.db")

@@ -8,9 +8,6 @@ transaction as the rows (invariant 3); ``pages_fts`` indexes live page versions 
 
 from __future__ import annotations
 
-import re
-import sqlite3
-
 MIGRATION_1 = r"""
 CREATE TABLE workspaces (
   id          TEXT PRIMARY KEY,               -- uuid4 hex; names the wiki directory
@@ -415,11 +412,6 @@ CREATE INDEX web_sessions_user ON web_sessions(user_id);
 CREATE INDEX web_sessions_expiry ON web_sessions(expires_at);
 """
 
-# Scripts written without spaces between words (CJK ideographs, kana, Hangul, Thai, Lao,
-# Myanmar, Khmer): a page holding any such character is also indexed by ``pages_tri``. A GLOB
-# character class, so the triggers need no application function (any connection can write).
-UNSPACED_GLOB = "*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*"
-
 # Migration 6, part 1: ``pages_fts`` also indexes ``project_id``, so a project-scoped search
 # intersects the project's doclist inside FTS5 (``project_id : "<id>" AND (...)``) and
 # computes bm25 for that project's matches only, not for every project's (the query's cost
@@ -431,17 +423,7 @@ UNSPACED_GLOB = "*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u
 # 1–2 character query word is expanded to the trigrams that start with it.
 # An all-ASCII text (byte length = character length, ~3 µs for 1.5 KB) skips the GLOB
 # (~200 µs for 1.5 KB): CASE evaluates its branches lazily, AND does not.
-_TRI_TEXT = "(coalesce({r}.title, '') || ' ' || coalesce({r}.body, ''))"
-_TRI = ("CASE WHEN length(CAST(" + _TRI_TEXT + " AS BLOB)) = length(" + _TRI_TEXT + ") THEN 0"
-        " ELSE " + _TRI_TEXT + " GLOB '" + UNSPACED_GLOB + "' END")
-
-
-def unspaced_sql(row: str) -> str:
-    """SQL predicate: the page row ``row`` (an alias, ``new``, ``old``) belongs in ``pages_tri``."""
-    return _TRI.format(r=row)
-
-
-MIGRATION_6 = f"""
+MIGRATION_6 = """
 DROP TRIGGER pages_fts_ins;
 DROP TRIGGER pages_fts_retire;
 DROP TRIGGER pages_fts_revive;
@@ -481,26 +463,26 @@ CREATE VIRTUAL TABLE pages_tri USING fts5(
 );
 CREATE VIRTUAL TABLE pages_tri_vocab USING fts5vocab(pages_tri, 'row');
 INSERT INTO pages_tri(rowid, title, body)
-  SELECT p.id, p.title, p.body FROM pages p WHERE p.is_latest = 1 AND {_TRI.format(r='p')};
-CREATE TRIGGER pages_tri_ins AFTER INSERT ON pages WHEN new.is_latest = 1 AND {_TRI.format(r='new')} BEGIN
+  SELECT p.id, p.title, p.body FROM pages p WHERE p.is_latest = 1 AND CASE WHEN length(CAST((coalesce(p.title, '') || ' ' || coalesce(p.body, '')) AS BLOB)) = length((coalesce(p.title, '') || ' ' || coalesce(p.body, ''))) THEN 0 ELSE (coalesce(p.title, '') || ' ' || coalesce(p.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END;
+CREATE TRIGGER pages_tri_ins AFTER INSERT ON pages WHEN new.is_latest = 1 AND CASE WHEN length(CAST((coalesce(new.title, '') || ' ' || coalesce(new.body, '')) AS BLOB)) = length((coalesce(new.title, '') || ' ' || coalesce(new.body, ''))) THEN 0 ELSE (coalesce(new.title, '') || ' ' || coalesce(new.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END BEGIN
   INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, new.title, new.body);
 END;
 CREATE TRIGGER pages_tri_retire AFTER UPDATE OF is_latest ON pages
-  WHEN old.is_latest = 1 AND new.is_latest = 0 AND {_TRI.format(r='old')} BEGIN
+  WHEN old.is_latest = 1 AND new.is_latest = 0 AND CASE WHEN length(CAST((coalesce(old.title, '') || ' ' || coalesce(old.body, '')) AS BLOB)) = length((coalesce(old.title, '') || ' ' || coalesce(old.body, ''))) THEN 0 ELSE (coalesce(old.title, '') || ' ' || coalesce(old.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END BEGIN
   INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
 END;
 CREATE TRIGGER pages_tri_revive AFTER UPDATE OF is_latest ON pages
-  WHEN old.is_latest = 0 AND new.is_latest = 1 AND {_TRI.format(r='new')} BEGIN
+  WHEN old.is_latest = 0 AND new.is_latest = 1 AND CASE WHEN length(CAST((coalesce(new.title, '') || ' ' || coalesce(new.body, '')) AS BLOB)) = length((coalesce(new.title, '') || ' ' || coalesce(new.body, ''))) THEN 0 ELSE (coalesce(new.title, '') || ' ' || coalesce(new.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END BEGIN
   INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, new.title, new.body);
 END;
 CREATE TRIGGER pages_tri_edit AFTER UPDATE OF title, body ON pages
   WHEN old.is_latest = 1 AND new.is_latest = 1 BEGIN
   INSERT INTO pages_tri(pages_tri, rowid, title, body)
-    SELECT 'delete', old.id, old.title, old.body WHERE {_TRI.format(r='old')};
+    SELECT 'delete', old.id, old.title, old.body WHERE CASE WHEN length(CAST((coalesce(old.title, '') || ' ' || coalesce(old.body, '')) AS BLOB)) = length((coalesce(old.title, '') || ' ' || coalesce(old.body, ''))) THEN 0 ELSE (coalesce(old.title, '') || ' ' || coalesce(old.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END;
   INSERT INTO pages_tri(rowid, title, body)
-    SELECT new.id, new.title, new.body WHERE {_TRI.format(r='new')};
+    SELECT new.id, new.title, new.body WHERE CASE WHEN length(CAST((coalesce(new.title, '') || ' ' || coalesce(new.body, '')) AS BLOB)) = length((coalesce(new.title, '') || ' ' || coalesce(new.body, ''))) THEN 0 ELSE (coalesce(new.title, '') || ' ' || coalesce(new.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END;
 END;
-CREATE TRIGGER pages_tri_del AFTER DELETE ON pages WHEN old.is_latest = 1 AND {_TRI.format(r='old')} BEGIN
+CREATE TRIGGER pages_tri_del AFTER DELETE ON pages WHEN old.is_latest = 1 AND CASE WHEN length(CAST((coalesce(old.title, '') || ' ' || coalesce(old.body, '')) AS BLOB)) = length((coalesce(old.title, '') || ' ' || coalesce(old.body, ''))) THEN 0 ELSE (coalesce(old.title, '') || ' ' || coalesce(old.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END BEGIN
   INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
 END;
 """
@@ -620,21 +602,7 @@ CREATE TABLE page_chunk_embeddings (
 # word in a column's last two characters (``これは猫``) or a column of 1–2 characters still has
 # a trigram starting with it. The indexed text is no longer the page's, hence contentless
 # (``content=''``): a 'delete' carries the padded values, as ``pages_tri_insert_sql`` inserts them.
-TRI_PAD = "  "
-
-
-def _tri_cols(row: str) -> str:
-    return f"coalesce({row}.title, '') || '{TRI_PAD}', coalesce({row}.body, '') || '{TRI_PAD}'"
-
-
-def pages_tri_insert_sql(row: str = "pages") -> str:
-    """SQL that indexes every live unspaced-script page of table/alias ``row`` into ``pages_tri``
-    (padded as its triggers index them): for a rebuild after ``'delete-all'``."""
-    return (f"INSERT INTO pages_tri(rowid, title, body) SELECT {row}.id, {_tri_cols(row)} FROM pages {row}"
-            f" WHERE {row}.is_latest = 1 AND {_TRI.format(r=row)}")
-
-
-MIGRATION_12 = f"""
+MIGRATION_12 = """
 DROP TRIGGER pages_tri_ins;
 DROP TRIGGER pages_tri_retire;
 DROP TRIGGER pages_tri_revive;
@@ -644,27 +612,27 @@ DROP TABLE pages_tri_vocab;
 DROP TABLE pages_tri;
 CREATE VIRTUAL TABLE pages_tri USING fts5(title, body, content='', tokenize='trigram');
 CREATE VIRTUAL TABLE pages_tri_inst USING fts5vocab(pages_tri, 'instance');
-{pages_tri_insert_sql('p')};
-CREATE TRIGGER pages_tri_ins AFTER INSERT ON pages WHEN new.is_latest = 1 AND {_TRI.format(r='new')} BEGIN
-  INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, {_tri_cols('new')});
+INSERT INTO pages_tri(rowid, title, body) SELECT p.id, coalesce(p.title, '') || '  ', coalesce(p.body, '') || '  ' FROM pages p WHERE p.is_latest = 1 AND CASE WHEN length(CAST((coalesce(p.title, '') || ' ' || coalesce(p.body, '')) AS BLOB)) = length((coalesce(p.title, '') || ' ' || coalesce(p.body, ''))) THEN 0 ELSE (coalesce(p.title, '') || ' ' || coalesce(p.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END;
+CREATE TRIGGER pages_tri_ins AFTER INSERT ON pages WHEN new.is_latest = 1 AND CASE WHEN length(CAST((coalesce(new.title, '') || ' ' || coalesce(new.body, '')) AS BLOB)) = length((coalesce(new.title, '') || ' ' || coalesce(new.body, ''))) THEN 0 ELSE (coalesce(new.title, '') || ' ' || coalesce(new.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END BEGIN
+  INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, coalesce(new.title, '') || '  ', coalesce(new.body, '') || '  ');
 END;
 CREATE TRIGGER pages_tri_retire AFTER UPDATE OF is_latest ON pages
-  WHEN old.is_latest = 1 AND new.is_latest = 0 AND {_TRI.format(r='old')} BEGIN
-  INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, {_tri_cols('old')});
+  WHEN old.is_latest = 1 AND new.is_latest = 0 AND CASE WHEN length(CAST((coalesce(old.title, '') || ' ' || coalesce(old.body, '')) AS BLOB)) = length((coalesce(old.title, '') || ' ' || coalesce(old.body, ''))) THEN 0 ELSE (coalesce(old.title, '') || ' ' || coalesce(old.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END BEGIN
+  INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, coalesce(old.title, '') || '  ', coalesce(old.body, '') || '  ');
 END;
 CREATE TRIGGER pages_tri_revive AFTER UPDATE OF is_latest ON pages
-  WHEN old.is_latest = 0 AND new.is_latest = 1 AND {_TRI.format(r='new')} BEGIN
-  INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, {_tri_cols('new')});
+  WHEN old.is_latest = 0 AND new.is_latest = 1 AND CASE WHEN length(CAST((coalesce(new.title, '') || ' ' || coalesce(new.body, '')) AS BLOB)) = length((coalesce(new.title, '') || ' ' || coalesce(new.body, ''))) THEN 0 ELSE (coalesce(new.title, '') || ' ' || coalesce(new.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END BEGIN
+  INSERT INTO pages_tri(rowid, title, body) VALUES (new.id, coalesce(new.title, '') || '  ', coalesce(new.body, '') || '  ');
 END;
 CREATE TRIGGER pages_tri_edit AFTER UPDATE OF title, body ON pages
   WHEN old.is_latest = 1 AND new.is_latest = 1 BEGIN
   INSERT INTO pages_tri(pages_tri, rowid, title, body)
-    SELECT 'delete', old.id, {_tri_cols('old')} WHERE {_TRI.format(r='old')};
+    SELECT 'delete', old.id, coalesce(old.title, '') || '  ', coalesce(old.body, '') || '  ' WHERE CASE WHEN length(CAST((coalesce(old.title, '') || ' ' || coalesce(old.body, '')) AS BLOB)) = length((coalesce(old.title, '') || ' ' || coalesce(old.body, ''))) THEN 0 ELSE (coalesce(old.title, '') || ' ' || coalesce(old.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END;
   INSERT INTO pages_tri(rowid, title, body)
-    SELECT new.id, {_tri_cols('new')} WHERE {_TRI.format(r='new')};
+    SELECT new.id, coalesce(new.title, '') || '  ', coalesce(new.body, '') || '  ' WHERE CASE WHEN length(CAST((coalesce(new.title, '') || ' ' || coalesce(new.body, '')) AS BLOB)) = length((coalesce(new.title, '') || ' ' || coalesce(new.body, ''))) THEN 0 ELSE (coalesce(new.title, '') || ' ' || coalesce(new.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END;
 END;
-CREATE TRIGGER pages_tri_del AFTER DELETE ON pages WHEN old.is_latest = 1 AND {_TRI.format(r='old')} BEGIN
-  INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, {_tri_cols('old')});
+CREATE TRIGGER pages_tri_del AFTER DELETE ON pages WHEN old.is_latest = 1 AND CASE WHEN length(CAST((coalesce(old.title, '') || ' ' || coalesce(old.body, '')) AS BLOB)) = length((coalesce(old.title, '') || ' ' || coalesce(old.body, ''))) THEN 0 ELSE (coalesce(old.title, '') || ' ' || coalesce(old.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END BEGIN
+  INSERT INTO pages_tri(pages_tri, rowid, title, body) VALUES ('delete', old.id, coalesce(old.title, '') || '  ', coalesce(old.body, '') || '  ');
 END;
 """
 
@@ -679,62 +647,17 @@ END;
 # held, and its 'integrity-check' does not notice). A moved observation keeps its row here:
 # the project is read from ``observations`` at query time. The migration indexes the
 # existing rows with ``aimem_unspaced`` (Python, registered by ``connect.migrate``).
-_OBS_TRI_HELD = "EXISTS (SELECT 1 FROM observations_tri_docsize WHERE id = {r}.id)"
-_UNSPACED_CHAR = re.compile(UNSPACED_GLOB[1:-1])  # the GLOB's character class, as a regex
-
-
-def unspaced(text: str | None) -> bool:
-    """True when ``text`` holds an unspaced-script character (``UNSPACED_GLOB``'s class)."""
-    return bool(text) and not text.isascii() and _UNSPACED_CHAR.search(text) is not None
-
-
-def index_observation_tri(conn: sqlite3.Connection, obs_id: int, title: str | None, body: str | None) -> bool:
-    """Index the just-inserted observation ``obs_id`` into ``observations_tri`` when its title or
-    body holds an unspaced-script character (padded as the delete trigger removes it).
-
-    Call it in the transaction that inserted the row, once per row. Returns whether it indexed.
-    Cost: ``str.isascii`` for ASCII text (~0.4 µs), a regex search otherwise (~16 µs for 1.5 KB).
-    """
-    if not (unspaced(title) or unspaced(body)):
-        return False
-    conn.execute("INSERT INTO observations_tri(rowid, title, body) VALUES (?, ?, ?)",
-                 (obs_id, (title or "") + TRI_PAD, (body or "") + TRI_PAD))
-    return True
-
-
-def observations_tri_insert_sql(row: str = "o") -> str:
-    """SQL that indexes every unspaced-script observation into an empty ``observations_tri``
-    (padded as ``index_observation_tri``); needs the ``aimem_unspaced`` function (``connect.migrate``)."""
-    return (f"INSERT INTO observations_tri(rowid, title, body) SELECT {row}.id, {_tri_cols(row)}"
-            f" FROM observations {row} WHERE aimem_unspaced({row}.title) OR aimem_unspaced({row}.body)")
-
-
-def rebuild_observations_tri(conn: sqlite3.Connection) -> int:
-    """Empty ``observations_tri`` and index every observation that qualifies again (a compaction).
-
-    Side effect: writes inside the caller's transaction. Returns the rows indexed.
-    """
-    conn.execute("INSERT INTO observations_tri(observations_tri) VALUES ('delete-all')")
-    n = 0
-    # Only non-ASCII text can qualify; SQLite's byte/character length test skips the rest.
-    for oid, title, body in conn.execute(
-            "SELECT id, title, body FROM observations"
-            " WHERE length(CAST(title || body AS BLOB)) != length(title || body)").fetchall():
-        n += index_observation_tri(conn, oid, title, body)
-    return n
-
-
-MIGRATION_13 = f"""
+MIGRATION_13 = """
 CREATE VIRTUAL TABLE observations_tri USING fts5(title, body, content='', tokenize='trigram');
 CREATE VIRTUAL TABLE observations_tri_inst USING fts5vocab(observations_tri, 'instance');
-{observations_tri_insert_sql('o')};
-CREATE TRIGGER observations_tri_del AFTER DELETE ON observations WHEN {_OBS_TRI_HELD.format(r='old')} BEGIN
-  INSERT INTO observations_tri(observations_tri, rowid, title, body) VALUES ('delete', old.id, {_tri_cols('old')});
+INSERT INTO observations_tri(rowid, title, body) SELECT o.id, coalesce(o.title, '') || '  ', coalesce(o.body, '') || '  ' FROM observations o WHERE aimem_unspaced(o.title) OR aimem_unspaced(o.body);
+CREATE TRIGGER observations_tri_del AFTER DELETE ON observations WHEN EXISTS (SELECT 1 FROM observations_tri_docsize WHERE id = old.id) BEGIN
+  INSERT INTO observations_tri(observations_tri, rowid, title, body) VALUES ('delete', old.id, coalesce(old.title, '') || '  ', coalesce(old.body, '') || '  ');
 END;
 CREATE TRIGGER observations_tri_upd AFTER UPDATE OF title, body ON observations BEGIN
   INSERT INTO observations_tri(observations_tri, rowid, title, body)
-    SELECT 'delete', old.id, {_tri_cols('old')} WHERE {_OBS_TRI_HELD.format(r='old')};
-  INSERT INTO observations_tri(rowid, title, body) SELECT new.id, {_tri_cols('new')} WHERE {_TRI.format(r='new')};
+    SELECT 'delete', old.id, coalesce(old.title, '') || '  ', coalesce(old.body, '') || '  ' WHERE EXISTS (SELECT 1 FROM observations_tri_docsize WHERE id = old.id);
+  INSERT INTO observations_tri(rowid, title, body) SELECT new.id, coalesce(new.title, '') || '  ', coalesce(new.body, '') || '  ' WHERE CASE WHEN length(CAST((coalesce(new.title, '') || ' ' || coalesce(new.body, '')) AS BLOB)) = length((coalesce(new.title, '') || ' ' || coalesce(new.body, ''))) THEN 0 ELSE (coalesce(new.title, '') || ' ' || coalesce(new.body, '')) GLOB '*[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff]*' END;
 END;
 """
 

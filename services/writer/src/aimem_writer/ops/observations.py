@@ -19,7 +19,7 @@ re-checked with the redactor: a command that still carries a secret is refused w
 
 from __future__ import annotations
 
-from aimem_common.db.schema import index_observation_tri
+from aimem_common.db.trigram import index_observation_tri
 from aimem_common.errors import BadRequestError
 from aimem_common.commands import Envelope
 from aimem_common.commands.observations import ObservationAppend
@@ -108,7 +108,7 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
     ).lastrowid
     index_observation_tri(tx.conn, obs_id, cmd.title, cmd.body)  # CJK/Thai/... words: schema.MIGRATION_13
     tx.wiki.append_ledger(scope, at[:7], ledger_entry(at, kind, cmd.agent, cmd.session_id, cmd.title, cmd.body))
-    # One event per session per batch after coalescing (consumer.coalesce_events): live views.
+    # One event per session per batch after coalescing (settlement.coalesce_events): live views.
     tx.emit("observations.appended", {"session_id": cmd.session_id, "count": 1, "last_observation_id": obs_id,
                                       "kinds": [kind]})
     return {"observation_id": obs_id, "session_id": cmd.session_id}

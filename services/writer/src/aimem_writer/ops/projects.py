@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from aimem_common.db.schema import pages_tri_insert_sql, rebuild_observations_tri
+from aimem_common.db.trigram import pages_tri_insert_sql, rebuild_observations_tri
 from aimem_common.errors import (
     AimemError,
     ConflictError,

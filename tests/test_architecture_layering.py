@@ -1,0 +1,113 @@
+"""Layering rules of issue 28: shipped migrations are frozen literals, the writer's batch path
+flows one way, the bus sits below ingress batching, and no source module grows past 600 lines."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+COMMON = REPO / "libs/aimem-common/src/aimem_common"
+WRITER = REPO / "services/writer/src/aimem_writer"
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def test_migrations_are_literal_sql() -> None:
+    """Every ``MIGRATION_N`` in ``db/schema.py`` is one string literal: no f-string, ``.format``,
+    concatenation or helper call, so editing a helper can never change a shipped migration."""
+    path = COMMON / "db/schema.py"
+    found, bad = [], []
+    for node in _tree(path).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name) and t.id.startswith("MIGRATION_")]
+            if names:
+                found += names
+                if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                    bad += names
+    assert found and not bad, f"migrations must be literal SQL strings (frozen once shipped): {bad}"
+    for node in ast.walk(_tree(path)):
+        assert not isinstance(node, ast.JoinedStr), f"f-string in schema.py line {node.lineno}"
+        assert not (isinstance(node, ast.Attribute) and node.attr == "format"), (
+            f".format in schema.py line {node.lineno}")
+
+
+def test_schema_imports_no_run_time_helpers() -> None:
+    """``db/schema.py`` imports nothing of aimem's: run-time SQL helpers live in ``db/trigram.py``."""
+    for node in ast.walk(_tree(COMMON / "db/schema.py")):
+        if isinstance(node, ast.ImportFrom):
+            assert node.module == "__future__", f"schema.py imports {node.module}"
+        assert not isinstance(node, ast.Import)
+
+
+def _writer_imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("aimem_writer"):
+            out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("aimem_writer"))
+    return out
+
+
+# The consumer's parts, each one job; control flows from the consumer into them, never back.
+CONSUMER_PARTS = ("pacing", "inplace", "storefaults", "settlement", "gitcheckpoints", "messages",
+                  "commands", "ledger", "batch")
+
+
+def test_the_consumer_s_parts_never_call_back_into_it() -> None:
+    """No part of the batch path imports ``aimem_writer.consumer``, and the consumer hands
+    ``InPlaceRetry`` none of its own methods (consumer → inplace → consumer was a bounce)."""
+    for name in CONSUMER_PARTS:
+        assert "aimem_writer.consumer" not in _writer_imports(WRITER / f"{name}.py"), f"{name}.py imports the consumer"
+    tree = _tree(WRITER / "consumer.py")
+    own = {n.name for c in tree.body if isinstance(c, ast.ClassDef) and c.name == "Consumer"
+           for n in c.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "InPlaceRetry":
+            passed = {a.attr for arg in [*node.args, *(k.value for k in node.keywords)] for a in ast.walk(arg)
+                      if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) and a.value.id == "self"}
+            assert not passed & own, f"the consumer passes its own methods to InPlaceRetry: {passed & own}"
+
+
+def test_batch_types_and_ledger_sql_have_one_home() -> None:
+    """Batch types are defined in ``commands.py`` only, and ``ingest_keys``/``dead_letters``
+    SQL of the batch path lives in ``ledger.py`` (``ops/`` handlers keep their own)."""
+    for path in WRITER.glob("*.py"):
+        tree = _tree(path)
+        if path.name != "commands.py":
+            defined = {c.name for c in tree.body if isinstance(c, ast.ClassDef)}
+            assert not defined & {"Incoming", "Outcome", "BatchResult"}, path.name
+        if path.name != "ledger.py":
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lstrip().upper()\
+                        .startswith(("INSERT", "UPDATE", "SELECT", "DELETE")):
+                    assert not any(t in node.value for t in ("ingest_keys", "dead_letters")), (
+                        f"{path.name}: ledger SQL belongs in ledger.py")
+
+
+def test_writer_modules_stay_under_600_lines() -> None:
+    """A module over 600 lines is a module doing several jobs (STYLE.md "Layout")."""
+    long = {str(p.relative_to(WRITER)): n for p in WRITER.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 600}
+    assert long == {}, f"split these by job: {long}"
+
+
+BUS = COMMON / "bus"
+
+
+def test_the_bus_sits_below_ingress_batching() -> None:
+    """``aimem_common/bus/`` never imports ``aimem_common.bundles`` (the Gatherer uses the bus,
+    not the reverse), and ``bus.py`` is a package of one-job modules, none over 600 lines."""
+    assert BUS.is_dir() and not (COMMON / "bus.py").exists()
+    for path in BUS.glob("*.py"):
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith("aimem_common.bundles"), f"bus/{path.name} imports bundles"
+                assert not (node.module == "aimem_common" and any(a.name == "bundles" for a in node.names))
+        assert len(path.read_text().splitlines()) <= 600, f"bus/{path.name} is over 600 lines"
+    assert "aimem_common.bus" in {n.module for n in ast.walk(_tree(COMMON / "bundles.py"))
+                                  if isinstance(n, ast.ImportFrom)}
