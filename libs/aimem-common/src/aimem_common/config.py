@@ -264,23 +264,33 @@ class RerankSettings(BaseModel):
     cooldown_s: float = 10.0
 
 
+# ``[llm] reasoning_effort``, mapped per provider by the maintainer's llm module: OpenAI's
+# ``reasoning_effort``, Anthropic's ``thinking`` budget, Gemini's ``thinking_config`` budget.
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
+
+
 class LlmCandidate(BaseModel):
     """One LLM provider profile (primary or a ``[[llm_fallbacks]]`` entry)."""
 
-    provider: Literal["openai", "openai-compat"]
+    provider: Literal["openai", "openai-compat", "anthropic", "gemini"]
     model: str
     base_url: str | None = None
     api_key_env: str | None = None  # name of the env var holding the key, never the key
+    reasoning_effort: ReasoningEffort | None = None
 
 
 class LlmSettings(BaseModel):
-    """Chat provider for consolidation/auto-improve/explore (zero-LLM when provider is None)."""
+    """Chat provider for consolidation/auto-improve/explore (zero-LLM when provider is None).
 
-    provider: Literal["openai", "openai-compat"] | None = None
+    ``provider``: ``openai`` / ``openai-compat`` (the ``openai`` SDK), ``anthropic`` (Messages
+    API, ``anthropic`` SDK) or ``gemini`` (Gemini API, ``google-genai`` SDK)."""
+
+    provider: Literal["openai", "openai-compat", "anthropic", "gemini"] | None = None
     model: str | None = None
     base_url: str | None = None
     api_key: str | None = None
     timeout_s: float = 300.0
+    reasoning_effort: ReasoningEffort | None = None
     headers: dict[str, str] = {}
     compat_strict: bool = True
     circuit_cooldown_s: float = 30.0  # a candidate that failed transiently is skipped this long
@@ -529,7 +539,9 @@ def load(
                 )
             resolved[cand.api_key_env] = value
     if settings.llm.provider and not settings.llm.api_key:
-        key = env.get("OPENAI_API_KEY") or env.get("LLM_API_KEY")
+        vendor_env = {"anthropic": ("ANTHROPIC_API_KEY",), "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+        names = (*vendor_env.get(settings.llm.provider, ("OPENAI_API_KEY",)), "LLM_API_KEY")
+        key = next((env[n] for n in names if env.get(n)), None)
         if key:
             settings.llm.api_key = key
     settings.resolved_env = resolved
