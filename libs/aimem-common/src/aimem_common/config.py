@@ -79,6 +79,27 @@ class BusSettings(BaseModel):
         return [u.strip() for u in self.nats_url.split(",") if u.strip()]
 
 
+AdmissionOperation = Literal[
+    "delete_page", "purge_session", "purge_project", "purge_workspace", "move_project", "move_session"]
+
+
+class AdmissionWebhook(BaseModel):
+    """One ``[[admission.webhooks]]`` entry (``aimem_common.admission``): asked before each of
+    its ``operations`` (default: all); ``on_failure`` decides when it cannot answer in time."""
+
+    url: str
+    operations: list[AdmissionOperation] = list(AdmissionOperation.__args__)  # type: ignore[attr-defined]
+    timeout_s: float = Field(2.0, gt=0, le=30)
+    on_failure: Literal["reject", "allow"] = "reject"
+    headers: dict[str, str] = {}
+
+
+class AdmissionSettings(BaseModel):
+    """Webhooks called, in declaration order, before a destructive operation reaches the writer."""
+
+    webhooks: list[AdmissionWebhook] = []
+
+
 class ReplicationSettings(BaseModel):
     """Off-node copies: the wiki pushed to a git remote, the DB streamed by Litestream.
 
@@ -414,6 +435,7 @@ class Settings(BaseSettings):
     web: WebSettings = WebSettings()
     mcp: McpSettings = McpSettings()
     replication: ReplicationSettings = ReplicationSettings()
+    admission: AdmissionSettings = AdmissionSettings()
 
     # Secrets named by `api_key_env` in [[llm_fallbacks]] are resolved once at load.
     resolved_env: dict[str, str] = Field(default_factory=dict, exclude=True)
