@@ -100,6 +100,20 @@ class AdmissionSettings(BaseModel):
     webhooks: list[AdmissionWebhook] = []
 
 
+class MirrorSettings(BaseModel):
+    """One ``[[mirrors]]`` receiver: every committed change (an ``aimem.evt.*`` event whose kind
+    matches ``events``, fnmatch patterns; empty = every kind but ``observations.appended``) is
+    POSTed to ``url`` as signed JSON by the maintainer (``aimem_maintainer.mirrors``)."""
+
+    url: str
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,40}$")  # durable consumer suffix
+    secret: str | None = None  # HMAC-SHA256 key; or `secret_env`, the env var holding it
+    secret_env: str | None = None
+    events: list[str] = []
+    timeout_s: float = Field(5.0, gt=0, le=60)
+    max_backoff_s: float = Field(300.0, ge=1)
+
+
 class ReplicationSettings(BaseModel):
     """Off-node copies: the wiki pushed to a git remote, the DB streamed by Litestream.
 
@@ -436,6 +450,7 @@ class Settings(BaseSettings):
     mcp: McpSettings = McpSettings()
     replication: ReplicationSettings = ReplicationSettings()
     admission: AdmissionSettings = AdmissionSettings()
+    mirrors: list[MirrorSettings] = []
 
     # Secrets named by `api_key_env` in [[llm_fallbacks]] are resolved once at load.
     resolved_env: dict[str, str] = Field(default_factory=dict, exclude=True)
@@ -560,6 +575,11 @@ def load(
                     f"[[llm_fallbacks]] {cand.provider}/{cand.model}: env {cand.api_key_env} is empty"
                 )
             resolved[cand.api_key_env] = value
+    for mirror in settings.mirrors:
+        if mirror.secret_env:
+            if not env.get(mirror.secret_env):
+                raise ConfigError(f"[[mirrors]] {mirror.url}: env {mirror.secret_env} is empty")
+            resolved[mirror.secret_env] = env[mirror.secret_env]
     if settings.llm.provider and not settings.llm.api_key:
         vendor_env = {"anthropic": ("ANTHROPIC_API_KEY",), "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
         names = (*vendor_env.get(settings.llm.provider, ("OPENAI_API_KEY",)), "LLM_API_KEY")

@@ -34,6 +34,7 @@ class MaintContext(ServiceContext):
     owner: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
     actor: str = "maintainer"
     last_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mirrors: list[Any] = field(default_factory=list)  # aimem_maintainer.mirrors.MirrorSender
 
     def require_llm(self, job: str) -> LlmClient:
         """Return the LLM client or raise ``llm_not_configured`` (zero-LLM default)."""

@@ -105,6 +105,7 @@ async def h_status(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
                 "provider": ctx.settings.llm.provider, "model": ctx.settings.llm.model},
         "llm_candidates": ctx.llm.status() if ctx.llm and len(ctx.llm.candidates) > 1 else [],
         "llm_candidate_status": ctx.llm.status() if ctx.llm else [],
+        "mirrors": [m.status() for m in ctx.mirrors],
         "embedding": {"configured": ident is not None,
                       **({"provider": ident.provider, "model": ident.model, "dim": ident.dim} if ident else {}),
                       **cov},
