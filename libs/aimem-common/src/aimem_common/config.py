@@ -287,14 +287,15 @@ class SearchSettings(BaseModel):
 class RerankSettings(BaseModel):
     """Optional cross-encoder rerank of a search's top hits (``aimem_common.rerank``); off when
     ``provider`` is None. ``http``: a ``POST <base_url>/rerank`` endpoint (Cohere's shape, also
-    vLLM's, Jina's, Infinity's). ``top_n`` hits are reordered by its score; past
+    vLLM's, Jina's, Infinity's); ``llm``: the maintainer's ``[llm]`` chain ranks them (one
+    bounded call per query, ``aimem_common.rerank.LlmReranker``). ``top_n`` hits are reordered by its score; past
     ``timeout_ms`` or on an error the fused order stays, and the reranker rests ``cooldown_s``."""
 
-    provider: Literal["http"] | None = None
+    provider: Literal["http", "llm"] | None = None
     base_url: str | None = None
     model: str | None = None
     api_key: str | None = None
-    top_n: int = Field(20, ge=2, le=100)
+    top_n: int = Field(20, ge=2, le=100)  # "llm": at most 30 (LLM_MAX_CANDIDATES)
     timeout_ms: int = 1500
     cooldown_s: float = 10.0
 

@@ -19,7 +19,7 @@ from aimem_common.errors import AimemError, BadRequestError, NotFoundError
 from aimem_common.models import Scope, validate_name
 from aimem_common.read import proposals, scopes
 
-from aimem_maintainer import auto_improve, bootstrap, consolidate, embeddings, explore, idle, lint, sweep
+from aimem_maintainer import auto_improve, bootstrap, consolidate, embeddings, explore, idle, lint, llm_rerank, sweep
 from aimem_maintainer.store import parse_time
 
 if TYPE_CHECKING:
@@ -83,6 +83,12 @@ async def h_auto_improve(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, 
 async def h_explore(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
     scope = await _scope(ctx, req)
     return await explore.explore(ctx, scope, req["args"].get("focus"))
+
+
+async def h_rerank(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
+    args = req["args"]
+    return await llm_rerank.rank(ctx, str(args.get("query") or ""), list(args.get("documents") or []),
+                                 budget_s=float(args.get("budget_s") or 10.0))
 
 
 async def h_bootstrap(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
@@ -150,7 +156,7 @@ async def h_finalize_idle(ctx: "MaintContext", req: dict[str, Any]) -> dict[str,
 HANDLERS: dict[str, Handler] = {
     "forget_sweep": h_sweep, "lint": h_lint, "consolidate": h_consolidate, "auto_improve": h_auto_improve,
     "explore": h_explore, "bootstrap": h_bootstrap, "embed": h_embed, "status": h_status, "pending_writes": h_pending,
-    "finalize_idle": h_finalize_idle,
+    "finalize_idle": h_finalize_idle, "rerank": h_rerank,
 }
 
 

@@ -46,6 +46,7 @@ def create_app(settings: Settings) -> FastAPI:
         reranker = RerankStage.from_settings(settings.rerank)
         stack.push_async_callback(reranker.aclose)
         nc, bus = await s.connect_bus()
+        reranker.attach_bus(nc)  # reranker = "llm" asks the maintainer over NATS
         pool = await s.read_pool(size=8, budget_ms=settings.query.query_budget_ms)
         gw = GatewayContext(
             settings=settings, telemetry=telemetry, nc=nc, bus=bus, read_pool=pool, endpoint=endpoint,
