@@ -288,8 +288,9 @@ class RerankSettings(BaseModel):
     """Optional cross-encoder rerank of a search's top hits (``aimem_common.rerank``); off when
     ``provider`` is None. ``http``: a ``POST <base_url>/rerank`` endpoint (Cohere's shape, also
     vLLM's, Jina's, Infinity's); ``llm``: the maintainer's ``[llm]`` chain ranks them (one
-    bounded call per query, ``aimem_common.rerank.LlmReranker``). ``top_n`` hits are reordered by its score; past
-    ``timeout_ms`` or on an error the fused order stays, and the reranker rests ``cooldown_s``."""
+    bounded call per query, ``aimem_common.rerank.LlmReranker``). ``top_n`` hits are reordered
+    by its score; past ``timeout_ms`` or on an error the fused order stays, and the reranker
+    rests ``cooldown_s``."""
 
     provider: Literal["http", "llm"] | None = None
     base_url: str | None = None
