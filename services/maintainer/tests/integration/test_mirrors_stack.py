@@ -97,7 +97,7 @@ events = ["page.changed", "*.purged"]
 timeout_s = 2
 max_backoff_s = 2
 """)
-        procs = services("writer", "maintainer")
+        procs = services("writer", "maintainer", "query")
         await write(bus, "notes/a.md", "first")
         await wait_for(lambda: len(recv.unique()) == 1, what="the first notification")
 
@@ -115,6 +115,8 @@ max_backoff_s = 2
             await asyncio.sleep(0.2)
         assert st["name"] == "mirror-audit" and st["last_error"] == "ConnectError" and st["pending"] >= 1
         assert "token" not in json.dumps(st) and SECRET not in json.dumps(st)
+        admin = httpx.get(procs["query"].url + "/admin/status", timeout=10).json()
+        assert admin["mirrors"][0]["name"] == "mirror-audit" and admin["mirrors"][0]["consecutive_failures"] >= 2
         metrics = httpx.get(procs["maintainer"].url + "/metrics").text
         assert 'aimem_mirror_deliveries_total{mirror="mirror-audit",outcome="failed"}' in metrics
 
