@@ -73,6 +73,41 @@ class BusSettings(BaseModel):
         return [u.strip() for u in self.nats_url.split(",") if u.strip()]
 
 
+AdmissionOperation = Literal[
+    "delete_page", "purge_session", "purge_project", "purge_workspace", "move_project", "move_session"]
+
+
+class AdmissionWebhook(BaseModel):
+    """One ``[[admission.webhooks]]`` entry (``aimem_common.admission``): asked before each of
+    its ``operations`` (default: all); ``on_failure`` decides when it cannot answer in time."""
+
+    url: str
+    operations: list[AdmissionOperation] = list(AdmissionOperation.__args__)  # type: ignore[attr-defined]
+    timeout_s: float = Field(2.0, gt=0, le=30)
+    on_failure: Literal["reject", "allow"] = "reject"
+    headers: dict[str, str] = {}
+
+
+class AdmissionSettings(BaseModel):
+    """Webhooks called, in declaration order, before a destructive operation reaches the writer."""
+
+    webhooks: list[AdmissionWebhook] = []
+
+
+class MirrorSettings(BaseModel):
+    """One ``[[mirrors]]`` receiver: every committed change (an ``aimem.evt.*`` event whose kind
+    matches ``events``, fnmatch patterns; empty = every kind but ``observations.appended``) is
+    POSTed to ``url`` as signed JSON by the maintainer (``aimem_maintainer.mirrors``)."""
+
+    url: str
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,40}$")  # durable consumer suffix
+    secret: str | None = None  # HMAC-SHA256 key; or `secret_env`, the env var holding it
+    secret_env: str | None = None
+    events: list[str] = []
+    timeout_s: float = Field(5.0, gt=0, le=60)
+    max_backoff_s: float = Field(300.0, ge=1)
+
+
 class ReplicationSettings(BaseModel):
     """Off-node copies: the wiki pushed to a git remote, the DB streamed by Litestream.
 
@@ -299,35 +334,47 @@ class SearchSettings(BaseModel):
 class RerankSettings(BaseModel):
     """Optional cross-encoder rerank of a search's top hits (``aimem_common.rerank``); off when
     ``provider`` is None. ``http``: a ``POST <base_url>/rerank`` endpoint (Cohere's shape, also
-    vLLM's, Jina's, Infinity's). ``top_n`` hits are reordered by its score; past
-    ``timeout_ms`` or on an error the fused order stays, and the reranker rests ``cooldown_s``."""
+    vLLM's, Jina's, Infinity's); ``llm``: the maintainer's ``[llm]`` chain ranks them (one
+    bounded call per query, ``aimem_common.rerank.LlmReranker``). ``top_n`` hits are reordered
+    by its score; past ``timeout_ms`` or on an error the fused order stays, and the reranker
+    rests ``cooldown_s``."""
 
-    provider: Literal["http"] | None = None
+    provider: Literal["http", "llm"] | None = None
     base_url: str | None = None
     model: str | None = None
     api_key: str | None = None
-    top_n: int = Field(20, ge=2, le=100)
+    top_n: int = Field(20, ge=2, le=100)  # "llm": at most 30 (LLM_MAX_CANDIDATES)
     timeout_ms: int = 1500
     cooldown_s: float = 10.0
+
+
+# ``[llm] reasoning_effort``, mapped per provider by the maintainer's llm module: OpenAI's
+# ``reasoning_effort``, Anthropic's ``thinking`` budget, Gemini's ``thinking_config`` budget.
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 
 
 class LlmCandidate(BaseModel):
     """One LLM provider profile (primary or a ``[[llm_fallbacks]]`` entry)."""
 
-    provider: Literal["openai", "openai-compat"]
+    provider: Literal["openai", "openai-compat", "anthropic", "gemini"]
     model: str
     base_url: str | None = None
     api_key_env: str | None = None  # name of the env var holding the key, never the key
+    reasoning_effort: ReasoningEffort | None = None
 
 
 class LlmSettings(BaseModel):
-    """Chat provider for consolidation/auto-improve/explore (zero-LLM when provider is None)."""
+    """Chat provider for consolidation/auto-improve/explore (zero-LLM when provider is None).
 
-    provider: Literal["openai", "openai-compat"] | None = None
+    ``provider``: ``openai`` / ``openai-compat`` (the ``openai`` SDK), ``anthropic`` (Messages
+    API, ``anthropic`` SDK) or ``gemini`` (Gemini API, ``google-genai`` SDK)."""
+
+    provider: Literal["openai", "openai-compat", "anthropic", "gemini"] | None = None
     model: str | None = None
     base_url: str | None = None
     api_key: str | None = None
     timeout_s: float = 300.0
+    reasoning_effort: ReasoningEffort | None = None
     headers: dict[str, str] = {}
     # False: no response_format=json_schema (endpoints that refuse it); the schema then
     # rides in the system prompt and the answer is still validated against it.
@@ -453,6 +500,8 @@ class Settings(BaseSettings):
     web: WebSettings = WebSettings()
     mcp: McpSettings = McpSettings()
     replication: ReplicationSettings = ReplicationSettings()
+    admission: AdmissionSettings = AdmissionSettings()
+    mirrors: list[MirrorSettings] = []
 
     # Secrets named by `api_key_env` in [[llm_fallbacks]] are resolved once at load.
     resolved_env: dict[str, str] = Field(default_factory=dict, exclude=True)
@@ -577,8 +626,15 @@ def load(
                     f"[[llm_fallbacks]] {cand.provider}/{cand.model}: env {cand.api_key_env} is empty"
                 )
             resolved[cand.api_key_env] = value
+    for mirror in settings.mirrors:
+        if mirror.secret_env:
+            if not env.get(mirror.secret_env):
+                raise ConfigError(f"[[mirrors]] {mirror.url}: env {mirror.secret_env} is empty")
+            resolved[mirror.secret_env] = env[mirror.secret_env]
     if settings.llm.provider and not settings.llm.api_key:
-        key = env.get("OPENAI_API_KEY") or env.get("LLM_API_KEY")
+        vendor_env = {"anthropic": ("ANTHROPIC_API_KEY",), "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+        names = (*vendor_env.get(settings.llm.provider, ("OPENAI_API_KEY",)), "LLM_API_KEY")
+        key = next((env[n] for n in names if env.get(n)), None)
         if key:
             settings.llm.api_key = key
     settings.resolved_env = resolved

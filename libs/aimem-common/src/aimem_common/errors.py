@@ -72,6 +72,13 @@ class ConflictError(AimemError):
     code, status = "conflict", 409
 
 
+class AdmissionRefusedError(ConflictError):
+    """An ``[admission]`` webhook refused the operation, or failed under ``on_failure = "reject"``
+    (409); ``message`` is the webhook's reason. Nothing was changed."""
+
+    code, status = "admission_refused", 409
+
+
 class GoneError(AimemError):
     """What the request belongs to was purged and stays purged (410): a purged session's late
     hook. Final for a client: retrying can never succeed (the hook client drops the event)."""
@@ -194,6 +201,7 @@ _BY_CODE: dict[str, type[AimemError]] = {
     cls.code: cls
     for cls in (
         BadRequestError, UnauthorizedError, ForbiddenError, NotFoundError, ConflictError, GoneError,
+        AdmissionRefusedError,
         UnprocessableError, PreconditionFailedError, PayloadTooLargeError, BackPressureError, UnavailableError,
         BusTimeoutError, RetryableError, StoreFaultError, InsufficientStorageError, PermanentError, LlmNotConfiguredError,
         LlmUnavailableError, LlmOutputError, LlmRequestError,

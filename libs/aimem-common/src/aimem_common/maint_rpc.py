@@ -35,7 +35,7 @@ from aimem_common.errors import BusTimeoutError, UnavailableError
 SUBJECT_PREFIX = "aimem.maint"
 QUEUE_GROUP = "aimem-maintainer"
 JOBS = ("consolidate", "explore", "auto_improve", "forget_sweep", "lint", "status", "embed", "pending_writes",
-        "finalize_idle", "bootstrap")
+        "finalize_idle", "bootstrap", "rerank")
 
 # Default waits in seconds: LLM jobs may take minutes, rule-based ones are quick.
 DEFAULT_TIMEOUT_S = {
@@ -49,6 +49,7 @@ DEFAULT_TIMEOUT_S = {
     "pending_writes": 30.0,  # args {action: list|approve|reject, ids?, status?, reason?}
     "finalize_idle": 120.0,  # args {idle_after_s?}: end sessions idle that long (default: config)
     "bootstrap": 120.0,  # args {overview}: the LLM's reading of a rule-based repository overview
+    "rerank": 10.0,  # args {query, documents}: reranker = "llm" (callers bound it by rerank.timeout_ms)
 }
 
 

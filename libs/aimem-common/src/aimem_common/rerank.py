@@ -7,6 +7,13 @@ introduced and vLLM, Jina and Infinity also serve —
 (``BAAI/bge-reranker-*``, ``ms-marco-MiniLM``) served locally can be used. No package here
 ships a cross-encoder's weights, so there is no offline default.
 
+``llm``: the maintainer's ``[llm]`` provider chain ranks the candidates (``LlmReranker``:
+a ``rerank`` maintainer RPC over NATS, so the LLM SDKs stay in the maintainer). Bounded:
+one call per query, at most ``LLM_MAX_CANDIDATES`` (30) documents of at most
+``LLM_DOC_CHARS`` characters each, at most ``LLM_MAX_IN_FLIGHT`` (4) calls in flight per
+process (one more is skipped at once, ``reranker_busy``, no cooldown); any failure or
+timeout keeps the local order, as for ``http``.
+
 ``rerank_hits`` reorders the first ``rerank.top_n`` hits by the model's score and leaves
 the rest as they were; a page the ``exact`` stream found with certainty (an identifier of
 the question held by few pages) stays ahead of every reranked page, in its fused order.
@@ -31,6 +38,14 @@ log = logging.getLogger(__name__)
 SKIP_TIMEOUT = "reranker_timeout"
 SKIP_ERROR = "reranker_error"
 SKIP_COOLDOWN = "reranker_cooldown"
+SKIP_BUSY = "reranker_busy"
+LLM_MAX_CANDIDATES = 30
+LLM_DOC_CHARS = 300
+LLM_MAX_IN_FLIGHT = 4
+
+
+class RerankBusy(Exception):
+    """Every in-flight slot of the LLM reranker is taken: this query keeps its order."""
 
 
 class Reranker(Protocol):
@@ -74,6 +89,46 @@ class HttpReranker:
         await self._client.aclose()
 
 
+class LlmReranker:
+    """``reranker = "llm"``: one ``rerank`` maintainer RPC per query (``attach`` the NATS
+    client once the bus is up; before that, or with no maintainer, scoring fails and the
+    stage keeps the local order)."""
+
+    model = "llm"
+
+    def __init__(self, *, max_in_flight: int = LLM_MAX_IN_FLIGHT, timeout_s: float = 10.0):
+        self._nc: Any = None
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self.timeout_s = timeout_s
+
+    def attach(self, nc: Any) -> None:
+        self._nc = nc
+
+    async def score(self, query: str, documents: list[str]) -> list[float]:
+        """Scores from the maintainer's ranking (unranked documents score 0, keeping their order).
+
+        Raises:
+            RerankBusy: ``max_in_flight`` calls already running (no wait).
+            AimemError / RuntimeError: no bus, no maintainer, no LLM, a failed call.
+        """
+        from aimem_common import maint_rpc
+
+        if self._nc is None:
+            raise RuntimeError("llm reranker: bus not attached")
+        if self._slots.locked():
+            raise RerankBusy()
+        docs = [d[:LLM_DOC_CHARS] for d in documents[:LLM_MAX_CANDIDATES]]
+        async with self._slots:
+            out = await maint_rpc.call(self._nc, "rerank", workspace="default", project=None, actor="rerank",
+                                       args={"query": query[:1000], "documents": docs, "budget_s": self.timeout_s},
+                                       timeout_s=self.timeout_s)
+        scores = [float(x) for x in out["scores"]][:len(documents)]
+        return scores + [0.0] * (len(documents) - len(scores))
+
+    async def aclose(self) -> None:
+        return None
+
+
 def build_reranker(cfg: RerankSettings) -> Reranker | None:
     """The configured reranker, or None (off).
 
@@ -82,6 +137,9 @@ def build_reranker(cfg: RerankSettings) -> Reranker | None:
     """
     if not cfg.provider:
         return None
+    if cfg.provider == "llm":
+        # The stage's own bound (timeout_ms) fires first: this only ends an orphaned request.
+        return LlmReranker(timeout_s=max(cfg.timeout_ms, 1) / 1000 + 1.0)
     if not (cfg.base_url and cfg.model):
         raise ConfigError("rerank.provider = 'http' needs rerank.base_url and rerank.model")
     return HttpReranker(cfg.base_url, cfg.model, api_key=cfg.api_key, timeout_s=max(cfg.timeout_ms, 1) / 1000)
@@ -102,7 +160,14 @@ class RerankStage:
     @classmethod
     def from_settings(cls, cfg: RerankSettings) -> "RerankStage":
         """Build from ``settings.rerank`` (raises ``ConfigError`` as ``build_reranker``)."""
-        return cls(build_reranker(cfg), top_n=cfg.top_n, timeout_ms=cfg.timeout_ms, cooldown_s=cfg.cooldown_s)
+        top_n = min(cfg.top_n, LLM_MAX_CANDIDATES) if cfg.provider == "llm" else cfg.top_n
+        return cls(build_reranker(cfg), top_n=top_n, timeout_ms=cfg.timeout_ms, cooldown_s=cfg.cooldown_s)
+
+    def attach_bus(self, nc: Any) -> None:
+        """Hand the NATS client to a reranker that needs one (``llm``); a no-op otherwise."""
+        attach = getattr(self.reranker, "attach", None)
+        if attach is not None:
+            attach(nc)
 
     @property
     def configured(self) -> bool:
@@ -127,6 +192,8 @@ class RerankStage:
             scores = await asyncio.wait_for(self.reranker.score(query, docs), self.timeout_s)
         except TimeoutError:
             return self._failed(SKIP_TIMEOUT, None)
+        except RerankBusy:
+            return SKIP_BUSY
         except Exception as exc:  # noqa: BLE001 - optional stage: any failure keeps the fused order
             return self._failed(SKIP_ERROR, exc)
         sure = [i for i, h in enumerate(head) if h["page_id"] in certain]

@@ -1,10 +1,23 @@
-"""An OpenAI-compatible test server that speaks the real wire protocol over HTTP.
+"""A test LLM server speaking the real wire protocols over HTTP: OpenAI, Anthropic, Gemini.
 
 It runs in a background thread of the test process, so real service subprocesses reach it
 through ``base_url`` with the real ``openai`` client. It serves ``POST /v1/chat/completions``
 (incl. ``response_format={"type": "json_schema", ...}``), ``POST /v1/embeddings`` (float or
 base64 encoding), ``POST /v1/rerank`` (the Cohere-shaped rerank endpoint that vLLM, Jina
-and Infinity serve) and ``GET /v1/models``.
+and Infinity serve) and ``GET /v1/models``. Beside it, for the maintainer's other providers:
+
+* Anthropic Messages (``POST /v1/messages``, non-streamed, as the ``anthropic`` SDK's
+  ``messages.create`` sends it; base URL ``root_url``): the answer is a ``tool_use`` block of
+  the requested tool (``"think"``: a ``thinking`` block first; ``"plain"``: a text block);
+  errors in Anthropic's ``{"type": "error", "error": {...}}`` shape (``"529"`` = overloaded).
+* Gemini (``POST /v1beta/models/<m>:generateContent``, as ``google-genai`` sends it; base URL
+  ``root_url``): the answer is a JSON text part (``"think"``: a ``thought`` part first);
+  errors in Google's ``{"error": {"code", "message", "status"}}`` shape.
+
+The same knobs steer all three. ``answers`` callables always receive an OpenAI-shaped view of
+the request (``messages`` = [system, user], ``response_format.json_schema`` {name, schema}),
+plus ``protocol`` and ``raw`` (the body as sent). Gemini requests carry no schema name: the
+answer is the registered one whose keys are the schema's properties (or the only one).
 
 Behaviour per chat request, from ``script`` (consumed first) else ``mode``:
 
@@ -75,6 +88,12 @@ class FakeLLM:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}/v1"
 
+    @property
+    def root_url(self) -> str:
+        """Base URL for the ``anthropic`` and ``google-genai`` clients (``http://127.0.0.1:<port>``)."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
     def start(self) -> "FakeLLM":
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-llm", daemon=True)
         self._thread.start()
@@ -94,7 +113,7 @@ class FakeLLM:
     # -- inspection ------------------------------------------------------------------
     def chat_requests(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [r for r in self.requests if r["path"].endswith("/chat/completions")]
+            return [r for r in self.requests if _is_chat(r["path"])]
 
     @property
     def chat_count(self) -> int:
@@ -122,12 +141,19 @@ class FakeLLM:
         rf = req.get("response_format") or {}
         js = rf.get("json_schema") or {}
         name = js.get("name", "")
+        schema = js.get("schema") or {"type": "object"}
+        if not name and self.answers:  # Gemini: no schema name on the wire
+            props = set((schema.get("properties") or {}))
+            for candidate in self.answers.values():
+                out = candidate(req) if callable(candidate) else candidate
+                if len(self.answers) == 1 or set(out) == props:
+                    return out
         answer = self.answers.get(name)
         if callable(answer):
             return answer(req)
         if answer is not None:
             return answer
-        return synthesize(js.get("schema") or {"type": "object"})
+        return synthesize(schema)
 
     def _handler_class(self):
         fake = self
@@ -170,7 +196,12 @@ class FakeLLM:
                     self._error(400, "invalid JSON body", "invalid_request_error")
                     return
                 fake._record(self.path, {k.lower(): v for k, v in self.headers.items()}, req)
-                if self.path.rstrip("/").endswith("/embeddings"):
+                path = self.path.split("?", 1)[0].rstrip("/")
+                if path.endswith("/messages"):
+                    self._anthropic(req)
+                elif path.endswith(":generateContent"):
+                    self._gemini(req)
+                elif self.path.rstrip("/").endswith("/embeddings"):
                     self._embeddings(req)
                 elif self.path.rstrip("/").endswith("/chat/completions"):
                     self._chat(req)
@@ -219,6 +250,82 @@ class FakeLLM:
                     },
                 )
 
+            def _wait_or_error(self, protocol: str) -> str | None:
+                """Apply the next mode's failure/hang; return the content mode, or None if answered."""
+                mode = fake._next_mode()
+                if mode in {"429", "500", "502", "503", "529"}:
+                    status = int(mode)
+                    if protocol == "anthropic":
+                        etype = {429: "rate_limit_error", 529: "overloaded_error"}.get(status, "api_error")
+                        headers = {"retry-after": "0"} if status == 429 else None
+                        self._send(status, {"type": "error", "error": {"type": etype, "message": f"fake {status}"}},
+                                   headers)
+                    else:
+                        gstatus = {429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE"}.get(status, "INTERNAL")
+                        self._send(status, {"error": {"code": status, "message": f"fake {status}", "status": gstatus}})
+                    return None
+                if mode == "hang":
+                    fake._stop.wait(fake.hang_s)
+                    mode = "good"
+                return mode
+
+            def _anthropic(self, body: dict[str, Any]) -> None:
+                tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+                choice = body.get("tool_choice") or {}
+                tool = next((t for t in tools if t.get("name") == choice.get("name")), tools[0] if tools else None)
+                system = body.get("system") or ""
+                if isinstance(system, list):
+                    system = "".join(b.get("text", "") for b in system if isinstance(b, dict))
+                user = _text_of((body.get("messages") or [{}])[0].get("content"))
+                view = {"model": body.get("model"), "protocol": "anthropic", "raw": body,
+                        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                        "response_format": {"type": "json_schema", "json_schema": {
+                            "name": (tool or {}).get("name", ""), "schema": (tool or {}).get("input_schema") or {}}}}
+                mode = self._wait_or_error("anthropic")
+                if mode is None:
+                    return
+                blocks: list[dict[str, Any]] = []
+                if mode == "think":
+                    blocks.append({"type": "thinking", "thinking": "The user wants the tool. {not json}",
+                                   "signature": "fake-signature"})
+                if mode == "plain" or tool is None:
+                    blocks.append({"type": "text", "text": "Sure! Here is a summary in prose, not JSON."})
+                else:
+                    answer = {"unexpected": True} if mode == "malformed" else fake.good_answer(view)
+                    blocks.append({"type": "tool_use", "id": f"toolu_{int(time.time() * 1e6):x}",
+                                   "name": tool["name"], "input": answer})
+                self._send(200, {"id": "msg_fake", "type": "message", "role": "assistant",
+                                 "model": body.get("model", "claude-fake"), "content": blocks,
+                                 "stop_reason": "tool_use" if blocks[-1]["type"] == "tool_use" else "end_turn",
+                                 "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 10}})
+
+            def _gemini(self, body: dict[str, Any]) -> None:
+                gen = body.get("generationConfig") or {}
+                schema = gen.get("responseJsonSchema") or gen.get("responseSchema") or {}
+                system = _text_of(((body.get("systemInstruction") or {}).get("parts")))
+                user = _text_of(((body.get("contents") or [{}])[0].get("parts")))
+                view = {"model": self.path.split("/models/", 1)[-1].split(":", 1)[0], "protocol": "gemini",
+                        "raw": body,
+                        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+                        "response_format": {"type": "json_schema", "json_schema": {"name": "", "schema": schema}}}
+                mode = self._wait_or_error("gemini")
+                if mode is None:
+                    return
+                parts: list[dict[str, Any]] = []
+                if mode == "think":
+                    parts.append({"text": "Let me think {not json}.", "thought": True})
+                if mode == "plain":
+                    parts.append({"text": "Sure! Here is a summary in prose, not JSON."})
+                elif mode == "malformed":
+                    parts.append({"text": json.dumps({"unexpected": True})})
+                else:
+                    parts.append({"text": json.dumps(fake.good_answer(view))})
+                self._send(200, {"candidates": [{"content": {"role": "model", "parts": parts},
+                                                 "finishReason": "STOP", "index": 0}],
+                                 "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 10,
+                                                   "totalTokenCount": 20},
+                                 "modelVersion": view["model"] or "gemini-fake"})
+
             def _rerank(self, req: dict[str, Any]) -> None:
                 if fake.rerank_mode == "500":
                     self._error(500, "fake 500", "server_error")
@@ -262,6 +369,18 @@ class FakeLLM:
                 )
 
         return Handler
+
+
+def _is_chat(path: str) -> bool:
+    p = path.split("?", 1)[0].rstrip("/")
+    return p.endswith("/chat/completions") or p.endswith("/messages") or p.endswith(":generateContent")
+
+
+def _text_of(content: Any) -> str:
+    """The text of an Anthropic content (str or blocks) or a Gemini ``parts`` list."""
+    if isinstance(content, str):
+        return content
+    return "".join(str(b.get("text", "")) for b in content or [] if isinstance(b, dict))
 
 
 def hash_embed(text: str, dim: int, synonyms: dict[str, str] | None = None) -> list[float]:

@@ -30,6 +30,7 @@ from aimem_common.telemetry import Telemetry
 
 from aimem_maintainer import auto_improve, embeddings, idle, lint, rpc, sweep
 from aimem_maintainer.consolidate import EventFeed, Worker
+from aimem_maintainer.mirrors import build_senders
 from aimem_maintainer.context import MaintContext
 from aimem_maintainer.llm import LlmClient, build_candidates
 from aimem_maintainer.metrics import MaintMetrics
@@ -132,6 +133,11 @@ def create_app(settings: Settings) -> FastAPI:
             ready = asyncio.Event()
             tasks.append(asyncio.create_task(feed.run(stop, ready), name="consolidation-feed"))
             tasks.append(asyncio.create_task(worker.run(stop), name="consolidation-worker"))
+            await asyncio.wait_for(ready.wait(), 10)
+        for sender in build_senders(ctx):  # [[mirrors]]: zero-LLM, independent of the rest
+            ctx.mirrors.append(sender)
+            ready = asyncio.Event()
+            tasks.append(asyncio.create_task(sender.run(stop, ready), name=f"{sender.name}"))
             await asyncio.wait_for(ready.wait(), 10)
         log.info("maintainer up: llm=%s embedder=%s schedules=%s", bool(llm),
                  embedder.identity if embedder else None, [sc.name for sc in schedules])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 import uuid
@@ -15,6 +16,7 @@ from aimem_common.embed import Embedder
 from aimem_common.errors import LlmNotConfiguredError
 from aimem_common.models import Scope
 from aimem_common.readpool import ReaderPool
+from aimem_common.rerank import LLM_MAX_IN_FLIGHT
 from aimem_common.service import ServiceContext
 
 from aimem_maintainer.llm import LlmClient
@@ -34,6 +36,9 @@ class MaintContext(ServiceContext):
     owner: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}")
     actor: str = "maintainer"
     last_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mirrors: list[Any] = field(default_factory=list)  # aimem_maintainer.mirrors.MirrorSender
+    # reranker = "llm": at most this many rerank calls at once (aimem_maintainer.llm_rerank)
+    rerank_slots: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(LLM_MAX_IN_FLIGHT))
 
     def require_llm(self, job: str) -> LlmClient:
         """Return the LLM client or raise ``llm_not_configured`` (zero-LLM default)."""

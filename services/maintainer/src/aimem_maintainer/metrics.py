@@ -20,6 +20,9 @@ class MaintMetrics:
     llm_latency: Histogram
     llm_circuit_open: Gauge
     sweep_pages: Counter
+    mirror_deliveries: Counter
+    mirror_pending: Gauge
+    mirror_last_success: Gauge
 
     @classmethod
     def create(cls, telemetry: Telemetry) -> "MaintMetrics":
@@ -50,5 +53,16 @@ class MaintMetrics:
             ),
             sweep_pages=telemetry.counter(
                 "aimem_maint_sweep_pages_total", "Pages acted on by the forget sweep", ["action"]
+            ),
+            mirror_deliveries=telemetry.counter(
+                "aimem_mirror_deliveries_total",
+                "[[mirrors]] notification attempts by mirror and outcome (ok|failed|skipped)",
+                ["mirror", "outcome"],
+            ),
+            mirror_pending=telemetry.gauge(
+                "aimem_mirror_pending", "Changes not yet acknowledged by the mirror (its outbox)", ["mirror"]
+            ),
+            mirror_last_success=telemetry.gauge(
+                "aimem_mirror_last_success_timestamp_seconds", "Unix time of the mirror's last 2xx", ["mirror"]
             ),
         )

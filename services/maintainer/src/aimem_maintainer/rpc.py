@@ -19,7 +19,7 @@ from aimem_common.errors import AimemError, BadRequestError, NotFoundError
 from aimem_common.models import Scope, validate_name
 from aimem_common.read import proposals, scopes
 
-from aimem_maintainer import auto_improve, bootstrap, consolidate, embeddings, explore, idle, lint, sweep
+from aimem_maintainer import auto_improve, bootstrap, consolidate, embeddings, explore, idle, lint, llm_rerank, sweep
 from aimem_maintainer.store import parse_time
 
 if TYPE_CHECKING:
@@ -85,6 +85,12 @@ async def h_explore(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
     return await explore.explore(ctx, scope, req["args"].get("focus"))
 
 
+async def h_rerank(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
+    args = req["args"]
+    return await llm_rerank.rank(ctx, str(args.get("query") or ""), list(args.get("documents") or []),
+                                 budget_s=float(args.get("budget_s") or 10.0))
+
+
 async def h_bootstrap(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
     return await bootstrap.introduce(ctx, req["args"].get("overview"))
 
@@ -105,6 +111,7 @@ async def h_status(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
                 "provider": ctx.settings.llm.provider, "model": ctx.settings.llm.model},
         "llm_candidates": ctx.llm.status() if ctx.llm and len(ctx.llm.candidates) > 1 else [],
         "llm_candidate_status": ctx.llm.status() if ctx.llm else [],
+        "mirrors": [m.status() for m in ctx.mirrors],
         "embedding": {"configured": ident is not None,
                       **({"provider": ident.provider, "model": ident.model, "dim": ident.dim} if ident else {}),
                       **cov},
@@ -149,7 +156,7 @@ async def h_finalize_idle(ctx: "MaintContext", req: dict[str, Any]) -> dict[str,
 HANDLERS: dict[str, Handler] = {
     "forget_sweep": h_sweep, "lint": h_lint, "consolidate": h_consolidate, "auto_improve": h_auto_improve,
     "explore": h_explore, "bootstrap": h_bootstrap, "embed": h_embed, "status": h_status, "pending_writes": h_pending,
-    "finalize_idle": h_finalize_idle,
+    "finalize_idle": h_finalize_idle, "rerank": h_rerank,
 }
 
 

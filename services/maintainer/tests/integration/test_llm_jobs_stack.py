@@ -263,3 +263,39 @@ consolidation_poll_s = 0.2
     done = await wait_for(lambda: (j := job(settings, "s1")) and j["status"] == "done" and j, what="recovered")
     assert done["attempts"] == 2 and done["lease_owner"] is None
     assert len(query(settings, "SELECT path FROM pages WHERE is_latest = 1 AND path LIKE '%-s1.md'")) == 2
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
+async def test_consolidation_end_to_end_with_each_provider(settings, services, bus, fake_llm, provider):
+    """The real writer + maintainer consolidate a session through each provider's official SDK."""
+    fake_llm.answers["consolidation"] = consolidation_answer
+    base = fake_llm.url if provider == "openai" else fake_llm.root_url
+    write_config(settings, f"""
+[llm]
+provider = "{provider}"
+model = "{provider}-fake"
+base_url = "{base}"
+api_key = "k-{provider}"
+timeout_s = 10
+reasoning_effort = "low"
+
+[maintenance]
+consolidation_poll_s = 0.2
+""")
+    services("writer", "maintainer")
+    await run_session(bus, "alpha", "s1")
+    await wait_for(lambda: (j := job(settings, "s1")) and j["status"] == "done", what="s1 done")
+    pages = query(settings, "SELECT path FROM pages WHERE is_latest = 1 AND path LIKE '%-s1.md' ORDER BY path")
+    assert [p["path"] for p in pages] == ["concepts/wal-mode-s1.md", "gotchas/fts-quoting-s1.md"]
+    req = fake_llm.chat_requests()[0]
+    body = req["body"]
+    wire = {"openai": "/chat/completions", "anthropic": "/v1/messages", "gemini": ":generateContent"}[provider]
+    assert wire in req["path"]
+    if provider == "anthropic":
+        assert body["thinking"]["budget_tokens"] == 2048 and body["tools"][0]["name"] == "consolidation"
+        assert "<untrusted-data" in body["messages"][0]["content"]
+    elif provider == "gemini":
+        assert body["generationConfig"]["responseMimeType"] == "application/json"
+        assert "<untrusted-data" in body["contents"][0]["parts"][0]["text"]
+    else:
+        assert body["reasoning_effort"] == "low" and "<untrusted-data" in body["messages"][1]["content"]

@@ -47,6 +47,7 @@ def create_app(settings: Settings) -> FastAPI:
         reranker = RerankStage.from_settings(settings.rerank)
         stack.push_async_callback(reranker.aclose)
         nc, bus = await s.connect_bus()
+        reranker.attach_bus(nc)  # reranker = "llm" asks the maintainer over NATS
         pool = await s.read_pool(size=8, budget_ms=settings.query.query_budget_ms)
         access = AccessThrottle(settings.query.access_bump_interval_s)
         searcher = Searcher(pool=pool, settings=settings, embedder=embedder, reranker=reranker, bus=bus, throttle=access)

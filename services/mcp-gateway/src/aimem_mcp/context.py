@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from aimem_common import maint_rpc
+from aimem_common import admission, maint_rpc
 from aimem_common.config import Settings
 from aimem_common.errors import BadRequestError, ForbiddenError, NotFoundError
 from aimem_common.models import Scope, validate_name
@@ -142,8 +142,12 @@ class ToolCall:
         Raises:
             BadRequestError: the payload fails the op's model.
             BusTimeoutError: no reply in time (the write may still apply).
+            AdmissionRefusedError: an ``[admission]`` webhook refused a destructive op.
             AimemError subclass: the writer's typed error (e.g. ``precondition_failed``).
         """
+        # [admission] webhooks, ahead of the writer (never inside its transaction).
+        await admission.admit(self.gw.settings, op, payload, workspace=workspace, project=project, actor=self.actor,
+                              telemetry=self.gw.telemetry)
         env = make_envelope(op, payload, workspace=workspace, project=project, actor=self.actor)
         return await self.gw.bus.request(env, timeout_s=timeout_s)
 

@@ -34,6 +34,7 @@ def create_app(settings: Settings) -> FastAPI:
         reranker = RerankStage.from_settings(settings.rerank)
         s.stack.push_async_callback(reranker.aclose)
         nc, bus = await s.connect_bus()
+        reranker.attach_bus(nc)  # reranker = "llm" asks the maintainer over NATS
         pool = await s.read_pool(size=settings.query.read_pool_size, budget_ms=settings.query.query_budget_ms)
         events = EventHub()
         await events.start(nc)

@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 
-from aimem_common import auth
+from aimem_common import admission, auth
 from aimem_common.auth import Principal, get_principal
 from aimem_common.bus import Bus
 from aimem_common.commands import make_envelope
@@ -111,10 +111,15 @@ async def send(
 
     Raises:
         BadRequestError: invalid payload or names (before anything is published).
+        AdmissionRefusedError: an ``[admission]`` webhook refused a destructive op (409).
         AimemError: whatever the writer answered (typed from its code).
         BusTimeoutError: no answer in ``timeout_s``.
     """
     actor = actor or getattr(request.state, "admin_actor", "root")
+    ctx = ctx_of(request)
+    # [admission] webhooks, ahead of the writer (never inside its transaction).
+    await admission.admit(ctx.settings, op, payload, workspace=workspace, project=project, actor=actor,
+                          telemetry=ctx.telemetry)
     env = make_envelope(op, payload, workspace=workspace, project=project, actor=actor)
     return await bus_of(request).request(env, timeout_s=timeout_s)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
+from aimem_common import maint_rpc
 from aimem_common.bus import BULK
 from aimem_common.db.connect import schema_version
 from aimem_common.read import audit as audit_rows
@@ -21,6 +22,8 @@ from aimem_query.admin.history import list_checkpoints
 from aimem_common.read import dead_letters, tombstones
 
 router = APIRouter()
+
+MIRRORS_STATUS_TIMEOUT_S = 2.0
 
 _COUNTS = {
     "pages": "SELECT count(*) FROM pages WHERE is_latest = 1",
@@ -61,7 +64,9 @@ async def status(request: Request) -> dict:
     ``behind`` (lag over ``replication.lag_alert_s``). ``mcp.session_idle_timeout_s``: how
     long the gateway keeps a quiet MCP session (the same configuration as the gateway's).
     ``purges``: live purge tombstones by kind and the late events they refused
-    (``/admin/purges`` lists them).
+    (``/admin/purges`` lists them). ``mirrors``: each ``[[mirrors]]`` receiver's delivery state
+    from the maintainer (pending, consecutive failures, last error); None when no maintainer
+    answers within ``MIRRORS_STATUS_TIMEOUT_S``.
     """
     settings = settings_of(request)
     store = await read(request, _store)
@@ -71,6 +76,14 @@ async def status(request: Request) -> dict:
     except Exception:  # status must answer while the bus is down  # noqa: BLE001
         lag = import_lag = None
     last = await asyncio.to_thread(list_checkpoints, settings.wiki_dir, limit=1, prefix=None)
+    mirrors: list[dict[str, Any]] | None = []
+    if settings.mirrors:
+        try:
+            maint = await maint_rpc.call(bus_of(request).nc, "status", workspace="default", project=None,
+                                         actor="admin", args={}, timeout_s=MIRRORS_STATUS_TIMEOUT_S)
+            mirrors = maint.get("mirrors")
+        except Exception:  # status must answer without a maintainer  # noqa: BLE001
+            mirrors = None
     return {
         "version": _version(),
         "data_dir": str(settings.data_dir),
@@ -80,6 +93,7 @@ async def status(request: Request) -> dict:
         "last_checkpoint": last[0] if last else None,
         "replication": await asyncio.to_thread(read_replication_status, settings),
         "mcp": {"session_idle_timeout_s": settings.mcp.session_idle_timeout_s},
+        "mirrors": mirrors,
         **store,
     }
 
