@@ -29,7 +29,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from aimem_common.read import pictures
-from aimem_common.read.pool import ReaderPool
+from aimem_common.readpool import ReaderPool
 from aimem_testing.seed import Seeder
 from bench.common import pct, table, write_result
 
