@@ -60,26 +60,11 @@ from aimem_testing.stack import LocalStack
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 # Classes of issue 26 whose fix is not on this branch: the rules (or model variants) that
-# exercise them are off. Remove a name when its fix merges (or run AIMEM_MODEL_GAPS=none).
-KNOWN_GAPS = frozenset({
-    "idle_owner",        # 1: the idle finaliser's handoff is owned by `maintainer`: never claimed
-    "windows_paths",     # 2: Windows drive letters / separators / trailing separator split a place
-    "event_time_order",  # 3: a late spool drain (old event times) supersedes newer work
-    "children",          # 4: an OpenCode child (`parentID`) claims and leaves a handoff
-    "start_no_source",   # 5: a start without `source` of an open session claims mid-conversation
-    "checkout_alias",    # 6: a symlinked / renamed checkout loses its pending handoff
-    "no_cwd",            # 7: an event with a known session id but no cwd is refused (400)
-    "ancestor_marker",   # 8: a `.aimem.toml` in an ancestor folder merges every repository below
-    "parallel_chain",    # 10: sessions that ran in parallel are folded as one chain
-    "idle_same_second",  # (new) event times are ISO text of varying precision (a whole second is stored
-                         #       "…:45Z", not "…:45.000000Z") compared as text: "…:45Z" > "…:45.2386Z", so
-                         #       the idle pass leaves such a session open (and any text ordering errs)
-    "give_back_stale",   # (new) a session that claimed a handoff and ends without work gives it back
-                         #       even when the author resumed and re-ended meanwhile: two open
-                         #       handoffs of one session (the stale one is delivered later)
-    "import_live",       # (new) importing a live session's transcript ends it (historical end): if the
-                         #       agent then dies, the idle finaliser skips it and its work is never handed on
-})
+# exercise them are off. Empty: all are fixed. The names, for AIMEM_MODEL_GAPS (a rule switched
+# back to the old behaviour): idle_owner, windows_paths, event_time_order, children,
+# start_no_source, checkout_alias, no_cwd, ancestor_marker, parallel_chain, idle_same_second,
+# give_back_stale, import_live.
+KNOWN_GAPS: frozenset[str] = frozenset()  # every class of issue 26 (and the three the model found) is fixed
 
 
 def _gaps() -> frozenset[str]:
@@ -477,8 +462,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         source = choices[pick % len(choices)]
         self._note(f"restart_known({sid}, source={source})")
         t, out = self._hook(s.client, "start", sid, source=source)
-        self.model.start(sid, s.client, s.place, t, source)
-        self._check_delivery(sid, s.client, out, None)
+        expected = self.model.start(sid, s.client, s.place, t, source)
+        self._check_delivery(sid, s.client, out, expected)
         t, _ = self._hook(s.client, "prompt", sid, text=f"continue {sid}")
         self.model.event(sid, t, real=True)
 
@@ -801,9 +786,9 @@ def test_lifecycle_matches_the_model(lifecycle_stack) -> None:
 
 # -- the counterexamples, replayed -----------------------------------------------------------------
 # Short sequences (hand-shrunk from what the machine found, see the report of issue 26) that
-# break one class each. ``i=-n`` names session number n of the example. While the class is in
-# the known gaps the replay must fail (strict xfail): an XPASS means its fix landed, so take
-# the name out of ``KNOWN_GAPS``.
+# broke one class each: regression tests now that every class is fixed. ``i=-n`` names session
+# number n of the example. A class switched off through AIMEM_MODEL_GAPS makes its replay a
+# strict xfail (it must still fail with the old behaviour).
 A_ROOT, A_SUB, A_WT, A_LINK = 0, 1, 2, 3
 COUNTEREXAMPLES: dict[str, tuple[str, list[tuple[str, dict[str, Any]]]]] = {
     "idle handoff is claimed by the next session": ("idle_owner", [
@@ -872,6 +857,13 @@ COUNTEREXAMPLES: dict[str, tuple[str, list[tuple[str, dict[str, Any]]]]] = {
         ("work", dict(i=-1, tool=False)),
         ("import_live", dict(i=-1)),
         ("idle_finalise", {})]),
+    "a give-back leaves one open handoff per session": ("give_back_stale", [
+        ("start_new", dict(client="claude-code", place="A", d=A_ROOT, pick=0)),
+        ("work", dict(i=-1, tool=False)),
+        ("end", dict(i=-1)),
+        ("restart_known", dict(i=-1, pick=0)),
+        ("start_new", dict(client="codex", place="A", d=A_SUB, pick=0)),
+        ("idle_finalise", {})]),
     "an idle session whose last event is in the cutoff's second is finalised": ("idle_same_second", [
         ("start_at_whole_second", {})]),
 }
@@ -909,7 +901,7 @@ def replay(gaps: frozenset[str], steps: list[tuple[str, dict[str, Any]]]) -> Non
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("name", list(COUNTEREXAMPLES))
 def test_counterexample(lifecycle_stack, name: str, request) -> None:
-    """Each issue-26 class's shortest known counterexample holds once its gap is closed."""
+    """Each issue-26 class's shortest known counterexample holds (regression tests)."""
     gap, steps = COUNTEREXAMPLES[name]
     if gap in GAPS:
         request.applymarker(pytest.mark.xfail(reason=f"known gap {gap!r} (issue 26)", raises=AssertionError,
