@@ -64,7 +64,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 # back to the old behaviour): idle_owner, windows_paths, event_time_order, children,
 # start_no_source, checkout_alias, no_cwd, ancestor_marker, parallel_chain, idle_same_second,
 # give_back_stale, import_live.
-KNOWN_GAPS: frozenset[str] = frozenset()  # every class of issue 26 (and the three the model found) is fixed
+KNOWN_GAPS = frozenset({  # every class of issue 26 and the three the model found are fixed; open:
+    "alias_under_marker",  # (new, found by the long run after the fixes) a repository without origin below an
+                           # ancestor `.aimem.toml`, renamed after its session was idle-finalised: the session's
+                           # resume in the renamed checkout is not counted in the repository's project
+})
 
 
 def _gaps() -> frozenset[str]:
@@ -647,7 +651,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         (self.base / ".aimem.toml").write_text(f'project = "home-{self.uid}"\n')
         self.marker = True
 
-    @action(1, lambda self: "checkout_alias" not in self.gaps and not any(
+    @action(1, lambda self: "checkout_alias" not in self.gaps
+            and ("alias_under_marker" not in self.gaps or not self.marker) and not any(
         s.place == "B" and s.state == "open" for s in self.model.sessions.values()))
     def rename_checkout(self) -> None:
         """Repository B is renamed (moved) while no session runs in it: it keeps its memory."""
@@ -870,6 +875,12 @@ COUNTEREXAMPLES: dict[str, tuple[str, list[tuple[str, dict[str, Any]]]]] = {
         ("restart_known", dict(i=-1, pick=0)),
         ("start_new", dict(client="codex", place="A", d=A_SUB, pick=0)),
         ("idle_finalise", {})]),
+    "a renamed checkout below an ancestor marker keeps its session": ("alias_under_marker", [
+        ("ancestor_marker", {}),
+        ("start_new", dict(client="claude-code", place="B", d=0, pick=0)),
+        ("idle_finalise", {}),
+        ("rename_checkout", {}),
+        ("restart_known", dict(i=-1, pick=0))]),
     "an idle session whose last event is in the cutoff's second is finalised": ("idle_same_second", [
         ("start_at_whole_second", {})]),
 }
