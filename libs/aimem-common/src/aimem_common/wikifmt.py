@@ -336,6 +336,24 @@ def page_fields(frontmatter: dict[str, Any]) -> PageFields:
     return f
 
 
+EVENT_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width: text order = time order
+
+
+def event_timestamp(value: Any) -> str:
+    """Return ``value`` (as ``normalize_timestamp`` takes it) as ISO-8601 UTC in ONE fixed-width
+    form, always with microseconds (``2026-12-01T09:00:35.000000Z``): stored event times of
+    sessions, observations and handoffs compare correctly as text (``…:35Z`` would sort after
+    ``…:35.839Z``).
+
+    Raises:
+        BadRequestError: code ``invalid_frontmatter``.
+    """
+    from datetime import UTC
+
+    s = normalize_timestamp(value)
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).astimezone(UTC).strftime(EVENT_TIME_FORMAT)
+
+
 def normalize_timestamp(value: Any, key: str = "timestamp") -> str:
     """Return ``value`` (RFC 3339 datetime or ``YYYY-MM-DD``) as an ISO-8601 UTC string.
 

@@ -17,15 +17,16 @@ Rules written down here (one line each, the spec they come from in brackets):
   one when the old one was claimed meanwhile) ["every ended session with real work opens
   exactly one automatic handoff"];
 * a child (OpenCode ``parentID``) or a subagent never claims and never opens one;
-* a start claims only when it begins a new session id with a claiming source (``startup``
-  or none), never a resume/compact/clear, an already known session, or a child; an offline
-  start (the server never answered) gets nothing;
+* a start claims only when it begins a new session with a claiming source (``startup``
+  or none), never a resume/compact/clear, a session with events other than its starts, or a
+  child; an offline start (the server never answered) gets nothing;
 * the claimed one is the newest open handoff of the same place by event time (arrival
   breaks ties) that was opened before the session started; the idle finaliser's handoffs
   belong to the place like any other;
-* claiming supersedes the older open handoffs of the same place that form a chain with the
-  claimed one (their session ended before the claimed one's session started); sessions that
-  ran in parallel are not a chain;
+* a claim takes the heads of the place's open handoffs (those no other one follows: ``g``
+  follows ``h`` when ``g``'s session began at or after ``h`` ended): the newest head and up
+  to three parallel heads are delivered together and claimed by the same session; every other
+  one is an earlier link of a chain and is superseded (docs/lifecycle.md);
 * an imported (historical) session opens no handoff and claims nothing; importing events of
   a live session changes nothing (live capture wins);
 * a purge deletes the session and the handoffs it authored.
@@ -43,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 CLAIMING_SOURCES = frozenset({"startup", None})
+MAX_PARALLEL = 3  # parallel sessions' handoffs delivered beside the newest one
 
 
 @dataclass
@@ -61,7 +63,8 @@ class MSession:
     end_by: str | None = None  # client | idle
     imported: bool = False
     offline: bool = False  # events queued in an unreachable client's spool, not yet delivered
-    claimed: int | None = None  # model handoff id this session claimed
+    claimed: list[int] = field(default_factory=list)  # model handoff ids this session claimed (with parallel ones)
+    events: bool = False  # had an event other than its starts (a known session then never claims)
     generations: int = 0  # how many times it ended with real work (re-ends of a reopened session)
 
 
@@ -120,35 +123,50 @@ class Model:
         """
         s = self.sessions.get(sid)
         if s is not None:
-            self.event(sid, t, real=False)
-            return None
-        s = MSession(sid, client, place, t, parent=parent, last_at=t, offline=offline)
-        self.sessions[sid] = s
+            # A known session claims only while it has had nothing but starts (docs/lifecycle.md
+            # "Which starts claim": a start repeated before any other event is still the start).
+            known = s.events or s.parent is not None or s.offline
+            self.event(sid, t, real=False, start=True)
+            if known or source not in CLAIMING_SOURCES:
+                return None
+        else:
+            s = MSession(sid, client, place, t, parent=parent, last_at=t, offline=offline)
+            self.sessions[sid] = s
         if offline or parent is not None or source not in CLAIMING_SOURCES:
             return None
         cands = self.claimable(place, sid, t)
         if not cands:
             return None
-        self.claim(s, cands[0])
-        return cands[0]
+        return self.claim(s, cands)
 
-    def claim(self, s: MSession, h: MHandoff) -> None:
-        """``s`` claims ``h``: it is ``claimed``; the older ones of its chain are superseded."""
-        h.status, h.claimed_by = "claimed", s.sid
-        s.claimed = h.hid
-        author = self.sessions.get(h.sid)
-        for o in self.claimable(h.place, s.sid, float("inf")):
-            if o.hid == h.hid or (o.at, o.seq) > (h.at, h.seq):
+    def follows(self, g: MHandoff, h: MHandoff) -> bool:
+        """``g``'s session began at or after ``h``'s work ended: one chain (else parallel)."""
+        g_s = self.sessions.get(g.sid)
+        return g.hid != h.hid and g_s is not None and g_s.started_at >= h.at
+
+    def claim(self, s: MSession, cands: list[MHandoff]) -> MHandoff:
+        """``s`` claims the heads of ``cands`` (those no other one follows): the newest is the
+        handoff, up to three others (parallel sessions) are delivered and claimed with it; every
+        other one is an earlier link of a chain: superseded. Returns the newest."""
+        if "parallel_chain" in self.gaps:
+            heads = cands[:1]
+        else:
+            heads = [h for h in cands if not any(self.follows(g, h) for g in cands)]
+        delivered = heads[:1 + MAX_PARALLEL]
+        for h in delivered:
+            h.status, h.claimed_by = "claimed", s.sid
+            s.claimed.append(h.hid)
+        for o in cands:
+            if o in heads:
                 continue
-            o_s = self.sessions.get(o.sid)
-            chain = ("parallel_chain" in self.gaps or author is None or o_s is None
-                     or o.at <= author.started_at)
-            if chain:
-                o.status, o.superseded_by = "superseded", h.hid
+            by = next((h for h in delivered if self.follows(h, o)), delivered[0])
+            o.status, o.superseded_by = "superseded", by.hid
+        return delivered[0]
 
-    def event(self, sid: str, t: float, *, real: bool) -> None:
+    def event(self, sid: str, t: float, *, real: bool, start: bool = False) -> None:
         """Any other event of a known session: a later event reopens an ended session."""
         s = self.sessions[sid]
+        s.events = s.events or not start
         s.last_at = max(s.last_at, t)
         s.real = s.real or real
         if s.state == "ended":
@@ -158,6 +176,7 @@ class Model:
         """End ``sid`` (``by`` = ``client`` or ``idle``): a handoff for real work, else give back."""
         s = self.sessions[sid]
         s.state, s.ended_at, s.end_by = "ended", t, by
+        s.events = s.events or by == "client"
         if s.imported:
             return
         if s.parent is not None:
@@ -171,8 +190,8 @@ class Model:
                 hid = self._next()
                 self.handoffs[hid] = MHandoff(hid, sid, s.place, t, hid, by == "idle")
             return
-        if s.claimed is not None:  # nothing done with it: give the claim back
-            h = self.handoffs.get(s.claimed)
+        for hid in s.claimed:  # nothing done with it: give the claims back
+            h = self.handoffs.get(hid)
             if h is not None and h.status == "claimed" and h.claimed_by == sid:
                 fresher = self.open_handoff_of(h.sid)
                 if fresher is not None and "give_back_stale" not in self.gaps:
@@ -183,7 +202,7 @@ class Model:
                     for o in self.handoffs.values():
                         if o.superseded_by == h.hid and o.status == "superseded":
                             o.status, o.superseded_by = "open", None
-            s.claimed = None
+        s.claimed = []
 
     def idle(self) -> list[str]:
         """The idle finaliser with a tiny quiet period: every open, delivered session ends at

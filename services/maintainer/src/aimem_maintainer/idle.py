@@ -33,7 +33,7 @@ BATCH = 200
 
 def quiet_before(now: datetime, idle_after_s: float) -> str:
     """The ISO-8601 UTC instant before which a session's last event makes it idle."""
-    return (now - timedelta(seconds=idle_after_s)).isoformat().replace("+00:00", "Z")
+    return (now - timedelta(seconds=idle_after_s)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 async def finalize_idle(ctx: "MaintContext", *, idle_after_s: float | None = None) -> dict[str, Any]:

@@ -79,8 +79,9 @@ from aimem_writer.wiki import WikiStage
 
 
 def utc_now() -> str:
-    """Return the current time as ISO-8601 UTC with a ``Z`` suffix."""
-    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    """Return the current time as ISO-8601 UTC with a ``Z`` suffix, always with microseconds
+    (fixed width, like the stored event times: ``wikifmt.event_timestamp``)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(slots=True)

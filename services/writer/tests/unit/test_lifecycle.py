@@ -69,8 +69,8 @@ def test_a_late_old_session_end_does_not_supersede_newer_work(wh) -> None:
     assert got["superseded"] == [old]  # the old one was an earlier link of the chain
     assert _status(wh, new) == "accepted" and _status(wh, old) == "superseded"
     # The dates shown are the events' own, not arrival.
-    assert got["handoff"]["event_at"] == "2026-12-01T11:00:00Z"
-    assert got["handoff"]["folded"][0]["event_at"] == "2026-12-01T10:00:00Z"
+    assert got["handoff"]["event_at"] == "2026-12-01T11:00:00.000000Z"  # one fixed-width form
+    assert got["handoff"]["folded"][0]["event_at"] == "2026-12-01T10:00:00.000000Z"
 
 
 def test_a_late_old_end_after_newer_work_was_claimed_is_born_superseded(wh) -> None:
@@ -143,3 +143,50 @@ def test_a_start_for_an_open_session_claims_nothing(wh) -> None:
     # A new session (only its start stored so far) claims it.
     wh.obs("fresh", "session-start", "Session start", cwd="/w/app", **PLACE)
     assert _claim(wh, "fresh", only_new_session=True)["handoff"]["id"] == hid
+
+
+# -- new classes the model-based test found --------------------------------------------------------
+def test_an_imported_end_does_not_end_a_session_captured_live(wh) -> None:
+    # start · prompt live, then `aimem import` of the same session: live capture wins.
+    wh.obs("live", "session-start", "Session start", cwd="/w/app", occurred_at="2026-12-01T09:00:00Z", **PLACE)
+    wh.obs("live", "user-prompt", "Prompt: x", "x", cwd="/w/app", occurred_at="2026-12-01T09:00:01Z", **PLACE)
+    res = wh.ok("session.end", {"session_id": "live", "cwd": "/w/app", "ended_at": "2026-12-01T09:00:00Z",
+                                "historical": True}, **PLACE)
+    assert res["ended"] is False and res["skipped"] == "captured_live"
+    row = wh.conn.execute("SELECT ended_at FROM sessions WHERE session_id = 'live'").fetchone()
+    assert row["ended_at"] is None  # still open: the idle finaliser (or its own end) hands it on
+    # The idle finaliser then ends it with a handoff.
+    res = wh.ok("session.end", {"session_id": "live", "cwd": "/w/app", "ended_at": "2026-12-01T09:00:01Z",
+                                "reason": "idle"}, actor="maintainer", **PLACE)
+    assert res["handoff_id"] is not None and _open_count(wh) == 1
+
+
+def test_event_times_are_stored_in_one_fixed_width_form(wh) -> None:
+    # A whole second and a fraction of that second: as text "…:35Z" sorted after "…:35.839Z".
+    wh.obs("s", "session-start", "Session start", cwd="/w/app", occurred_at="2026-12-01T09:00:35Z", **PLACE)
+    wh.obs("t", "session-start", "Session start", cwd="/w/app", occurred_at="2026-12-01T09:00:35.839+00:00", **PLACE)
+    rows = dict(wh.conn.execute("SELECT session_id, last_event_at FROM sessions").fetchall())
+    assert rows == {"s": "2026-12-01T09:00:35.000000Z", "t": "2026-12-01T09:00:35.839000Z"}
+    # The idle query compares instants: a cutoff later in the same second finds the session.
+    from aimem_common.read.sessions import idle_sessions
+    wh.conn.execute("UPDATE sessions SET last_event_at = '2026-12-01T09:00:35Z' WHERE session_id = 's'")  # old row
+    assert {r["session_id"] for r in idle_sessions(wh.conn, quiet_before="2026-12-01T09:00:35.500000Z")} == {"s"}
+
+
+def test_a_give_back_never_leaves_two_open_handoffs_of_one_session(wh) -> None:
+    # x1 works and ends; x1 is resumed and works again; x2 (new) claims x1's handoff meanwhile;
+    # x1 re-ends (a new handoff: the old one is claimed); x2 ends without work and gives back.
+    first = _session(wh, "x1", "2026-12-01T09:00:00Z", "2026-12-01T09:10:00Z")["handoff_id"]
+    wh.obs("x1", "session-start", "Session start", cwd="/w/app", occurred_at="2026-12-01T09:20:00Z", **PLACE)
+    wh.obs("x1", "user-prompt", "Prompt: more", "more", cwd="/w/app", occurred_at="2026-12-01T09:20:01Z", **PLACE)
+    wh.obs("x2", "session-start", "Session start", cwd="/w/app", occurred_at="2026-12-01T09:21:00Z", **PLACE)
+    assert _claim(wh, "x2", only_new_session=True)["handoff"]["id"] == first
+    second = wh.ok("session.end", {"session_id": "x1", "cwd": "/w/app", "ended_at": "2026-12-01T09:22:00Z",
+                                   "reason": "idle"}, actor="maintainer", **PLACE)["handoff_id"]
+    assert second not in (None, first)
+    wh.ok("session.end", {"session_id": "x2", "cwd": "/w/app", "ended_at": "2026-12-01T09:23:00Z",
+                          "reason": "idle"}, actor="maintainer", **PLACE)
+    rows = wh.conn.execute("SELECT id, status, superseded_by FROM handoffs WHERE from_session_id = 'x1'"
+                           " ORDER BY id").fetchall()
+    assert [(r["id"], r["status"], r["superseded_by"]) for r in rows] == [
+        (first, "superseded", second), (second, "open", None)]

@@ -15,7 +15,7 @@ def test_observation_append_stores_session_and_ledger(wh) -> None:
     assert r["session_id"] == "s1" and r["observation_id"] > 0
     wh.obs("s1", "user-prompt", "Prompt: fix the flaky test", "fix the flaky test", cwd="/w/app")
     row = wh.conn.execute("SELECT * FROM sessions WHERE session_id = 's1'").fetchone()
-    assert row["observation_count"] == 2 and row["started_at"] == "2026-03-04T05:06:07Z" and row["cwd"] == "/w/app"
+    assert row["observation_count"] == 2 and row["started_at"] == "2026-03-04T05:06:07.000000Z" and row["cwd"] == "/w/app"
     assert wh.count("SELECT count(*) FROM observations_fts WHERE observations_fts MATCH 'flaky'") == 1
     ledger = wh.scope_dir() / "log-2026-03.md"
     assert ledger.read_text().startswith("## [2026-03-04T05:06:07Z] session-start · claude-code · session s1")
@@ -165,7 +165,7 @@ def test_imported_observations_and_historical_end(wh) -> None:
                                 "historical": True})
     assert res["changed"] and res["handoff_id"] is None and res["page_id"]
     row = wh.conn.execute("SELECT * FROM sessions WHERE session_id = 'old'").fetchone()
-    assert (row["started_at"], row["ended_at"]) == ("2026-01-05T10:00:00Z", "2026-01-05T10:00:09Z")
+    assert (row["started_at"], row["ended_at"]) == ("2026-01-05T10:00:00.000000Z", "2026-01-05T10:00:09.000000Z")
     assert (row["observation_count"], row["imported_count"]) == (3, 3)
     fm = json.loads(wh.conn.execute("SELECT frontmatter FROM pages WHERE id = ?", (res["page_id"],)).fetchone()[0])
     assert fm["imported"] is True

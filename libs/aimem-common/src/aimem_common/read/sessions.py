@@ -176,7 +176,10 @@ def idle_sessions(conn: sqlite3.Connection, *, quiet_before: str, limit: int = 2
         "SELECT w.name AS workspace, p.name AS project, s.session_id, s.agent, s.cwd, s.last_event_at,"
         " s.observation_count FROM sessions s JOIN projects p ON p.id = s.project_id"
         " JOIN workspaces w ON w.id = p.workspace_id"
-        " WHERE s.ended_at IS NULL AND s.last_event_at < ? ORDER BY s.last_event_at LIMIT ?",
+        # Compared as instants (julianday), not text: rows stored before event times had one
+        # fixed width hold "…:35Z", which sorts after "…:35.839Z" as text.
+        " WHERE s.ended_at IS NULL AND julianday(s.last_event_at) < julianday(?)"
+        " ORDER BY julianday(s.last_event_at) LIMIT ?",
         (quiet_before, max(1, limit)),
     ).fetchall()
     return [{k: r[k] for k in r.keys()} for r in rows]

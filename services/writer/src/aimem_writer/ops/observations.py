@@ -24,7 +24,7 @@ from aimem_common.errors import BadRequestError
 from aimem_common.commands import Envelope
 from aimem_common.commands.observations import ObservationAppend
 from aimem_common.redact import contains_secret
-from aimem_common.wikifmt import normalize_timestamp
+from aimem_common.wikifmt import event_timestamp
 
 from aimem_writer.registry import handler
 from aimem_writer.tombstones import refuse
@@ -35,11 +35,13 @@ TEXT_FIELDS = ("title", "body", "cwd", "tool_name")
 
 
 def occurred(tx: Tx, value: str | None) -> str:
-    """Return the event time as ISO UTC (the batch time when absent or unparseable)."""
+    """Return the event time as ISO UTC in the one fixed-width form (``event_timestamp``:
+    always microseconds), the batch time when absent or unparseable. Every event time of
+    sessions, observations and handoffs is stored through here."""
     if not value:
         return tx.now
     try:
-        return normalize_timestamp(value)
+        return event_timestamp(value)
     except BadRequestError:
         return tx.now
 
@@ -49,6 +51,7 @@ def ledger_entry(at: str, kind: str, agent: str, session_id: str, title: str, bo
     text = " ".join((title or body or "").split())
     if len(text) > LEDGER_EXCERPT_CHARS:
         text = text[: LEDGER_EXCERPT_CHARS - 1] + "…"
+    at = at.replace(".000000Z", "Z")  # the ledger keeps its readable form for whole seconds
     return f"## [{at}] {kind} · {agent} · session {session_id}\n\n{text}\n\n"
 
 

@@ -13,7 +13,8 @@ the idle finaliser) does work only when the observation count advanced, and rewr
 page. A session with nothing but start/end events (and no prompt on its start, no transcript
 tail on its end) gets no page; one without a prompt, a tool call or a finished turn opens no
 handoff and gives back the handoff it claimed. A ``historical`` end (``aimem import``) keeps
-the transcript's own end time, marks the page ``imported`` and opens no handoff.
+the transcript's own end time, marks the page ``imported`` and opens no handoff; it changes
+nothing for a session hooks captured live (``skipped: "captured_live"``: live capture wins).
 """
 
 from __future__ import annotations
@@ -91,6 +92,10 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
         raise NotFoundError(f"session {cmd.session_id!r} has no observations in {scope.workspace}/{scope.project}",
                             code="session_not_found", data={"session_id": cmd.session_id})
     count = row["observation_count"]
+    if cmd.historical and row["observation_count"] > row["imported_count"]:
+        # Live capture wins: an imported transcript's end must not end (or re-end) a session
+        # hooks captured; its own end, or the idle finaliser, ends it (docs/lifecycle.md).
+        return {"ended": False, "changed": False, "skipped": "captured_live", "observation_count": count}
     if cmd.if_last_event_at is not None and (row["last_event_at"] != cmd.if_last_event_at
                                              or row["ended_at"] is not None):
         return {"ended": False, "changed": False, "skipped": "active" if row["ended_at"] is None else "ended",
@@ -176,11 +181,28 @@ def _retire_old_path(tx: Tx, scope, row, session_id: str, path: str) -> None:
 
 def give_back_handoffs(tx: Tx, scope, session_id: str) -> list[int]:
     """Return to ``open`` the handoffs ``session_id`` claimed (it did nothing with them), and
-    the automatic ones each claim had superseded. Returns the reopened claimed ids."""
-    ids = [r["id"] for r in tx.conn.execute(
-        "SELECT id FROM handoffs WHERE project_id = ? AND accepted_session_id = ? AND status = 'accepted'",
-        (scope.project_id, session_id))]
-    for hid in ids:
+    the automatic ones each claim had superseded. Returns the reopened claimed ids.
+
+    A claimed automatic handoff whose author has re-ended since (it was resumed, and its new
+    end opened a fresher handoff because this one was claimed) is not reopened: it becomes
+    superseded by the fresher one, so a session never has two open automatic handoffs (the
+    stale one would be delivered later)."""
+    rows = tx.conn.execute(
+        "SELECT id, automatic, from_session_id FROM handoffs WHERE project_id = ? AND accepted_session_id = ?"
+        " AND status = 'accepted'", (scope.project_id, session_id)).fetchall()
+    ids = []
+    for r in rows:
+        hid = r["id"]
+        fresher = tx.conn.execute(
+            "SELECT id FROM handoffs WHERE project_id = ? AND from_session_id = ? AND automatic = 1"
+            " AND status = 'open' AND id != ? ORDER BY id DESC LIMIT 1",
+            (scope.project_id, r["from_session_id"], hid)).fetchone() if r["automatic"] and r["from_session_id"] else None
+        if fresher is not None:
+            tx.conn.execute("UPDATE handoffs SET status = 'superseded', closed_at = ?, superseded_by = ?,"
+                            " accepted_by = NULL, accepted_session_id = NULL WHERE id = ?",
+                            (tx.now, fresher["id"], hid))
+            continue
+        ids.append(hid)
         tx.conn.execute("UPDATE handoffs SET status = 'open', closed_at = NULL, accepted_by = NULL,"
                         " accepted_session_id = NULL WHERE id = ?", (hid,))
         tx.conn.execute("UPDATE handoffs SET status = 'open', closed_at = NULL, superseded_by = NULL"
