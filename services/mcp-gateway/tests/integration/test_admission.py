@@ -76,7 +76,7 @@ on_failure = "reject"
             err = await h.rpc_error(c, "memory_delete_page", {**APP, "path": "decisions/keep.md"})
             assert err.code == -32600 and err.data["code"] == "admission_refused"
             assert REASON in str(err)
-        assert recv.calls[0]["operation"] == "delete_page" and recv.calls[0]["payload"] == {"path": "decisions/keep.md"}
+        assert recv.calls[0]["operation"] == "delete_page" and recv.calls[0]["payload"]["path"] == "decisions/keep.md"
         assert recv.calls[0]["workspace"] == "demo" and recv.calls[0]["project"] == "app"
 
         q = procs["query"].url
