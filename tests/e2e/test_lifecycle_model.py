@@ -102,6 +102,18 @@ STATS: dict[str, Any] = {"examples": 0, "steps": 0, "invariant_checks": 0, "deli
 
 
 # -- the real parts ------------------------------------------------------------------------------
+
+def windows_spellings(folder: str) -> list[str]:
+    """Three spellings of one synthetic Windows folder ``<drive>:\\<WIN_PARENT>\\<folder>`` (drive
+    letter case, ``\\`` vs ``/``, a trailing separator): what different Windows clients send for it.
+    Nothing on this machine is at that path; the server only ever sees it as text."""
+    parent = WIN_PARENT
+    return [f"Q:\\{parent}\\{folder}", f"q:\\{parent}\\{folder}\\", f"Q:/{parent}/{folder}"]
+
+
+WIN_PARENT = "aimem-model-repos"
+
+
 class HookClient:
     """One developer machine: the real hook client in this process (``aimem hook``'s entry),
     its own spool, pointed at ``url`` (``DEAD_URL`` for a machine that is offline)."""
@@ -359,7 +371,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             w = f"rw-{self.uid}"
             # Spellings of one Windows folder. Not a subfolder: a Windows path seen by a Linux hook
             # client has no root, its project is its last folder (docs/lifecycle.md "Which project").
-            self.places["W"] = Place("W", w, [f"C:\\work\\{w}", f"c:\\work\\{w}\\", f"C:/work/{w}"])
+            self.places["W"] = Place("W", w, windows_spellings(w))
         self.online = HookClient(base / "client", Env.stack.url("ingress"), Env.stack.token)
         self.offline = HookClient(base / "laptop", DEAD_URL, Env.stack.token)
         self.n = 0
