@@ -82,10 +82,10 @@ def purge_session(
     with client(server, token) as c:
         if not confirm:
             _preview_then_refuse(c, "/admin/purge-session", body,
-                                 lambda d: f"Would purge session from {ws}/{pj}: {_counts_line(d, keys)}."
+                                 lambda d: f"Would purge session {session_id} from {ws}/{pj}: {_counts_line(d, keys)}."
                                  + _collateral(d), "purge-session")
         data = c.post("/admin/purge-session", {**body, "confirm": True})
-    emit(data, as_json, lambda d: typer.echo(f"Purged session from {ws}/{pj}: {_counts_line(d, keys)}."
+    emit(data, as_json, lambda d: typer.echo(f"Purged session {session_id} from {ws}/{pj}: {_counts_line(d, keys)}."
                                              + _collateral(d) + _tombstone_line(d)))
 
 
