@@ -14,12 +14,12 @@ import typer
 
 from aimem_cli.commands.base import fail
 from aimem_cli.commands.hooks import (
-    CODEX_HOME_HELP, _hook_target, _target, server_credential, stack_urls,
+    CODEX_HOME_HELP, _hook_target, _target, apply_changes, server_credential, stack_urls,
 )
 from aimem_cli.commands.operate import (
     INSTRUCTION_FILES, INSTRUCTIONS, _fmt_bytes, _tree_size, remove_block, upsert_block,
 )
-from aimem_cli.installers import InstallError, apply, diff, plan_hooks, plan_mcp, plan_unhooks, plan_unmcp
+from aimem_cli.installers import InstallError, plan_hooks, plan_mcp, plan_unhooks, plan_unmcp
 from aimem_common.clients import INSTALLABLE as CLIENTS
 from aimem_cli.installers.base import FileChange, read_text
 
@@ -32,18 +32,6 @@ def _instruction_change(path: Path, remove: bool) -> list[FileChange]:
         new = remove_block(old)
         return [FileChange(path, old, new if new.strip() else None)]
     return [FileChange(path, old, upsert_block(old, INSTRUCTIONS))]
-
-
-def _apply(changes: list[FileChange], dry_run: bool) -> None:
-    text = diff(changes)
-    if dry_run:
-        typer.echo(text or "no changes", nl=not text)
-        return
-    touched = apply(changes)
-    for path in touched:
-        typer.echo(f"updated {path}")
-    if not touched:
-        typer.echo("already up to date")
 
 
 def setup_agent(
@@ -73,7 +61,7 @@ def setup_agent(
         fail(str(exc))
     if not no_instructions:
         changes += _instruction_change((project_dir or Path.cwd()).resolve() / INSTRUCTION_FILES[client], False)
-    _apply(changes, dry_run)
+    apply_changes(changes, dry_run)
 
 
 def purge_plan(data_dir: Path) -> dict:
@@ -115,7 +103,7 @@ def uninstall(
     where = (project_dir or Path.cwd()).resolve()
     for name in dict.fromkeys(INSTRUCTION_FILES[c] for c in clients):
         changes += _instruction_change(where / name, True)
-    _apply(changes, dry_run)
+    apply_changes(changes, dry_run)
     if not purge_data:
         return
     from aimem_cli.commands.base import load_settings

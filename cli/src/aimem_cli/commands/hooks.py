@@ -113,11 +113,18 @@ CODEX_HOME_HELP = "Codex's user directory (default: $CODEX_HOME, else ~/.codex)"
 
 
 def _run(plan, dry_run: bool) -> None:
+    """Build the installer plan (``plan()``; an ``InstallError`` is one line and exit 1), then
+    print its diff (``dry_run``) or apply it and name the files it changed."""
     try:
         changes = plan()
     except InstallError as exc:
         typer.echo(f"aimem: {exc}", err=True)
         raise typer.Exit(1) from None
+    apply_changes(changes, dry_run)
+
+
+def apply_changes(changes, dry_run: bool) -> None:
+    """Print the diff of ``changes`` (``dry_run``), or write them and name each file updated."""
     text = diff(changes)
     if dry_run:
         typer.echo(text or "no changes", nl=not text)

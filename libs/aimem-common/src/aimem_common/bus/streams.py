@@ -91,6 +91,22 @@ async def _probe(url: str, timeout_s: float) -> bool:
         return False
 
 
+def _work_queue(name: str, subjects: str, max_bytes: int, settings: BusSettings) -> StreamConfig:
+    """A command lane's stream: file storage, WorkQueue retention, ``discard=new`` (a full lane
+    is back-pressure), the dedupe window and replicas of ``settings`` (``bus``)."""
+    return StreamConfig(
+        name=name,
+        subjects=[subjects],
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        max_bytes=max_bytes,
+        max_msg_size=settings.mut_max_msg_bytes,
+        discard=DiscardPolicy.NEW,
+        duplicate_window=float(settings.duplicate_window_s),
+        num_replicas=settings.stream_replicas,
+    )
+
+
 async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
     """Create or update ``AIMEM_MUT``, ``AIMEM_BULK`` and ``AIMEM_EVT`` with the DESIGN.md settings.
 
@@ -107,28 +123,8 @@ async def ensure_streams(js: JetStreamContext, settings: BusSettings) -> None:
     Raises:
         ConfigError: even ``MIN_STREAM_BYTES`` does not fit (the supervisor does not restart).
     """
-    mut = StreamConfig(
-        name=MUT_STREAM,
-        subjects=[MUT_SUBJECTS],
-        retention=RetentionPolicy.WORK_QUEUE,
-        storage=StorageType.FILE,
-        max_bytes=settings.mut_max_bytes,
-        max_msg_size=settings.mut_max_msg_bytes,
-        discard=DiscardPolicy.NEW,
-        duplicate_window=float(settings.duplicate_window_s),
-        num_replicas=settings.stream_replicas,
-    )
-    bulk = StreamConfig(
-        name=BULK_STREAM,
-        subjects=[BULK_SUBJECTS],
-        retention=RetentionPolicy.WORK_QUEUE,
-        storage=StorageType.FILE,
-        max_bytes=settings.bulk_max_bytes,
-        max_msg_size=settings.mut_max_msg_bytes,
-        discard=DiscardPolicy.NEW,
-        duplicate_window=float(settings.duplicate_window_s),
-        num_replicas=settings.stream_replicas,
-    )
+    mut = _work_queue(MUT_STREAM, MUT_SUBJECTS, settings.mut_max_bytes, settings)
+    bulk = _work_queue(BULK_STREAM, BULK_SUBJECTS, settings.bulk_max_bytes, settings)
     evt = StreamConfig(
         name=EVT_STREAM,
         subjects=[EVT_SUBJECTS],
