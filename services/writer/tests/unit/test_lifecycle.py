@@ -190,3 +190,19 @@ def test_a_give_back_never_leaves_two_open_handoffs_of_one_session(wh) -> None:
                            " ORDER BY id").fetchall()
     assert [(r["id"], r["status"], r["superseded_by"]) for r in rows] == [
         (first, "superseded", second), (second, "open", None)]
+
+
+def test_a_claim_never_takes_two_handoffs_of_one_session(wh) -> None:
+    # Two open automatic handoffs of one session (what the model's long run reached through a
+    # restart, a foreign claim and idle passes): its newest is the head, the older one an
+    # earlier link of the same chain, never a "parallel" session.
+    old = _session(wh, "s", "2026-12-01T09:00:00.000Z", "2026-12-01T10:00:00.000Z")["handoff_id"]
+    wh.conn.execute("INSERT INTO handoffs(workspace_id, project_id, automatic, shared, owner, from_agent,"
+                    " from_session_id, cwd, root, title, body, status, created_at, event_at, started_at)"
+                    " SELECT workspace_id, project_id, 1, 0, NULL, from_agent, from_session_id, cwd, root,"
+                    " 'Continue: later work', 'later', 'open', created_at, '2026-12-01T11:00:00.000000Z',"
+                    " started_at FROM handoffs WHERE id = ?", (old,))
+    new = wh.conn.execute("SELECT max(id) FROM handoffs").fetchone()[0]
+    got = _claim(wh, "next")
+    assert got["handoff"]["id"] == new and got["handoff"]["parallel"] == []
+    assert got["superseded"] == [old] and _status(wh, old) == "superseded" and _open_count(wh) == 0

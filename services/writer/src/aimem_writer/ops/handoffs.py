@@ -152,9 +152,15 @@ def newest_first(rows: list) -> list:
 
 def follows(later, earlier) -> bool:
     """True when ``later``'s session began at or after ``earlier``'s work ended: ``later``
-    could have continued ``earlier`` (one chain). Overlapping sessions ran in parallel."""
+    could have continued ``earlier`` (one chain). Overlapping sessions ran in parallel. Two
+    handoffs of one session are always one chain, the newer (by event time, then id) last: a
+    session is never delivered beside itself."""
+    if later["id"] == earlier["id"]:
+        return False
+    if later["from_session_id"] and later["from_session_id"] == earlier["from_session_id"]:
+        return (instant(event_time(later)), later["id"]) > (instant(event_time(earlier)), earlier["id"])
     began = instant(later["started_at"] or event_time(later))
-    return later["id"] != earlier["id"] and began >= instant(event_time(earlier))
+    return began >= instant(event_time(earlier))
 
 
 def _refusal(tx: Tx, project_id: str, session_id: str | None) -> str | None:
