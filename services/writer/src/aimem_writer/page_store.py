@@ -198,6 +198,11 @@ class PageStore:
         result_base = {"path": path, "title": title, "kind": str(kind), "tier": str(tier),
                        "workspace": scope.workspace, "project": scope.project}
         if cur is not None and cur["content_hash"] == chash:
+            if session_id and cur["session_id"] is None:
+                # Same text, written first without the stamp (a restore's /admin/pages on the
+                # live lane overtakes the session end on the bulk lane): the session end still
+                # stamps it, or the turns stream never folds the session's observations onto it.
+                self.conn.execute("UPDATE pages SET session_id = ? WHERE id = ?", (session_id, cur_id))
             version = self._version_count(scope, path)
             return {**result_base, "page_id": cur_id, "version": version, "supersedes": cur["supersedes"],
                     "created": False, "changed": False}

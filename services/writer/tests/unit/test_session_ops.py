@@ -178,3 +178,28 @@ def test_imported_observations_and_historical_end(wh) -> None:
     assert wh.count("SELECT count(*) FROM observations WHERE session_id = 'live'") == 1
     wh.obs("old", "user-prompt", "Prompt: resumed live", "resumed", cwd="/w/app")  # hooks after an import
     assert wh.count("SELECT observation_count - imported_count FROM sessions WHERE session_id = 'old'") == 1
+
+
+def test_historical_end_stamps_a_restored_session_page_written_before_it(wh, tmp_path) -> None:
+    """A restore's ``/admin/pages`` (live lane) may write a session page before that session's
+    historical end (bulk lane) with the very same text: the end still stamps ``pages.session_id``
+    (the turns stream folds the session's observations onto its page through it)."""
+    def replay(h) -> dict:
+        for i, kind in enumerate(("user-prompt", "post-tool-use", "stop")):
+            h.obs("rs", kind, f"{kind} {i}", f"retry backoff {i}", cwd="/w/app", imported=True,
+                  occurred_at=f"2026-01-05T10:00:0{i}Z", tool_name="Bash" if kind == "post-tool-use" else None)
+        return h.ok("session.end", {"session_id": "rs", "cwd": "/w/app", "ended_at": "2026-01-05T10:00:09Z",
+                                    "historical": True})
+
+    origin, restored = type(wh)(tmp_path / "origin"), wh
+    try:
+        page = origin.conn.execute("SELECT path, title, body, frontmatter FROM pages WHERE id = ?",
+                                   (replay(origin)["page_id"],)).fetchone()
+        fm = {k: v for k, v in json.loads(page["frontmatter"]).items() if k not in ("created_at", "updated_at")}
+        restored.ok("page.write", {"path": page["path"], "title": page["title"], "body": page["body"],
+                                   "frontmatter": fm})
+        replay(restored)
+        rows = restored.conn.execute("SELECT session_id FROM pages WHERE path = ?", (page["path"],)).fetchall()
+        assert [r["session_id"] for r in rows] == ["rs"]  # one version, stamped
+    finally:
+        origin.close()
