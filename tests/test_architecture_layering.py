@@ -4,6 +4,7 @@ flows one way, the bus sits below ingress batching, and no source module grows p
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -15,32 +16,60 @@ def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), filename=str(path))
 
 
+MIGRATIONS_DIR = COMMON / "db/migrations"
+
+
+def _migration_modules() -> list[Path]:
+    return sorted(p for p in MIGRATIONS_DIR.glob("m*.py"))
+
+
 def test_migrations_are_literal_sql() -> None:
-    """Every ``MIGRATION_N`` in ``db/schema.py`` is one string literal: no f-string, ``.format``,
-    concatenation or helper call, so editing a helper can never change a shipped migration."""
-    path = COMMON / "db/schema.py"
-    found, bad = [], []
-    for node in _tree(path).body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names = [t.id for t in targets if isinstance(t, ast.Name) and t.id.startswith("MIGRATION_")]
-            if names:
-                found += names
-                if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
-                    bad += names
-    assert found and not bad, f"migrations must be literal SQL strings (frozen once shipped): {bad}"
-    for node in ast.walk(_tree(path)):
-        assert not isinstance(node, ast.JoinedStr), f"f-string in schema.py line {node.lineno}"
-        assert not (isinstance(node, ast.Attribute) and node.attr == "format"), (
-            f".format in schema.py line {node.lineno}")
+    """Each ``db/migrations/mNN_*.py`` assigns ``SQL`` once, from one string literal: no f-string,
+    ``.format``, concatenation or helper call, so editing a helper can never change a shipped
+    migration."""
+    modules = _migration_modules()
+    assert len(modules) >= 16, modules
+    for path in modules:
+        assigned = []
+        for node in _tree(path).body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                assigned += [t.id for t in targets if isinstance(t, ast.Name)]
+                assert isinstance(node.value, ast.Constant) and isinstance(node.value.value, str), (
+                    f"{path.name} line {node.lineno}: a migration is one literal SQL string (frozen once shipped)")
+        assert assigned == ["SQL"], f"{path.name} assigns {assigned}: one ``SQL`` literal per migration module"
+        for node in ast.walk(_tree(path)):
+            assert not isinstance(node, ast.JoinedStr), f"f-string in {path.name} line {node.lineno}"
+            assert not (isinstance(node, ast.Attribute) and node.attr == "format"), (
+                f".format in {path.name} line {node.lineno}")
 
 
-def test_schema_imports_no_run_time_helpers() -> None:
-    """``db/schema.py`` imports nothing of aimem's: run-time SQL helpers live in ``db/trigram.py``."""
+def test_migrations_import_no_run_time_helpers() -> None:
+    """A migration module imports nothing (run-time SQL helpers live in ``db/trigram.py``), and
+    ``db/schema.py`` imports only the migration modules it puts in order."""
+    for path in _migration_modules():
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module == "__future__", f"{path.name} imports {node.module}"
+            assert not isinstance(node, ast.Import), f"{path.name} imports"
     for node in ast.walk(_tree(COMMON / "db/schema.py")):
         if isinstance(node, ast.ImportFrom):
-            assert node.module == "__future__", f"schema.py imports {node.module}"
+            assert node.module in ("__future__", "aimem_common.db.migrations"), f"schema.py imports {node.module}"
         assert not isinstance(node, ast.Import)
+
+
+def test_every_migration_module_is_in_the_list_once() -> None:
+    """``schema.MIGRATIONS`` is the one place migrations are ordered: it lists every module under
+    ``db/migrations/`` exactly once, under the number its file name gives (``mNN_...``)."""
+    from aimem_common.db import schema
+    from aimem_common.db.migrations import __name__ as package
+
+    listed = dict(schema.MIGRATIONS)
+    assert len(listed) == len(schema.MIGRATIONS), "a version is listed twice"
+    by_file = {int(p.stem[1:3]): importlib.import_module(f"{package}.{p.stem}").SQL for p in _migration_modules()}
+    assert sorted(by_file) == sorted(listed), (sorted(by_file), sorted(listed))
+    for version, sql in by_file.items():
+        assert listed[version] is sql, f"MIGRATIONS[{version}] is not m{version:02d}_*.SQL"
 
 
 def _writer_imports(path: Path) -> set[str]:
@@ -111,3 +140,18 @@ def test_the_bus_sits_below_ingress_batching() -> None:
         assert len(path.read_text().splitlines()) <= 600, f"bus/{path.name} is over 600 lines"
     assert "aimem_common.bus" in {n.module for n in ast.walk(_tree(COMMON / "bundles.py"))
                                   if isinstance(n, ast.ImportFrom)}
+
+
+# Known to be over the limit, to be split by job; an entry may only leave this list.
+OVER_600_KNOWN = {"libs/aimem-common/src/aimem_common/config.py"}
+
+
+def test_no_source_file_over_600_lines() -> None:
+    """No shipped source file (libraries, services, CLI) is over 600 lines, migrations included:
+    a file that long does several jobs and a reader cannot change one rule without reading it all."""
+    sources = [p for root in ("libs", "services", "cli") for p in (REPO / root).glob("**/src/**/*.py")
+               if ".venv" not in p.parts and "node_modules" not in p.parts]
+    assert len(sources) > 100, len(sources)
+    long = {str(p.relative_to(REPO)): n for p in sources if (n := len(p.read_text().splitlines())) > 600}
+    assert {f: n for f, n in long.items() if f not in OVER_600_KNOWN} == {}, "split these by job"
+    assert OVER_600_KNOWN <= set(long), f"now under 600 lines, drop from OVER_600_KNOWN: {OVER_600_KNOWN - set(long)}"

@@ -10,7 +10,8 @@ import sqlite3
 from pathlib import Path
 
 from aimem_common.db.connect import open_writer
-from aimem_common.db.schema import MIGRATION_1, SCHEMA_VERSION
+from aimem_common.db.migrations.m01_core import SQL as MIGRATION_1
+from aimem_common.db.schema import SCHEMA_VERSION
 from aimem_common.wikifmt import parse_meta
 
 

@@ -74,7 +74,7 @@ def query_terms(text: str, *, max_terms: int = MAX_TERMS) -> list[str]:
     return list(seen)
 
 
-# Scripts written without spaces (the same ranges as ``db.schema.UNSPACED_GLOB``): CJK
+# Scripts written without spaces (the same ranges as ``db.trigram.UNSPACED_GLOB``): CJK
 # ideographs, kana (with the prolonged sound mark), Hangul, Thai, Lao, Myanmar, Khmer.
 _UNSPACED_RUN_RE = re.compile(
     "[\u0e00-\u0eff\u1000-\u109f\u1100-\u11ff\u1780-\u17ff\u3040-\u30ff\u3130-\u318f"

@@ -1,4 +1,4 @@
-"""Purge tombstones (``purge_tombstones``, schema.MIGRATION_15): what was purged and what
+"""Purge tombstones (``purge_tombstones``, migration 15): what was purged and what
 was refused since.
 
 A tombstone is live until ``purge.lift`` sets ``lifted_at``. A live ``session`` tombstone

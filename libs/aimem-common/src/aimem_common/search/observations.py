@@ -1,6 +1,6 @@
 """Captured turns matched by trigrams (``observations_tri``), for the turns stream and ``raw_hits``.
 
-A turn's word inside an unspaced-script sentence (schema.MIGRATION_13).
+A turn's word inside an unspaced-script sentence (``db/migrations/m13_observations_tri``).
 
 Only a question with such a word reads it; an English vault's table is empty.
 """

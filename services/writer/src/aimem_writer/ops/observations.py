@@ -109,7 +109,7 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
         (scope.workspace_id, scope.project_id, cmd.session_id, kind, cmd.agent, cmd.cwd, cmd.title, cmd.body,
          cmd.tool_name, cmd.source_event, cmd.extension, at, tx.now, tx.cmd_id),
     ).lastrowid
-    index_observation_tri(tx.conn, obs_id, cmd.title, cmd.body)  # CJK/Thai/... words: schema.MIGRATION_13
+    index_observation_tri(tx.conn, obs_id, cmd.title, cmd.body)  # CJK/Thai/... words: migration 13
     tx.wiki.append_ledger(scope, at[:7], ledger_entry(at, kind, cmd.agent, cmd.session_id, cmd.title, cmd.body))
     # One event per session per batch after coalescing (settlement.coalesce_events): live views.
     tx.emit("observations.appended", {"session_id": cmd.session_id, "count": 1, "last_observation_id": obs_id,

@@ -68,8 +68,8 @@ def compact(tx: Tx) -> dict[str, Any]:
     tx.conn.execute("INSERT INTO pages_fts(rowid, title, body, project_id)"
                     " SELECT id, title, body, project_id FROM pages WHERE is_latest = 1")
     tx.conn.execute("INSERT INTO pages_tri(pages_tri) VALUES ('delete-all')")
-    tx.conn.execute(pages_tri_insert_sql())  # padded as its triggers index (schema.MIGRATION_12)
-    rebuild_observations_tri(tx.conn)  # contentless as pages_tri: no 'rebuild' (schema.MIGRATION_13)
+    tx.conn.execute(pages_tri_insert_sql())  # padded as its triggers index (migration 12)
+    rebuild_observations_tri(tx.conn)  # contentless as pages_tri: no 'rebuild' (migration 13)
     after = getattr(tx, "after_commit", None)
     if callable(after):
         after(lambda conn: (conn.execute("VACUUM"), conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")))

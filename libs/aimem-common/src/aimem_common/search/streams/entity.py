@@ -94,7 +94,7 @@ def entity_df(conn: sqlite3.Connection, ids: list[int]) -> dict[int, int]:
 
     An entity of at most ``DF_EXACT_MAX`` links (index range counts, stopped past it) gets its
     live, latest pages counted exactly (each link looked up in ``pages_live``, a covering index
-    of the live ids: see schema.MIGRATION_10). A commoner one is ranked by its links (superseded
+    of the live ids: see migration 10). A commoner one is ranked by its links (superseded
     and deleted versions included), and those the rare ones leave room for, rarest first, are
     looked up to ``DF_LIVE_PROBE`` live pages: an entity of a few pages edited hundreds of times
     keeps its exact count; above that its links are the count. Counting every common

@@ -46,7 +46,7 @@ def _short_word(run: Run, word: str) -> Ranked:
     """Live pages of the scope holding the 1–2 character ``word``: ``[(page_id, score)]``, best first.
 
     Every occurrence of the word has an indexed trigram starting with it (``pages_tri`` pads
-    each column with ``schema.TRI_PAD``), so a range scan of ``pages_tri_inst`` over those
+    each column with ``db.trigram.TRI_PAD``), so a range scan of ``pages_tri_inst`` over those
     trigrams yields every page holding it, whatever other projects hold; at most
     ``SHORT_SCAN_ROWS`` occurrences are read. Score: bm25's term part without length
     normalisation, ``idf × tf × (k1 + 1) / (tf + k1)``, tf counting a title occurrence
