@@ -338,3 +338,73 @@ def test_cli_commands_import_no_circle() -> None:
     ``importing`` share ``importsend`` instead)."""
     cycles = [c for c in import_cycles(CLI, "aimem_cli") if any(".commands." in m for m in c)]
     assert not cycles, cycles
+
+
+# One search request (issue 28): ``aimem_common/search/params.py`` declares every search
+# parameter, its bounds and its docs; the interfaces take that model (REST body and query
+# string) or subclass it (MCP), and none declares a search parameter of its own.
+# Names only a search has (``limit``, ``project``, ``explain``... are other requests' too).
+SEARCH_ONLY_FIELDS = ("global_", "include_superseded", "scopes")
+
+
+def test_mcp_memory_query_args_are_the_search_params() -> None:
+    """The MCP ``memory_query`` arguments subclass ``SearchParams`` and redeclare only ``query``
+    (required there), from the same ``QUERY_FIELD`` declaration."""
+    from aimem_common.search.params import SearchParams
+    from aimem_mcp.tools.memory_query import Args
+
+    assert issubclass(Args, SearchParams)
+    own = set(Args.__annotations__)
+    assert own <= {"query"}, f"memory_query declares its own search parameters: {own - {'query'}}"
+    base, mine = SearchParams.model_fields, Args.model_fields
+    assert list(mine) == list(base)
+    for name, field in mine.items():
+        for attr in ("description", "validation_alias", "alias", "metadata"):
+            if name == "query" and attr == "metadata":
+                continue  # the tool adds min_length=1 to the shared bounds
+            assert getattr(field, attr) == getattr(base[name], attr), (name, attr)
+    assert {type(m).__name__ for m in base["query"].metadata} <= {type(m).__name__ for m in mine["query"].metadata}
+
+
+def test_rest_search_parameters_come_from_the_one_model(tmp_path: Path) -> None:
+    """``GET /api/v1/search`` lists exactly ``SearchParams``'s fields, with its docs, and the
+    ``POST`` body is a subclass adding none."""
+    from aimem_common.config import Settings
+    from aimem_common.search.params import SearchParams
+    from aimem_query.api.search import SearchRequest
+    from aimem_query.app import create_app
+
+    get = create_app(Settings(data_dir=tmp_path)).openapi()["paths"]["/api/v1/search"]["get"]
+    declared = {f.alias or name: f for name, f in SearchParams.model_fields.items()}
+    assert [p["name"] for p in get["parameters"]] == list(declared)
+    for p in get["parameters"]:
+        assert p.get("description") == declared[p["name"]].description, p["name"]
+    assert issubclass(SearchRequest, SearchParams) and not set(SearchRequest.__annotations__)
+
+
+def _declared_search_fields(path: Path) -> list[str]:
+    """Search parameters ``path`` declares itself: class fields or function parameters named as one."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ClassDef):
+            out += [f"{node.name}.{s.target.id}" for s in node.body if isinstance(s, ast.AnnAssign)
+                    and isinstance(s.target, ast.Name) and s.target.id in SEARCH_ONLY_FIELDS]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out += [f"{node.name}({a.arg})" for a in [*node.args.args, *node.args.kwonlyargs]
+                    if a.arg in SEARCH_ONLY_FIELDS]
+    return out
+
+
+def test_no_interface_declares_a_search_parameter_of_its_own() -> None:
+    """No service module declares ``global_``, ``include_superseded`` or ``scopes`` as a model
+    field or a route parameter: the search model is their one place. (The writer's transaction
+    ``scopes`` are the projects a batch touches, not search parameters; the CLI's flags are its
+    own interface and send them as the query string.)"""
+    found = {}
+    for name, src in SERVICES.items():
+        for f in py_files(src):
+            if name == "aimem_writer":
+                continue
+            if (names := _declared_search_fields(f)):
+                found[str(f.relative_to(REPO))] = names
+    assert found == {}, f"declare search parameters in aimem_common/search/params.py only: {found}"

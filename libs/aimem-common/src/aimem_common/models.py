@@ -39,6 +39,9 @@ DbIdOrZero = Annotated[int, _db_range(0)]
 
 GLOBAL_PROJECT = "_global"  # reserved preferences scope for memory_write_page(scope="global")
 MAX_NAME_LEN = 128
+# How every interface documents a ``workspace`` argument (MCP tools, the search parameters).
+WORKSPACE_DOC = ("Workspace name: the `workspace` in the repository's .aimem.toml when it has one; else omit "
+                 "for the server's default (`default`). Pass it with `project`.")
 MAX_PATH_LEN = 512
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")

@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import AliasChoices, Field, model_validator
 
+from aimem_common.models import WORKSPACE_DOC
+
 from aimem_mcp.registry import ToolArgs
 
-WORKSPACE_DOC = ("Workspace name: the `workspace` in the repository's .aimem.toml when it has one; else omit "
-                 "for the server's default (`default`). Pass it with `project`.")
 PROJECT_DOC = ("Project name: the `project` in the repository's .aimem.toml when it has one, else the name of "
                "the repository's top-level directory (a subdirectory or a worktree belongs to its repository).")
 

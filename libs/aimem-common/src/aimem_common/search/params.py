@@ -1,39 +1,85 @@
-"""``SearchParams``: one search as every interface states it (REST body and query string, MCP, web)."""
+"""``SearchParams``: the one definition of a search's parameters, bounds and docs.
+
+The REST body (``POST /api/v1/search``) and query string (``GET``) are this model; the MCP
+``memory_query`` arguments subclass it; the web search builds one.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
-from aimem_common.models import GLOBAL_PROJECT
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+
+from aimem_common.models import GLOBAL_PROJECT, MAX_NAME_LEN, WORKSPACE_DOC
 
 # The longest question every interface accepts (API, MCP, web); what is read of it is cut shorter
 # before tokenising (``text.MAX_QUERY_CHARS``), so a pasted log stays cheap and is not refused.
 MAX_QUERY_INPUT_CHARS = 16 * 1024
+MAX_SCOPES = 20  # sibling projects one search may name
+MAX_LIMIT = 100  # hits one search may ask for (``query.max_limit`` may clamp lower)
+
+# The question's declaration: every interface accepts ``query`` and the names agents and URLs
+# use for it (``q``, ``search``). An interface that requires a question (MCP) narrows it with
+# ``Field(min_length=1, **QUERY_FIELD)``; nothing else about it is declared twice.
+QUERY_FIELD: dict[str, Any] = {
+    "validation_alias": AliasChoices("query", "q", "search"),
+    "max_length": MAX_QUERY_INPUT_CHARS,
+    "description": "What you want to know, in natural language or keywords. Aliases: `q`, `search`.",
+}
 
 
 class SearchParams(BaseModel):
     """One search: the question, where to look, how many hits and what to add.
 
     ``workspace`` defaults to ``settings.workspace_default``; ``project`` and ``scopes``
-    (``"project"`` or ``"workspace/project"`` each) are unioned; ``global`` searches every
-    project the principal may read. ``limit`` None = ``settings.query.default_limit``. The REST
-    body (``POST /api/v1/search``) is this model; the GET query string and the MCP
-    ``memory_query`` arguments turn into it (``to_params``).
+    (``"project"`` or ``"workspace/project"`` each; a comma-separated entry is split) are
+    unioned; ``global`` searches every project the principal may read; one of the three is
+    required (``scope_required``). ``limit`` None = ``settings.query.default_limit``, clamped to
+    ``settings.query.max_limit``. An empty question finds nothing.
     """
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
-    query: str = Field("", max_length=MAX_QUERY_INPUT_CHARS, validation_alias="q", description="the question")
-    workspace: str | None = Field(None, description="defaults to the server's workspace_default")
-    project: str | None = None
-    scopes: list[str] = Field(default_factory=list, description="'project' or 'workspace/project' names")
-    global_: bool = Field(False, alias="global", description="search every readable project")
-    limit: int | None = Field(None, ge=1, le=100)
-    explain: bool = False
-    include_expired: bool = False
-    include_superseded: bool = False
+    query: str = Field("", **QUERY_FIELD)
+    workspace: str | None = Field(None, description=WORKSPACE_DOC, max_length=MAX_NAME_LEN)
+    project: str | None = Field(
+        None, description="Project to search (required unless `scopes` or `global: true` is given).",
+        max_length=MAX_NAME_LEN)
+    limit: int | None = Field(
+        None, ge=1, le=MAX_LIMIT, validation_alias=AliasChoices("limit", "n", "top_k"),
+        description=f"Maximum number of hits (1-{MAX_LIMIT}; default: the server's `query.default_limit`, "
+                    "10 unless configured). Aliases: `n`, `top_k`.")
+    scopes: list[str] = Field(
+        default_factory=list, max_length=MAX_SCOPES,
+        description="Also search these sibling projects: `project` or `workspace/project` each "
+                    "(a comma-separated entry is split).")
+    global_: bool = Field(
+        False, alias="global",
+        description="Search every project you can read at once (hits carry workspace + project).")
+    explain: bool = Field(False, description="Attach per-hit `score_details` and the active streams.")
+    include_expired: bool = Field(False, description="Also return pages past their `expires_at` TTL.")
+    include_superseded: bool = Field(False, description="Also return older versions (labelled `superseded: true`).")
+
+    @field_validator("scopes", mode="before")
+    @classmethod
+    def _split_scopes(cls, value: Any) -> Any:
+        """``None`` is no scopes; ``"a,b"`` (one entry or a list of them, as a query string
+        repeats or comma-separates) is ``["a", "b"]``; blanks are dropped."""
+        if value is None:
+            return []
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
+            return value  # the type check names the bad entry
+        return [s.strip() for item in items for s in item.split(",") if s.strip()]
 
     @property
     def default_scoped(self) -> bool:
         """True for a plain one-project search (the case that also gets ``_global`` hits)."""
         return bool(self.project) and not self.scopes and not self.global_ and self.project != GLOBAL_PROJECT
+
+
+class SearchQuery(SearchParams):
+    """``GET /api/v1/search``'s query string: ``SearchParams``, but an unknown parameter (a cache
+    buster, a tracking tag) is ignored, as URLs pick them up."""
+
+    model_config = ConfigDict(extra="ignore")

@@ -4,49 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AliasChoices, Field
+from pydantic import Field
 
 from aimem_common.errors import BadRequestError
-from aimem_common.search.params import MAX_QUERY_INPUT_CHARS, SearchParams
+from aimem_common.search.params import QUERY_FIELD, SearchParams
 
-from aimem_mcp.args import WORKSPACE_DOC, limit_field
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import ToolArgs, tool
 
 
-class Args(ToolArgs):
-    # The agent-facing declaration (aliases agents guess, descriptions an LLM reads, the pinned
-    # order of tests/unit/test_tool_contracts.py); a call runs as ``SearchParams`` (``to_params``).
-    query: str = Field(
-        validation_alias=AliasChoices("query", "q", "search"),
-        description="What you want to know, in natural language or keywords. Aliases: `q`, `search`.",
-        min_length=1,
-        max_length=MAX_QUERY_INPUT_CHARS,
-    )
-    workspace: str | None = Field(None, description=WORKSPACE_DOC, max_length=128)
-    project: str | None = Field(
-        None, description="Project to search (required unless `scopes` or `global: true` is given).", max_length=128
-    )
-    limit: int = limit_field(10, 100, "hits")
-    scopes: list[str] | None = Field(
-        None,
-        description="Also search these sibling projects: `project` or `workspace/project` each.",
-        max_length=20,
-    )
-    global_: bool = Field(
-        False,
-        alias="global",
-        description="Search every project you can read at once (hits carry workspace + project).",
-    )
-    explain: bool = Field(False, description="Attach per-hit `score_details` and the active streams.")
-    include_expired: bool = Field(False, description="Also return pages past their `expires_at` TTL.")
-    include_superseded: bool = Field(False, description="Also return older versions (labelled `superseded: true`).")
+class Args(SearchParams, ToolArgs):
+    # ``SearchParams`` as an agent calls it: every parameter, bound and description is the shared
+    # one; the tool only requires a non-empty question. (No docstring: it would become the input
+    # schema's description, and the tool's own docstring is the one agents read.)
 
-    def to_params(self) -> SearchParams:
-        """These arguments as the ``SearchParams`` every interface searches with."""
-        return SearchParams(query=self.query, workspace=self.workspace, project=self.project, limit=self.limit,
-                            scopes=self.scopes or [], global_=self.global_, explain=self.explain,
-                            include_expired=self.include_expired, include_superseded=self.include_superseded)
+    query: str = Field(min_length=1, **QUERY_FIELD)
 
 
 @tool(name="memory_query", title="Search memory", args=Args, read_only=True, destructive=False, idempotent=True)
@@ -74,4 +46,4 @@ async def memory_query(call: ToolCall, args: Args) -> dict[str, Any]:
             "project is required (or pass scopes, or global: true): static clients pass workspace + project",
             code="scope_required",
         )
-    return await call.gw.searcher.search(call.principal, args.to_params())
+    return await call.gw.searcher.search(call.principal, args)

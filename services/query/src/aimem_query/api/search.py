@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 
 from aimem_common.auth import Principal
 from aimem_common.errors import BadRequestError
-from aimem_common.search.params import MAX_QUERY_INPUT_CHARS, SearchParams
+from aimem_common.search.params import MAX_QUERY_INPUT_CHARS, SearchParams, SearchQuery
 from aimem_query.deps import PrincipalDep, ctx_of
 
 router = APIRouter(tags=["search"])
@@ -40,27 +40,10 @@ async def run_search(request: Request, principal: Principal, params: SearchParam
 
 
 @router.get("/search", summary="Search the wiki (memory_query)")
-async def search_get(
-    request: Request,
-    principal: PrincipalDep,
-    tasks: BackgroundTasks,
-    q: str = Query("", max_length=MAX_QUERY_CHARS, description="the question"),
-    workspace: str | None = None,
-    project: str | None = None,
-    scopes: list[str] = Query(default_factory=list, description="repeat or comma-separate"),
-    global_: bool = Query(False, alias="global"),
-    limit: int | None = Query(None, ge=1, le=100),
-    explain: bool = False,
-    include_expired: bool = False,
-    include_superseded: bool = False,
-) -> dict[str, Any]:
+async def search_get(request: Request, principal: PrincipalDep, tasks: BackgroundTasks,
+                     params: Annotated[SearchQuery, Query()]) -> dict[str, Any]:
     """Return ``{"hits": [...], "raw_hits": [...], "global_scope_hits"?: [...]}`` (``memory_query``
     shape, DESIGN.md)."""
-    # Declared as parameters, not as a query model of SearchParams: the query string names the
-    # question ``q`` only, splits comma-separated scopes and ignores unknown parameters.
-    flat = [s.strip() for item in scopes for s in item.split(",") if s.strip()]
-    params = SearchParams(query=q, workspace=workspace, project=project, scopes=flat, global_=global_, limit=limit,
-                          explain=explain, include_expired=include_expired, include_superseded=include_superseded)
     return await run_search(request, principal, params, tasks)
 
 
