@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 
 import nats.errors
 from nats.aio.client import Client as NATS
@@ -28,6 +29,7 @@ from aimem_writer.thread import WriterThread
 log = logging.getLogger("aimem.writer.consumer")
 
 
+@dataclass(eq=False)
 class StoreFaultHold:
     """The writer's store state: runs writer-thread calls through store faults and announces it.
 
@@ -40,16 +42,14 @@ class StoreFaultHold:
         stop: set when the consumer stops (a held call then raises).
     """
 
-    def __init__(self, settings: Settings, nc: NATS, thread: WriterThread, applier: Applier,
-                 metrics: WriterMetrics, stop: asyncio.Event):
-        self.settings = settings
-        self.nc = nc
-        self.thread = thread
-        self.applier = applier
-        self.metrics = metrics
-        self.stop = stop
-        self.fault: StoreFaultError | None = None  # set while the store refuses writes
-        self.fault_since: float | None = None  # epoch s
+    settings: Settings
+    nc: NATS
+    thread: WriterThread
+    applier: Applier
+    metrics: WriterMetrics
+    stop: asyncio.Event
+    fault: StoreFaultError | None = field(default=None, init=False)  # set while the store refuses writes
+    fault_since: float | None = field(default=None, init=False)  # epoch s
 
     async def hold(self, fn, *args):
         """Run ``fn(*args)`` on the writer thread, retrying store faults with backoff until it
