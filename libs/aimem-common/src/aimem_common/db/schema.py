@@ -805,6 +805,28 @@ CREATE TABLE managed_runs (
 CREATE INDEX managed_runs_workstream ON managed_runs(workstream_id, state);
 """
 
+# Backfill on start (issue 32): a project's one import of its repository's local history, taken
+# by the first session start that finds the project empty. The row is the durable "at most
+# once" marker (a claim finds it and refuses); the hook client's detached import fills in what
+# it read and sent. Cascades with its project, so a purged project may be backfilled again.
+MIGRATION_21 = """
+CREATE TABLE project_backfills (
+  project_id    TEXT PRIMARY KEY REFERENCES projects(id) ON DELETE CASCADE,
+  workspace_id  TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+  agent         TEXT NOT NULL,                 -- the client whose history is imported
+  session_id    TEXT,                          -- the live session whose start claimed it
+  state         TEXT NOT NULL,                 -- running | done | failed
+  claimed_at    TEXT NOT NULL,
+  finished_at   TEXT,
+  files         INTEGER NOT NULL DEFAULT 0,    -- transcripts read
+  sessions      INTEGER NOT NULL DEFAULT 0,    -- sessions of this project found in them
+  events        INTEGER NOT NULL DEFAULT 0,    -- events sent
+  new_events    INTEGER NOT NULL DEFAULT 0,    -- of those, new to the store
+  truncated     INTEGER NOT NULL DEFAULT 0,    -- 1: a bound (files, bytes, time) stopped it early
+  error         TEXT                           -- why it failed (one line)
+);
+"""
+
 # Forward-only: append new migrations; never edit one that has shipped. A database is only
 # ever moved forward from its ``user_version``; 5 was reserved and never shipped, so the list
 # has a gap there.
@@ -812,6 +834,6 @@ MIGRATIONS: list[tuple[int, str]] = [
     (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
     (7, MIGRATION_7), (8, MIGRATION_8), (9, MIGRATION_9), (10, MIGRATION_10), (11, MIGRATION_11),
     (12, MIGRATION_12), (13, MIGRATION_13), (14, MIGRATION_14), (15, MIGRATION_15), (16, MIGRATION_16),
-    (17, MIGRATION_17),
+    (17, MIGRATION_17), (21, MIGRATION_21),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
