@@ -154,6 +154,13 @@ def test_first_start_backfills_once_in_the_background(stack, tmp_path) -> None:
     assert again["answer"]["claimed"] is False and again["answer"]["reason"] == "already"
     assert markers[0].stat().st_mtime_ns != before
     assert backfills(stack, "fernbank") == [done]
+    # ... and after a restart of the whole stack: the row is durable.
+    stack.stop()
+    stack.start()
+    markers[0].unlink()
+    start(stack, env, repo, f"live-{uuid.uuid4().hex[:8]}")
+    after = wait_for(lambda: markers[0].exists() and json.loads(markers[0].read_text()), 30, "the refused claim")
+    assert after["answer"]["reason"] == "already" and backfills(stack, "fernbank") == [done]
 
 
 @pytest.mark.timeout(120)
