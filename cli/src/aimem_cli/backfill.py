@@ -146,12 +146,10 @@ def run(agent: str, cwd: str, session_id: str | None, url: str | None, *, home: 
     for a down server or unreadable files: the outcome is reported, or the claim simply fails
     and a later start asks again.
     """
-    from aimem_cli.hookconfig import client_config, client_data_dir
+    from aimem_cli.hookconfig import client_settings
     from aimem_cli.identity import resolve
 
-    env = os.environ
-    data_dir = client_data_dir(env)
-    cfg = client_config(env, data_dir)
+    data_dir, cfg = client_settings()  # the hook client's data dir, server and token
     url = url or str(cfg["url"])
     ident = resolve(cwd)
     if not ident.project or not ident.capture:
