@@ -175,3 +175,25 @@ def test_backfill_on_start_false_does_nothing(stack, tmp_path) -> None:
     assert not (data / "backfill").exists()
     assert backfills(stack, "mossgate") == []
     assert not rows(stack, "SELECT 1 FROM sessions WHERE session_id IN (%s)" % ",".join("?" * 20), history)
+
+
+def test_the_backfill_routes_refuse_bad_input_clearly(stack) -> None:
+    url = stack.url("ingress") + "/hook/backfill"
+    q = {"project": "badinput"}
+
+    def post(action: str, body, *, params=q, headers=None) -> httpx.Response:
+        return httpx.post(f"{url}/{action}", params=params, json=body, timeout=10,
+                          headers=stack.headers if headers is None else headers)
+
+    cases = [(post("claim", {"agent": "Not An Agent!"}), 400, "invalid_payload"),
+             (post("claim", {"agent": "claude-code", "extra": 1}), 400, "invalid_payload"),
+             (post("claim", {"agent": "claude-code"}, params={}), 400, "missing_project"),
+             (post("claim", [1, 2]), 400, "invalid_body"),
+             (post("finish", {"state": "maybe"}), 400, "invalid_payload"),
+             (post("claim", {"agent": "claude-code"}, headers={}), 401, "unauthorized")]
+    for resp, status, code in cases:
+        assert (resp.status_code, resp.json()["error"]["code"]) == (status, code), resp.text
+    # A finish for a project that never claimed one is a clear 404, not a 5xx.
+    assert post("claim", {"agent": "claude-code", "session_id": "s"}).json()["claimed"] is True
+    other = post("finish", {"state": "done"}, params={"project": "neverclaimed"})
+    assert other.status_code in (404,) and other.json()["error"]["code"] in ("not_found", "backfill_not_found")

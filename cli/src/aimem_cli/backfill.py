@@ -55,18 +55,11 @@ _OFF = ("0", "false", "no", "off")
 def enabled(env: Any, data_dir: Path) -> bool:
     """``AIMEM_HOOK_BACKFILL`` when set, else ``[hooks] backfill_on_start`` in ``<data_dir>/config.toml``;
     on by default (also when the file cannot be read: the server still decides "once")."""
+    from aimem_cli.hookconfig import hooks_setting
+
     if env.get("AIMEM_HOOK_BACKFILL") is not None:
         return env["AIMEM_HOOK_BACKFILL"].strip().lower() not in _OFF
-    toml = data_dir / "config.toml"
-    if not toml.is_file():
-        return True
-    import tomllib
-
-    try:
-        hooks = tomllib.loads(toml.read_text("utf-8")).get("hooks")
-    except (OSError, ValueError):
-        return True
-    return not (isinstance(hooks, dict) and hooks.get("backfill_on_start") is False)
+    return hooks_setting(data_dir, "backfill_on_start") is not False
 
 
 def marker_path(data_dir: Path, ident: Identity, url: str) -> Path:

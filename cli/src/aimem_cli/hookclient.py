@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from aimem_cli import hooknet
-from aimem_cli.hookconfig import client_config, client_data_dir
+from aimem_cli.hookconfig import client_config, client_data_dir, hooks_setting
 from aimem_cli.hookspool import Spool
 from aimem_cli.identity import Identity, resolve
 from aimem_common import clients
@@ -175,16 +175,7 @@ def tail_enabled(env: Any, data_dir: Path) -> bool:
     """Opt-in: ``AIMEM_HOOK_TRANSCRIPT_TAIL=1``, or ``[hooks] transcript_tail = true`` in config.toml."""
     if env.get("AIMEM_HOOK_TRANSCRIPT_TAIL") is not None:
         return env["AIMEM_HOOK_TRANSCRIPT_TAIL"].strip().lower() in ("1", "true", "yes", "on")
-    toml = data_dir / "config.toml"
-    if not toml.is_file():
-        return False
-    import tomllib
-
-    try:
-        hooks = tomllib.loads(toml.read_text("utf-8")).get("hooks")
-    except (OSError, ValueError):
-        return False
-    return isinstance(hooks, dict) and hooks.get("transcript_tail") is True
+    return hooks_setting(data_dir, "transcript_tail") is True
 
 
 def transcript_tail(agent: str, path: Any) -> str | None:

@@ -20,9 +20,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from aimem_common.commands import parse_payload
 from aimem_ingress.deps import CtxDep
-from aimem_ingress.workstreams import _scope_and_body, _send
+from aimem_ingress.workstreams import relay
 
 router = APIRouter()
 
@@ -30,12 +29,10 @@ router = APIRouter()
 @router.post("/hook/backfill/claim")
 async def claim(request: Request, ctx: CtxDep) -> JSONResponse:
     """Claim the project's one backfill of local history (see the module docstring)."""
-    scope, body = await _scope_and_body(ctx, request)
-    return await _send(ctx, "backfill.claim", parse_payload("backfill.claim", body), scope)
+    return await relay(ctx, request, "backfill.claim")
 
 
 @router.post("/hook/backfill/finish")
 async def finish(request: Request, ctx: CtxDep) -> JSONResponse:
     """Record what the project's backfill did (see the module docstring)."""
-    scope, body = await _scope_and_body(ctx, request)
-    return await _send(ctx, "backfill.finish", parse_payload("backfill.finish", body), scope)
+    return await relay(ctx, request, "backfill.finish")
