@@ -15,7 +15,11 @@ Agents run this on every lifecycle event, so it must be fast and must never hurt
 4. re-send a few older spooled entries with what is left of the budget (bounded drain);
 5. session start: fetch ``/hook/session-start-context`` (only when the server answered
    step 3, so a dead server still costs ≤ ``EVENT_BUDGET_S``) and print it in the client's
-   format (``aimem_common.clients``: each client's ``session_start_output``).
+   format (``aimem_common.clients``: each client's ``session_start_output``);
+6. session start the server accepted, in a project this machine has not asked about yet:
+   spawn the detached backfill of the repository's local history (``aimem_cli.backfill``;
+   ``[hooks] backfill_on_start = false`` or ``AIMEM_HOOK_BACKFILL=0`` turns it off) and exit
+   without waiting for it.
 
 ``AIMEM_HOOK_BUDGET_MS`` raises the 150 ms budget (a server over a slow link);
 ``AIMEM_HOOK_TRANSCRIPT_TAIL=1`` (or ``[hooks] transcript_tail = true``) adds the end of the
@@ -39,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from aimem_cli import hooknet
-from aimem_cli.hookconfig import client_config, client_data_dir
+from aimem_cli.hookconfig import client_config, client_data_dir, hooks_setting
 from aimem_cli.hookspool import Spool
 from aimem_cli.identity import Identity, resolve
 from aimem_common import clients
@@ -144,6 +148,23 @@ def _run(argv: list[str], t0: float) -> None:
         if context:
             sys.stdout.write(format_context(agent, context))
             sys.stdout.flush()
+    if name in _START and status is not None and 200 <= status < 300:
+        start_backfill(agent, payload, ident, entry, cfg, data_dir)
+
+
+def start_backfill(agent: str, payload: dict[str, Any], ident: Identity | None, entry: dict[str, Any],
+                   cfg: dict[str, str | None], data_dir: Path) -> None:
+    """After an accepted session start: spawn the detached backfill of this project's local
+    history when ``aimem_cli.backfill.wanted`` says so (one ``stat`` otherwise); never waits."""
+    from aimem_cli import backfill
+
+    url = str(entry.get("u") or cfg["url"])
+    if not backfill.wanted(agent, ident, os.environ, data_dir, url):
+        return
+    sid = next((payload[k] for k in _SESSION_KEYS if isinstance(payload.get(k), str) and payload[k]), None)
+    cwd = (ident.cwd if ident is not None else None) or entry.get("cwd")
+    if cwd:
+        backfill.spawn(agent, sid, str(cwd), entry.get("u"))
 
 
 TAIL_READ_BYTES = 256 * 1024  # how much of the transcript's end is read at session end
@@ -154,16 +175,7 @@ def tail_enabled(env: Any, data_dir: Path) -> bool:
     """Opt-in: ``AIMEM_HOOK_TRANSCRIPT_TAIL=1``, or ``[hooks] transcript_tail = true`` in config.toml."""
     if env.get("AIMEM_HOOK_TRANSCRIPT_TAIL") is not None:
         return env["AIMEM_HOOK_TRANSCRIPT_TAIL"].strip().lower() in ("1", "true", "yes", "on")
-    toml = data_dir / "config.toml"
-    if not toml.is_file():
-        return False
-    import tomllib
-
-    try:
-        hooks = tomllib.loads(toml.read_text("utf-8")).get("hooks")
-    except (OSError, ValueError):
-        return False
-    return isinstance(hooks, dict) and hooks.get("transcript_tail") is True
+    return hooks_setting(data_dir, "transcript_tail") is True
 
 
 def transcript_tail(agent: str, path: Any) -> str | None:

@@ -73,3 +73,18 @@ def client_config(env: Any, data_dir: Path) -> dict[str, str | None]:
             token = token or (auth.get("token") if isinstance(auth, dict) else None)
     token = token or read_secret(data_dir / SERVER_TOKEN)
     return {"url": str(url or DEFAULT_URL), "token": token}
+
+
+def hooks_setting(data_dir: Path, name: str) -> Any:
+    """The value of ``[hooks] <name>`` in ``<data_dir>/config.toml`` (the hook client's own
+    switches: ``transcript_tail``, ``backfill_on_start``); None when absent or unreadable."""
+    toml = data_dir / "config.toml"
+    if not toml.is_file():
+        return None
+    import tomllib
+
+    try:
+        hooks = tomllib.loads(toml.read_text("utf-8")).get("hooks")
+    except (OSError, ValueError):
+        return None
+    return hooks.get(name) if isinstance(hooks, dict) else None

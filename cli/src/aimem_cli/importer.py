@@ -117,6 +117,9 @@ class Importer:
         state_path: the JSON file of per-file ``FileState`` (``None``: no state kept).
         since: only events at or after this time (and files modified since).
         project: only sessions of this project name.
+        only: only sessions whose project identity (``as_query()``: names, root, origin,
+            repository id) is this one; sessions without a cwd are left out (backfill on
+            start: one repository's history, nothing attributed to it by guess).
         on_file: progress callback, called after each file.
     """
 
@@ -124,6 +127,7 @@ class Importer:
     state_path: Path | None = None
     since: datetime | None = None
     project: str | None = None
+    only: Identity | None = None
     on_file: Callable[[], None] | None = None
     stats: ImportStats = field(default_factory=ImportStats)
     _state: dict[str, Any] = field(default_factory=dict)
@@ -177,7 +181,7 @@ class Importer:
                 self.hints.setdefault(project_hash(ev.cwd), ev.cwd)
             sess = self._session(client, ev, sessions)
             if sess is None:
-                filtered = filtered or self.project is not None
+                filtered = filtered or self.project is not None or self.only is not None
                 continue
             if self.since and not _at_or_after(ev.payload.get("timestamp"), self.since):
                 filtered = True
@@ -213,9 +217,12 @@ class Importer:
         if ev.cwd not in self._identities:
             self._identities[ev.cwd] = project_identity(ev.cwd)
         ident = self._identities[ev.cwd]
+        mark = (client, ev.session_id)
+        if self.only is not None and (ident is None or ident.as_query() != self.only.as_query()):
+            self._count_skip(mark, "sessions_skipped_filter")
+            return None
         if ident is None and self.project:
             ident = Identity(self.project, explicit=True)  # named on the command line
-        mark = (client, ev.session_id)
         if ident is None:
             self._count_skip(mark, "sessions_without_project")
             return None

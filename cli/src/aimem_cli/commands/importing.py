@@ -10,7 +10,8 @@ as live hooks, idempotency keys from where each event came from, historical sess
 Exit status: 0 when everything read was imported, was there already or was skipped on
 purpose; 1 with a one-line message when the server refused or could not be reached (what it
 acknowledged so far stays, and a re-run goes on from there); 2 when the run finished but some
-lines could not be read (malformed) or the server rejected some events.
+lines could not be read (malformed) or the server rejected some events. One import runs at a
+time per client data dir (``import.lock``, shared with the backfill on start).
 
 Imports travel in the server's bulk lane ("Live first"): while the writer is busy with live
 work or has ``ingress.max_import_delay_s`` of imports in front of it, ingress answers 429 and
@@ -102,7 +103,7 @@ def register(app: typer.Typer) -> None:
         importer = Importer(sender=None if dry_run else ingress_sender(url, tok),
                             state_path=None if dry_run else data_dir / "import-state.json",
                             since=parse_since(since), project=project)
-        stats = _run_with_progress(importer, files, show=not as_json and sys.stderr.isatty())
+        stats = _locked_run(importer, files, data_dir, locked=not dry_run, show=not as_json and sys.stderr.isatty())
         out = stats.to_json() | {"dry_run": dry_run}
         typer.echo(json.dumps(out) if as_json else summary(stats, dry_run=dry_run))
         if stats.failed and not dry_run:  # a dry run attempts nothing, so nothing failed
@@ -153,6 +154,26 @@ def summary(stats: ImportStats, *, dry_run: bool = False) -> str:
                      " work, so they may take a moment to be searchable)")
     lines.append(f"{stats.seconds:.1f} s" + ("; some input could not be imported (exit 2)" if stats.failed else ""))
     return "\n".join(lines)
+
+
+IMPORT_LOCK_WAIT_S = 600.0
+
+
+def _locked_run(importer: Importer, files: list, data_dir: Path, *, locked: bool, show: bool) -> ImportStats:
+    """Run under the import lock (one writer of the import state; a new project's backfill on
+    start takes it too), waiting up to ``IMPORT_LOCK_WAIT_S`` for a running one."""
+    if not locked:
+        return _run_with_progress(importer, files, show=show)
+    from aimem_cli.backfill import import_lock
+
+    with import_lock(data_dir, wait_s=0) as got:
+        if got:
+            return _run_with_progress(importer, files, show=show)
+    typer.echo("waiting for another import (or a new project's backfill) to finish…", err=True)
+    with import_lock(data_dir, wait_s=IMPORT_LOCK_WAIT_S) as got:
+        if not got:
+            _fail(f"another import held {data_dir / 'import.lock'} for {IMPORT_LOCK_WAIT_S:.0f} s; try again later")
+        return _run_with_progress(importer, files, show=show)
 
 
 def _run_with_progress(importer: Importer, files: list, *, show: bool):

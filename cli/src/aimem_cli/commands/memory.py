@@ -21,7 +21,8 @@ from aimem_cli.commands.base import (
 
 
 def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
-    """Show store counts, versions, data dir, DB size, writer lag and the last checkpoint.
+    """Show store counts, versions, data dir, DB size, writer lag, the last checkpoint and the
+    projects' backfills on start (the one import of local history a new project gets).
 
     A user key (no root grant) gets the figures of the projects it can read
     (``/api/v1/status``) instead of the store-wide ``/admin/status``.
@@ -50,6 +51,13 @@ def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonO
         # aliases: the other roots a project was seen at (a moved, renamed or second checkout).
         rows = [{**p, "aliases": ", ".join(p.get("aliases") or []) or "-"} for p in d.get("projects") or []]
         table(rows, ["workspace", "project", "pages", "sessions", "origin", "root", "aliases"])
+        backfills = d.get("backfills") or []  # a new project's one import of local history
+        if backfills:
+            typer.echo("backfill on start:")
+            table([{**b, "truncated": "yes" if b.get("truncated") else "-", "error": b.get("error") or "-"}
+                   for b in backfills],
+                  ["workspace", "project", "agent", "state", "claimed_at", "files", "sessions", "events",
+                   "new_events", "truncated", "error"])
 
     emit(data, as_json, human)
 

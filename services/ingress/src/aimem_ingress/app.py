@@ -17,6 +17,7 @@ from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry, tracing_enabled
 from aimem_common.http import ServiceApp
 from aimem_ingress.context import HookMetrics, IngressContext
+from aimem_ingress.backfills import router as backfill_router
 from aimem_ingress.gate import LagGate
 from aimem_ingress.imports import router as import_router
 from aimem_ingress.purged import PurgedSessions
@@ -64,4 +65,5 @@ def create_app(settings: Settings) -> ServiceApp:
     app.include_router(router)
     app.include_router(import_router)
     app.include_router(workstream_router)
+    app.include_router(backfill_router)
     return app

@@ -111,6 +111,13 @@ async def _scope_and_body(ctx: IngressContext, request: Request) -> tuple[Any, d
     return scope, body
 
 
+async def relay(ctx: IngressContext, request: Request, op: str) -> JSONResponse:
+    """One launcher-style route: the identity query and JSON body (``_scope_and_body``), the body
+    validated as ``op``'s payload (400 ``invalid_payload``), one writer round trip, its result."""
+    scope, body = await _scope_and_body(ctx, request)
+    return await _send(ctx, op, parse_payload(op, body), scope)
+
+
 async def _send(ctx: IngressContext, op: str, payload: Any, scope: Any) -> JSONResponse:
     env = make_envelope(op, payload, actor=LAUNCHER_ACTOR, **scope.envelope_kwargs())
     return JSONResponse(await ctx.bus.request(env, timeout_s=ROUTE_TIMEOUT_S))
@@ -123,8 +130,7 @@ def _clean(text: Any) -> str:
 @router.post("/hook/workstream/lease")
 async def lease(request: Request, ctx: CtxDep) -> JSONResponse:
     """Open, renew, release or cancel a run lease (see the module docstring)."""
-    scope, body = await _scope_and_body(ctx, request)
-    return await _send(ctx, "workstream.lease", parse_payload("workstream.lease", body), scope)
+    return await relay(ctx, request, "workstream.lease")
 
 
 @router.post("/hook/workstream/append")
@@ -142,6 +148,5 @@ async def append(request: Request, ctx: CtxDep) -> JSONResponse:
 @router.post("/hook/workstream/rename")
 async def rename(request: Request, ctx: CtxDep) -> JSONResponse:
     """Rename a workstream of the checkout's project."""
-    scope, body = await _scope_and_body(ctx, request)
-    return await _send(ctx, "workstream.rename", parse_payload("workstream.rename", body), scope)
+    return await relay(ctx, request, "workstream.rename")
 

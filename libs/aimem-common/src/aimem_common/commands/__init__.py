@@ -19,6 +19,7 @@ from aimem_common.commands.envelope import (  # noqa: F401  (public API)
 )
 from aimem_common.commands import (  # noqa: F401,E402  (each import registers its ops)
     admin,
+    backfills,
     handoffs,
     maintenance,
     messages,

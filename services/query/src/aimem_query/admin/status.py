@@ -14,6 +14,7 @@ from aimem_common import maint_rpc
 from aimem_common.bus import BULK
 from aimem_common.db.connect import schema_version
 from aimem_common.read import audit as audit_rows
+from aimem_common.read.backfills import list_backfills
 from aimem_common.read import scopes
 from aimem_common.read.status import project_sizes
 from aimem_common.replication import read_status as read_replication_status
@@ -40,7 +41,8 @@ _COUNTS = {
 def _store(conn: sqlite3.Connection) -> dict[str, Any]:
     counts = {**scopes.counts(conn), **{k: conn.execute(sql).fetchone()[0] for k, sql in _COUNTS.items()}}
     return {"schema_version": schema_version(conn), "counts": counts, "projects": project_sizes(conn),
-            "dead_letters_open": dead_letters.count_open(conn), "purges": tombstones.summary(conn)}
+            "dead_letters_open": dead_letters.count_open(conn), "purges": tombstones.summary(conn),
+            "backfills": list_backfills(conn)}
 
 
 def _version() -> str:
@@ -66,7 +68,9 @@ async def status(request: Request) -> dict:
     ``purges``: live purge tombstones by kind and the late events they refused
     (``/admin/purges`` lists them). ``mirrors``: each ``[[mirrors]]`` receiver's delivery state
     from the maintainer (pending, consecutive failures, last error); None when no maintainer
-    answers within ``MIRRORS_STATUS_TIMEOUT_S``.
+    answers within ``MIRRORS_STATUS_TIMEOUT_S``. ``backfills``: the newest projects' one import
+    of local history at their first session start (``aimem_common.read.backfills.public_row``:
+    workspace, project, agent, state ``running|done|failed``, times, counts).
     """
     settings = settings_of(request)
     store = await read(request, _store)
