@@ -805,6 +805,18 @@ CREATE TABLE managed_runs (
 CREATE INDEX managed_runs_workstream ON managed_runs(workstream_id, state);
 """
 
+# 19: auto-improve proposals are patches. ``patch`` holds the edits ([{find, replace}]) the
+# body was made from; a proposal refused by validation or by the eval gate is kept as a
+# ``rejected`` row with ``reject_stage`` (validation|eval) and ``reject_reason``, so rejected
+# patches stay visible and are given back to the next review; ``eval`` is the gate's answer.
+MIGRATION_19 = """
+ALTER TABLE auto_improve_proposals ADD COLUMN patch TEXT;
+ALTER TABLE auto_improve_proposals ADD COLUMN reject_stage TEXT;
+ALTER TABLE auto_improve_proposals ADD COLUMN reject_reason TEXT;
+ALTER TABLE auto_improve_proposals ADD COLUMN eval TEXT;
+CREATE INDEX auto_improve_rejected ON auto_improve_proposals(project_id, status, id);
+"""
+
 # Forward-only: append new migrations; never edit one that has shipped. A database is only
 # ever moved forward from its ``user_version``; 5 was reserved and never shipped, so the list
 # has a gap there.
@@ -812,6 +824,6 @@ MIGRATIONS: list[tuple[int, str]] = [
     (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
     (7, MIGRATION_7), (8, MIGRATION_8), (9, MIGRATION_9), (10, MIGRATION_10), (11, MIGRATION_11),
     (12, MIGRATION_12), (13, MIGRATION_13), (14, MIGRATION_14), (15, MIGRATION_15), (16, MIGRATION_16),
-    (17, MIGRATION_17),
+    (17, MIGRATION_17), (19, MIGRATION_19),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
