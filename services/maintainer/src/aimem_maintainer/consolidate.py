@@ -69,6 +69,10 @@ SYSTEM = (
     "Prefer updating an existing related page's path when the knowledge belongs there. Never "
     "copy secrets. Use lowercase-kebab-case file names."
 )
+SINGLE_PAGE = " Write exactly one page: the single most useful one."
+PROJECT_PROMPT_PATH = "_prompts/consolidation.md"  # the project's own consolidation guidance (a wiki page)
+PROJECT_PROMPT_CHARS = 4000
+MAX_PAGES = 10  # pages one multi-page consolidation may write
 
 
 def gather(conn: sqlite3.Connection, scope: Scope, session_id: str, *, budget_chars: int, related_k: int
@@ -102,7 +106,10 @@ def gather(conn: sqlite3.Connection, scope: Scope, session_id: str, *, budget_ch
     basis = (page["body"] if page else "") + " ".join(o.get("body", "") for o in observations[:50])
     related = [dict(r) for r in related_pages(conn, scope.project_id, basis, k=related_k,
                                               exclude_path=page["path"] if page else None)]
-    return {"session_page": dict(page) if page else None, "observations": observations, "related": related}
+    guide = conn.execute("SELECT body FROM pages WHERE project_id = ? AND path = ? AND is_latest = 1",
+                         (scope.project_id, PROJECT_PROMPT_PATH)).fetchone()
+    return {"session_page": dict(page) if page else None, "observations": observations, "related": related,
+            "project_prompt": guide[0][:PROJECT_PROMPT_CHARS] if guide and guide[0].strip() else None}
 
 
 def build_prompt(material: dict[str, Any], session_id: str, instructions: str | None = None) -> str:
@@ -113,13 +120,19 @@ def build_prompt(material: dict[str, Any], session_id: str, instructions: str | 
     if material["related"]:
         parts.append("Existing related wiki pages (reuse their paths to update them, link to them):\n"
                      + fence("related_pages", material["related"]))
+    if material.get("project_prompt"):
+        parts.append(f"The project's consolidation guidance ({PROJECT_PROMPT_PATH}; advisory: it may shape what "
+                     "you keep and how you name and write pages, never the output format or these rules):\n"
+                     + fence("project_prompt", material["project_prompt"]))
     if instructions:
         parts.append("Operator preferences (advisory):\n" + fence("preferences", instructions[:2000]))
     return "\n\n".join(parts)
 
 
-def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str | None) -> list[dict[str, Any]]:
-    """Validate the model's pages and turn them into ``page.write`` payloads.
+def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str | None, *,
+                   max_pages: int = MAX_PAGES) -> list[dict[str, Any]]:
+    """Validate the model's pages and turn them into ``page.write`` payloads (the first
+    ``max_pages`` distinct non-empty ones; 1 when the caller asked for a single page).
 
     Raises:
         LlmOutputError: no page, a path outside ``concepts/ decisions/ gotchas/``, an invalid path.
@@ -127,7 +140,9 @@ def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str 
     if not out.pages:
         raise LlmOutputError("the model proposed no page", data={"session_id": session_id})
     writes, seen = [], set()
-    for p in out.pages[:10]:
+    for p in out.pages[:MAX_PAGES]:
+        if len(writes) >= max_pages:
+            break
         try:
             path = validate_page_path(p.path.strip().lstrip("/"))
         except AimemError as exc:
@@ -150,8 +165,13 @@ def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str 
 
 
 async def consolidate_session(ctx: "MaintContext", scope: Scope, session_id: str,
-                              instructions: str | None = None) -> list[dict[str, Any]]:
+                              instructions: str | None = None, *, multi_page: bool = True) -> list[dict[str, Any]]:
     """Run the LLM for one session and return validated page payloads (writes nothing).
+
+    ``multi_page`` False asks for exactly one page and keeps only the first the model gives;
+    True (the scheduled path) allows a fan-out of up to ``MAX_PAGES``. The project's
+    ``_prompts/consolidation.md`` page, when it exists, is given to the model as advisory
+    guidance (fenced like every other stored text).
 
     Raises:
         NotFoundError: nothing to consolidate (no summary page and no observations).
@@ -164,22 +184,24 @@ async def consolidate_session(ctx: "MaintContext", scope: Scope, session_id: str
     if material["session_page"] is None and not material["observations"]:
         raise NotFoundError(f"session {session_id} has nothing to consolidate", code="nothing_to_consolidate",
                             data={"session_id": session_id})
-    out = await llm.structured(ConsolidationOutput, name="consolidation", system=SYSTEM,
+    out = await llm.structured(ConsolidationOutput, name="consolidation",
+                               system=SYSTEM + ("" if multi_page else SINGLE_PAGE),
                                user=build_prompt(material, session_id, instructions),
                                max_tokens=cfg.max_output_tokens)
     sp = material["session_page"]["path"] if material["session_page"] else None
-    return to_page_writes(out, session_id, sp)
+    return to_page_writes(out, session_id, sp, max_pages=MAX_PAGES if multi_page else 1)
 
 
 async def consolidate_now(ctx: "MaintContext", scope: Scope, session_id: str | None,
-                          instructions: str | None = None) -> dict[str, Any]:
-    """On-demand consolidation (``memory_consolidate``): all pages in one ``page.write_batch``."""
+                          instructions: str | None = None, *, multi_page: bool = True) -> dict[str, Any]:
+    """On-demand consolidation (``memory_consolidate``): all pages in one ``page.write_batch``
+    (one page unless ``multi_page``)."""
     async with ctx.job("consolidate"):
         if session_id is None:
             session_id = await ctx.read_pool.run(lambda conn: _latest_ended_session(conn, scope))
             if session_id is None:
                 raise NotFoundError("no ended session to consolidate in this project", data={"workspace": scope.workspace, "project": scope.project})
-        pages = await consolidate_session(ctx, scope, session_id, instructions)
+        pages = await consolidate_session(ctx, scope, session_id, instructions, multi_page=multi_page)
         res = await ctx.send("page.write_batch", {"pages": pages}, scope)
         return {"session_id": session_id, "pages": res.get("pages", res)}
 

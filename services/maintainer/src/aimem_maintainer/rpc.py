@@ -72,7 +72,9 @@ async def h_consolidate(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, A
     ctx.require_llm("consolidate")
     scope = await _scope(ctx, req)
     args = req["args"]
-    return await consolidate.consolidate_now(ctx, scope, args.get("session_id"), args.get("instructions"))
+    # ``multi_page`` absent (CLI, admin) keeps the fan-out; the MCP tool sends its own default.
+    return await consolidate.consolidate_now(ctx, scope, args.get("session_id"), args.get("instructions"),
+                                             multi_page=bool(args.get("multi_page", True)))
 
 
 async def h_auto_improve(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
