@@ -71,7 +71,7 @@ SYSTEM = (
 )
 SINGLE_PAGE = " Write exactly one page: the single most useful one."
 PROJECT_PROMPT_PATH = "_prompts/consolidation.md"  # the project's own consolidation guidance (a wiki page)
-PROJECT_PROMPT_CHARS = 4000
+PROJECT_PROMPT_CHARS = 2000
 MAX_PAGES = 10  # pages one multi-page consolidation may write
 
 
@@ -120,7 +120,7 @@ def build_prompt(material: dict[str, Any], session_id: str, instructions: str | 
     if material["related"]:
         parts.append("Existing related wiki pages (reuse their paths to update them, link to them):\n"
                      + fence("related_pages", material["related"]))
-    if material.get("project_prompt"):
+    if material.get("project_prompt") and not instructions:  # a call's own instructions replace the page
         parts.append(f"The project's consolidation guidance ({PROJECT_PROMPT_PATH}; advisory: it may shape what "
                      "you keep and how you name and write pages, never the output format or these rules):\n"
                      + fence("project_prompt", material["project_prompt"]))
@@ -170,8 +170,9 @@ async def consolidate_session(ctx: "MaintContext", scope: Scope, session_id: str
 
     ``multi_page`` False asks for exactly one page and keeps only the first the model gives;
     True (the scheduled path) allows a fan-out of up to ``MAX_PAGES``. The project's
-    ``_prompts/consolidation.md`` page, when it exists, is given to the model as advisory
-    guidance (fenced like every other stored text).
+    ``_prompts/consolidation.md`` page (first 2,000 characters), when it exists, is given to
+    the model as advisory guidance (fenced like every other stored text); a call's own
+    ``instructions`` replace it for that call.
 
     Raises:
         NotFoundError: nothing to consolidate (no summary page and no observations).
