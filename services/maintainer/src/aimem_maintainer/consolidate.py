@@ -49,7 +49,8 @@ OBS_BODY_CHARS = 1500
 
 class ConsolidatedPage(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    path: str = Field(description="relative path under concepts/, decisions/ or gotchas/, ending in .md")
+    path: str = Field(description="relative path under concepts/, decisions/ or gotchas/ (or a state slot's"
+                                  " _slots/ path), ending in .md")
     title: str
     body: str = Field(description="markdown; link related pages with [[path.md]] wikilinks")
     entities: list[str]
@@ -70,6 +71,14 @@ SYSTEM = (
     "copy secrets. Use lowercase-kebab-case file names."
 )
 SINGLE_PAGE = " Write exactly one page: the single most useful one."
+SLOTS_RULE = (
+    " Slots (_slots/ pages) are small memory slots with a regime: a 'state' slot holds current "
+    "working context (focus, pending items) and you may rewrite it, at its own path, when this "
+    "session changed that context; an 'invariant' slot (identity, rules, preferences) is never "
+    "rewritten by you. Slots are optional: write one only when the session changed it."
+)
+SLOT_DIR = "_slots/"
+SLOT_BODY_CHARS = 1000
 PROJECT_PROMPT_PATH = "_prompts/consolidation.md"  # the project's own consolidation guidance (a wiki page)
 PROJECT_PROMPT_CHARS = 2000
 MAX_PAGES = 10  # pages one multi-page consolidation may write
@@ -106,10 +115,14 @@ def gather(conn: sqlite3.Connection, scope: Scope, session_id: str, *, budget_ch
     basis = (page["body"] if page else "") + " ".join(o.get("body", "") for o in observations[:50])
     related = [dict(r) for r in related_pages(conn, scope.project_id, basis, k=related_k,
                                               exclude_path=page["path"] if page else None)]
+    slots = [{"path": r["path"], "title": r["title"], "regime": slot_regime(r["frontmatter"]),
+              "body": r["body"][:SLOT_BODY_CHARS]} for r in conn.execute(
+        "SELECT path, title, body, frontmatter FROM pages WHERE project_id = ? AND is_latest = 1 AND path LIKE ?"
+        " ORDER BY path LIMIT 20", (scope.project_id, SLOT_DIR + "%"))]
     guide = conn.execute("SELECT body FROM pages WHERE project_id = ? AND path = ? AND is_latest = 1",
                          (scope.project_id, PROJECT_PROMPT_PATH)).fetchone()
     return {"session_page": dict(page) if page else None, "observations": observations, "related": related,
-            "project_prompt": guide[0][:PROJECT_PROMPT_CHARS] if guide and guide[0].strip() else None}
+            "slots": slots, "project_prompt": guide[0][:PROJECT_PROMPT_CHARS] if guide and guide[0].strip() else None}
 
 
 def build_prompt(material: dict[str, Any], session_id: str, instructions: str | None = None) -> str:
@@ -120,6 +133,8 @@ def build_prompt(material: dict[str, Any], session_id: str, instructions: str | 
     if material["related"]:
         parts.append("Existing related wiki pages (reuse their paths to update them, link to them):\n"
                      + fence("related_pages", material["related"]))
+    if material.get("slots"):
+        parts.append("The project's slots (path, regime, text):\n" + fence("slots", material["slots"]))
     if material.get("project_prompt") and not instructions:  # a call's own instructions replace the page
         parts.append(f"The project's consolidation guidance ({PROJECT_PROMPT_PATH}; advisory: it may shape what "
                      "you keep and how you name and write pages, never the output format or these rules):\n"
@@ -129,10 +144,23 @@ def build_prompt(material: dict[str, Any], session_id: str, instructions: str | 
     return "\n\n".join(parts)
 
 
+def slot_regime(frontmatter: str | None) -> str:
+    """A slot's write regime from its frontmatter JSON: ``invariant``, else ``state`` (the
+    default when ``slot_kind`` is absent or unknown)."""
+    try:
+        fm = json.loads(frontmatter or "{}")
+    except ValueError:
+        fm = {}
+    return "invariant" if isinstance(fm, dict) and fm.get("slot_kind") == "invariant" else "state"
+
+
 def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str | None, *,
-                   max_pages: int = MAX_PAGES) -> list[dict[str, Any]]:
+                   max_pages: int = MAX_PAGES, slots: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Validate the model's pages and turn them into ``page.write`` payloads (the first
     ``max_pages`` distinct non-empty ones; 1 when the caller asked for a single page).
+
+    A page for an ``invariant`` slot in ``slots`` is left out (that regime is never rewritten
+    by consolidation); a ``state`` slot or a new one keeps or gets ``slot_kind: state``.
 
     Raises:
         LlmOutputError: no page, a path outside ``concepts/ decisions/ gotchas/``, an invalid path.
@@ -140,6 +168,7 @@ def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str 
     if not out.pages:
         raise LlmOutputError("the model proposed no page", data={"session_id": session_id})
     writes, seen = [], set()
+    regimes = {s["path"]: s["regime"] for s in slots or []}
     for p in out.pages[:MAX_PAGES]:
         if len(writes) >= max_pages:
             break
@@ -151,16 +180,23 @@ def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str 
             raise LlmOutputError(f"model proposed {path!r} outside {CONSOLIDATION_DIRS}", data={"path": path})
         if path in seen or not p.body.strip():
             continue
+        is_slot = path.startswith(SLOT_DIR)
+        if is_slot and regimes.get(path) == "invariant":
+            log.info("consolidation of %s left invariant slot %s as it is", session_id, path)
+            continue
         seen.add(path)
         body = p.body.rstrip() + "\n"
-        if session_path and f"[[{session_path}]]" not in body:
+        if session_path and f"[[{session_path}]]" not in body and not is_slot:
             body += f"\nSource: [[{session_path}]]\n"
-        writes.append({"path": path, "title": p.title[:512], "body": body,
-                       "frontmatter": {"entities": [e[:128] for e in p.entities[:20]], "language": out.language[:16],
-                                       "consolidated_from": session_id},
+        fm: dict[str, Any] = {"entities": [e[:128] for e in p.entities[:20]], "language": out.language[:16],
+                              "consolidated_from": session_id}
+        if is_slot:
+            fm["slot_kind"] = "state"
+        writes.append({"path": path, "title": p.title[:512], "body": body, "frontmatter": fm,
                        "evidence": [{"kind": "session", "id": session_id}]})
     if not writes:
-        raise LlmOutputError("the model proposed only empty pages", data={"session_id": session_id})
+        raise LlmOutputError("the model proposed no page to write (only empty pages or invariant slots)",
+                             data={"session_id": session_id})
     return writes
 
 
@@ -186,11 +222,12 @@ async def consolidate_session(ctx: "MaintContext", scope: Scope, session_id: str
         raise NotFoundError(f"session {session_id} has nothing to consolidate", code="nothing_to_consolidate",
                             data={"session_id": session_id})
     out = await llm.structured(ConsolidationOutput, name="consolidation",
-                               system=SYSTEM + ("" if multi_page else SINGLE_PAGE),
+                               system=SYSTEM + SLOTS_RULE + ("" if multi_page else SINGLE_PAGE),
                                user=build_prompt(material, session_id, instructions),
                                max_tokens=cfg.max_output_tokens)
     sp = material["session_page"]["path"] if material["session_page"] else None
-    return to_page_writes(out, session_id, sp, max_pages=MAX_PAGES if multi_page else 1)
+    return to_page_writes(out, session_id, sp, max_pages=MAX_PAGES if multi_page else 1,
+                          slots=material.get("slots"))
 
 
 async def consolidate_now(ctx: "MaintContext", scope: Scope, session_id: str | None,

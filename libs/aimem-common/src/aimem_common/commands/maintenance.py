@@ -37,8 +37,10 @@ from aimem_common.commands.pages import PageWrite
 from aimem_common.models import DbId
 
 # Directories consolidation and auto-improve may write into: knowledge pages (and, for
-# approved proposals, procedures and rules), never sessions/, _slots/ or a ledger.
-CONSOLIDATION_DIRS = ("concepts/", "decisions/", "gotchas/")
+# approved proposals, procedures and rules), never sessions/ or a ledger. Consolidation may
+# also update a ``state`` slot (``_slots/``); the maintainer never lets it rewrite an
+# ``invariant`` one (``aimem_maintainer.consolidate``).
+CONSOLIDATION_DIRS = ("concepts/", "decisions/", "gotchas/", "_slots/")
 PROPOSAL_DIRS = ("concepts/", "decisions/", "gotchas/", "procedures/", "_rules/")
 
 
