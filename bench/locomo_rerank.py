@@ -86,7 +86,7 @@ async def run_stack(data: Loaded, env: dict[str, str], body) -> Any:
 
     with tempfile.TemporaryDirectory(prefix="aimem-locomo-rerank-") as tmp:
         with LocalStack(Path(tmp) / "data", Path(tmp) / "logs", extra_env=env) as stack:
-            async with httpx.AsyncClient(timeout=60, headers=stack.headers()) as client:
+            async with httpx.AsyncClient(timeout=60, headers=stack.headers) as client:
                 ingress, query = stack.url("ingress"), stack.url("query")
                 await asyncio.gather(*(ingest_conversation(client, ingress, c) for c in data.conversations))
                 await wait_visible(client, query, data.conversations, timeout_s=300)
