@@ -1,4 +1,4 @@
-"""``aimem forget-sweep|lint|embed|pending-writes`` against real writer + maintainer processes."""
+"""``aimem forget-sweep|lint|embed|pending-writes|auto-improve-report|curator`` against real writer + maintainer processes."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ def test_maint_commands_over_nats(settings, services, monkeypatch, tmp_path):
         b = busmod.Bus(nc, settings.bus)
         await b.request(make_envelope("page.write", {"path": "notes/cold.md", "body": "x",
                                                      "frontmatter": {"salience": 0.05}}, project="alpha"))
+        for path in ("concepts/retry.md", "gotchas/retry.md"):
+            await b.request(make_envelope("page.write", {"path": path, "title": "Retry", "body": "Retry twice."},
+                                          project="alpha"))
         await nc.close()
 
     asyncio.run(seed())
@@ -45,4 +48,15 @@ def test_maint_commands_over_nats(settings, services, monkeypatch, tmp_path):
     res = runner.invoke(app, ["auto-improve", "-p", "alpha"])
     assert res.exit_code == 1 and "llm_not_configured" in res.output
     res = runner.invoke(app, ["lint", "-p", "nope"])
+    assert res.exit_code == 1 and "not found" in res.output
+    # Zero-LLM verbs: the report of a project auto-improve never ran in, and the curator.
+    res = runner.invoke(app, ["auto-improve-report", "-p", "alpha"])
+    assert res.exit_code == 0, res.output
+    assert "default/alpha: reviews none; proposals none; rejected by none; acceptance n/a" in res.output
+    res = runner.invoke(app, ["auto-improve-report", "-p", "alpha", "--stage", "--json"])
+    assert res.exit_code == 0 and json.loads(res.output)["report"]["path"] == "_lint/auto-improve-report.md"
+    res = runner.invoke(app, ["curator", "-p", "alpha"])
+    assert res.exit_code == 0, res.output
+    assert "merge   concepts/retry.md + gotchas/retry.md: same title" in res.output
+    res = runner.invoke(app, ["curator", "-p", "nope"])
     assert res.exit_code == 1 and "not found" in res.output

@@ -54,6 +54,14 @@ def _tombstone_line(d: dict) -> str:
             "--forget-tombstone lifts it.") if tid else ""
 
 
+def _partial(d: dict) -> None:
+    """Tell on stderr which files a purge could not remove (its rows are gone all the same)."""
+    if d.get("partial_failure"):
+        files = ", ".join(f"{f['file']} ({f['error']})" for f in d.get("files_failed", []))
+        typer.echo(f"aimem: partial failure: the purge is done in the store, but these stayed on disk: {files}",
+                   err=True)
+
+
 def _lift(body: dict, server: str | None, token: str | None, as_json: bool) -> None:
     with client(server, token) as c:
         data = c.post("/admin/purges/lift", body)
@@ -87,6 +95,7 @@ def purge_session(
         data = c.post("/admin/purge-session", {**body, "confirm": True})
     emit(data, as_json, lambda d: typer.echo(f"Purged session {session_id} from {ws}/{pj}: {_counts_line(d, keys)}."
                                              + _collateral(d) + _tombstone_line(d)))
+    _partial(data)
 
 
 def purge_project(
@@ -112,6 +121,7 @@ def purge_project(
         data = c.post("/admin/purge-project", {**body, "confirm": True})
     emit(data, as_json, lambda d: typer.echo(f"Purged {ws}/{pj}: {_counts_line(d, keys)}." + _collateral(d)
                                              + _tombstone_line(d)))
+    _partial(data)
 
 
 def purge_workspace(
@@ -136,6 +146,7 @@ def purge_workspace(
         data = c.post("/admin/purge-workspace", {**body, "confirm": True})
     emit(data, as_json, lambda d: typer.echo(f"Purged workspace {workspace}: {_counts_line(d, keys)}."
                                              + _tombstone_line(d)))
+    _partial(data)
 
 
 def purges(

@@ -1,5 +1,5 @@
 """Maintainer commands: ``forget-sweep``, ``finalize-idle``, ``lint``, ``auto-improve``,
-``pending-writes``, ``embed``.
+``pending-writes``, ``embed``, ``auto-improve-report``, ``curator``.
 
 They ask the running maintainer over NATS request/reply (``aimem_common.maint_rpc``) at
 ``--nats`` (default ``settings.bus.nats_url``), so they work wherever the bus is reachable.
@@ -79,6 +79,10 @@ def _sweep_line(r: dict[str, Any]) -> str:
             f"purge {n('purged')} tombstone(s), prune {src.get('observations_pruned', 0)} observation(s)")
 
 
+def _counts(d: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "none"
+
+
 def register(app: typer.Typer) -> None:
     """Add the maintainer commands to the ``aimem`` app."""
 
@@ -152,9 +156,56 @@ def register(app: typer.Typer) -> None:
 
         def human(r: dict[str, Any]) -> None:
             typer.echo(f"session {r['session_id']}: {len(r['proposals'])} proposal(s), "
-                       f"{len(r.get('rejected', []))} rejected by validation")
+                       f"{len(r.get('rejected', []))} rejected")
             for p in r["proposals"]:
                 typer.echo(f"  #{p['id']} {p['status']:8} {p['path']}")
+            for p in r.get("rejected", []):
+                typer.echo(f"  #{p.get('id', '-')} rejected ({p['stage']}) {p['path']}: {p['reason']}")
+
+        _emit(res, as_json, human)
+
+    @app.command("auto-improve-report")
+    def auto_improve_report_cmd(
+        stage: bool = typer.Option(False, "--stage", help="Also write the report as _lint/auto-improve-report.md."),
+        workspace: str = WsOpt, project: str = PjOpt, every: bool = AllOpt, nats: str = NatsOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Show what auto-improve did: reviews, proposals by status, rejections by stage (read-only
+        unless --stage)."""
+        res = call("auto_improve_report", nats_url=nats, workspace=workspace, project=project, every=every,
+                   args={"stage": stage})
+
+        def human(r: dict[str, Any]) -> None:
+            for one in r.get("scopes", [r]):
+                acc = "n/a" if one["acceptance"] is None else f"{one['acceptance']:.0%}"
+                typer.echo(f"{one['workspace']}/{one['project']}: reviews {_counts(one['runs'])}; "
+                           f"proposals {_counts(one['proposals'])}; rejected by {_counts(one['rejected_by'])}; "
+                           f"acceptance {acc}")
+                for p in one["recent"]:
+                    why = f"  ({p['reject_stage']}: {p['reject_reason']})" if p["status"] == "rejected" else ""
+                    typer.echo(f"  #{p['id']:<5} {p['status']:8} {p['path']}  {p['edits']} edit(s), "
+                               f"{p['changed_chars']} chars{why}")
+                if one.get("report"):
+                    typer.echo(f"  staged {one['report']['path']}")
+
+        _emit(res, as_json, human)
+
+    @app.command("curator")
+    def curator_cmd(
+        no_write: bool = typer.Option(False, "--no-write", help="Print findings without writing _lint/curator.md."),
+        workspace: str = WsOpt, project: str = PjOpt, every: bool = AllOpt, nats: str = NatsOpt,
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Write one report page (_lint/curator.md) of knowledge pages to merge, split or retire;
+        the curator itself changes no page."""
+        res = call("curator", nats_url=nats, workspace=workspace, project=project, every=every,
+                   args={"write": not no_write})
+
+        def human(r: dict[str, Any]) -> None:
+            for one in r.get("scopes", [r]):
+                typer.echo(f"{one['workspace']}/{one['project']}: {len(one['findings'])} finding(s)")
+                for f in one["findings"]:
+                    typer.echo(f"  {f['action']:7} {' + '.join(f['paths'])}: {f['detail']}")
 
         _emit(res, as_json, human)
 

@@ -292,16 +292,36 @@ class AutoImproveScheduler(BaseModel):
     min_session_age_secs: int = 600
 
 
+class AutoImproveEval(BaseModel):
+    """The executable gate of auto-improve (``[auto_improve.eval]``): run by the maintainer
+    only, never on a hook path, for proposals whose path starts with one of ``prefixes``."""
+
+    enabled: bool = False
+    command: list[str] = Field(default_factory=list)  # argv; the proposal JSON arrives on stdin
+    prefixes: list[str] = Field(default_factory=lambda: ["_rules/", "procedures/"])
+    timeout_s: float = Field(30.0, gt=0, le=600)
+
+    @model_validator(mode="after")
+    def _command(self) -> "AutoImproveEval":
+        if self.enabled and not self.command:
+            raise ValueError("[auto_improve.eval] enabled needs command = [\"executable\", ...]")
+        return self
+
+
 class AutoImproveSettings(BaseModel):
     require_approval: bool = False
     min_observations: int = 8
     min_session_duration_secs: int = 120
     min_confidence: float = 0.75
     max_input_tokens: int = 24_000
-    max_proposals_per_run: int = 5
+    max_proposals_per_run: int = 5  # pages one review may patch
+    max_edits_per_proposal: int = Field(8, ge=1, le=100)  # edits over all pages of one review
+    max_changed_chars: int = Field(6_000, ge=1)  # removed + added characters over one review
+    rejection_context: int = Field(8, ge=0, le=50)  # newest rejected proposals given back to the model
     max_final_body_chars: int = 32_000
     proposal_actor: str = "auto_improve"
     scheduler: AutoImproveScheduler = AutoImproveScheduler()
+    eval: AutoImproveEval = AutoImproveEval()
 
     @model_validator(mode="before")
     @classmethod

@@ -35,7 +35,7 @@ from aimem_common.errors import BusTimeoutError, UnavailableError
 SUBJECT_PREFIX = "aimem.maint"
 QUEUE_GROUP = "aimem-maintainer"
 JOBS = ("consolidate", "explore", "auto_improve", "forget_sweep", "lint", "status", "embed", "pending_writes",
-        "finalize_idle", "bootstrap", "rerank")
+        "finalize_idle", "bootstrap", "rerank", "auto_improve_report", "curator")
 
 # Default waits in seconds: LLM jobs may take minutes, rule-based ones are quick.
 DEFAULT_TIMEOUT_S = {
@@ -50,6 +50,8 @@ DEFAULT_TIMEOUT_S = {
     "finalize_idle": 120.0,  # args {idle_after_s?}: end sessions idle that long (default: config)
     "bootstrap": 120.0,  # args {overview}: the LLM's reading of a rule-based repository overview
     "rerank": 10.0,  # args {query, documents}: reranker = "llm" (callers bound it by rerank.timeout_ms)
+    "auto_improve_report": 30.0,  # args {stage?}: read-only report; stage writes _lint/auto-improve-report.md
+    "curator": 60.0,  # args {write?}: merge/split/retire findings → _lint/curator.md
 }
 
 

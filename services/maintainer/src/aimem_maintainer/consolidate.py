@@ -49,7 +49,8 @@ OBS_BODY_CHARS = 1500
 
 class ConsolidatedPage(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    path: str = Field(description="relative path under concepts/, decisions/ or gotchas/, ending in .md")
+    path: str = Field(description="relative path under concepts/, decisions/ or gotchas/ (or a state slot's"
+                                  " _slots/ path), ending in .md")
     title: str
     body: str = Field(description="markdown; link related pages with [[path.md]] wikilinks")
     entities: list[str]
@@ -69,6 +70,18 @@ SYSTEM = (
     "Prefer updating an existing related page's path when the knowledge belongs there. Never "
     "copy secrets. Use lowercase-kebab-case file names."
 )
+SINGLE_PAGE = " Write exactly one page: the single most useful one."
+SLOTS_RULE = (
+    " Slots (_slots/ pages) are small memory slots with a regime: a 'state' slot holds current "
+    "working context (focus, pending items) and you may rewrite it, at its own path, when this "
+    "session changed that context; an 'invariant' slot (identity, rules, preferences) is never "
+    "rewritten by you. Slots are optional: write one only when the session changed it."
+)
+SLOT_DIR = "_slots/"
+SLOT_BODY_CHARS = 1000
+PROJECT_PROMPT_PATH = "_prompts/consolidation.md"  # the project's own consolidation guidance (a wiki page)
+PROJECT_PROMPT_CHARS = 2000
+MAX_PAGES = 10  # pages one multi-page consolidation may write
 
 
 def gather(conn: sqlite3.Connection, scope: Scope, session_id: str, *, budget_chars: int, related_k: int
@@ -102,7 +115,14 @@ def gather(conn: sqlite3.Connection, scope: Scope, session_id: str, *, budget_ch
     basis = (page["body"] if page else "") + " ".join(o.get("body", "") for o in observations[:50])
     related = [dict(r) for r in related_pages(conn, scope.project_id, basis, k=related_k,
                                               exclude_path=page["path"] if page else None)]
-    return {"session_page": dict(page) if page else None, "observations": observations, "related": related}
+    slots = [{"path": r["path"], "title": r["title"], "regime": slot_regime(r["frontmatter"]),
+              "body": r["body"][:SLOT_BODY_CHARS]} for r in conn.execute(
+        "SELECT path, title, body, frontmatter FROM pages WHERE project_id = ? AND is_latest = 1 AND path LIKE ?"
+        " ORDER BY path LIMIT 20", (scope.project_id, SLOT_DIR + "%"))]
+    guide = conn.execute("SELECT body FROM pages WHERE project_id = ? AND path = ? AND is_latest = 1",
+                         (scope.project_id, PROJECT_PROMPT_PATH)).fetchone()
+    return {"session_page": dict(page) if page else None, "observations": observations, "related": related,
+            "slots": slots, "project_prompt": guide[0][:PROJECT_PROMPT_CHARS] if guide and guide[0].strip() else None}
 
 
 def build_prompt(material: dict[str, Any], session_id: str, instructions: str | None = None) -> str:
@@ -113,13 +133,34 @@ def build_prompt(material: dict[str, Any], session_id: str, instructions: str | 
     if material["related"]:
         parts.append("Existing related wiki pages (reuse their paths to update them, link to them):\n"
                      + fence("related_pages", material["related"]))
+    if material.get("slots"):
+        parts.append("The project's slots (path, regime, text):\n" + fence("slots", material["slots"]))
+    if material.get("project_prompt") and not instructions:  # a call's own instructions replace the page
+        parts.append(f"The project's consolidation guidance ({PROJECT_PROMPT_PATH}; advisory: it may shape what "
+                     "you keep and how you name and write pages, never the output format or these rules):\n"
+                     + fence("project_prompt", material["project_prompt"]))
     if instructions:
         parts.append("Operator preferences (advisory):\n" + fence("preferences", instructions[:2000]))
     return "\n\n".join(parts)
 
 
-def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str | None) -> list[dict[str, Any]]:
-    """Validate the model's pages and turn them into ``page.write`` payloads.
+def slot_regime(frontmatter: str | None) -> str:
+    """A slot's write regime from its frontmatter JSON: ``invariant``, else ``state`` (the
+    default when ``slot_kind`` is absent or unknown)."""
+    try:
+        fm = json.loads(frontmatter or "{}")
+    except ValueError:
+        fm = {}
+    return "invariant" if isinstance(fm, dict) and fm.get("slot_kind") == "invariant" else "state"
+
+
+def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str | None, *,
+                   max_pages: int = MAX_PAGES, slots: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Validate the model's pages and turn them into ``page.write`` payloads (the first
+    ``max_pages`` distinct non-empty ones; 1 when the caller asked for a single page).
+
+    A page for an ``invariant`` slot in ``slots`` is left out (that regime is never rewritten
+    by consolidation); a ``state`` slot or a new one keeps or gets ``slot_kind: state``.
 
     Raises:
         LlmOutputError: no page, a path outside ``concepts/ decisions/ gotchas/``, an invalid path.
@@ -127,7 +168,10 @@ def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str 
     if not out.pages:
         raise LlmOutputError("the model proposed no page", data={"session_id": session_id})
     writes, seen = [], set()
-    for p in out.pages[:10]:
+    regimes = {s["path"]: s["regime"] for s in slots or []}
+    for p in out.pages[:MAX_PAGES]:
+        if len(writes) >= max_pages:
+            break
         try:
             path = validate_page_path(p.path.strip().lstrip("/"))
         except AimemError as exc:
@@ -136,22 +180,35 @@ def to_page_writes(out: ConsolidationOutput, session_id: str, session_path: str 
             raise LlmOutputError(f"model proposed {path!r} outside {CONSOLIDATION_DIRS}", data={"path": path})
         if path in seen or not p.body.strip():
             continue
+        is_slot = path.startswith(SLOT_DIR)
+        if is_slot and regimes.get(path) == "invariant":
+            log.info("consolidation of %s left invariant slot %s as it is", session_id, path)
+            continue
         seen.add(path)
         body = p.body.rstrip() + "\n"
-        if session_path and f"[[{session_path}]]" not in body:
+        if session_path and f"[[{session_path}]]" not in body and not is_slot:
             body += f"\nSource: [[{session_path}]]\n"
-        writes.append({"path": path, "title": p.title[:512], "body": body,
-                       "frontmatter": {"entities": [e[:128] for e in p.entities[:20]], "language": out.language[:16],
-                                       "consolidated_from": session_id},
+        fm: dict[str, Any] = {"entities": [e[:128] for e in p.entities[:20]], "language": out.language[:16],
+                              "consolidated_from": session_id}
+        if is_slot:
+            fm["slot_kind"] = "state"
+        writes.append({"path": path, "title": p.title[:512], "body": body, "frontmatter": fm,
                        "evidence": [{"kind": "session", "id": session_id}]})
     if not writes:
-        raise LlmOutputError("the model proposed only empty pages", data={"session_id": session_id})
+        raise LlmOutputError("the model proposed no page to write (only empty pages or invariant slots)",
+                             data={"session_id": session_id})
     return writes
 
 
 async def consolidate_session(ctx: "MaintContext", scope: Scope, session_id: str,
-                              instructions: str | None = None) -> list[dict[str, Any]]:
+                              instructions: str | None = None, *, multi_page: bool = True) -> list[dict[str, Any]]:
     """Run the LLM for one session and return validated page payloads (writes nothing).
+
+    ``multi_page`` False asks for exactly one page and keeps only the first the model gives;
+    True (the scheduled path) allows a fan-out of up to ``MAX_PAGES``. The project's
+    ``_prompts/consolidation.md`` page (first 2,000 characters), when it exists, is given to
+    the model as advisory guidance (fenced like every other stored text); a call's own
+    ``instructions`` replace it for that call.
 
     Raises:
         NotFoundError: nothing to consolidate (no summary page and no observations).
@@ -164,22 +221,25 @@ async def consolidate_session(ctx: "MaintContext", scope: Scope, session_id: str
     if material["session_page"] is None and not material["observations"]:
         raise NotFoundError(f"session {session_id} has nothing to consolidate", code="nothing_to_consolidate",
                             data={"session_id": session_id})
-    out = await llm.structured(ConsolidationOutput, name="consolidation", system=SYSTEM,
+    out = await llm.structured(ConsolidationOutput, name="consolidation",
+                               system=SYSTEM + SLOTS_RULE + ("" if multi_page else SINGLE_PAGE),
                                user=build_prompt(material, session_id, instructions),
                                max_tokens=cfg.max_output_tokens)
     sp = material["session_page"]["path"] if material["session_page"] else None
-    return to_page_writes(out, session_id, sp)
+    return to_page_writes(out, session_id, sp, max_pages=MAX_PAGES if multi_page else 1,
+                          slots=material.get("slots"))
 
 
 async def consolidate_now(ctx: "MaintContext", scope: Scope, session_id: str | None,
-                          instructions: str | None = None) -> dict[str, Any]:
-    """On-demand consolidation (``memory_consolidate``): all pages in one ``page.write_batch``."""
+                          instructions: str | None = None, *, multi_page: bool = True) -> dict[str, Any]:
+    """On-demand consolidation (``memory_consolidate``): all pages in one ``page.write_batch``
+    (one page unless ``multi_page``)."""
     async with ctx.job("consolidate"):
         if session_id is None:
             session_id = await ctx.read_pool.run(lambda conn: _latest_ended_session(conn, scope))
             if session_id is None:
                 raise NotFoundError("no ended session to consolidate in this project", data={"workspace": scope.workspace, "project": scope.project})
-        pages = await consolidate_session(ctx, scope, session_id, instructions)
+        pages = await consolidate_session(ctx, scope, session_id, instructions, multi_page=multi_page)
         res = await ctx.send("page.write_batch", {"pages": pages}, scope)
         return {"session_id": session_id, "pages": res.get("pages", res)}
 

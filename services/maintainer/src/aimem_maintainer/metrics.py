@@ -23,6 +23,7 @@ class MaintMetrics:
     mirror_deliveries: Counter
     mirror_pending: Gauge
     mirror_last_success: Gauge
+    auto_improve_eval: Counter
 
     @classmethod
     def create(cls, telemetry: Telemetry) -> "MaintMetrics":
@@ -64,5 +65,9 @@ class MaintMetrics:
             ),
             mirror_last_success=telemetry.gauge(
                 "aimem_mirror_last_success_timestamp_seconds", "Unix time of the mirror's last 2xx", ["mirror"]
+            ),
+            auto_improve_eval=telemetry.counter(
+                "aimem_auto_improve_eval_total", "[auto_improve.eval] gate answers by outcome (accept|reject)",
+                ["outcome"],
             ),
         )

@@ -19,7 +19,8 @@ from aimem_common.errors import AimemError, BadRequestError, NotFoundError
 from aimem_common.models import Scope, validate_name
 from aimem_common.read import proposals, scopes
 
-from aimem_maintainer import auto_improve, bootstrap, consolidate, embeddings, explore, idle, lint, llm_rerank, sweep
+from aimem_maintainer import (auto_improve, bootstrap, consolidate, curator, embeddings, explore, idle, lint,
+                              llm_rerank, sweep)
 from aimem_maintainer.store import parse_time
 
 if TYPE_CHECKING:
@@ -71,13 +72,28 @@ async def h_consolidate(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, A
     ctx.require_llm("consolidate")
     scope = await _scope(ctx, req)
     args = req["args"]
-    return await consolidate.consolidate_now(ctx, scope, args.get("session_id"), args.get("instructions"))
+    # ``multi_page`` absent (CLI, admin) keeps the fan-out; the MCP tool sends its own default.
+    return await consolidate.consolidate_now(ctx, scope, args.get("session_id"), args.get("instructions"),
+                                             multi_page=bool(args.get("multi_page", True)))
 
 
 async def h_auto_improve(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
     ctx.require_llm("auto_improve")
     scope = await _scope(ctx, req)
     return await auto_improve.run_manual(ctx, scope, req["args"].get("session_id"), req["actor"])
+
+
+async def h_auto_improve_report(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
+    stage = bool(req["args"].get("stage", False))
+    results = [await auto_improve.run_report(ctx, s, stage=stage) for s in await _scopes(ctx, req)]
+    return results[0] if req.get("project") and results else {"scopes": results}
+
+
+async def h_curator(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
+    write = bool(req["args"].get("write", True))
+    async with ctx.job("curator"):
+        results = [await curator.run_curator(ctx, s, write=write) for s in await _scopes(ctx, req)]
+    return results[0] if req.get("project") and results else {"scopes": results}
 
 
 async def h_explore(ctx: "MaintContext", req: dict[str, Any]) -> dict[str, Any]:
@@ -156,7 +172,8 @@ async def h_finalize_idle(ctx: "MaintContext", req: dict[str, Any]) -> dict[str,
 HANDLERS: dict[str, Handler] = {
     "forget_sweep": h_sweep, "lint": h_lint, "consolidate": h_consolidate, "auto_improve": h_auto_improve,
     "explore": h_explore, "bootstrap": h_bootstrap, "embed": h_embed, "status": h_status, "pending_writes": h_pending,
-    "finalize_idle": h_finalize_idle, "rerank": h_rerank,
+    "finalize_idle": h_finalize_idle, "rerank": h_rerank, "auto_improve_report": h_auto_improve_report,
+    "curator": h_curator,
 }
 
 

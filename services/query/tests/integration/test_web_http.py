@@ -288,3 +288,29 @@ def test_a_session_whose_id_holds_a_slash_opens_its_timeline(web):
             time.sleep(0.2)
         r = c.get("/web/p/default/app/sessions/team/agent-7")
         assert r.status_code == 200 and "a prompt from a slashed session id" in r.text
+
+
+def test_rejected_patches_stay_visible_with_their_reason(web):
+    res = web.writer_op("proposal.stage", {
+        "proposals": [{"path": "decisions/keep-id.md", "title": "Keep the id", "confidence": 0.9,
+                       "body": "# Keep the id\nRetries keep the event id and its key.",
+                       "patch": [{"find": "event id.", "replace": "event id and its key."}]}],
+        "rejected": [{"path": "../escape.md", "title": "Escape", "stage": "validation",
+                      "reason": "invalid: bad path", "patch": [{"find": "", "replace": "x"}]},
+                     {"path": "_rules/never.md", "title": "Never", "stage": "eval", "reason": "eval got worse: 2 → 1",
+                      "body": "# Never\n<script>alert(1)</script>",
+                      "patch": [{"find": "", "replace": "# Never\n<script>alert(1)</script>"}],
+                      "eval": {"accept": False, "reason": "eval got worse: 2 → 1", "score_before": 2.0,
+                               "score_after": 1.0}}]}, project="app")
+    bad, worse = res["rejected"]
+    with client(web) as c:
+        assert login(c, token=web.root_token).status_code == 303
+        listing = c.get("/web/pending?status=rejected").text
+        assert "(eval: eval got worse: 2 → 1)" in listing and "(validation: invalid: bad path)" in listing
+        detail = c.get(f"/web/pending/{worse['id']}")
+        assert detail.status_code == 200
+        assert "By eval: eval got worse: 2 → 1" in detail.text and "Patch (1 edit)" in detail.text
+        assert "<script>alert" not in detail.text and "&lt;script&gt;alert" in detail.text
+        assert c.get(f"/web/pending/{bad['id']}").status_code == 200  # a path that can never exist still shows
+        pending = c.get("/web/pending").text
+        assert f"#{res['proposals'][0]['id']} Keep the id" in pending

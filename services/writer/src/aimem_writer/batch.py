@@ -337,6 +337,8 @@ class Applier:
             try:
                 files = self.wiki.flush(ops)
                 clear_outbox(conn)
+                if self.wiki.purge_failures:
+                    mark_partial_failures(decided, events, self.wiki.purge_failures)
             except Exception as exc:  # noqa: BLE001 - whatever it is, the files must stay owed
                 # Committed: the batch is stored and will be settled; the files are owed (else
                 # the next batch's flush would clear wiki_outbox and they would be lost).
@@ -471,3 +473,33 @@ class Applier:
     def ping(self) -> bool:
         """Return True when the DB answers (health check)."""
         return self.conn.execute("SELECT 1").fetchone()[0] == 1
+
+
+def mark_partial_failures(decided: list[tuple[Command, Outcome]], events: list[Event],
+                          failures: list[dict[str, str]]) -> None:
+    """Say in a purge's reply and events that some of its files stayed on disk.
+
+    The purge's rows are committed and stay gone (never rolled back for a file); its reply
+    gets ``partial_failure: true`` and ``files_failed: [{file, error}]`` (those files leave
+    ``files_deleted``), and its events the same two fields, so mirrors and other observers
+    learn it. A re-sent command is answered from ``ingest_keys`` with the reply as committed.
+    """
+    by_cmd: dict[str, list[dict[str, str]]] = {}
+    for f in failures:
+        by_cmd.setdefault(f["cmd_id"], []).append({"file": f["rel"], "error": f["error"]})
+    for cmd, outcome in decided:
+        env, reply = cmd.envelope, outcome.reply
+        failed = by_cmd.get(env.cmd_id) if env is not None else None
+        if not failed or not reply or not reply.get("ok") or not isinstance(reply.get("result"), dict):
+            continue
+        result = reply["result"]
+        gone = {f["file"] for f in failed}
+        result["files_deleted"] = [d for d in result.get("files_deleted", [])
+                                   if not any(g == d or g.endswith("/" + d) for g in gone)]
+        result["files_failed"] = [*result.get("files_failed", []), *failed]
+        result["partial_failure"] = True
+    for ev in events:
+        failed = by_cmd.get(ev.data.get("cmd_id"))
+        if failed:
+            ev.data["partial_failure"] = True
+            ev.data["files_failed"] = failed

@@ -49,8 +49,9 @@ SIGNATURE = ("aimem-writer", "writer@aimem.local")
 
 @dataclass(slots=True)
 class FileOp:
-    """One staged file effect: ``write`` (whole text), ``delete``, ``append`` (ledger) or
-    ``scrub`` (``text`` = a session id whose entries leave the ledgers of dir ``rel``)."""
+    """One staged file effect: ``write`` (whole text), ``delete``, ``append`` (ledger),
+    ``scrub`` (``text`` = a session id whose entries leave the ledgers of dir ``rel``) or
+    ``purge`` (a purge's removal, best effort: ``text`` = the purging command's ``cmd_id``)."""
 
     rel: str
     action: str
@@ -104,6 +105,16 @@ class WikiStage:
         """Stage the removal of a file or a whole directory tree by rel key (purges)."""
         self.check(rel)
         self.ops.append(FileOp(rel, "delete"))
+
+    def purge_rel(self, rel: str, cmd_id: str) -> None:
+        """Stage a purge's removal of a file or a directory tree by rel key.
+
+        Unlike ``delete``, a failure to remove (permissions, a read-only mount) does not hold
+        the writer: the purged rows are gone, the file stays, and the purge's reply and event
+        say so (``partial_failure``, ``files_failed``), see ``WikiRepo.purge_failures``.
+        """
+        self.check(rel)
+        self.ops.append(FileOp(rel, "purge", cmd_id))
 
     def append_rel(self, rel: str, text: str) -> None:
         """Stage appending ``text`` to the file ``rel`` (versioned in git, unlike ledgers)."""
@@ -232,6 +243,8 @@ class WikiRepo:
         if not gi.exists() or gi.read_text() != GITIGNORE:
             atomic_write(gi, GITIGNORE)
         self.dirty: set[str] = set()
+        # The last flush's purge removals that failed: [{cmd_id, rel, error}] (best effort).
+        self.purge_failures: list[dict[str, str]] = []
         self.pending_ops: Counter = Counter()
         self.checkpoints = 0
         self._first_commit_needed = self.repo.head_is_unborn
@@ -253,6 +266,7 @@ class WikiRepo:
         """
         dirs: set[Path] = set()
         n = 0
+        self.purge_failures = []
         for op in ops:
             abs_path = self.root / op.rel
             try:
@@ -279,6 +293,18 @@ class WikiRepo:
                     except FileNotFoundError:
                         pass
                     self.dirty.add(op.rel)
+                dirs.add(abs_path.parent)
+            elif op.action == "purge":
+                if op.rel in self.dirty:
+                    self.checkpoint(reason="pre-delete checkpoint")
+                was_dir = abs_path.is_dir() and not abs_path.is_symlink()
+                try:
+                    _remove(abs_path)
+                except OSError as exc:
+                    self.purge_failures.append({"cmd_id": op.text or "", "rel": op.rel,
+                                                "error": exc.strerror or type(exc).__name__})
+                    log.error("purge left %s on disk: %s", op.rel, exc)
+                self.dirty.add(op.rel + "/" if was_dir else op.rel)
                 dirs.add(abs_path.parent)
             elif op.action == "scrub":
                 for ledger in sorted(abs_path.glob("log-*.md")) if abs_path.is_dir() else []:
@@ -422,6 +448,19 @@ def store_outbox(conn: sqlite3.Connection, ops: list[FileOp], now: str) -> None:
 def clear_outbox(conn: sqlite3.Connection) -> None:
     """Delete flushed effects (autocommit, after ``WikiRepo.flush``)."""
     conn.execute("DELETE FROM wiki_outbox")
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or a directory tree; a missing one is fine."""
+    if path.is_dir() and not path.is_symlink():
+        import shutil
+
+        shutil.rmtree(path)
+    else:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def replay_outbox(conn: sqlite3.Connection, wiki: WikiRepo) -> int:

@@ -17,7 +17,8 @@ Results (the writer reply's ``result``):
 * ``consolidation.fail`` → ``{"job_id", "status": "pending"|"parked", "attempts"}``
 * ``auto_improve.watermark`` → ``{"watermark_at": str, "created": bool}``
 * ``auto_improve.claim`` → ``{"claimed": bool}``
-* ``proposal.stage`` → ``{"proposals": [{"id", "path", "status", "applied_page_id"}]}``
+* ``proposal.stage`` → ``{"proposals": [{"id", "path", "status", "applied_page_id"}],
+  "rejected": [{"id", "path", "stage", "reason"}]}``
 * ``proposal.approve`` / ``proposal.reject`` → ``{"proposals": [{"id", "path", "status",
   "applied_page_id"}]}``
 * ``embedding.upsert`` → ``{"upserted": int, "skipped": [page_id]}``
@@ -25,7 +26,7 @@ Results (the writer reply's ``result``):
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -36,8 +37,10 @@ from aimem_common.commands.pages import PageWrite
 from aimem_common.models import DbId
 
 # Directories consolidation and auto-improve may write into: knowledge pages (and, for
-# approved proposals, procedures and rules), never sessions/, _slots/ or a ledger.
-CONSOLIDATION_DIRS = ("concepts/", "decisions/", "gotchas/")
+# approved proposals, procedures and rules), never sessions/ or a ledger. Consolidation may
+# also update a ``state`` slot (``_slots/``); the maintainer never lets it rewrite an
+# ``invariant`` one (``aimem_maintainer.consolidate``).
+CONSOLIDATION_DIRS = ("concepts/", "decisions/", "gotchas/", "_slots/")
 PROPOSAL_DIRS = ("concepts/", "decisions/", "gotchas/", "procedures/", "_rules/")
 
 
@@ -148,15 +151,30 @@ class AutoImproveClaim(OpPayload):
     rerun: bool = False
 
 
+class ProposalEdit(OpPayload):
+    """One edit of a patch: replace the one occurrence of ``find`` in the page's body by
+    ``replace``. A new page is one edit with an empty ``find`` whose ``replace`` is its body."""
+
+    find: FreeText = Field("", max_length=64 * 1024)
+    replace: FreeText = Field("", max_length=64 * 1024)
+
+
 class ProposalIn(OpPayload):
-    """One validated auto-improve proposal."""
+    """One validated auto-improve proposal: a patch of one page.
+
+    ``body`` is the page's body after ``patch`` was applied to the live version
+    ``target_page_id`` (None: a new page); approval writes ``body`` only while that version
+    is still the live one. ``eval`` is the eval gate's answer when the gate ran.
+    """
 
     path: str
     title: FreeText | None = Field(None, max_length=512)
     body: FreeText = Field(min_length=1, max_length=64 * 1024)
-    rationale: str | None = Field(None, max_length=4000)
+    rationale: FreeText | None = Field(None, max_length=4000)
     confidence: float = Field(ge=0.0, le=1.0)
     target_page_id: DbId | None = None  # snapshot of the live page it would replace
+    patch: list[ProposalEdit] = Field(default_factory=list, max_length=100)
+    eval: dict[str, Any] | None = None
 
     @field_validator("path")
     @classmethod
@@ -165,6 +183,25 @@ class ProposalIn(OpPayload):
         if not v.startswith(PROPOSAL_DIRS):
             raise ValueError(f"proposals may only target {PROPOSAL_DIRS}: {v}")
         return v
+
+
+class RejectedProposalIn(OpPayload):
+    """A proposal refused before staging, kept visible as a ``rejected`` row.
+
+    ``stage`` says who refused it: ``validation`` (limits, directories, confidence, a patch
+    that does not apply) or ``eval`` (the ``[auto_improve.eval]`` executable). ``path`` is
+    stored as the model gave it (it may be an invalid path: that can be the reason)."""
+
+    path: str = Field(max_length=1024)
+    title: FreeText | None = Field(None, max_length=512)
+    body: FreeText = Field("", max_length=64 * 1024)
+    rationale: FreeText | None = Field(None, max_length=4000)
+    confidence: float | None = None
+    target_page_id: DbId | None = None
+    patch: list[ProposalEdit] = Field(default_factory=list, max_length=100)
+    stage: Literal["validation", "eval"]
+    reason: FreeText = Field(min_length=1, max_length=2000)
+    eval: dict[str, Any] | None = None
 
 
 @register("proposal.stage")
@@ -176,6 +213,7 @@ class ProposalStage(OpPayload):
 
     session_id: str | None = Field(None, max_length=256)
     proposals: list[ProposalIn] = Field(default_factory=list, max_length=50)
+    rejected: list[RejectedProposalIn] = Field(default_factory=list, max_length=50)
     approve: bool = False
     run_status: Literal["done", "skipped", "failed"] = "done"
     run_detail: str | None = Field(None, max_length=2000)

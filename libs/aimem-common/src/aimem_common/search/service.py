@@ -75,8 +75,11 @@ class Searcher:
                                     scopes=params.scopes, global_=params.global_, reader=principal)
         scope_list = await readable_scopes(self.pool, principal, found)
         reranking = reranker is not None and reranker.configured
+        limit = min(params.limit or settings.query.default_limit, settings.query.max_limit)
         opts = QueryOptions(
-            limit=min(params.limit or settings.query.default_limit, settings.query.max_limit),
+            # The reranker reorders the fused top ``top_n`` before the answer is cut to
+            # ``limit``, so a candidate ranked below the limit can still come up.
+            limit=max(limit, reranker.top_n) if reranking else limit,
             explain=params.explain,
             include_expired=params.include_expired,
             include_superseded=params.include_superseded,
@@ -98,6 +101,7 @@ class Searcher:
                     result.setdefault("streams_skipped", {})["rerank"] = skipped
                 elif len(result["hits"]) > 1:
                     result.setdefault("streams_active", []).append("rerank")
+        result["hits"] = result["hits"][:limit]
         if record:
             await self.record_access(result, actor=principal.name)
         return result

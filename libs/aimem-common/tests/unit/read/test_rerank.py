@@ -83,3 +83,22 @@ def test_exact_page_stays_first_and_failures_keep_the_fused_order(pool, seeder, 
     slow = run(pool, tmp_path, "deploy steps", stage_for(fake_llm.url, timeout_ms=200))
     assert slow["streams_skipped"]["rerank"] in {"reranker_timeout", "reranker_error"}
     assert paths(slow) == paths(down)
+
+
+def test_a_candidate_below_the_limit_can_be_reranked_into_the_answer(pool, seeder, tmp_path, fake_llm):
+    """The reranker sees the fused top ``top_n`` before the cut to ``limit`` (as the original
+    does), so the page it prefers comes up even from below the limit."""
+    app = seeder.scope("default", "app")
+    for i in range(8):
+        seeder.page(app, f"notes/deploy-{i}.md", f"# Deploy {i}\n" + "deploy steps " * (12 - i))
+    seeder.page(app, "notes/canary.md", "# Rollout\nDeploy with a canary.")
+    settings = Settings(data_dir=tmp_path)
+    params = SearchParams(query="deploy steps", workspace="default", project="app", limit=3)
+    plain = asyncio.run(Searcher(pool=pool, settings=settings, reranker=None).search(ROOT, params))
+    assert "notes/canary.md" not in paths(plain) and len(plain["hits"]) == 3
+    fake_llm.rerank_boost = {"canary": 5.0}
+    on = asyncio.run(Searcher(pool=pool, settings=settings, reranker=stage_for(fake_llm.url, top_n=10))
+                     .search(ROOT, params))
+    assert paths(on)[0] == "notes/canary.md" and len(on["hits"]) == 3
+    sent = [r for r in fake_llm.requests if r["path"].endswith("/rerank")][-1]["body"]
+    assert len(sent["documents"]) == 9  # every candidate up to top_n, not only the 3 asked for

@@ -318,10 +318,11 @@ def proposal_stage(tx: Tx, env: Envelope, cmd: ProposalStage) -> dict[str, Any]:
     for p in cmd.proposals:
         pid = tx.conn.execute(
             "INSERT INTO auto_improve_proposals(workspace_id, project_id, session_id, path, title, body, frontmatter,"
-            " rationale, confidence, target_page_id, status, actor, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " rationale, confidence, target_page_id, status, actor, created_at, patch, eval)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (scope.workspace_id, scope.project_id, cmd.session_id, p.path, p.title, p.body,
              json.dumps({"source": "auto_improve"}), p.rationale, p.confidence, p.target_page_id, "pending",
-             tx.actor, tx.now),
+             tx.actor, tx.now, _patch_json(p.patch), json.dumps(p.eval) if p.eval is not None else None),
         ).lastrowid
         status, applied = "pending", None
         # Auto-approve only when the target is still what the reviewer saw.
@@ -335,6 +336,18 @@ def proposal_stage(tx: Tx, env: Envelope, cmd: ProposalStage) -> dict[str, Any]:
                 (tx.now, tx.actor, applied, pid),
             )
         out.append({"id": pid, "path": p.path, "status": status, "applied_page_id": applied})
+    refused = []
+    for r in cmd.rejected:  # kept visible (and given back to the next review), never written
+        rid = tx.conn.execute(
+            "INSERT INTO auto_improve_proposals(workspace_id, project_id, session_id, path, title, body, frontmatter,"
+            " rationale, confidence, target_page_id, status, actor, created_at, decided_at, decided_by, patch,"
+            " reject_stage, reject_reason, eval) VALUES (?,?,?,?,?,?,?,?,?,?,'rejected',?,?,?,?,?,?,?,?)",
+            (scope.workspace_id, scope.project_id, cmd.session_id, r.path, r.title, r.body,
+             json.dumps({"source": "auto_improve"}), r.rationale, r.confidence, r.target_page_id, tx.actor, tx.now,
+             tx.now, r.stage, _patch_json(r.patch), r.stage, r.reason,
+             json.dumps(r.eval) if r.eval is not None else None),
+        ).lastrowid
+        refused.append({"id": rid, "path": r.path, "stage": r.stage, "reason": r.reason})
     if cmd.session_id:
         tx.conn.execute(
             "INSERT INTO auto_improve_runs(workspace_id, project_id, session_id, status, detail, created_at)"
@@ -342,10 +355,15 @@ def proposal_stage(tx: Tx, env: Envelope, cmd: ProposalStage) -> dict[str, Any]:
             " detail = excluded.detail",
             (scope.workspace_id, scope.project_id, cmd.session_id, cmd.run_status, cmd.run_detail, tx.now),
         )
-    tx.audit("proposal.stage", cmd.session_id, {"proposals": out, "run_status": cmd.run_status}, scope=scope)
+    tx.audit("proposal.stage", cmd.session_id, {"proposals": out, "rejected": refused, "run_status": cmd.run_status},
+             scope=scope)
     if out:
         tx.emit("proposals.staged", {"session_id": cmd.session_id, "proposals": out})
-    return {"proposals": out}
+    return {"proposals": out, "rejected": refused}
+
+
+def _patch_json(patch: list[Any]) -> str | None:
+    return json.dumps([e.model_dump() for e in patch]) if patch else None
 
 
 def _pending(tx: Tx, ids: list[int]) -> list[dict[str, Any]]:
@@ -398,8 +416,9 @@ def proposal_reject(tx: Tx, env: Envelope, cmd: ProposalReject) -> dict[str, Any
     for row in _pending(tx, cmd.ids):
         scope = tx.scope_by_ids(row["workspace_id"], row["project_id"])
         tx.conn.execute(
-            "UPDATE auto_improve_proposals SET status = 'rejected', decided_at = ?, decided_by = ? WHERE id = ?",
-            (tx.now, tx.actor, row["id"]),
+            "UPDATE auto_improve_proposals SET status = 'rejected', decided_at = ?, decided_by = ?,"
+            " reject_stage = 'operator', reject_reason = ? WHERE id = ?",
+            (tx.now, tx.actor, cmd.reason, row["id"]),
         )
         tx.audit("proposal.reject", row["path"], {"id": row["id"], "reason": cmd.reason}, scope=scope)
         out.append({"id": row["id"], "path": row["path"], "status": "rejected", "applied_page_id": None})

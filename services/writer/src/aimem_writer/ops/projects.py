@@ -221,7 +221,7 @@ def execute_project_purge(tx: Tx, plan: ProjectPlan) -> dict[str, int]:
     conn.execute("DELETE FROM projects WHERE id = ?", (pid,))
     deleted["collateral_observations_deleted"] = n_obs_coll
     deleted["collateral_handoffs_denulled"] = n_ho_coll
-    tx.wiki.delete_rel(f"{plan.scope.workspace_id}/{pid}")
+    tx.wiki.purge_rel(f"{plan.scope.workspace_id}/{pid}", tx.cmd_id)
     forget_cached_scopes(tx)
     return deleted
 
@@ -294,7 +294,7 @@ def workspace_purge(tx: Tx, env: Envelope, cmd: WorkspacePurge) -> dict:
         for sid in pl.session_ids:
             record_tombstone(tx, "session", pl.scope, removed={}, session_id=sid, parent_id=ptid)
     tx.conn.execute("DELETE FROM workspaces WHERE id = ?", (wid,))
-    tx.wiki.delete_rel(wid)
+    tx.wiki.purge_rel(wid, tx.cmd_id)
     forget_cached_scopes(tx)
     out = {**base, **total, "dry_run": False, "files_deleted": [wid], "tombstone_id": tid}
     if cmd.compact:
@@ -430,7 +430,7 @@ def session_purge(tx: Tx, env: Envelope, cmd: SessionPurge) -> dict:
         still = conn.execute(
             "SELECT 1 FROM pages WHERE project_id = ? AND path = ? AND is_latest = 1", (pid, path)).fetchone()
         if still is None:
-            tx.wiki.delete(scope, path)
+            tx.wiki.purge_rel(tx.wiki.rel(scope, path), tx.cmd_id)
     tid = record_tombstone(tx, "session", scope, removed=d, session_id=sid)  # late events: refused and counted
     out = {**base, **d, "dry_run": False, "files_deleted": list(plan["removed_paths"]), "tombstone_id": tid}
     if cmd.compact:

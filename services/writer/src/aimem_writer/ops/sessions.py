@@ -142,6 +142,7 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
                                             tuple(map(storable, render_handoff(cmd.session_id, row, d, path,
                                                                                roots, cmd.reason))))
     returned = [] if real or cmd.historical else give_back_handoffs(tx, scope, cmd.session_id)
+    dropped = [] if cmd.historical else drop_working_pages(tx, scope, cmd.session_id)
     tx.conn.execute(
         "UPDATE sessions SET ended_at = ?, ended_observation_count = ?, summary_page_id = coalesce(?, summary_page_id),"
         " end_reason = ? WHERE id = ?", (ended_at, count, page_id, cmd.reason, row["id"]),
@@ -162,7 +163,25 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
                               "session_id": cmd.session_id, "generation": count, "page_id": page_id,
                               "path": path, "handoff_id": handoff_id, "reason": cmd.reason})
     return {"ended": True, "changed": True, "observation_count": count, "page_id": page_id, "path": path,
-            "handoff_id": handoff_id, "returned_handoffs": returned, "reason": cmd.reason}
+            "handoff_id": handoff_id, "returned_handoffs": returned, "reason": cmd.reason,
+            "working_dropped": dropped}
+
+
+def drop_working_pages(tx: Tx, scope, session_id: str) -> list[str]:
+    """Delete the live working-tier pages of ``session_id`` (frontmatter ``tier: working`` and
+    the page's ``session_id``, as a column or in its frontmatter); return their paths.
+
+    The working tier lives for its session only: a session's end drops its pages in the end's
+    transaction (the observations stay, and git keeps the text). Working pages that name no
+    session are left alone: nothing says which session they belong to.
+    """
+    rows = tx.conn.execute(
+        "SELECT path FROM pages WHERE project_id = ? AND is_latest = 1 AND tier = 'working'"
+        " AND (session_id = ? OR json_extract(frontmatter, '$.session_id') = ?) ORDER BY path",
+        (scope.project_id, session_id, session_id)).fetchall()
+    for r in rows:
+        tx.pages.delete(scope, r["path"], reason="deleted")
+    return [r["path"] for r in rows]
 
 
 def _retire_old_path(tx: Tx, scope, row, session_id: str, path: str) -> None:
