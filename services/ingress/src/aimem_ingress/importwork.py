@@ -26,6 +26,7 @@ import asyncio
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -36,7 +37,7 @@ from aimem_common.auth import Principal
 from aimem_common.commands import Envelope, make_envelope
 from aimem_common.commands.envelope import first_error
 from aimem_common.commands.observations import SessionEnd
-from aimem_common.errors import AimemError, BadRequestError
+from aimem_common.errors import AimemError, BadRequestError, UnavailableError
 from aimem_common.models import validate_name
 from aimem_common.natsserver import die_with_parent
 from aimem_common.sanitize import RawObservation, sanitize
@@ -198,23 +199,42 @@ class ImportWorkers:
     """
 
     def __init__(self, workers: int = IMPORT_WORKERS, nice: int = IMPORT_NICE):
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=_start_worker, initargs=(nice,))
+        self._workers, self._nice = workers, nice
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_start_worker, initargs=(self._nice,))
+
+    @property
+    def pids(self) -> list[int]:
+        """The worker processes' pids (empty before ``start`` or after a worker died)."""
+        return list(self._pool._processes or {})  # the pool's own map of pid → process
 
     async def start(self) -> list[int]:
         """Start the worker process(es) now; return their pids."""
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._pool, _ready)
-        return list(self._pool._processes)  # the pool's own map of pid → process
+        return self.pids
 
     async def parse(self, raw: bytes, *, max_depth: int, principal: Principal) -> ParsedBatch:
         """``parse_batch`` in a worker process.
 
         Raises:
             AimemError: the batch is bad as a whole (the worker's ``Refusal``, raised again).
+            UnavailableError: the worker process died (killed, out of memory) while reading it
+                (503 ``import_worker_unavailable``; a new worker serves the retry).
         """
         loop = asyncio.get_running_loop()
-        out = await loop.run_in_executor(self._pool, _parse_in_worker, raw, max_depth, principal)
+        pool = self._pool
+        try:
+            out = await loop.run_in_executor(pool, _parse_in_worker, raw, max_depth, principal)
+        except BrokenProcessPool:
+            if self._pool is pool:  # the first request to see it replaces the pool
+                pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = self._new_pool()
+            raise UnavailableError("the import worker stopped; retry the batch",
+                                   code="import_worker_unavailable") from None
         if isinstance(out, Refusal):
             out.raise_again()
         return out
