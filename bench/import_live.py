@@ -173,7 +173,7 @@ def run_import(stack: LocalStack, corpus_home: Path, client: Path, expected_tota
     once the import's backlog is there, when ``handoff_tag``)."""
     env = stack.client_env(AIMEM_DATA_DIR=str(client))
     procs = descendants(stack.proc.pid)
-    cpu0 = {k: cpu_seconds_of([p for p, c in procs.items() if _label(c) == k]) for k in ("ingress", "writer", "nats-server")}
+    cpu0 = {k: cpu_seconds_of([p for p, c in procs.items() if _label(c) == k]) for k in ("ingress", "import-worker", "writer", "nats-server")}
     if live:
         live.start()
     t0 = time.monotonic()

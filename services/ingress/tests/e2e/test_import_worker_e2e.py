@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sqlite3
 import time
 from pathlib import Path
 
@@ -14,6 +13,8 @@ import httpx
 import pytest
 
 from aimem_ingress.importwork import IMPORT_NICE
+
+from .test_hook_e2e import db_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 JSON = {"Content-Type": "application/json"}
@@ -45,15 +46,7 @@ def alive(pid: int) -> bool:
 
 
 def imported_count(settings) -> int:
-    if not settings.db_path.exists():
-        return 0
-    conn = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
-    try:
-        return conn.execute("SELECT count(*) FROM observations WHERE session_id = 'imp-e2e'").fetchone()[0]
-    except sqlite3.OperationalError:
-        return 0
-    finally:
-        conn.close()
+    return len(db_rows(settings, "SELECT id FROM observations WHERE session_id = 'imp-e2e'"))
 
 
 def test_import_batches_are_read_by_a_low_priority_child_that_dies_with_ingress(services, settings, tmp_path):
