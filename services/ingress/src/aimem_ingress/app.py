@@ -49,9 +49,8 @@ def create_app(settings: Settings) -> ServiceApp:
             await g.refresh()
             g.start()
             s.stack.push_async_callback(g.close)
-        imports = ImportWorkers()  # live first: import batches are read in their own process
-        s.stack.callback(imports.close)
-        await imports.start()
+        imports = ImportWorkers()  # live first: import batches are read in their own process (started
+        s.stack.callback(imports.close)  # by the first batch: a stack that never imports runs none)
         pool = await s.read_pool(size=READ_POOL_SIZE, budget_ms=settings.query.query_budget_ms, wait_s=0, lazy=True)
         # Traced, every hook travels alone: one trace per hook from ingress to git commit.
         hooks = Gatherer(bus, max_cmds=1 if tracing_enabled() else cfg.bundle_max_cmds,

@@ -16,8 +16,9 @@ worker and in a test. Errors cross the process boundary as ``Refusal`` values an
 again, unchanged, in ingress (``Refusal.raise_again``).
 
 The worker processes are started with ``spawn`` (never ``fork`` from a threaded asyncio
-process), get ``SIGTERM`` when ingress dies (``die_with_parent``), and are started once at
-ingress start so the first import does not pay the interpreter start.
+process), get ``SIGTERM`` when ingress dies (``die_with_parent``), and are started by the
+first batch (an ingress that never imports runs none; that batch waits about a second more)
+and then kept.
 """
 
 from __future__ import annotations
@@ -187,15 +188,11 @@ def _start_worker(nice: int) -> None:
         os.nice(nice)
 
 
-def _ready() -> int:
-    return os.getpid()
-
-
 class ImportWorkers:
     """The process pool that reads import batches (see the module docstring).
 
-    ``start()`` once (in the lifespan), then ``await parse(raw, ...)`` per batch and
-    ``close()`` at shutdown. Batches beyond ``workers`` wait in the pool's queue.
+    ``await parse(raw, ...)`` per batch (the first starts the worker), ``close()`` at shutdown.
+    Batches beyond ``workers`` wait in the pool's queue.
     """
 
     def __init__(self, workers: int = IMPORT_WORKERS, nice: int = IMPORT_NICE):
@@ -208,14 +205,8 @@ class ImportWorkers:
 
     @property
     def pids(self) -> list[int]:
-        """The worker processes' pids (empty before ``start`` or after a worker died)."""
+        """The worker processes' pids (empty before the first batch, or after a worker died)."""
         return list(self._pool._processes or {})  # the pool's own map of pid → process
-
-    async def start(self) -> list[int]:
-        """Start the worker process(es) now; return their pids."""
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._pool, _ready)
-        return self.pids
 
     async def parse(self, raw: bytes, *, max_depth: int, principal: Principal) -> ParsedBatch:
         """``parse_batch`` in a worker process.

@@ -50,13 +50,8 @@ def imported_count(settings) -> int:
 
 
 def test_import_batches_are_read_by_a_low_priority_child_that_dies_with_ingress(services, settings, tmp_path):
-    procs = services("writer", "ingress")
-    ingress = procs["ingress"]
-    workers = [p for p, cmd in children(ingress.proc.pid).items() if "spawn_main" in cmd]
-    assert len(workers) == 1, children(ingress.proc.pid)
-    (worker,) = workers
-    assert os.getpriority(os.PRIO_PROCESS, worker) == min(19, os.getpriority(os.PRIO_PROCESS, ingress.proc.pid)
-                                                          + IMPORT_NICE)
+    ingress = services("writer", "ingress")["ingress"]
+    assert not [p for p, cmd in children(ingress.proc.pid).items() if "spawn_main" in cmd]  # none before an import
     cwd = str(tmp_path / "acme")
     events = [{"key": f"imp-e2e:{i}", "payload": {"hook_event_name": "user-prompt", "session_id": "imp-e2e",
                                                   "cwd": cwd, "timestamp": f"2026-03-01T10:00:{i:02d}Z",
@@ -65,6 +60,11 @@ def test_import_batches_are_read_by_a_low_priority_child_that_dies_with_ingress(
         r = http.post("/hook/import", json={"agent": "codex", "project": "acme", "events": events})
         assert r.status_code == 202, r.text
         assert (r.json()["accepted"], r.json()["new"]) == (40, 40)
+        workers = [p for p, cmd in children(ingress.proc.pid).items() if "spawn_main" in cmd]
+        assert len(workers) == 1, children(ingress.proc.pid)
+        (worker,) = workers
+        ingress_nice = os.getpriority(os.PRIO_PROCESS, ingress.proc.pid)
+        assert os.getpriority(os.PRIO_PROCESS, worker) == min(19, ingress_nice + IMPORT_NICE)
         live = http.post("/hook?agent=generic", json={"hook_event_name": "user-prompt", "session_id": "live-e2e",
                                                       "cwd": cwd, "prompt": "still answered"}, headers=JSON)
         assert live.status_code == 202
@@ -72,8 +72,10 @@ def test_import_batches_are_read_by_a_low_priority_child_that_dies_with_ingress(
     while imported_count(settings) < 40 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert imported_count(settings) == 40  # every acknowledged event stored
+    left = children(ingress.proc.pid)  # the worker and multiprocessing's resource tracker
+    assert worker in left
     ingress.kill()  # SIGKILL: the worker gets SIGTERM from the kernel (parent death signal)
     deadline = time.monotonic() + 10
-    while alive(worker) and time.monotonic() < deadline:
+    while any(alive(p) for p in left) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive(worker)
+    assert not [p for p in left if alive(p)], left

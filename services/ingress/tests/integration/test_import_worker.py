@@ -50,6 +50,9 @@ async def test_a_refused_batch_keeps_its_error_across_the_process_boundary(ingre
 
 async def test_a_dead_import_worker_is_a_503_then_a_new_worker_takes_the_retry(ingress):
     client, app = ingress
+    assert app.state.ctx.imports.pids == []  # started by the first batch, not before
+    first = {"agent": "codex", "project": "acme-api", "events": [item("d0", "user-prompt", prompt="hi")]}
+    assert (await client.post("/hook/import", json=first)).status_code == 202
     (pid,) = app.state.ctx.imports.pids
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
@@ -58,7 +61,7 @@ async def test_a_dead_import_worker_is_a_503_then_a_new_worker_takes_the_retry(i
     batch = {"agent": "codex", "project": "acme-api", "events": [item("d1", "user-prompt", prompt="hello")]}
     r = await client.post("/hook/import", json=batch)
     assert r.status_code == 503 and r.json()["error"]["code"] == "import_worker_unavailable"
-    assert await stream_msgs(app) == []  # nothing acknowledged, nothing stored
+    assert len(await stream_msgs(app)) == 1  # only the first batch: nothing of the refused one stored
     again = await client.post("/hook/import", json=batch)
     assert again.status_code == 202 and again.json()["new"] == 1
     assert app.state.ctx.imports.pids and pid not in app.state.ctx.imports.pids
