@@ -91,3 +91,8 @@ def test_hook_status_names_the_server_the_installed_hooks_post_to(tmp_path: Path
                               "gemini-cli": "http://127.0.0.1:8701"} and doc["server"] is None
     text = aimem("hook", "status").stdout
     assert "claude-code → http://127.0.0.1:18721" in text and "gemini-cli → http://127.0.0.1:8701" in text
+    codex_home = tmp_path / "codex-home"  # Codex's files under $CODEX_HOME, read there like install-hooks does
+    aimem("install-hooks", "--client", "codex", "--home", str(home), "--data-dir", str(tmp_path / "d"),
+          "--codex-home", str(codex_home), "--ingress-url", "http://127.0.0.1:28721")
+    env["CODEX_HOME"] = str(codex_home)
+    assert status()["servers"]["codex"] == "http://127.0.0.1:28721"

@@ -21,7 +21,6 @@ MCP entry (a project's file gets none: it is usually committed).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -187,22 +186,20 @@ def _age(seconds: float | None) -> str:
         f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s")
 
 
-def _installed_servers(default_url: str) -> dict[str, str]:
+def _installed_servers(default_url: str, codex_home: Path | None) -> dict[str, str]:
     """``{client: ingress URL}`` of the hooks installed in the user's home and in the current
     folder's project files, as their commands resolve it (``installed_hook_urls``)."""
     from aimem_cli.installers.plans import installed_hook_urls
 
     home, cwd = Path.home(), Path.cwd()
     found = installed_hook_urls(Target("project", home, cwd), default_url)
-    return found | installed_hook_urls(Target("user", home, cwd, codex_home=_codex_home()), default_url)
+    codex = codex_home.expanduser() if codex_home else None
+    return found | installed_hook_urls(Target("user", home, cwd, codex_home=codex), default_url)
 
 
-def _codex_home() -> Path | None:
-    value = os.environ.get("CODEX_HOME")
-    return Path(value).expanduser() if value else None
-
-
-def hook_status(as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON.")) -> None:
+def hook_status(as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+                codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
+                ) -> None:
     """Show the events the hook client holds in its spool, and why (counts by reason, oldest age),
     and the server the installed hooks post to (their own ``--ingress-url``, else the hook
     client's resolution; per client when they differ)."""
@@ -212,7 +209,7 @@ def hook_status(as_json: bool = typer.Option(False, "--json", help="Print the su
     from aimem_cli.hookspool import Spool
 
     data_dir, cfg = client_settings()
-    servers = _installed_servers(cfg["url"])
+    servers = _installed_servers(cfg["url"], codex_home)
     info = Spool(data_dir / "spool").status() | {
         "server": next(iter(servers.values()), cfg["url"]) if len(set(servers.values())) <= 1 else None,
         "servers": servers}
