@@ -173,7 +173,7 @@ def run_import(stack: LocalStack, corpus_home: Path, client: Path, expected_tota
     once the import's backlog is there, when ``handoff_tag``)."""
     env = stack.client_env(AIMEM_DATA_DIR=str(client))
     procs = descendants(stack.proc.pid)
-    cpu0 = {k: cpu_seconds_of([p for p, c in procs.items() if _label(c) == k]) for k in ("ingress", "writer", "nats-server")}
+    cpu0 = {k: cpu_seconds_of([p for p, c in procs.items() if _label(c) == k]) for k in ("ingress", "import-worker", "writer", "nats-server")}
     if live:
         live.start()
     t0 = time.monotonic()
@@ -195,6 +195,7 @@ def run_import(stack: LocalStack, corpus_home: Path, client: Path, expected_tota
     if live:
         live.stop()
     stats = json.loads(out)
+    procs = descendants(stack.proc.pid)  # again: ingress starts its import worker with the first batch
     cpu = {k: round(cpu_seconds_of([p for p, c in procs.items() if _label(c) == k]) - cpu0[k], 1) for k in cpu0}
     return {"lines": stats["lines"], "events": stats["events"], "new": stats.get("new"),  # absent before issue 27
             "cli_s": round(cli_s, 1), "stored_s": round(stored_s, 1),

@@ -103,6 +103,8 @@ def _cpu(pids: dict[int, str]) -> dict[int, float]:
 
 
 def _label(cmd: str) -> str:
+    if "multiprocessing.spawn" in cmd:
+        return "import-worker"  # ingress's import worker (aimem_ingress.importwork; ingress.workers = 1)
     for name in ("aimem_ingress", "aimem_writer", "nats-server", "aimem_query", "aimem_mcp", "aimem_maintainer"):
         if name in cmd:
             return name.replace("aimem_", "")

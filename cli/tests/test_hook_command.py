@@ -58,3 +58,41 @@ def test_up_refuses_an_unknown_log_format_in_one_line(tmp_path: Path) -> None:
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr == "aimem up: --log-format must be text, json or auto, not 'xml'\n"
     assert not (tmp_path / "d").exists()  # nothing was started or created
+
+
+def test_hook_status_names_the_server_the_installed_hooks_post_to(tmp_path: Path) -> None:
+    """Hooks installed with ``--ingress-url`` for a stack on another port base: ``hook status``
+    names that stack (it said 8701), per client when clients were installed for different stacks."""
+    import os
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIMEM_", "XDG_", "CODEX_"))} | {"HOME": str(home)}
+
+    def aimem(*args: str) -> subprocess.CompletedProcess:
+        out = subprocess.run([AIMEM, *args], capture_output=True, text=True, env=env, timeout=60, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        return out
+
+    def status() -> dict:
+        return json.loads(aimem("hook", "status", "--json").stdout)
+
+    assert status()["server"] == "http://127.0.0.1:8701" and status()["servers"] == {}  # nothing installed
+    aimem("install-hooks", "--client", "claude-code", "--home", str(home), "--data-dir", str(tmp_path / "d"),
+          "--ingress-url", "http://127.0.0.1:18721")
+    assert status()["server"] == "http://127.0.0.1:18721"
+    assert status()["servers"] == {"claude-code": "http://127.0.0.1:18721"}
+    assert "(server http://127.0.0.1:18721)" in aimem("hook", "status").stdout
+    aimem("install-hooks", "--client", "opencode", "--home", str(home), "--data-dir", str(tmp_path / "d"),
+          "--ingress-url", "http://127.0.0.1:18721")
+    aimem("install-hooks", "--client", "gemini-cli", "--home", str(home), "--data-dir", str(tmp_path / "d"))
+    doc = status()  # gemini-cli without --ingress-url: the hook client's own default
+    assert doc["servers"] == {"claude-code": "http://127.0.0.1:18721", "opencode": "http://127.0.0.1:18721",
+                              "gemini-cli": "http://127.0.0.1:8701"} and doc["server"] is None
+    text = aimem("hook", "status").stdout
+    assert "claude-code → http://127.0.0.1:18721" in text and "gemini-cli → http://127.0.0.1:8701" in text
+    codex_home = tmp_path / "codex-home"  # Codex's files under $CODEX_HOME, read there like install-hooks does
+    aimem("install-hooks", "--client", "codex", "--home", str(home), "--data-dir", str(tmp_path / "d"),
+          "--codex-home", str(codex_home), "--ingress-url", "http://127.0.0.1:28721")
+    env["CODEX_HOME"] = str(codex_home)
+    assert status()["servers"]["codex"] == "http://127.0.0.1:28721"

@@ -61,6 +61,9 @@ def test_installed_hook_command_run_with_home_only_stores_the_event(elsewhere, t
     commands = {event: groups[0]["hooks"][0]["command"] for event, groups in hooks.items()}
     ingress = f"http://127.0.0.1:{elsewhere.port_base}"
     assert all(f"--ingress-url {ingress}" in c for c in commands.values()), commands
+    status = subprocess.run([AIMEM, "hook", "status", "--json"], capture_output=True, text=True, timeout=60,
+                            env=clean_env(HOME=str(home)), cwd=tmp_path)
+    assert status.returncode == 0 and json.loads(status.stdout)["server"] == ingress, status.stdout + status.stderr
 
     word = f"zebrafinch{uuid.uuid4().hex[:8]}"
     project = tmp_path / "elsewhere-proj"

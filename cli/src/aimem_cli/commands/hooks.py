@@ -186,19 +186,38 @@ def _age(seconds: float | None) -> str:
         f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s")
 
 
-def hook_status(as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON.")) -> None:
-    """Show the events the hook client holds in its spool, and why (counts by reason, oldest age)."""
+def _installed_servers(default_url: str, codex_home: Path | None) -> dict[str, str]:
+    """``{client: ingress URL}`` of the hooks installed in the user's home and in the current
+    folder's project files, as their commands resolve it (``installed_hook_urls``)."""
+    from aimem_cli.installers.plans import installed_hook_urls
+
+    home, cwd = Path.home(), Path.cwd()
+    found = installed_hook_urls(Target("project", home, cwd), default_url)
+    codex = codex_home.expanduser() if codex_home else None
+    return found | installed_hook_urls(Target("user", home, cwd, codex_home=codex), default_url)
+
+
+def hook_status(as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+                codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
+                ) -> None:
+    """Show the events the hook client holds in its spool, and why (counts by reason, oldest age),
+    and the server the installed hooks post to (their own ``--ingress-url``, else the hook
+    client's resolution; per client when they differ)."""
     import json
 
     from aimem_cli.hookconfig import client_settings
     from aimem_cli.hookspool import Spool
 
     data_dir, cfg = client_settings()
-    info = Spool(data_dir / "spool").status() | {"server": cfg["url"]}
+    servers = _installed_servers(cfg["url"], codex_home)
+    info = Spool(data_dir / "spool").status() | {
+        "server": next(iter(servers.values()), cfg["url"]) if len(set(servers.values())) <= 1 else None,
+        "servers": servers}
     if as_json:
         typer.echo(json.dumps(info))
         return
-    typer.echo(f"spool: {info['path']} (server {info['server']})")
+    where = info["server"] or ", ".join(f"{c} → {u}" for c, u in servers.items())
+    typer.echo(f"spool: {info['path']} (server {where})")
     if not info["pending"]:
         typer.echo("pending: 0 — every event was delivered")
         return

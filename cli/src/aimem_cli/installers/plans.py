@@ -361,3 +361,54 @@ def plan_unmcp(client: str, target: Target) -> list[FileChange]:
         return []
     del table["aimem"]
     return [json_change(path, text, doc)]
+
+
+def installed_hook_urls(target: Target, default_url: str) -> dict[str, str]:
+    """Where the installed hooks of each client post: ``{client: ingress URL}`` for every client
+    whose hook file at ``target`` holds aimem's hook commands.
+
+    The URL is what the hook command itself resolves: its ``--ingress-url`` (written by
+    ``install-hooks`` for a stack not on 8701), else ``default_url`` (the hook client's own
+    resolution: ``AIMEM_INGRESS_URL``, ``ingress_url`` in the data dir's ``config.toml``, else
+    8701); the OpenCode plugin carries its URL in its source. Unreadable files are skipped.
+    """
+    import re
+    import shlex
+
+    out: dict[str, str] = {}
+    for client, pair in HOOK_FILES.items():
+        try:
+            text = read_text(target.path(pair, client))
+        except (InstallError, OSError):
+            continue
+        if not text:
+            continue
+        if client == "opencode":
+            found = re.search(r'AIMEM_INGRESS_URL \?\? "([^"]*)"', text) if opencode.MARKER in text else None
+            if found:
+                out[client] = found.group(1).rstrip("/")
+            continue
+        try:
+            hooks = _hooks_table(Path(client), load_json(Path(client), text), create=False) or {}
+        except InstallError:
+            continue
+        commands = [c for c in _commands(hooks) if is_ours(c)]
+        for command in commands:
+            try:
+                words = shlex.split(command)
+            except ValueError:
+                continue
+            url = next((words[i + 1] for i, w in enumerate(words[:-1]) if w == "--ingress-url"), None)
+            out[client] = (url or default_url).rstrip("/")
+            break
+    return out
+
+
+def _commands(node: Any) -> list[Any]:
+    """Every ``command``/``bash`` string in a hooks table, however the client nests its entries."""
+    if isinstance(node, dict):
+        found = [node[k] for k in ("command", "bash") if isinstance(node.get(k), str)]
+        return found + [c for v in node.values() if isinstance(v, (dict, list)) for c in _commands(v)]
+    if isinstance(node, list):
+        return [c for v in node for c in _commands(v)]
+    return []

@@ -20,6 +20,7 @@ from aimem_ingress.context import HookMetrics, IngressContext
 from aimem_ingress.backfills import router as backfill_router
 from aimem_ingress.gate import LagGate
 from aimem_ingress.imports import router as import_router
+from aimem_ingress.importwork import ImportWorkers
 from aimem_ingress.purged import PurgedSessions
 from aimem_ingress.routes import post_hook, router
 from aimem_ingress.workstreams import router as workstream_router
@@ -49,13 +50,15 @@ def create_app(settings: Settings) -> ServiceApp:
             await g.refresh()
             g.start()
             s.stack.push_async_callback(g.close)
+        imports = ImportWorkers()  # live first: import batches are read in their own process (started
+        s.stack.callback(imports.close)  # by the first batch: a stack that never imports runs none)
         pool = await s.read_pool(size=READ_POOL_SIZE, budget_ms=settings.query.query_budget_ms, wait_s=0, lazy=True)
         # Traced, every hook travels alone: one trace per hook from ingress to git commit.
         hooks = Gatherer(bus, max_cmds=1 if tracing_enabled() else cfg.bundle_max_cmds,
                          max_bytes=min(settings.bus.mut_max_msg_bytes // 2, BUNDLE_MAX_BYTES),
                          max_inflight=cfg.bundle_max_inflight, enabled=gate.writer_reads_bundles)
         return IngressContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, gate=gate,
-                              import_gate=import_gate, metrics=metrics, read_pool=pool, hooks=hooks,
+                              import_gate=import_gate, imports=imports, metrics=metrics, read_pool=pool, hooks=hooks,
                               purged=PurgedSessions(pool, bus),
                               claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
 

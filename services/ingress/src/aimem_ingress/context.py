@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aimem_common.bundles import Gatherer
 from aimem_common.errors import UnavailableError
@@ -14,6 +14,9 @@ from aimem_common.service import ServiceContext
 from aimem_common.telemetry import Telemetry
 from aimem_ingress.gate import LagGate
 from aimem_ingress.purged import PurgedSessions
+
+if TYPE_CHECKING:  # importwork imports the routes, which import this module
+    from aimem_ingress.importwork import ImportWorkers
 
 log = logging.getLogger("aimem.ingress")
 T = TypeVar("T")
@@ -48,6 +51,7 @@ class IngressContext(ServiceContext):
 
     gate: LagGate  # the live lane: hooks, session-start claims
     import_gate: LagGate  # the bulk lane: POST /hook/import (its own backlog bound, never the hooks')
+    imports: ImportWorkers  # the process(es) that read import batches off the live loop
     metrics: HookMetrics
     read_pool: ReaderPool
     hooks: Gatherer  # the hook commands' publisher: concurrent hooks share a JetStream message

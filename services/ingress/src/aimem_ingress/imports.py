@@ -14,8 +14,9 @@ Live first (DESIGN.md "Hook ingress"): imported commands travel in the bulk lane
 (``aimem.bulk.<op>`` on ``AIMEM_BULK``), which the writer applies only when the live lane has
 nothing pending; their back-pressure is the import gate (``ingress.max_import_delay_s`` of
 bulk backlog, or the bulk stream full: 429 to the importer, which retries), never the live
-one. The normalising yields to the event loop every ``YIELD_EVERY`` events so that a live
-hook arriving meanwhile is not held behind a whole batch.
+one. The batch is read (decoded, validated, normalised, sanitised) by the import worker
+process (``aimem_ingress.importwork``, lower OS priority), never on the event loop that
+answers live hooks; the loop only awaits it and publishes what it returns.
 
 Before publishing, ingress asks the store what it knows (``aimem_common.read.imports``):
 an event whose key the writer has applied is not sent again (``already``), nor one of a
@@ -53,59 +54,23 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from aimem_common import clients, locations
-from aimem_common.auth import Principal
 from aimem_common.bus import BULK
-from aimem_common.commands import Envelope, make_envelope
-from aimem_common.commands.envelope import first_error
-from aimem_common.commands.observations import SessionEnd
-from aimem_common.errors import BadRequestError
-from aimem_common.models import validate_name
 from aimem_common.read.imports import ImportKnown, import_known
-from aimem_common.sanitize import RawObservation, sanitize
-from aimem_ingress.body import decode_json, read_capped
-from aimem_ingress.normalize import HookPayloadError, normalize
+from aimem_ingress.body import read_capped
 from aimem_ingress.deps import CtxDep
-from aimem_ingress.routes import (
-    HOOK_ACTOR, MAX_KEY_CHARS, MAX_ORIGIN_CHARS, MAX_ROOT_CHARS, HookScope, _authorize, _check_ready, _key_field,
-    caller_key, require_hook_write,
-)
+from aimem_ingress.importwork import MAX_EVENTS, Encoded, Segment
+from aimem_ingress.routes import HookScope, _authorize, _check_ready, require_hook_write
+
+__all__ = ["MAX_EVENTS", "router"]
 
 router = APIRouter()
-MAX_EVENTS = 1000
 # PubAcks in flight per import request (one NATS connection keeps order): few, so that a live
 # hook's publish on the same connection waits behind at most this many imported ones.
 PUBLISH_CONCURRENCY = 16
-YIELD_EVERY = 16  # events normalised between two turns of the event loop (live hooks go between)
-
-
-class ImportItem(BaseModel):
-    """One event of a batch: its idempotency key and a ``generic`` hook payload."""
-
-    model_config = ConfigDict(extra="forbid")
-    key: str = Field(min_length=1, max_length=MAX_KEY_CHARS)
-    end: bool = False
-    payload: dict[str, Any]
-
-
-class ImportBatch(BaseModel):
-    """The ``POST /hook/import`` body (see the module docstring)."""
-
-    model_config = ConfigDict(extra="forbid")
-    agent: str
-    workspace: str = "default"
-    project: str
-    root: str | None = None
-    origin: str | None = None
-    named: bool = False
-    repo_id: str | None = Field(None, pattern=r"^[0-9a-f]{32}$")  # the repository's stable id (identity)
-    events: list[ImportItem] = Field(max_length=MAX_EVENTS)
 
 
 @router.post("/hook/import", status_code=202)
@@ -113,19 +78,13 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
     """Accept a batch of imported transcript events; see the module docstring."""
     principal = await _authorize(ctx, request)
     cfg = ctx.settings.ingress
-    body = decode_json(await read_capped(request, cfg.max_body_bytes), max_depth=cfg.max_json_depth)
-    try:
-        batch = ImportBatch.model_validate(body)
-    except ValidationError as exc:
-        raise BadRequestError(f"invalid import batch: {first_error(exc)}", code="invalid_batch") from None
-    agent = clients.ALIASES.get(batch.agent, batch.agent)
-    if agent not in clients.AGENTS:
-        raise BadRequestError(f"unknown agent {batch.agent!r}; expected {clients.AGENTS}", code="unknown_agent")
-    scope = HookScope(validate_name(batch.workspace, "workspace"), validate_name(batch.project, "project"),
-                      locations.normalize(_key_field(batch.root, "root", MAX_ROOT_CHARS)),
-                      _key_field(batch.origin, "origin", MAX_ORIGIN_CHARS), batch.named, batch.repo_id)
+    # Live first: the batch is read (decoded, validated, normalised, sanitised) in the import
+    # worker process (``importwork``), never on this event loop, which live hooks share.
+    parsed = await ctx.imports.parse(await read_capped(request, cfg.max_body_bytes),
+                                     max_depth=cfg.max_json_depth, principal=principal)
+    agent, scope = parsed.agent, parsed.scope
     await require_hook_write(ctx, principal, scope)
-    segments, rejected = await _envelopes(batch, agent, scope, principal)
+    segments, rejected = parsed.segments, parsed.rejected
     segments, purged = _without_purged(ctx, segments)
     _check_ready(ctx)
     ctx.import_gate.check()
@@ -136,25 +95,25 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
         for env in observations:
             if env.idempotency_key in known.applied:
                 already += 1
-            elif env.payload["session_id"] in known.live:
+            elif env.session_id in known.live:
                 live += 1
             else:
                 send.append(env)
         for i in range(0, len(send), PUBLISH_CONCURRENCY):
             chunk = send[i:i + PUBLISH_CONCURRENCY]
-            results = await asyncio.gather(*(ctx.bus.publish(env, lane=BULK) for env in chunk))
+            results = await asyncio.gather(*(_publish(ctx, env) for env in chunk))
             dup = sum(r.duplicate for r in results)
             already += dup
             new += len(results) - dup
             for env in chunk:
-                ctx.metrics.events.labels(agent, env.payload["kind"]).inc()
+                ctx.metrics.events.labels(agent, env.kind).inc()
         accepted += len(observations)
         if end is not None:
             accepted += 1
             if end.idempotency_key in known.applied:
                 duplicates += 1
             else:
-                duplicates += (await ctx.bus.publish(end, lane=BULK)).duplicate
+                duplicates += (await _publish(ctx, end)).duplicate
     duplicates += already
     ctx.metrics.responses.labels("202").inc()
     return JSONResponse({"accepted": accepted, "duplicates": duplicates, "new": new, "already": already,
@@ -162,15 +121,20 @@ async def post_import(request: Request, ctx: CtxDep) -> JSONResponse:
                          "purged": purged}, status_code=202)
 
 
-def _without_purged(ctx, segments: list[tuple[list[Envelope], Envelope | None]]
-                    ) -> tuple[list[tuple[list[Envelope], Envelope | None]], int]:
+async def _publish(ctx, cmd: Encoded):
+    """Publish one command of a batch on the bulk lane (its PubAck; ``Bus.publish``'s errors)."""
+    return await ctx.bus.publish_encoded(cmd.op, cmd.data, msg_id=cmd.dedupe_id, cmd_id=cmd.cmd_id, lane=BULK)
+
+
+def _without_purged(ctx, segments: list[Segment]
+                    ) -> tuple[list[Segment], int]:
     """Drop the events of sessions ingress sees purged (counted as 410s); return what is left
     and how many were dropped. The writer drops any the cache has not seen yet."""
     out, dropped = [], 0
     for observations, end in segments:
         kept = []
         for env in [*observations, *([end] if end is not None else [])]:
-            sid = env.payload["session_id"]
+            sid = env.session_id
             if ctx.purged.is_purged(sid):
                 ctx.purged.note_refused(sid, env.op)
                 ctx.metrics.purged.labels("import").inc()
@@ -182,46 +146,11 @@ def _without_purged(ctx, segments: list[tuple[list[Envelope], Envelope | None]]
     return out, dropped
 
 
-async def _known(ctx, scope: HookScope, segments: list[tuple[list[Envelope], Envelope | None]]) -> ImportKnown:
+async def _known(ctx, scope: HookScope, segments: list[Segment]) -> ImportKnown:
     """What the store knows of the batch (applied keys, sessions captured live); nothing known when
     the database cannot be read yet (every event is then sent; the writer dedupes and skips)."""
     keys = [e.idempotency_key for obs, end in segments for e in (*obs, *([end] if end else [])) if e.idempotency_key]
-    sids = [e.payload["session_id"] for obs, _ in segments for e in obs]
+    sids = [e.session_id for obs, _ in segments for e in obs]
     known = await ctx.read(partial(import_known, workspace=scope.workspace, project=scope.project, root=scope.root,
                                    origin=scope.origin, explicit=scope.explicit, keys=keys, session_ids=sids))
     return known or ImportKnown()
-
-
-async def _envelopes(batch: ImportBatch, agent: str, scope: HookScope, principal: Principal
-                     ) -> tuple[list[tuple[list[Envelope], Envelope | None]], list[dict[str, Any]]]:
-    """Normalise and sanitise every item, yielding to the event loop every ``YIELD_EVERY`` items;
-    return ``([(observations, end|None)], rejected)``."""
-    segments: list[tuple[list[Envelope], Envelope | None]] = []
-    current: list[Envelope] = []
-    rejected: list[dict[str, Any]] = []
-    for index, item in enumerate(batch.events):
-        if index and index % YIELD_EVERY == 0:
-            await asyncio.sleep(0)  # live first: a hook that arrived meanwhile is answered now
-        try:
-            ev = normalize("generic", item.payload)
-        except HookPayloadError as exc:
-            rejected.append({"index": index, "code": exc.code, "message": exc.message})
-            continue
-        if item.end:
-            end = SessionEnd(session_id=ev.session_id, agent=agent, cwd=ev.cwd,
-                             ended_at=ev.occurred_at, historical=True)
-            segments.append((current, make_envelope("session.end", end, actor=HOOK_ACTOR, idempotency_key=caller_key(principal, scope, item.key),
-                                                    **scope.envelope_kwargs())))
-            current = []
-            continue
-        raw = RawObservation(
-            session_id=ev.session_id, kind=ev.kind, agent=agent, cwd=ev.cwd, title=ev.title, body=ev.body,
-            tool_name=ev.tool_name, source_event=None, extension=None, model=ev.model,
-            occurred_at=ev.occurred_at,
-        )
-        payload = sanitize(raw).to_payload().model_copy(update={"imported": True})
-        current.append(make_envelope("observation.append", payload, actor=HOOK_ACTOR, idempotency_key=caller_key(principal, scope, item.key),
-                                     **scope.envelope_kwargs()))
-    if current:
-        segments.append((current, None))
-    return segments, rejected

@@ -158,6 +158,13 @@ class Bus:
             headers[REPLAY_HEADER] = str(replay_of)
         return await self._publish(env.op, env.model_dump_json().encode(), headers, env.cmd_id, 1, timeout_s, lane)
 
+    async def publish_encoded(self, op: str, data: bytes, *, msg_id: str, cmd_id: str, lane: str = LIVE,
+                              timeout_s: float | None = None) -> PublishResult:
+        """``publish`` for a command encoded elsewhere: ``data`` is an envelope's JSON
+        (``Envelope.model_dump_json()``, e.g. made in ingress's import worker process), ``msg_id``
+        its ``dedupe_id``, ``cmd_id`` its ``cmd_id``. Same result and errors as ``publish``."""
+        return await self._publish(op, data, {MSG_ID_HEADER: msg_id}, cmd_id, 1, timeout_s, lane)
+
     async def publish_bundle(self, envs: list[Envelope], parts: list[bytes], *,
                              timeout_s: float | None = None) -> PublishResult:
         """Publish fire-and-forget ``envs`` (their JSON ``parts``, same order) as one message on
