@@ -132,3 +132,59 @@ def test_backup_agents_redacts_and_restore_is_a_dry_run_unless_apply(tmp_path, m
     assert snapshot(home)[".codex/config.toml"] == installed[".codex/config.toml"]
     assert list((home / ".codex").glob("config.toml.aimem-*"))  # the overwritten one kept beside it
     assert cli("restore-agents", "--from", str(tmp_path / "nope.tgz"))[0] == 1
+
+
+def test_install_skills_writes_managed_skills_and_never_touches_the_users_own(tmp_path):
+    from aimem_common.skills import MANAGED_MARK, SKILLS
+
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    home.mkdir()
+    mine = repo / ".agents/skills/aimem-handoff/SKILL.md"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("---\nname: aimem-handoff\ndescription: my own\n---\n")
+    # a user's skill of one of our names: refused (exit 1, one line), nothing written
+    code, out = cli("install-skills", "--dir", str(repo), "--home", str(home))
+    assert code == 1 and "not written by aimem" in out and "--force" in out
+    assert not (repo / ".claude").exists() and not (repo / ".agents/skills/aimem-recall").exists()
+    mine.unlink()
+    code, out = cli("install-skills", "--dir", str(repo), "--home", str(home))
+    assert code == 0, out
+    for base in (".claude/skills", ".agents/skills"):
+        for rel, text in SKILLS.items():
+            assert (repo / base / rel).read_text() == text and MANAGED_MARK in text
+    assert cli("install-skills", "--dir", str(repo), "--home", str(home))[1].strip() == "already up to date"
+    # an edited managed skill is refreshed; a neighbour skill of the user's stays
+    (repo / ".claude/skills/aimem-recall/SKILL.md").write_text("old\n" + MANAGED_MARK)
+    other = repo / ".claude/skills/deploy/SKILL.md"
+    other.parent.mkdir()
+    other.write_text("mine")
+    code, out = cli("install-skills", "--client", "claude-code", "--dir", str(repo))
+    assert code == 0 and out.count("updated") == 1, out
+    mine.write_text("taken over by the user")  # no longer ours: --remove leaves it
+    code, out = cli("install-skills", "--remove", "--dir", str(repo))
+    assert code == 0, out
+    assert {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()} == {
+        ".claude/skills/deploy/SKILL.md", ".agents/skills/aimem-handoff/SKILL.md"}
+    assert not (repo / ".agents/skills/aimem-recall").exists()  # emptied folders go too
+    # user scope: the home
+    assert cli("install-skills", "--scope", "user", "--client", "codex", "--home", str(home))[0] == 0
+    assert (home / ".agents/skills/aimem-recall/SKILL.md").is_file()
+    assert cli("install-skills", "--client", "emacs")[0] == 1
+    assert cli("install-skills", "--scope", "global")[0] == 1
+
+
+def test_setup_agent_installs_skills_and_uninstall_removes_them(tmp_path):
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    home.mkdir()
+    repo.mkdir()
+    code, out = cli("setup-agent", "--client", "claude-code", "--home", str(home), "--project-dir", str(repo))
+    assert code == 0, out
+    assert (home / ".claude/skills/aimem-recall/SKILL.md").is_file()
+    code, out = cli("setup-agent", "--client", "codex", "--scope", "project", "--home", str(home),
+                    "--project-dir", str(repo), "--no-instructions")
+    assert code == 0, out
+    assert (repo / ".agents/skills/aimem-remember/SKILL.md").is_file() and not (repo / "AGENTS.md").exists()
+    assert cli("uninstall", "--home", str(home), "--project-dir", str(repo))[0] == 0
+    assert not list((home / ".claude/skills").rglob("SKILL.md"))
+    assert cli("uninstall", "--scope", "project", "--home", str(home), "--project-dir", str(repo))[0] == 0
+    assert not list(repo.rglob("SKILL.md"))
