@@ -111,6 +111,9 @@ def test_backup_agents_redacts_and_restore_is_a_dry_run_unless_apply(tmp_path, m
     with tarfile.open(tmp_path / "a.tgz") as tar:
         blobs = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
     assert "files/.claude.json" in blobs and "files/.codex/config.toml" in blobs
+    # setup-agent put the skills under the home: they travel too (the user's own skills do not)
+    assert blobs["files/.claude/skills/aimem-recall/SKILL.md"] == installed[".claude/skills/aimem-recall/SKILL.md"]
+    assert "files/.agents/skills/aimem-handoff/SKILL.md" in blobs
     assert not any(key in v for v in blobs.values()) and "<redacted>" in blobs["files/.claude.json"]
     assert not any(n.endswith("client-token") for n in blobs)
     code, out = cli("backup-agents", "--to", str(tmp_path / "s.tgz"), "--home", str(home), "--include-secrets")

@@ -188,7 +188,7 @@ _SECRET_RES = (  # a bearer credential in a header value, an aimem API key anywh
 
 def agent_files(home: Path, codex_home: Path | None = None) -> dict[str, Path]:
     """The user-scope files aimem installs into (hooks, MCP entries, Codex's config, the
-    opencode plugin) that exist, keyed by their path relative to ``home``; plus the hook
+    opencode plugin, aimem's own skills) that exist, keyed by their path relative to ``home``; plus the hook
     client's credential (``.local/share/aimem/auth/client-token`` style) when present."""
     from aimem_cli.hookconfig import CLIENT_TOKEN, client_settings
     from aimem_cli.installers.plans import HOOK_FILES, MCP_FILES
@@ -202,6 +202,12 @@ def agent_files(home: Path, codex_home: Path | None = None) -> dict[str, Path]:
             path = codex_home / Path(rel).relative_to(".codex")
         if path.is_file():
             out[rel] = path
+    from aimem_common.skills import MANAGED_MARK, SKILLS, skills_dir
+
+    for rel in sorted({f"{skills_dir(c)}/{s}" for c in CLIENTS for s in SKILLS}):
+        path = home / rel
+        if path.is_file() and MANAGED_MARK in path.read_text("utf-8", errors="replace"):
+            out[rel] = path  # aimem's managed skills under the home (install-skills --scope user)
     client_dir, _ = client_settings(home)
     token = client_dir / CLIENT_TOKEN
     if token.is_file():
@@ -231,7 +237,8 @@ def backup_agents(
     codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
 ) -> None:
     """Archive the agent clients' aimem-related configs (hooks, MCP entries, Codex's config,
-    the hook client's credential). Secrets are redacted unless --include-secrets."""
+    aimem's user-scope skills, the hook client's credential). Secrets are redacted unless
+    --include-secrets."""
     import io
     import json
     import os
