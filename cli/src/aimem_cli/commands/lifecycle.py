@@ -275,6 +275,9 @@ def delete_workspace(
     emit(data, as_json, lambda d: typer.echo(line(d, "Deleted")))
 
 
+REORG_BATCH = 2000
+
+
 def reorg_locations(found: list[dict]) -> tuple[list[dict], list[dict]]:
     """Resolve each directory of ``/admin/session-locations`` again, as the hook client does
     today (``aimem_cli.identity``): ``(locations to send, directories left alone with a
@@ -323,10 +326,19 @@ def reorg(
     with client(server, token) as c:
         found = c.get("/admin/session-locations", **params)["locations"]
         send, left = reorg_locations(found)
-        data = c.post("/admin/reorg", {"locations": send, "from_workspace": workspace if project is None else
-                                       (workspace or load_settings().workspace_default),
-                                       "from_project": project, "pages": pages, "confirm": confirm,
-                                       "force": force})
+        body = {"from_workspace": workspace if project is None else (workspace or load_settings().workspace_default),
+                "from_project": project, "pages": pages, "confirm": confirm, "force": force}
+        # One writer transaction per REORG_BATCH folders (the route takes at most 10,000).
+        parts = [c.post("/admin/reorg", {**body, "locations": send[i:i + REORG_BATCH]})
+                 for i in range(0, max(len(send), 1), REORG_BATCH)]
+    data = parts[0]
+    for more in parts[1:]:
+        for key in ("moved", "unchanged"):
+            data[key] += more[key]
+        for key in ("skipped", "sessions"):
+            data[key] += more[key]
+        data["created_projects"] += [p for p in more["created_projects"] if p not in data["created_projects"]]
+        data["summary"] = {k: v + more["summary"][k] for k, v in data["summary"].items()}
     data["left_alone"] = left
 
     def human(d: dict) -> None:
