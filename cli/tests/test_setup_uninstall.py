@@ -191,3 +191,28 @@ def test_setup_agent_installs_skills_and_uninstall_removes_them(tmp_path):
     assert not list((home / ".claude/skills").rglob("SKILL.md"))
     assert cli("uninstall", "--scope", "project", "--home", str(home), "--project-dir", str(repo))[0] == 0
     assert not list(repo.rglob("SKILL.md"))
+
+
+def test_install_instructions_replaces_the_block_an_agent_wrote_from_the_mcp_snippet(tmp_path):
+    """memory_install_self_routing hands agents the same markers: install-instructions then
+    replaces that block in place (never a second one), and so it does a block under the
+    markers the tool used before; --remove takes every aimem block out."""
+    from aimem_cli.commands.operate import BEGIN, END
+    from aimem_common.skills import LEGACY_INSTRUCTION_MARKERS
+    from aimem_mcp.tools.memory_install_self_routing import SNIPPET
+
+    (old_begin, old_end), = LEGACY_INSTRUCTION_MARKERS
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    agent_block = SNIPPET.format(begin=BEGIN, end=END, workspace="default", project="app")
+    for begin, end in ((BEGIN, END), (old_begin, old_end)):
+        block = agent_block.replace(BEGIN, begin).replace(END, end)
+        (repo / "CLAUDE.md").write_text("# Rules\n\n" + block + "\n## Build\nmake\n")
+        code, out = cli("install-instructions", "--dir", str(repo))
+        assert code == 0, out
+        text = (repo / "CLAUDE.md").read_text()
+        assert text.count(BEGIN) == 1 and text.count(END) == 1 and old_begin not in text and "pass `workspace" not in text
+        assert text.startswith("# Rules\n\n" + BEGIN) and text.endswith("\n## Build\nmake\n")
+    (repo / "CLAUDE.md").write_text("# Rules\n\n" + agent_block.replace(BEGIN, old_begin).replace(END, old_end))
+    assert cli("install-instructions", "--dir", str(repo), "--remove")[0] == 0
+    assert (repo / "CLAUDE.md").read_text() == "# Rules\n"

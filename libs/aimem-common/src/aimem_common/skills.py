@@ -1,5 +1,8 @@
-"""The managed Agent Skills: static ``SKILL.md`` files that teach an agent when to call
-aimem's MCP tools. ``memory_install_self_routing`` returns them for an agent to write;
+"""What aimem installs into agents' own files: the marked instructions block of CLAUDE.md /
+AGENTS.md / GEMINI.md (its markers, one pair whoever writes it: ``aimem
+install-instructions`` or an agent following ``memory_install_self_routing``), and the
+managed Agent Skills: static ``SKILL.md`` files that teach an agent when to call aimem's MCP
+tools. ``memory_install_self_routing`` returns them for an agent to write;
 ``aimem install-skills`` (and ``setup-agent``) writes them; ``uninstall`` removes them.
 
 A skill is a folder holding a ``SKILL.md`` (YAML frontmatter ``name`` + ``description``,
@@ -11,6 +14,13 @@ prompt packaging, not memory: nothing learns into them.
 """
 
 from __future__ import annotations
+
+INSTRUCTIONS_BEGIN = ("<!-- aimem:instructions:begin (managed by `aimem install-instructions`; "
+                      "edits inside are replaced) -->")
+INSTRUCTIONS_END = "<!-- aimem:instructions:end -->"
+# Markers memory_install_self_routing handed out before it shared the pair above: a block
+# between them is still aimem's (replaced by install-instructions, removed by uninstall).
+LEGACY_INSTRUCTION_MARKERS = (("<!-- aimem:routing:begin -->", "<!-- aimem:routing:end -->"),)
 
 MANAGED_MARK = "<!-- aimem:skill (managed by aimem: replaced by install-skills, removed by uninstall) -->"
 

@@ -21,7 +21,8 @@ TARGETS: dict[str, dict[str, str]] = {
                                ("opencode", "AGENTS.md"), ("cursor", "AGENTS.md"), ("generic", "AGENTS.md"))
 }
 
-BEGIN, END = "<!-- aimem:routing:begin -->", "<!-- aimem:routing:end -->"
+# One pair of markers with `aimem install-instructions`: either replaces the other's block.
+BEGIN, END = skills.INSTRUCTIONS_BEGIN, skills.INSTRUCTIONS_END
 
 SNIPPET = """{begin}
 ## Memory (aimem)
