@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from aimem_common.models import validate_name, validate_page_path
 from aimem_common.commands.envelope import OpPayload, register
@@ -180,15 +180,10 @@ class ReorgLocation(BaseModel):
     repo_id: str | None = Field(None, max_length=64)
     explicit: bool = False
 
-    @field_validator("workspace")
+    @field_validator("workspace", "project")
     @classmethod
-    def _ws(cls, v: str | None) -> str | None:
-        return _name(v, "workspace")
-
-    @field_validator("project")
-    @classmethod
-    def _pj(cls, v: str) -> str:
-        return _name(v, "project")
+    def _names(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return _name(v, info.field_name)
 
 
 @register("session.reorg")
@@ -208,15 +203,10 @@ class SessionReorg(OpPayload):
     dry_run: bool = True
     force: bool = False
 
-    @field_validator("from_workspace")
+    @field_validator("from_workspace", "from_project")
     @classmethod
-    def _fws(cls, v: str | None) -> str | None:
-        return _name(v, "workspace")
-
-    @field_validator("from_project")
-    @classmethod
-    def _fpj(cls, v: str | None) -> str | None:
-        return _name(v, "project")
+    def _names(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return _name(v, info.field_name.removeprefix("from_"))
 
 
 @register("page.restore")
