@@ -111,6 +111,9 @@ def test_backup_agents_redacts_and_restore_is_a_dry_run_unless_apply(tmp_path, m
     with tarfile.open(tmp_path / "a.tgz") as tar:
         blobs = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers() if m.isfile()}
     assert "files/.claude.json" in blobs and "files/.codex/config.toml" in blobs
+    # setup-agent put the skills under the home: they travel too (the user's own skills do not)
+    assert blobs["files/.claude/skills/aimem-recall/SKILL.md"] == installed[".claude/skills/aimem-recall/SKILL.md"]
+    assert "files/.agents/skills/aimem-handoff/SKILL.md" in blobs
     assert not any(key in v for v in blobs.values()) and "<redacted>" in blobs["files/.claude.json"]
     assert not any(n.endswith("client-token") for n in blobs)
     code, out = cli("backup-agents", "--to", str(tmp_path / "s.tgz"), "--home", str(home), "--include-secrets")
@@ -132,3 +135,84 @@ def test_backup_agents_redacts_and_restore_is_a_dry_run_unless_apply(tmp_path, m
     assert snapshot(home)[".codex/config.toml"] == installed[".codex/config.toml"]
     assert list((home / ".codex").glob("config.toml.aimem-*"))  # the overwritten one kept beside it
     assert cli("restore-agents", "--from", str(tmp_path / "nope.tgz"))[0] == 1
+
+
+def test_install_skills_writes_managed_skills_and_never_touches_the_users_own(tmp_path):
+    from aimem_common.skills import MANAGED_MARK, SKILLS
+
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    home.mkdir()
+    mine = repo / ".agents/skills/aimem-handoff/SKILL.md"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("---\nname: aimem-handoff\ndescription: my own\n---\n")
+    # a user's skill of one of our names: refused (exit 1, one line), nothing written
+    code, out = cli("install-skills", "--dir", str(repo), "--home", str(home))
+    assert code == 1 and "not written by aimem" in out and "--force" in out
+    assert not (repo / ".claude").exists() and not (repo / ".agents/skills/aimem-recall").exists()
+    mine.unlink()
+    code, out = cli("install-skills", "--dir", str(repo), "--home", str(home))
+    assert code == 0, out
+    for base in (".claude/skills", ".agents/skills"):
+        for rel, text in SKILLS.items():
+            assert (repo / base / rel).read_text() == text and MANAGED_MARK in text
+    assert cli("install-skills", "--dir", str(repo), "--home", str(home))[1].strip() == "already up to date"
+    # an edited managed skill is refreshed; a neighbour skill of the user's stays
+    (repo / ".claude/skills/aimem-recall/SKILL.md").write_text("old\n" + MANAGED_MARK)
+    other = repo / ".claude/skills/deploy/SKILL.md"
+    other.parent.mkdir()
+    other.write_text("mine")
+    code, out = cli("install-skills", "--client", "claude-code", "--dir", str(repo))
+    assert code == 0 and out.count("updated") == 1, out
+    mine.write_text("taken over by the user")  # no longer ours: --remove leaves it
+    code, out = cli("install-skills", "--remove", "--dir", str(repo))
+    assert code == 0, out
+    assert {p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()} == {
+        ".claude/skills/deploy/SKILL.md", ".agents/skills/aimem-handoff/SKILL.md"}
+    assert not (repo / ".agents/skills/aimem-recall").exists()  # emptied folders go too
+    # user scope: the home
+    assert cli("install-skills", "--scope", "user", "--client", "codex", "--home", str(home))[0] == 0
+    assert (home / ".agents/skills/aimem-recall/SKILL.md").is_file()
+    assert cli("install-skills", "--client", "emacs")[0] == 1
+    assert cli("install-skills", "--scope", "global")[0] == 1
+
+
+def test_setup_agent_installs_skills_and_uninstall_removes_them(tmp_path):
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    home.mkdir()
+    repo.mkdir()
+    code, out = cli("setup-agent", "--client", "claude-code", "--home", str(home), "--project-dir", str(repo))
+    assert code == 0, out
+    assert (home / ".claude/skills/aimem-recall/SKILL.md").is_file()
+    code, out = cli("setup-agent", "--client", "codex", "--scope", "project", "--home", str(home),
+                    "--project-dir", str(repo), "--no-instructions")
+    assert code == 0, out
+    assert (repo / ".agents/skills/aimem-remember/SKILL.md").is_file() and not (repo / "AGENTS.md").exists()
+    assert cli("uninstall", "--home", str(home), "--project-dir", str(repo))[0] == 0
+    assert not list((home / ".claude/skills").rglob("SKILL.md"))
+    assert cli("uninstall", "--scope", "project", "--home", str(home), "--project-dir", str(repo))[0] == 0
+    assert not list(repo.rglob("SKILL.md"))
+
+
+def test_install_instructions_replaces_the_block_an_agent_wrote_from_the_mcp_snippet(tmp_path):
+    """memory_install_self_routing hands agents the same markers: install-instructions then
+    replaces that block in place (never a second one), and so it does a block under the
+    markers the tool used before; --remove takes every aimem block out."""
+    from aimem_cli.commands.operate import BEGIN, END
+    from aimem_common.skills import LEGACY_INSTRUCTION_MARKERS
+    from aimem_mcp.tools.memory_install_self_routing import SNIPPET
+
+    (old_begin, old_end), = LEGACY_INSTRUCTION_MARKERS
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    agent_block = SNIPPET.format(begin=BEGIN, end=END, workspace="default", project="app")
+    for begin, end in ((BEGIN, END), (old_begin, old_end)):
+        block = agent_block.replace(BEGIN, begin).replace(END, end)
+        (repo / "CLAUDE.md").write_text("# Rules\n\n" + block + "\n## Build\nmake\n")
+        code, out = cli("install-instructions", "--dir", str(repo))
+        assert code == 0, out
+        text = (repo / "CLAUDE.md").read_text()
+        assert text.count(BEGIN) == 1 and text.count(END) == 1 and old_begin not in text and "pass `workspace" not in text
+        assert text.startswith("# Rules\n\n" + BEGIN) and text.endswith("\n## Build\nmake\n")
+    (repo / "CLAUDE.md").write_text("# Rules\n\n" + agent_block.replace(BEGIN, old_begin).replace(END, old_end))
+    assert cli("install-instructions", "--dir", str(repo), "--remove")[0] == 0
+    assert (repo / "CLAUDE.md").read_text() == "# Rules\n"

@@ -1,7 +1,8 @@
 """Wiring aimem into agent clients in one step, and taking it out again (issue 30):
-``setup-agent --client X`` (hooks + MCP + the instructions block) and ``uninstall [--client
-X] [--purge-data --confirm]`` (everything aimem installed; the data dir only when asked).
-Both reuse the installers' plans (``aimem_cli.installers``): merges, never clobbers, and only
+``setup-agent --client X`` (hooks + MCP + the instructions block + the skills),
+``install-skills`` (the managed Agent Skills alone) and ``uninstall [--client X]
+[--purge-data --confirm]`` (everything aimem installed; the data dir only when asked).
+All reuse the installers' plans (``aimem_cli.installers``): merges, never clobbers, and only
 aimem's own entries are removed.
 """
 
@@ -22,6 +23,7 @@ from aimem_cli.commands.operate import (
 from aimem_cli.installers import InstallError, plan_hooks, plan_mcp, plan_unhooks, plan_unmcp
 from aimem_common.clients import INSTALLABLE as CLIENTS
 from aimem_cli.installers.base import FileChange, read_text
+from aimem_cli.installers.skills import plan_skills, prune_empty_dirs
 
 
 def _instruction_change(path: Path, remove: bool) -> list[FileChange]:
@@ -39,7 +41,8 @@ def setup_agent(
     scope: str = typer.Option("user", "--scope", help="user (your home) or project (this directory)"),
     project_dir: Path = typer.Option(None, "--project-dir", help="the repository whose instruction file gets "
                                      "the aimem block (default: here)"),
-    no_instructions: bool = typer.Option(False, "--no-instructions", help="hooks and MCP only"),
+    no_instructions: bool = typer.Option(False, "--no-instructions", help="no instructions block"),
+    no_skills: bool = typer.Option(False, "--no-skills", help="no Agent Skills"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the diff, write nothing"),
     port_base: int = typer.Option(None, "--port-base", help="the stack's port base"),
     home: Path = typer.Option(None, "--home", hidden=True),
@@ -47,8 +50,9 @@ def setup_agent(
     api_key: str = typer.Option(None, "--api-key", help="a user's API key to send instead of the root token"),
     data_dir: Path = typer.Option(None, "--data-dir", help="the server's data dir (its root token)"),
 ) -> None:
-    """Wire aimem into one client in one step: lifecycle hooks, the MCP server and the
-    instructions block (CLAUDE.md / AGENTS.md / GEMINI.md of --project-dir). Idempotent."""
+    """Wire aimem into one client in one step: lifecycle hooks, the MCP server, the
+    instructions block (CLAUDE.md / AGENTS.md / GEMINI.md of --project-dir) and the managed
+    Agent Skills (under your home with --scope user, else in --project-dir). Idempotent."""
     if client not in CLIENTS:
         fail(f"unknown client {client!r}; expected one of {', '.join(CLIENTS)}")
     token = server_credential(api_key, data_dir, create=not dry_run)
@@ -57,11 +61,48 @@ def setup_agent(
     try:
         changes = plan_hooks(client, target)
         changes += plan_mcp(client, target, mcp_url)
+        if not no_skills:
+            changes += plan_skills(client, _skills_base(scope, target.home, project_dir))
     except InstallError as exc:
         fail(str(exc))
     if not no_instructions:
         changes += _instruction_change((project_dir or Path.cwd()).resolve() / INSTRUCTION_FILES[client], False)
     apply_changes(changes, dry_run)
+
+
+def _skills_base(scope: str, home: Path, project_dir: Path | None) -> Path:
+    return home if scope == "user" else (project_dir or Path.cwd()).resolve()
+
+
+def install_skills(
+    client: str = typer.Option(None, "--client", help=f"one of: {', '.join(CLIENTS)} (default: every client: "
+                               ".claude/skills and .agents/skills)"),
+    scope: str = typer.Option("project", "--scope", help="project (--dir) or user (your home)"),
+    directory: Path = typer.Option(None, "--dir", help="The repository (default: here)."),
+    remove: bool = typer.Option(False, "--remove", help="Take aimem's skills out instead."),
+    force: bool = typer.Option(False, "--force", help="Overwrite a SKILL.md of the same name that aimem did not write."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print the diff, write nothing"),
+    home: Path = typer.Option(None, "--home", hidden=True),
+) -> None:
+    """Write (or refresh) aimem's managed Agent Skills (aimem-recall, aimem-handoff,
+    aimem-remember: when to call which memory tool) into the client's skills folder:
+    .claude/skills for Claude Code, .agents/skills for the others. Idempotent; a SKILL.md
+    aimem did not write is never overwritten (unless --force) nor removed."""
+    if client is not None and client not in CLIENTS:
+        fail(f"unknown client {client!r}; expected one of {', '.join(CLIENTS)}")
+    if scope not in ("user", "project"):
+        fail("--scope must be user or project")
+    base = _skills_base(scope, (home or Path.home()).expanduser(), directory)
+    changes: list[FileChange] = []
+    try:
+        for c in [client] if client else list(CLIENTS):
+            changes += [ch for ch in plan_skills(c, base, remove=remove, force=force)
+                        if ch.path not in {x.path for x in changes}]
+    except InstallError as exc:
+        fail(str(exc))
+    apply_changes(changes, dry_run)
+    if not dry_run:
+        prune_empty_dirs(changes)
 
 
 def purge_plan(data_dir: Path) -> dict:
@@ -98,12 +139,16 @@ def uninstall(
                 if "no " not in str(exc):  # a client without a file in this scope: nothing installed
                     raise
             changes += plan_unmcp(c, target)
+            changes += [ch for ch in plan_skills(c, _skills_base(scope, target.home, project_dir), remove=True)
+                        if ch.path not in {x.path for x in changes}]
     except InstallError as exc:
         fail(str(exc))
     where = (project_dir or Path.cwd()).resolve()
     for name in dict.fromkeys(INSTRUCTION_FILES[c] for c in clients):
         changes += _instruction_change(where / name, True)
     apply_changes(changes, dry_run)
+    if not dry_run:
+        prune_empty_dirs(changes)
     if not purge_data:
         return
     from aimem_cli.commands.base import load_settings
@@ -125,8 +170,9 @@ def uninstall(
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``setup-agent`` and ``uninstall`` to ``app``."""
+    """Add ``setup-agent``, ``install-skills``, ``uninstall`` and the agent-config backups to ``app``."""
     app.command("setup-agent")(setup_agent)
+    app.command("install-skills")(install_skills)
     app.command("uninstall")(uninstall)
     app.command("backup-agents")(backup_agents)
     app.command("restore-agents")(restore_agents)
@@ -142,7 +188,7 @@ _SECRET_RES = (  # a bearer credential in a header value, an aimem API key anywh
 
 def agent_files(home: Path, codex_home: Path | None = None) -> dict[str, Path]:
     """The user-scope files aimem installs into (hooks, MCP entries, Codex's config, the
-    opencode plugin) that exist, keyed by their path relative to ``home``; plus the hook
+    opencode plugin, aimem's own skills) that exist, keyed by their path relative to ``home``; plus the hook
     client's credential (``.local/share/aimem/auth/client-token`` style) when present."""
     from aimem_cli.hookconfig import CLIENT_TOKEN, client_settings
     from aimem_cli.installers.plans import HOOK_FILES, MCP_FILES
@@ -156,6 +202,12 @@ def agent_files(home: Path, codex_home: Path | None = None) -> dict[str, Path]:
             path = codex_home / Path(rel).relative_to(".codex")
         if path.is_file():
             out[rel] = path
+    from aimem_common.skills import MANAGED_MARK, SKILLS, skills_dir
+
+    for rel in sorted({f"{skills_dir(c)}/{s}" for c in CLIENTS for s in SKILLS}):
+        path = home / rel
+        if path.is_file() and MANAGED_MARK in path.read_text("utf-8", errors="replace"):
+            out[rel] = path  # aimem's managed skills under the home (install-skills --scope user)
     client_dir, _ = client_settings(home)
     token = client_dir / CLIENT_TOKEN
     if token.is_file():
@@ -185,7 +237,8 @@ def backup_agents(
     codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
 ) -> None:
     """Archive the agent clients' aimem-related configs (hooks, MCP entries, Codex's config,
-    the hook client's credential). Secrets are redacted unless --include-secrets."""
+    aimem's user-scope skills, the hook client's credential). Secrets are redacted unless
+    --include-secrets."""
     import io
     import json
     import os

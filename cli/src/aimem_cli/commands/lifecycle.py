@@ -1,5 +1,5 @@
 """Project and session lifecycle over ``/admin``: ``purge-session``, ``purge-project``, ``purge-workspace``,
-``rename-project``, ``rename-workspace``, ``move-project``, ``move-session``, ``purges``.
+``rename-project``, ``rename-workspace``, ``move-project``, ``move-session``, ``reorg``, ``purges``.
 
 A purge leaves a tombstone: later events of the purged session (or, for a project, of its
 sessions and from before the purge) are refused and counted; ``aimem purges`` lists what
@@ -286,11 +286,99 @@ def delete_workspace(
     emit(data, as_json, lambda d: typer.echo(line(d, "Deleted")))
 
 
+REORG_BATCH = 2000
+
+
+def reorg_locations(found: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Resolve each directory of ``/admin/session-locations`` again, as the hook client does
+    today (``aimem_cli.identity``): ``(locations to send, directories left alone with a
+    reason)``. A directory that no longer exists here is left alone (``cwd_gone``): its
+    name alone would guess a project; one whose marker says ``capture = false`` too
+    (``not_captured``). A Windows path is named by its folder, as its hooks were."""
+    import os
+
+    from aimem_cli import identity
+    from aimem_common import locations
+
+    send, left = [], []
+    for entry in found:
+        cwd = entry["cwd"]
+        windows = os.name != "nt" and locations.is_windows(cwd)
+        if not windows and not os.path.isdir(cwd):
+            left.append({**entry, "reason": "cwd_gone"})
+            continue
+        ident = identity.resolve(cwd)
+        if not ident.capture:
+            left.append({**entry, "reason": "not_captured"})
+            continue
+        if not ident.project:
+            left.append({**entry, "reason": "no_name"})
+            continue
+        send.append({"cwd": cwd, "workspace": ident.workspace, "project": ident.project, "root": ident.root,
+                     "origin": ident.origin, "repo_id": ident.repo_id, "explicit": ident.explicit})
+    return send, left
+
+
+def reorg(
+    workspace: str = typer.Option(None, "--workspace", "-w", help="Only sessions now in this workspace."),
+    project: str = typer.Option(None, "--project", "-p", help="Only sessions now in this project."),
+    confirm: bool = typer.Option(False, "--confirm", help="Apply the moves (without it: a preview)."),
+    force: bool = typer.Option(False, "--force", help="Also move sessions that are still open."),
+    pages: str = typer.Option("move", "--pages", help="move|regenerate: what happens to a moved session's page"),
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Re-derive every session's project from the directory it ran in (its .aimem.toml marker,
+    else its repository, as hooks resolve it today) and move the sessions that sit in another
+    project (as move-session does). Preview without --confirm; the preview's counts are the
+    run's. Directories that no longer exist here are left alone. Run it where the sessions ran."""
+    if pages not in ("move", "regenerate"):
+        fail("--pages must be move or regenerate")
+    params = {k: v for k, v in (("workspace", workspace), ("project", project)) if v is not None}
+    with client(server, token) as c:
+        found = c.get("/admin/session-locations", **params)["locations"]
+        send, left = reorg_locations(found)
+        body = {"from_workspace": workspace if project is None else (workspace or load_settings().workspace_default),
+                "from_project": project, "pages": pages, "confirm": confirm, "force": force}
+        # One writer transaction per REORG_BATCH folders (the route takes at most 10,000).
+        parts = [c.post("/admin/reorg", {**body, "locations": send[i:i + REORG_BATCH]})
+                 for i in range(0, max(len(send), 1), REORG_BATCH)]
+    data = parts[0]
+    for more in parts[1:]:
+        for key in ("moved", "unchanged"):
+            data[key] += more[key]
+        for key in ("skipped", "sessions"):
+            data[key] += more[key]
+        data["created_projects"] += [p for p in more["created_projects"] if p not in data["created_projects"]]
+        data["summary"] = {k: v + more["summary"][k] for k, v in data["summary"].items()}
+    data["left_alone"] = left
+
+    def human(d: dict) -> None:
+        verb = "would move" if d["dry_run"] else "moved"
+        for r in d["sessions"]:
+            typer.echo(f"{verb} session {r['session_id']}: {r['from']['workspace']}/{r['from']['project']} -> "
+                       f"{r['to']['workspace']}/{r['to']['project']} ({r['summary']['observations']} observations,"
+                       f" {r['summary']['handoffs']} handoffs, page {r['page']})")
+        for s in d["skipped"]:
+            typer.echo(f"skipped session {s['session_id']} ({s['reason']}): {s['message']}")
+        for e in left:
+            typer.echo(f"left alone {e['cwd']} ({e['reason']}): {e['sessions']} session(s) in {', '.join(e['projects'])}")
+        for p in d["created_projects"]:
+            typer.echo(f"{'would create' if d['dry_run'] else 'created'} project {p['workspace']}/{p['project']}")
+        s = d["summary"]
+        typer.echo(f"{verb} {d['moved']} sessions ({s['observations']} observations, {s['handoffs']} handoffs); "
+                   f"{d['unchanged']} already in place, {len(d['skipped'])} skipped, "
+                   f"{sum(e['sessions'] for e in left)} left alone"
+                   + ("; re-run with --confirm to apply" if d["dry_run"] else ""))
+
+    emit(data, as_json, human)
+
+
 def register(app: typer.Typer) -> None:
     """Add the lifecycle commands to the ``aimem`` app."""
     for name, fn in (
         ("purge-session", purge_session), ("purge-project", purge_project), ("rename-project", rename_project),
         ("rename-workspace", rename_workspace), ("move-project", move_project), ("move-session", move_session),
         ("purge-workspace", purge_workspace), ("purges", purges), ("delete-workspace", delete_workspace),
+        ("reorg", reorg),
     ):
         app.command(name)(fn)

@@ -15,6 +15,7 @@ from typing import Any
 import typer
 
 from aimem_cli.commands.base import JsonOpt, ServerOpt, TokenOpt, client, emit, fail, load_settings
+from aimem_common.skills import INSTRUCTIONS_BEGIN, INSTRUCTIONS_END, LEGACY_INSTRUCTION_MARKERS
 
 DataDirOpt = typer.Option(None, "--data-dir", help="Data dir (default: AIMEM_DATA_DIR, else ./data).")
 
@@ -22,8 +23,7 @@ DataDirOpt = typer.Option(None, "--data-dir", help="Data dir (default: AIMEM_DAT
 # auth/ (tokens), backups/ and logs/ stay.
 RESET_DIRS = ("db", "wiki", "search", "nats")
 
-BEGIN = "<!-- aimem:instructions:begin (managed by `aimem install-instructions`; edits inside are replaced) -->"
-END = "<!-- aimem:instructions:end -->"
+BEGIN, END = INSTRUCTIONS_BEGIN, INSTRUCTIONS_END
 INSTRUCTION_FILES = {"claude-code": "CLAUDE.md", "codex": "AGENTS.md", "opencode": "AGENTS.md", "cursor": "AGENTS.md",
                      "copilot-cli": "AGENTS.md", "gemini-cli": "GEMINI.md", "gemini": "GEMINI.md"}
 INSTRUCTIONS = """\
@@ -249,25 +249,37 @@ def _reason(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _block_span(text: str, markers: tuple[tuple[str, str], ...]) -> tuple[int, int] | None:
+    for begin, end in markers:
+        a = text.find(begin)
+        b = text.find(end, a + len(begin)) if a >= 0 else -1
+        if b >= 0:
+            return a, b + len(end)
+    return None
+
+
 def upsert_block(text: str | None, block: str) -> str:
-    """``text`` with its aimem instructions block replaced by ``block`` (appended when absent)."""
+    """``text`` with its aimem instructions block replaced by ``block`` (appended when absent).
+    A block under the markers ``memory_install_self_routing`` used before is replaced in place."""
     managed = f"{BEGIN}\n{block.rstrip()}\n{END}\n"
     if text is None or not text.strip():
         return managed
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        rest = text[b:]
-        return text[:a] + managed.rstrip("\n") + (rest if rest.startswith("\n") else "\n" + rest)
-    return text.rstrip("\n") + "\n\n" + managed
+    span = _block_span(text, ((BEGIN, END), *LEGACY_INSTRUCTION_MARKERS))
+    if span is None:
+        return text.rstrip("\n") + "\n\n" + managed
+    a, b = span
+    head, rest = remove_block(text[:a], legacy_only=True), remove_block(text[b:], legacy_only=True)
+    return head + managed.rstrip("\n") + (rest if rest.startswith("\n") else "\n" + rest)
 
 
-def remove_block(text: str) -> str:
-    """``text`` without its aimem instructions block (and the blank line before it)."""
-    if BEGIN not in text or END not in text:
-        return text
-    a, b = text.index(BEGIN), text.index(END) + len(END)
-    head, tail = text[:a].rstrip("\n"), text[b:].lstrip("\n")
-    return (head + ("\n\n" + tail if tail else "\n")) if head else tail
+def remove_block(text: str, *, legacy_only: bool = False) -> str:
+    """``text`` without its aimem instructions blocks (and the blank line before each)."""
+    markers = LEGACY_INSTRUCTION_MARKERS if legacy_only else ((BEGIN, END), *LEGACY_INSTRUCTION_MARKERS)
+    while (span := _block_span(text, markers)) is not None:
+        a, b = span
+        head, tail = text[:a].rstrip("\n"), text[b:].lstrip("\n")
+        text = (head + ("\n\n" + tail if tail else "\n")) if head else tail
+    return text
 
 
 def instruction_targets(directory: Path, client_name: str | None) -> list[Path]:

@@ -14,6 +14,7 @@ writer op          operation
 ``workspace.purge`` ``purge_workspace``
 ``project.move``   ``move_project``
 ``session.move``   ``move_session``
+``session.reorg``  ``move_session``
 =================  ==================
 
 A dry run (``dry_run: true``) changes nothing and is never asked about. The webhooks of
@@ -50,6 +51,7 @@ OPERATIONS: dict[str, str] = {
     "workspace.purge": "purge_workspace",
     "project.move": "move_project",
     "session.move": "move_session",
+    "session.reorg": "move_session",
 }
 REASON_MAX = 500
 

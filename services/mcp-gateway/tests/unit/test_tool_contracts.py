@@ -131,3 +131,17 @@ def test_the_injected_outputs_are_fenced_and_say_so():
     for spec in ALL_TOOLS:
         if spec.fenced:
             assert "<aimem-memory>" in spec.description and "fence" in spec.description, spec.name
+
+
+def test_the_managed_skills_and_routing_name_only_real_tools_and_parameters(listed):
+    """The skills (aimem_common.skills, written by `aimem install-skills` and returned by
+    memory_install_self_routing) teach agents tool names: each one must exist."""
+    from aimem_common.skills import MANAGED_MARK, SKILLS
+    from aimem_mcp.tools.memory_install_self_routing import SNIPPET
+
+    names = {t.name for t in listed}
+    for rel, text in SKILLS.items():
+        assert text.startswith("---\nname: " + rel.split("/")[0] + "\n") and MANAGED_MARK in text
+        used = set(re.findall(r"memory_[a-z_]+", text))
+        assert used and used <= names, (rel, used - names)
+    assert set(re.findall(r"memory_[a-z_]+", SNIPPET)) <= names

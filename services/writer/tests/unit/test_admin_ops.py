@@ -344,3 +344,46 @@ def test_users_keys_grants(h: Harness) -> None:
     assert e.value.status == 404
     ops = {r[0] for r in h.conn.execute("SELECT op FROM audit_log")}
     assert {"user.create", "apikey.create", "grant.set", "apikey.revoke", "user.delete"} <= ops
+
+
+def test_session_reorg_two_folders_into_one_new_project_keyed_and_scoped(h: Harness) -> None:
+    """session.reorg: two folders resolving to one project not made yet create it once (keyed
+    by the root, as a hook would); a session already there stays; the source filter limits
+    the run; a page clash is a skip that leaves the session whole; the preview is the run."""
+    h.session("default", "docs", "s-a", cwd="/w/docs")
+    h.session("default", "docs-old", "s-b", cwd="/w/docs/guide")
+    h.session("default", "other", "s-c", cwd="/w/other")
+    h.write("default", "docs", "sessions/s-a.md", "# s-a\nsummary", session_id="s-a")
+    locs = [{"cwd": "/w/docs", "project": "handbook", "root": "/w/docs"},
+            {"cwd": "/w/docs/guide", "project": "handbook", "root": "/w/docs"},
+            {"cwd": "/w/other", "project": "other"}]
+    dry = h.run("session.reorg", {"locations": locs})
+    assert [s["session_id"] for s in dry["sessions"]] == ["s-a", "s-b"] and dry["unchanged"] == 1
+    assert dry["created_projects"] == [{"workspace": "default", "project": "handbook"}]
+    assert h.count("SELECT count(*) FROM projects WHERE name = 'handbook'") == 0
+    only = h.run("session.reorg", {"locations": locs, "from_project": "docs-old"})
+    assert [s["session_id"] for s in only["sessions"]] == ["s-b"] and only["unchanged"] == 0
+    out = h.run("session.reorg", {"locations": locs, "dry_run": False})
+    assert out["summary"] == dry["summary"] and out["moved"] == 2
+    assert h.count("SELECT count(*) FROM projects WHERE name = 'handbook' AND root = '/w/docs'") == 1
+    wid, pid = h.scope_ids("default", "handbook")
+    assert h.count("SELECT count(*) FROM observations WHERE project_id = ?", pid) == 6
+    assert (h.settings.wiki_dir / wid / pid / "sessions/s-a.md").is_file()
+    assert h.count("SELECT count(*) FROM audit_log WHERE op = 'session.move'") == 2
+    again = h.run("session.reorg", {"locations": locs, "dry_run": False})
+    assert (again["moved"], again["unchanged"], again["created_projects"]) == (0, 3, [])
+
+    # a page at the same path in the destination: skipped, nothing of that session moved
+    h.session("default", "scratch", "s-d", cwd="/w/scratch")
+    h.write("default", "scratch", "sessions/s-a.md", "# clash\nsame path", session_id="s-d")
+    clash = h.run("session.reorg", {"locations": [{"cwd": "/w/scratch", "project": "handbook", "root": "/w/docs"}],
+                                    "dry_run": False})
+    assert clash["moved"] == 0 and [(s["session_id"], s["reason"]) for s in clash["skipped"]] == [("s-d", "page_exists")]
+    _, spid = h.scope_ids("default", "scratch")
+    assert h.count("SELECT count(*) FROM observations WHERE session_id = 's-d' AND project_id = ?", spid) == 3
+    with pytest.raises(AimemError) as e:
+        h.run("session.reorg", {"locations": locs, "from_workspace": "nowhere"})
+    assert e.value.status == 404
+    with pytest.raises(AimemError) as e:
+        h.run("session.reorg", {"locations": [{"cwd": "/w/x", "project": "bad name!"}]})
+    assert e.value.status == 400

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from aimem_common.models import validate_name, validate_page_path
 from aimem_common.commands.envelope import OpPayload, register
@@ -165,6 +165,48 @@ class SessionMove(OpPayload):
         if (self.session_id is None) == (self.from_project is None):
             raise ValueError("give exactly one of session_id or from_project")
         return self
+
+
+class ReorgLocation(BaseModel):
+    """Where the sessions run in ``cwd`` belong now: the identity the hook client resolves
+    for that directory today (``workspace`` None: the default workspace)."""
+
+    model_config = ConfigDict(extra="forbid")
+    cwd: str = Field(min_length=1, max_length=4096)
+    workspace: str | None = None
+    project: str = Field(min_length=1, max_length=128)
+    root: str | None = Field(None, max_length=4096)
+    origin: str | None = Field(None, max_length=1024)
+    repo_id: str | None = Field(None, max_length=64)
+    explicit: bool = False
+
+    @field_validator("workspace", "project")
+    @classmethod
+    def _names(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return _name(v, info.field_name)
+
+
+@register("session.reorg")
+class SessionReorg(OpPayload):
+    """Re-derive the project of every session run in one of ``locations`` (its ``cwd``) and
+    move the sessions whose project differs (``session.move``'s per-session re-stamp), in
+    one transaction. Only sessions now in ``from_workspace``/``from_project`` when given.
+    A dry run (the default) executes inside a SAVEPOINT and rolls back: its counts are the
+    run's. A session that cannot move (still open without ``force``, a page clash) is
+    reported as skipped and stays where it is.
+    """
+
+    locations: list[ReorgLocation] = Field(max_length=10_000)
+    from_workspace: str | None = None
+    from_project: str | None = None
+    pages: Literal["move", "regenerate"] = "move"
+    dry_run: bool = True
+    force: bool = False
+
+    @field_validator("from_workspace", "from_project")
+    @classmethod
+    def _names(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return _name(v, info.field_name.removeprefix("from_"))
 
 
 @register("page.restore")

@@ -183,3 +183,27 @@ def idle_sessions(conn: sqlite3.Connection, *, quiet_before: str, limit: int = 2
         (quiet_before, max(1, limit)),
     ).fetchall()
     return [{k: r[k] for k in r.keys()} for r in rows]
+
+
+def session_locations(conn: sqlite3.Connection, *, workspace_id: str | None = None,
+                      project_id: str | None = None) -> list[dict[str, Any]]:
+    """Return every distinct ``cwd`` sessions ran in (store-wide, or of one workspace or
+    project), with where those sessions are now: ``[{"cwd", "sessions": int,
+    "projects": ["ws/project", ...]}]`` ordered by cwd. Sessions without a cwd are left
+    out. For ``aimem reorg``, which resolves each directory's project again."""
+    where, args = ["s.cwd IS NOT NULL", "s.cwd != ''"], []
+    if workspace_id is not None:
+        where.append("s.workspace_id = ?")
+        args.append(workspace_id)
+    if project_id is not None:
+        where.append("s.project_id = ?")
+        args.append(project_id)
+    out: dict[str, dict[str, Any]] = {}
+    for cwd, ws, pj, n in conn.execute(
+            "SELECT s.cwd, w.name, p.name, count(*) FROM sessions s JOIN projects p ON p.id = s.project_id"
+            " JOIN workspaces w ON w.id = s.workspace_id WHERE " + " AND ".join(where)
+            + " GROUP BY s.cwd, w.name, p.name ORDER BY s.cwd, w.name, p.name", args):
+        entry = out.setdefault(cwd, {"cwd": cwd, "sessions": 0, "projects": []})
+        entry["sessions"] += n
+        entry["projects"].append(f"{ws}/{pj}")
+    return list(out.values())

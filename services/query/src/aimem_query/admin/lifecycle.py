@@ -1,5 +1,5 @@
 """Lifecycle routes: purge-session, purge-project, purge-workspace, rename-project,
-rename-workspace, move-project, move-session.
+rename-workspace, move-project, move-session, reorg (and its input, session-locations).
 
 Each route checks the request shape, then sends one writer op and returns the writer's
 report. Every semantic check (scope lookup, guards, conflicts) happens in the writer, in
@@ -9,18 +9,20 @@ Confirmation rules:
 
 * purge-session / purge-project / purge-workspace / move-project: ``dry_run: true`` always wins and only
   previews; otherwise ``confirm: true`` is required (400 ``confirm_required``).
-* move-session: a dry run unless ``confirm: true`` (and ``dry_run`` still wins).
+* move-session and reorg: a dry run unless ``confirm: true`` (and ``dry_run`` still wins).
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from aimem_common.errors import BadRequestError
-from aimem_query.deps import send
+from aimem_common.errors import BadRequestError, NotFoundError
+from aimem_common.read import scopes
+from aimem_common.read.sessions import session_locations as locations
+from aimem_query.deps import ctx_of, read, send
 
 router = APIRouter()
 
@@ -211,3 +213,54 @@ async def expire_handoffs(body: ExpireHandoffsBody, request: Request) -> dict:
     return await send(request, "handoff.expire_all",
                       {"older_than_days": body.older_than_days, "dry_run": body.dry_run},
                       workspace=body.workspace, project=body.project)
+
+
+@router.get("/session-locations")
+async def session_locations(request: Request, workspace: str | None = Query(None, max_length=128),
+                            project: str | None = Query(None, max_length=128)) -> dict:
+    """Every directory sessions ran in, with their count and the projects holding them now:
+    ``{"locations": [{"cwd", "sessions", "projects": ["ws/project"]}]}`` (what ``aimem
+    reorg`` resolves again). ``project`` (in ``workspace``, else the default one) or
+    ``workspace`` narrows it; an unknown one is 404."""
+    wid = pid = None
+    if project is not None:
+        ws = workspace or ctx_of(request).settings.workspace_default
+        scope = await read(request, lambda c: scopes.resolve(c, ws, project))
+        wid, pid = scope.workspace_id, scope.project_id
+    elif workspace is not None:
+        wid = await read(request, lambda c: scopes.workspace_id(c, workspace))
+        if wid is None:
+            raise NotFoundError(f"workspace {workspace!r} not found", code="workspace_not_found")
+    return {"locations": await read(request, lambda c: locations(c, workspace_id=wid, project_id=pid))}
+
+
+class ReorgLocationBody(_Body):
+    cwd: str = Field(min_length=1, max_length=4096)
+    workspace: str | None = Field(None, max_length=128)
+    project: str = Field(min_length=1, max_length=128)
+    root: str | None = Field(None, max_length=4096)
+    origin: str | None = Field(None, max_length=1024)
+    repo_id: str | None = Field(None, max_length=64)
+    explicit: bool = False
+
+
+class ReorgBody(_Body):
+    locations: list[ReorgLocationBody] = Field(max_length=10_000)
+    from_workspace: str | None = Field(None, max_length=128)
+    from_project: str | None = Field(None, max_length=128)
+    pages: Literal["move", "regenerate"] = "move"
+    confirm: bool = False
+    dry_run: bool = False
+    force: bool = False
+
+
+@router.post("/reorg")
+async def reorg(body: ReorgBody, request: Request) -> dict:
+    """Move every session run in one of ``locations`` (a ``cwd`` from ``/admin/session-locations``
+    with the identity that directory resolves to today) to that project, when it is not
+    there already. A dry run unless ``confirm: true``; the preview's counts are the run's
+    (one writer transaction each). Returns ``{dry_run, moved, unchanged, skipped: [{session_id,
+    reason, message, ...}], created_projects, sessions: [per-session move report], summary}``."""
+    payload = body.model_dump(exclude={"confirm"})
+    payload["dry_run"] = body.dry_run or not body.confirm
+    return await send(request, "session.reorg", payload)

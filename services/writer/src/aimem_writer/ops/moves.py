@@ -10,6 +10,10 @@ source is purged.
 
 ``session.move`` re-stamps one session (or every session touching a project) into another
 project. Its dry run executes inside a SAVEPOINT and rolls back, so the counts are exact.
+
+``session.reorg`` re-derives each session's project from where it ran (its ``cwd``, as the
+caller resolves that directory today) and re-stamps the ones that differ, with the same
+per-session step as ``session.move``.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from aimem_common.errors import ConflictError, NotFoundError, UnprocessableError
 from aimem_common.read import scopes
 from aimem_common.models import Scope
 from aimem_common.commands import Envelope
-from aimem_common.commands.admin import DEDUP_FROM_TOKEN, ProjectMove, SessionMove
+from aimem_common.commands.admin import DEDUP_FROM_TOKEN, ProjectMove, SessionMove, SessionReorg
 from aimem_common.wikifmt import META_FILE, render_meta
 
 from aimem_writer.ops.projects import (
@@ -407,3 +411,97 @@ def session_move(tx: Tx, env: Envelope, cmd: SessionMove) -> dict:
             "to": {"workspace": to_ws, "project": cmd.to_project}, "total": len(sids),
             "moved": sum(1 for r in reports if r["session_moved"]), "sessions": reports}
 
+
+
+@handler("session.reorg")
+def session_reorg(tx: Tx, env: Envelope, cmd: SessionReorg) -> dict:
+    """Move every session of ``cmd.locations`` to the project its cwd resolves to now.
+
+    The destination of a location is found exactly as a hook event from there would find
+    it (``scopes.lookup``; a confirmed run creates a missing project through
+    ``Tx.resolve_scope``, which also records a new root as an alias, as the hook does). A
+    session is ``unchanged`` when it is there already, ``moved`` (or would be), or
+    ``skipped`` with the writer's error code (``session_open`` without ``force``,
+    ``page_exists``, ``consolidation_pending``); a skipped session is left as it was.
+    """
+    conn = tx.conn
+    dry = cmd.dry_run
+    default_ws = tx.settings.workspace_default
+    only_pid = None
+    if cmd.from_project is not None:
+        only_pid = tx.resolve_scope(cmd.from_workspace or default_ws, cmd.from_project).project_id
+    only_wid = scopes.workspace_id(conn, cmd.from_workspace) if cmd.from_workspace else None
+    if cmd.from_workspace and only_wid is None:
+        raise NotFoundError(f"workspace {cmd.from_workspace!r} not found", data={"workspace": cmd.from_workspace})
+    moved: list[dict] = []
+    skipped: list[dict] = []
+    unchanged = 0
+    created: list[dict] = []
+    if dry:
+        conn.execute("SAVEPOINT session_reorg_dry")
+    try:
+        for loc in cmd.locations:
+            rows = [r for r in conn.execute("SELECT * FROM sessions WHERE cwd = ? ORDER BY started_at, id",
+                                            (loc.cwd,)).fetchall()
+                    if (only_pid is None or r["project_id"] == only_pid)
+                    and (only_wid is None or r["workspace_id"] == only_wid)]
+            if not rows:
+                continue
+            ws = loc.workspace or default_ws
+            dest = scopes.lookup(conn, ws, loc.project, root=loc.root, origin=loc.origin, explicit=loc.explicit,
+                                 repo_id=loc.repo_id)
+            to = ({"workspace": dest.workspace, "project": dest.project} if dest else
+                  {"workspace": ws, "project": loc.project if loc.explicit or not (loc.root or loc.origin or loc.repo_id)
+                   else scopes.free_project_name(conn, ws, loc.project)})
+            pending = [r for r in rows if dest is None or r["project_id"] != dest.project_id]
+            unchanged += len(rows) - len(pending)
+            if dest is None and pending:
+                # A project this folder would create: probe first (with no destination the
+                # per-session step only checks and counts), so a run whose every session is
+                # skipped creates nothing.
+                probes = [(row, _try_move(tx, row, None, cmd, True, loc.cwd, to, skipped)) for row in pending]
+                pending = [row for row, report in probes if report is not None]
+                if pending:
+                    if to not in created:
+                        created.append(dict(to))
+                    if dry:
+                        moved += [{**report, "to": to} for _, report in probes if report is not None]
+                        continue
+                    dest = tx.resolve_scope(ws, loc.project, create=True, root=loc.root, origin=loc.origin,
+                                            explicit=loc.explicit, repo_id=loc.repo_id)
+                    to = {"workspace": dest.workspace, "project": dest.project}
+            for row in pending:
+                report = _try_move(tx, row, dest, cmd, dry, loc.cwd, to, skipped)
+                if report is not None:
+                    moved.append({**report, "to": to})
+    finally:
+        if dry:
+            conn.execute("ROLLBACK TO session_reorg_dry")
+            conn.execute("RELEASE session_reorg_dry")
+    if not dry and moved:
+        forget_cached_scopes(tx)
+    for report in moved:
+        report.pop("cwd_warning", None)
+    return {"dry_run": dry, "moved": len(moved), "unchanged": unchanged, "skipped": skipped,
+            "created_projects": created, "sessions": moved,
+            "summary": {k: sum(r["summary"][k] for r in moved) for k in
+                        ("observations", "handoffs", "page_versions_moved", "pages_regenerated")}}
+
+
+def _try_move(tx: Tx, row: sqlite3.Row, dest: Scope | None, cmd: SessionReorg, dry: bool, cwd: str,
+              to: dict, skipped: list[dict]) -> dict | None:
+    """One session's ``session.move`` step inside a savepoint: its report, or ``None`` after
+    recording why it was skipped (the session then stays exactly as it was)."""
+    conn = tx.conn
+    conn.execute("SAVEPOINT session_reorg_one")
+    try:
+        step = SessionMove(session_id=row["session_id"], to_workspace=to["workspace"], to_project=to["project"],
+                           pages=cmd.pages, force=cmd.force, dry_run=dry)
+        return _move_one(tx, row["session_id"], row, dest, step, dry)
+    except (ConflictError, UnprocessableError) as exc:
+        conn.execute("ROLLBACK TO session_reorg_one")
+        skipped.append({"session_id": row["session_id"], "cwd": cwd, "from": _scope_names(conn, row["project_id"]),
+                        "to": to, "reason": exc.code, "message": exc.message})
+        return None
+    finally:
+        conn.execute("RELEASE session_reorg_one")

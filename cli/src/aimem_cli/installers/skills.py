@@ -1,0 +1,45 @@
+"""Plans that install or remove aimem's managed Agent Skills (``aimem_common.skills``) for
+one client, in a project or under the home: ``install-skills``, ``setup-agent`` and
+``uninstall`` use them. A reinstall replaces only files carrying the managed mark; a
+``SKILL.md`` of the same name without it (the user's own) is never overwritten unless
+forced, and never removed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aimem_common.skills import MANAGED_MARK, SKILLS, skills_dir
+
+from aimem_cli.installers.base import FileChange, InstallError, read_text
+
+
+def plan_skills(client: str, base: Path, *, remove: bool = False, force: bool = False) -> list[FileChange]:
+    """The changes that install (or, with ``remove``, take out) aimem's skills for ``client``
+    under ``base`` (a project directory or the home).
+
+    Raises:
+        InstallError: installing, a ``SKILL.md`` of one of our names exists and is not ours
+            (and ``force`` is off); nothing is planned then.
+    """
+    changes: list[FileChange] = []
+    for rel, text in SKILLS.items():
+        path = base / skills_dir(client) / rel
+        old = read_text(path)
+        ours = old is not None and MANAGED_MARK in old
+        if remove:
+            if ours:
+                changes.append(FileChange(path, old, None))
+            continue
+        if old is not None and not ours and not force:
+            raise InstallError(f"{path} exists and was not written by aimem: move it away or pass --force")
+        changes.append(FileChange(path, old, text))
+    return changes
+
+
+def prune_empty_dirs(changes: list[FileChange]) -> None:
+    """After ``apply``, delete the skill folders that removals left empty."""
+    for ch in changes:
+        if ch.new is None and ch.path.name == "SKILL.md" and ch.path.parent.is_dir() \
+                and not any(ch.path.parent.iterdir()):
+            ch.path.parent.rmdir()
