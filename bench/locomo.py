@@ -431,7 +431,7 @@ def offline(data_path: Path, db: Path, *, show_misses: int = 40, vectors: bool =
             res = pool.call(memory_query, q.text, [scopes[q.sample_id]], options=opts, vector=qv, vectors=pool.vectors)
             side["cpu"].append((time.process_time() - c0) * 1000)
             side["wall"].append((time.perf_counter() - t0) * 1000)
-            r = ranked_sessions(res, q.sample_id)
+            r = ranked_sessions(res.to_json(), q.sample_id)
             side["rankings"].append(r)
             if not set(r[:5]) & q.sessions:
                 side["misses"].append((q, r))

@@ -249,7 +249,7 @@ def profile(pool: ReaderPool, qs: list[str], scopes: list[Scope] | None) -> dict
     laps: dict[str, list[float]] = {}
     for q in qs:
         res = pool.call(memory_query, q, scopes, options=opts)
-        for name, ms in res["stream_ms"].items():
+        for name, ms in res.explain["stream_ms"].items():
             laps.setdefault(name, []).append(ms)
     out = {}
     for name, xs in laps.items():

@@ -408,3 +408,22 @@ def test_no_interface_declares_a_search_parameter_of_its_own() -> None:
             if (names := _declared_search_fields(f)):
                 found[str(f.relative_to(REPO))] = names
     assert found == {}, f"declare search parameters in aimem_common/search/params.py only: {found}"
+
+
+def test_search_results_stay_typed_until_the_edge() -> None:
+    """``memory_query`` and ``Searcher.search`` return a ``SearchResult`` of ``Hit``/``RawHit``;
+    inside ``search/`` only ``result.py`` turns it into JSON (the interfaces call ``to_json``)."""
+    import typing
+
+    from aimem_common.search.query import memory_query
+    from aimem_common.search.result import SearchResult
+    from aimem_common.search.service import Searcher
+
+    assert typing.get_type_hints(memory_query)["return"] is SearchResult
+    assert Searcher.search.__annotations__["return"] in (SearchResult, "SearchResult")
+    hints = typing.get_type_hints(SearchResult)
+    assert "Hit" in str(hints["hits"]) and "RawHit" in str(hints["raw_hits"])
+    serialise = [f"{f.relative_to(REPO)}:{n.lineno}" for f in py_files(SEARCH) if f.name != "result.py"
+                 for n in ast.walk(ast.parse(f.read_text())) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Attribute) and n.func.attr == "to_json"]
+    assert serialise == [], f"search/ serialises hits before the edge: {serialise}"

@@ -28,10 +28,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aimem_common.config import RerankSettings
 from aimem_common.errors import ConfigError
+
+if TYPE_CHECKING:
+    from aimem_common.search.hits import Hit
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +176,7 @@ class RerankStage:
     def configured(self) -> bool:
         return self.reranker is not None
 
-    async def apply(self, query: str, hits: list[dict[str, Any]], texts: dict[int, str], certain: set[int], *,
+    async def apply(self, query: str, hits: list["Hit"], texts: dict[int, str], certain: set[int], *,
                     explain: bool) -> str | None:
         """Reorder ``hits`` in place (first ``top_n``); return a skip reason or None.
 
@@ -187,7 +190,7 @@ class RerankStage:
         if self._clock() < self._skip_until:
             return SKIP_COOLDOWN
         head = hits[:self.top_n]
-        docs = [texts.get(h["page_id"], h.get("title", "")) for h in head]
+        docs = [texts.get(h.page_id, h.title) for h in head]
         try:
             scores = await asyncio.wait_for(self.reranker.score(query, docs), self.timeout_s)
         except TimeoutError:
@@ -196,14 +199,15 @@ class RerankStage:
             return SKIP_BUSY
         except Exception as exc:  # noqa: BLE001 - optional stage: any failure keeps the fused order
             return self._failed(SKIP_ERROR, exc)
-        sure = [i for i, h in enumerate(head) if h["page_id"] in certain]
-        rest = sorted((i for i, h in enumerate(head) if h["page_id"] not in certain), key=lambda i: (-scores[i], i))
+        sure = [i for i, h in enumerate(head) if h.page_id in certain]
+        rest = sorted((i for i, h in enumerate(head) if h.page_id not in certain), key=lambda i: (-scores[i], i))
         order = sure + rest
         reordered = [head[i] for i in order]
         if explain:
             for rank, i in enumerate(order, start=1):
-                d = head[i].setdefault("score_details", {})
-                d["rerank"] = {"rank": rank, "score": round(scores[i], 6), "fused_rank": i + 1}
+                if head[i].score_details is None:
+                    head[i].score_details = {}
+                head[i].score_details["rerank"] = {"rank": rank, "score": round(scores[i], 6), "fused_rank": i + 1}
         hits[:len(head)] = reordered
         return None
 

@@ -10,13 +10,16 @@ import json
 import pytest
 
 from aimem_common.rerank import LLM_DOC_CHARS, SKIP_BUSY, SKIP_ERROR, SKIP_TIMEOUT, LlmReranker, RerankStage
+from aimem_common.search.hits import Hit
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
 
-def hits(n: int) -> tuple[list[dict], dict[int, str]]:
-    hs = [{"page_id": i + 1, "title": f"t{i}"} for i in range(n)]
-    return hs, {h["page_id"]: f"doc {h['page_id']} " + "x" * 1000 for h in hs}
+def hits(n: int) -> tuple[list[Hit], dict[int, str]]:
+    hs = [Hit(path=f"notes/t{i}.md", title=f"t{i}", score=1.0 / (i + 1), kind="note", tier="semantic",
+              workspace="default", project="app", page_id=i + 1, updated_at="2026-01-01T00:00:00Z", pinned=False,
+              tags=[]) for i in range(n)]
+    return hs, {h.page_id: f"doc {h.page_id} " + "x" * 1000 for h in hs}
 
 
 @pytest.fixture
@@ -43,8 +46,8 @@ async def test_llm_rerank_reorders_with_one_bounded_call(stage_for, fake_llm):
     fake_llm.answers["rerank"] = {"ranking": [2, 0]}
     hs, texts = hits(40)
     assert await stage.apply("which doc", hs, texts, set(), explain=False) is None
-    assert [h["page_id"] for h in hs[:4]] == [3, 1, 2, 4]  # ranked first, then the local order
-    assert [h["page_id"] for h in hs[30:]] == list(range(31, 41))  # past 30: untouched
+    assert [h.page_id for h in hs[:4]] == [3, 1, 2, 4]  # ranked first, then the local order
+    assert [h.page_id for h in hs[30:]] == list(range(31, 41))  # past 30: untouched
     assert fake_llm.chat_count == 1
     body = fake_llm.chat_requests()[0]["body"]
     user = body["messages"][0]["content"]
@@ -56,14 +59,14 @@ async def test_llm_rerank_reorders_with_one_bounded_call(stage_for, fake_llm):
 async def test_llm_failure_timeout_and_saturation_keep_the_local_order(stage_for, fake_llm):
     stage = stage_for(timeout_ms=1500)
     hs, texts = hits(10)
-    before = [h["page_id"] for h in hs]
+    before = [h.page_id for h in hs]
     fake_llm.mode = "500"
     assert await stage.apply("q", hs, texts, set(), explain=False) == SKIP_ERROR
-    assert [h["page_id"] for h in hs] == before
+    assert [h.page_id for h in hs] == before
     await asyncio.sleep(0.2)  # the provider's circuit (0.1 s here) closes again
     fake_llm.mode, fake_llm.hang_s = "hang", 3.0
     assert await stage.apply("q", hs, texts, set(), explain=False) == SKIP_TIMEOUT
-    assert [h["page_id"] for h in hs] == before
+    assert [h.page_id for h in hs] == before
     await asyncio.sleep(1.5)  # the maintainer cancels the abandoned call at its budget (2.5 s): slot freed
     # ≤ 4 in flight: a fifth concurrent query is skipped at once, without a cooldown.
     slow = RerankStage(stage.reranker, top_n=30, timeout_ms=5000, cooldown_s=0.0)

@@ -37,7 +37,7 @@ def golden(tmp_path_factory):
 
 
 def _top(conn, scopes, q, project="shop", k=5):
-    res = memory_query(conn, q, [scopes[project]], options=QueryOptions(limit=k))
+    res = memory_query(conn, q, [scopes[project]], options=QueryOptions(limit=k)).to_json()
     return [h["path"] for h in res["hits"]]
 
 
@@ -76,17 +76,17 @@ def test_authority_multiplier_ordering(golden, case):
 
 def test_scopes_and_global(golden):
     conn, scopes = golden
-    both = memory_query(conn, "jetstream consumer stalled", [scopes["shop"], scopes["infra"]])
+    both = memory_query(conn, "jetstream consumer stalled", [scopes["shop"], scopes["infra"]]).to_json()
     assert both["hits"][0]["project"] == "infra"
-    glob = memory_query(conn, "certificate renewal acme", None)
+    glob = memory_query(conn, "certificate renewal acme", None).to_json()
     assert glob["hits"][0]["path"] == "runbooks/certificate-renewal.md"
-    shop_only = memory_query(conn, "certificate renewal acme", [scopes["shop"]])
+    shop_only = memory_query(conn, "certificate renewal acme", [scopes["shop"]]).to_json()
     assert all(h["project"] == "shop" for h in shop_only["hits"])
 
 
 def test_link_neighbours_surface(golden):
     conn, scopes = golden
-    res = memory_query(conn, "why was checkout slow", [scopes["shop"]], options=QueryOptions(explain=True))
+    res = memory_query(conn, "why was checkout slow", [scopes["shop"]], options=QueryOptions(explain=True)).to_json()
     paths = [h["path"] for h in res["hits"]]
     assert "gotchas/n-plus-one-order-items.md" in paths
     assert "links" in res["streams_active"]

@@ -252,7 +252,7 @@ def _run_vault(tmp: Path, build: Callable[[Seeder], list[Search]]) -> list[dict[
                                                         for p in projects]
                 opts = {k: v for k, v in kw.items() if k != "vector"}
                 vector = QueryVector(hash_embed(kw["vector"], VECTOR_DIM), "fake", "m", VECTOR_DIM) if "vector" in kw else None
-                res = memory_query(conn, q, scopes, options=QueryOptions(explain=True, **opts), vector=vector)
+                res = memory_query(conn, q, scopes, options=QueryOptions(explain=True, **opts), vector=vector).to_json()
                 out.append({"query": q, "projects": projects, "options": kw, "result": _strip(res)})
     finally:
         pool.close()
@@ -317,7 +317,10 @@ def test_service_search_matches_the_golden(tmp_path):
     def search(pool, settings, kw):
         return Searcher(pool=pool, settings=settings).search(ROOT, SearchParams(**kw))
 
-    _compare("service_search", service_results(tmp_path, search))
+    async def search_json(pool, settings, kw):
+        return (await search(pool, settings, kw)).to_json()
+
+    _compare("service_search", service_results(tmp_path, search_json))
 
 
 def test_search_openapi_matches_the_golden(tmp_path):

@@ -271,7 +271,7 @@ def test_a_moved_session_page_takes_its_entities_along(h: Harness) -> None:
 
     def entity_hits(ws: str, pj: str, q: str) -> list[tuple[str, str]]:
         wid, pid = h.scope_ids(ws, pj)
-        res = memory_query(h.conn, q, [Scope(ws, pj, wid, pid)], options=QueryOptions(explain=True))
+        res = memory_query(h.conn, q, [Scope(ws, pj, wid, pid)], options=QueryOptions(explain=True)).to_json()
         return [(x["project"], x["path"]) for x in res["hits"] if "entity" in x["score_details"]["streams"]]
 
     populate(h)

@@ -66,7 +66,7 @@ class Harness:
 
     def raw(self, q: str, ws: str = "default", pj: str = "app") -> list[tuple[str, str, int]]:
         """``raw_hits`` of a search of ``ws/pj`` as ``(project, session, observation id)``."""
-        res = memory_query(self.conn, q, [self.scope(ws, pj)], options=QueryOptions())
+        res = memory_query(self.conn, q, [self.scope(ws, pj)], options=QueryOptions()).to_json()
         return [(x["project"], x["session_id"], x["observation_id"]) for x in res["raw_hits"]]
 
 

@@ -57,7 +57,7 @@ def test_written_page_is_found_at_once_and_an_edit_replaces_it(ix) -> None:
     # The reply came after the index commit: the next search finds the page.
     assert found(pool, ["jitter"]) == [a["page_id"]]
     assert outbox(wh) == 0
-    hits = pool.call(memory_query, "how do we use jitter?", None, options=QueryOptions(explain=True))
+    hits = pool.call(memory_query, "how do we use jitter?", None, options=QueryOptions(explain=True)).to_json()
     assert [h["page_id"] for h in hits["hits"]] == [a["page_id"]] and "fts" in hits["streams_active"]
     b = wh.ok("page.write", {"path": "concepts/retry.md", "body": "# Retry policy\n\nExponential backoff only.\n"})
     assert found(pool, ["jitter"]) == []
@@ -94,7 +94,7 @@ def test_project_filter_move_and_purge(ix) -> None:
     assert found(pool, ["quokka"], [lib]) == [b["page_id"]]
     assert sorted(found(pool, ["quokka"], [app, lib])) == sorted([a["page_id"], b["page_id"]])
     scopes = {s.project: s for s in pool.call(all_scopes)}
-    hits = pool.call(memory_query, "quokka", [scopes["lib"]])["hits"]
+    hits = pool.call(memory_query, "quokka", [scopes["lib"]]).to_json()["hits"]
     assert [h["page_id"] for h in hits] == [b["page_id"]]
     # A move into another workspace holding a project of the same name copies and purges.
     wh.ok("page.write", {"path": "notes/c.md", "body": "# C\n\nother"}, ws="lab", pj="lib")
@@ -114,9 +114,9 @@ def test_operators_in_the_question_are_inert(ix) -> None:
     wh, _, pool = ix
     a = wh.ok("page.write", {"path": "notes/a.md", "body": "# Alpha\n\nplain text"})
     for q in ['alpha) OR (*', 'title:alpha AND -body:"', 'project:x alpha^9 NEAR/2', '"alpha']:
-        res = pool.call(memory_query, q, None)
+        res = pool.call(memory_query, q, None).to_json()
         assert [h["page_id"] for h in res["hits"]] == [a["page_id"]], q
-    assert pool.call(memory_query, ') ( * " : ^', None)["hits"] == []
+    assert pool.call(memory_query, ') ( * " : ^', None).to_json()["hits"] == []
     assert found(pool, ["*"]) == [] and found(pool, [project_id(wh)]) == []  # the filter field is not text
 
 
@@ -135,7 +135,7 @@ def test_missing_index_falls_back_to_fts5(wh, tmp_path) -> None:
     try:
         assert not pool.text_index.available()
         assert pool.text_index.search(["wombat"], None, 10) is None
-        res = pool.call(memory_query, "wombat", None, options=QueryOptions(explain=True))
+        res = pool.call(memory_query, "wombat", None, options=QueryOptions(explain=True)).to_json()
         assert [h["page_id"] for h in res["hits"]] == [a["page_id"]] and "fts" in res["streams_active"]
     finally:
         pool.close()
@@ -165,7 +165,7 @@ def test_deleted_or_outdated_index_is_rebuilt_while_readers_use_fts5(ix) -> None
     tw.close()
     shutil.rmtree(wh.settings.search_dir)
     assert not pool.text_index.available()
-    assert [h["page_id"] for h in pool.call(memory_query, "okapi", None)["hits"]] == [a["page_id"]]  # FTS5
+    assert [h["page_id"] for h in pool.call(memory_query, "okapi", None).to_json()["hits"]] == [a["page_id"]]  # FTS5
     tw2 = TextIndexWriter(wh.settings.search_dir, wh.settings.db_path)
     tw2.start(wh.conn)
     assert tw2.wait_ready(30) and found(pool, ["okapi"]) == [a["page_id"]]
@@ -240,7 +240,7 @@ def test_disabled_index_is_removed_and_the_outbox_kept_empty(ix) -> None:
     assert not ti.is_complete(wh.settings.search_dir) and not pool.text_index.available()
     wh.ok("page.write", {"path": "notes/b.md", "body": "# B\n\nibex"})
     assert outbox(wh) == 0
-    assert len(pool.call(memory_query, "ibex", None)["hits"]) == 2  # FTS5
+    assert len(pool.call(memory_query, "ibex", None).to_json()["hits"]) == 2  # FTS5
 
 
 def test_reindex_leaves_the_index_to_a_rebuild_from_the_new_db(ix) -> None:
@@ -280,7 +280,7 @@ def test_index_dir_removed_under_the_writer_never_stops_the_writer(ix) -> None:
     shutil.rmtree(wh.settings.search_dir)
     ids = [wh.ok("page.write", {"path": f"notes/{i}.md", "body": f"# N\n\nquokka {i}"})["page_id"] for i in range(3)]
     assert outbox(wh) == 3 and tw.failed and tw.failed.startswith("drain:")
-    res = pool.call(memory_query, "quokka", None)
+    res = pool.call(memory_query, "quokka", None).to_json()
     assert sorted(h["page_id"] for h in res["hits"]) == sorted(ids)
 
 
@@ -300,7 +300,7 @@ def test_damaged_postings_fall_back_to_fts5(ix) -> None:
             data[off] ^= 0xFF
         with f.open("r+b") as fh:
             fh.write(bytes(data))
-    res = pool.call(memory_query, "platypus burrow river", None, options=QueryOptions(limit=50))
+    res = pool.call(memory_query, "platypus burrow river", None, options=QueryOptions(limit=50)).to_json()
     assert sorted(h["page_id"] for h in res["hits"]) == sorted(ids)
     assert pool.text_index.search(["platypus"], None, 10) is None
 
@@ -349,7 +349,7 @@ def test_a_failed_index_commit_hands_searches_to_fts5_and_a_rebuild_catches_up(i
     assert not ti.is_complete(wh.settings.search_dir) and not tw.ready
     assert tw.status() == {"enabled": True, "ready": False, "failed": "drain: No space left on device (os error 28)"}
     assert pool.text_index.search(["wombat"], None, 10) is None  # FTS5 answers
-    res = pool.call(memory_query, "wombat", None)
+    res = pool.call(memory_query, "wombat", None).to_json()
     assert sorted(h["page_id"] for h in res["hits"]) == sorted([first, second])
     assert outbox(wh) == 1
     third = wh.ok("page.write", {"path": "notes/c.md", "body": "# C\n\nwombat three"})["page_id"]  # starts the rebuild
@@ -366,6 +366,6 @@ def test_unicode_forms_of_a_word_find_each_other(ix) -> None:
     nfd = wh.ok("page.write", {"path": "notes/nfd.md", "body": "# Contract\n\nAme\u0301lie signed it.\n"})
     tr = wh.ok("page.write", {"path": "notes/tr.md", "body": "# Trip\n\nThe team met in İstanbul.\n"})
     for q, want in [("Amélie", nfd), ("amelie", nfd), ("İstanbul", tr), ("İSTANBUL", tr), ("istanbul", tr)]:
-        res = pool.call(memory_query, q, None, options=QueryOptions(explain=True))
+        res = pool.call(memory_query, q, None, options=QueryOptions(explain=True)).to_json()
         assert [h["page_id"] for h in res["hits"]] == [want["page_id"]], q
     assert pool.text_index.available()

@@ -13,10 +13,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aimem_common.errors import AimemError
 from aimem_common.commands import make_envelope
+
+if TYPE_CHECKING:
+    from aimem_common.search.hits import Hit
 
 log = logging.getLogger("aimem.search.access")
 
@@ -55,17 +58,17 @@ class AccessThrottle:
         return out
 
 
-def group_hits(hits: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[int]]:
+def group_hits(hits: Iterable["Hit"]) -> dict[tuple[str, str], list[int]]:
     """Group live page hits by ``(workspace, project)`` → page ids (superseded ones skipped)."""
     out: dict[tuple[str, str], list[int]] = {}
     for h in hits:
-        if h.get("superseded"):
+        if h.superseded:
             continue
-        out.setdefault((h["workspace"], h["project"]), []).append(int(h["page_id"]))
+        out.setdefault((h.workspace, h.project), []).append(h.page_id)
     return out
 
 
-async def publish_access(bus: Any, throttle: AccessThrottle, hits: Iterable[dict[str, Any]], *, actor: str) -> int:
+async def publish_access(bus: Any, throttle: AccessThrottle, hits: Iterable["Hit"], *, actor: str) -> int:
     """Publish ``page.access`` for the due page hits, one command per project.
 
     ``bus`` is an ``aimem_common.bus.Bus``. Best effort: a bus error is logged, never

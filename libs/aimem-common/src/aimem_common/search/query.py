@@ -23,6 +23,7 @@ from aimem_common.search.fusion import fuse
 from aimem_common.search.hits import fill_explain_extras, page_hits, rerank_input
 from aimem_common.search.question import Question, QueryOptions, QueryVector
 from aimem_common.search.raw import raw_hits
+from aimem_common.search.result import SearchResult
 from aimem_common.search.stream import Run
 from aimem_common.search.streams import STREAMS
 
@@ -40,7 +41,7 @@ def memory_query(
     options: QueryOptions | None = None,
     vector: QueryVector | None = None,
     vectors: ChunkVectors | None = None,
-) -> dict[str, Any]:
+) -> SearchResult:
     """Search the compiled wiki of ``scopes`` (``None`` = every project, ``global=true``).
 
     Args:
@@ -51,11 +52,11 @@ def memory_query(
         vectors: the process's chunk-vector copy (``ReaderPool.vectors``); None loads the
             scope's rows for this call only (tests, one-off tools).
 
-    Returns ``{"hits": [Hit.to_json()], "raw_hits": [RawHit.to_json()]}`` (hits: score desc,
-    len ≤ ``limit``; raw hits: project-scoped searches only, len ≤ ``raw_limit``) plus, with
-    ``explain``, ``"streams_active": list[str]``, ``"fts_query": str|None``,
-    ``"trigram_query": str|None``, ``"trigram_short": list[str]``, ``"stream_ms": {stage: wall
-    ms}`` and per-hit ``score_details``; with ``rerank_docs``, ``"rerank"`` (``rerank_input``).
+    Returns a ``SearchResult``: ``hits`` (``Hit``, score desc, len ≤ ``limit``), ``raw_hits``
+    (``RawHit``: project-scoped searches only, len ≤ ``raw_limit``); with ``explain``, its
+    ``explain`` (``streams_active``, ``fts_query``, ``trigram_query``, ``trigram_short``,
+    ``stream_ms``) and per-hit ``score_details``; with ``rerank_docs``, ``rerank``
+    (``rerank_input``). ``to_json`` is its wire shape.
 
     Raises:
         BadRequestError: a malformed query vector.
@@ -63,13 +64,14 @@ def memory_query(
     opts = options or QueryOptions()
     limit = max(1, min(opts.limit, MAX_LIMIT))
     question = Question.of(query)
-    out: dict[str, Any] = {"hits": [], "raw_hits": []}
+    out = SearchResult()
+    explain: dict[str, Any] | None = None
     if opts.explain:
-        out.update(streams_active=[], fts_query=question.fts)
+        explain = out.explain = {"streams_active": [], "fts_query": question.fts}
     if scopes is not None and not scopes:
         return out
-    if opts.explain:
-        out.update(trigram_query=question.tri.match, trigram_short=question.tri.short)
+    if explain is not None:
+        explain.update(trigram_query=question.tri.match, trigram_short=question.tri.short)
 
     run = Run(conn, question, scopes, replace(opts, candidates=max(opts.candidates, limit * 3)), vector, vectors)
     active: list[str] = []
@@ -86,20 +88,20 @@ def memory_query(
 
     hits = page_hits(run, limit) if run.cands else []
     if opts.rerank_docs > 0 and run.cands:
-        out["rerank"] = rerank_input(conn, hits[:opts.rerank_docs], question.terms,
-                                     {pid for pid, c in run.cands.items() if c.certain})
-    if opts.explain and hits:
+        out.rerank = rerank_input(conn, hits[:opts.rerank_docs], question.terms,
+                                  {pid for pid, c in run.cands.items() if c.certain})
+    if explain is not None and hits:
         fill_explain_extras(conn, hits)
     lap("hits")
-    out["hits"] = [h.to_json() for h in hits]
+    out.hits = hits
     if scopes is not None and opts.raw_fallback and question.fts:
-        out["raw_hits"] = [r.to_json() for r in raw_hits(conn, question, scopes, pages_found=bool(hits),
-                                                         limit=opts.raw_limit, n_words=opts.snippet_words)]
-        if out["raw_hits"]:
+        out.raw_hits = raw_hits(conn, question, scopes, pages_found=bool(hits), limit=opts.raw_limit,
+                                n_words=opts.snippet_words)
+        if out.raw_hits:
             active.append("raw")
-    if opts.explain:
-        out["streams_active"] = active
-        out["stream_ms"] = lap.ms
+    if explain is not None:
+        explain["streams_active"] = active
+        explain["stream_ms"] = lap.ms
     return out
 
 

@@ -19,11 +19,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aimem_common.config import Settings
 from aimem_common.embed import Embedder, build_embedder
 from aimem_common.search.question import QueryVector
+
+if TYPE_CHECKING:
+    from aimem_common.search.result import SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -113,15 +116,15 @@ class QueryEmbedder:
             await self.embedder.aclose()
 
 
-def annotate(result: dict[str, Any], qe: QueryEmbedding, *, explain: bool) -> dict[str, Any]:
+def annotate(result: "SearchResult", qe: QueryEmbedding, *, explain: bool) -> "SearchResult":
     """Add ``streams_skipped`` (and the embedding time) to an ``explain`` result; returns it.
 
     ``streams_active`` lists what contributed; a vector stream that was skipped appears as
     ``streams_skipped: {"vector": reason}`` so a caller can tell "embedder down" from "no
     current vectors".
     """
-    if explain:
-        result["streams_skipped"] = {"vector": qe.skipped} if qe.skipped else {}
+    if explain and result.explain is not None:
+        result.explain["streams_skipped"] = {"vector": qe.skipped} if qe.skipped else {}
         if qe.vector is not None:
-            result["query_embed_ms"] = round(qe.ms, 2)
+            result.explain["query_embed_ms"] = round(qe.ms, 2)
     return result

@@ -25,6 +25,7 @@ from aimem_common.search.params import SearchParams
 from aimem_common.search.query import memory_query, resolve_search_scopes
 from aimem_common.search.query_embed import QueryEmbedder, QueryEmbedding, annotate
 from aimem_common.search.question import QueryOptions, QueryVector
+from aimem_common.search.result import SearchResult
 
 if TYPE_CHECKING:
     from aimem_common.auth import Principal
@@ -45,12 +46,12 @@ class Searcher:
     bus: "Bus | None" = None
     throttle: AccessThrottle | None = None
 
-    async def search(self, principal: "Principal", params: SearchParams, *, record: bool = True) -> dict[str, Any]:
-        """Run one search for ``principal``; return the ``memory_query`` result.
+    async def search(self, principal: "Principal", params: SearchParams, *, record: bool = True) -> SearchResult:
+        """Run one search for ``principal``; return its typed result (``to_json``: the wire shape).
 
-        Shape: ``{"hits": [Hit ≤ limit], "raw_hits": [RawHit], "global_scope_hits"?: [Hit ≤ 5]}``
-        plus, with ``explain``, ``streams_active``, ``streams_skipped``, ``fts_query``,
-        ``query_embed_ms``? and per-hit ``score_details`` (each stream's rank and score).
+        ``hits`` (``Hit`` ≤ limit), ``raw_hits`` (``RawHit``), ``global_scope_hits``? (``Hit`` ≤ 5),
+        and with ``explain``, ``explain`` (``streams_active``, ``streams_skipped``, ``fts_query``,
+        ``query_embed_ms``?, ...) and per-hit ``score_details`` (each stream's rank and score).
         ``global_scope_hits`` come from the workspace's ``_global`` project (the user's
         preferences) on a default-scoped search when it exists and is readable. One embedding
         serves both searches; an embedder that fails or times out only drops the vector stream.
@@ -92,21 +93,21 @@ class Searcher:
         result = await self.pool.run(_query, params.query, scope_list, opts, qe.vector, principal,
                                      ws if params.default_scoped else None)
         annotate(result, qe, explain=params.explain)
-        rr = result.pop("rerank", None)
+        rr, result.rerank = result.rerank, None
         if rr is not None and reranking:
-            skipped = await reranker.apply(params.query, result["hits"], rr["texts"], set(rr["certain"]),
+            skipped = await reranker.apply(params.query, result.hits, rr["texts"], set(rr["certain"]),
                                            explain=params.explain)
-            if params.explain:
+            if result.explain is not None:
                 if skipped:
-                    result.setdefault("streams_skipped", {})["rerank"] = skipped
-                elif len(result["hits"]) > 1:
-                    result.setdefault("streams_active", []).append("rerank")
-        result["hits"] = result["hits"][:limit]
+                    result.explain.setdefault("streams_skipped", {})["rerank"] = skipped
+                elif len(result.hits) > 1:
+                    result.explain.setdefault("streams_active", []).append("rerank")
+        result.hits = result.hits[:limit]
         if record:
             await self.record_access(result, actor=principal.name)
         return result
 
-    async def record_access(self, result: dict[str, Any], *, actor: str) -> int:
+    async def record_access(self, result: SearchResult, *, actor: str) -> int:
         """Publish the ``page.access`` bumps of a ``search`` result's page hits (``hits`` and
         ``global_scope_hits``), throttled to once a minute per page; best effort, never raises.
 
@@ -114,7 +115,7 @@ class Searcher:
         """
         if self.bus is None or self.throttle is None:
             return 0
-        hits = list(result.get("hits", [])) + list(result.get("global_scope_hits", []))
+        hits = result.hits + (result.global_scope_hits or [])
         return await publish_access(self.bus, self.throttle, hits, actor=actor)
 
 
@@ -137,13 +138,13 @@ async def readable_scopes(pool: ReaderPool, principal: "Principal", found: list[
 
 
 def _query(conn: Any, query: str, scope_list: list[Scope] | None, opts: QueryOptions, vector: QueryVector | None,
-           principal: "Principal", global_of: str | None, vectors: Any = None) -> dict[str, Any]:
+           principal: "Principal", global_of: str | None, vectors: Any = None) -> SearchResult:
     """``memory_query`` plus, with ``global_of`` (a workspace), the ``global_scope_hits`` of its
     ``_global`` project when it exists and ``principal`` may read it: one trip to a reader thread."""
     result = memory_query(conn, query, scope_list, options=opts, vector=vector, vectors=vectors)
     g = scopes_mod.find(conn, global_of, GLOBAL_PROJECT) if global_of else None
     if g is not None and principal.can_read(g.workspace, g.project):
         gopts = QueryOptions(limit=GLOBAL_SCOPE_LIMIT, snippet_words=opts.snippet_words, raw_fallback=False)
-        result["global_scope_hits"] = memory_query(conn, query, [g], options=gopts, vector=vector,
-                                                   vectors=vectors)["hits"]
+        result.global_scope_hits = memory_query(conn, query, [g], options=gopts, vector=vector,
+                                                vectors=vectors).hits
     return result

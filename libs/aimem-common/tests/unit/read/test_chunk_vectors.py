@@ -47,7 +47,7 @@ def test_a_sentence_past_the_first_window_is_found_by_its_chunk(pool, seeder):
     assert n > 4
     with pool.connection() as conn:
         res = memory_query(conn, "zzzz-nothing", [app], vector=qv(LATE), vectors=pool.vectors,
-                                  options=QueryOptions(explain=True))
+                                  options=QueryOptions(explain=True)).to_json()
     top = res["hits"][0]
     assert top["page_id"] == long_page and res["streams_active"] == ["vector"]
     assert top["score_details"]["streams"]["vector"]["chunks"][0]["chunk"] == n - 1  # the last window
@@ -61,22 +61,22 @@ def test_stale_identity_and_hash_are_ignored_and_new_rows_are_seen(pool, seeder)
     page = seeder.page(app, "notes/backup.md", "# Backup\n" + LATE)
     embed_page(seeder, page, "Backup", LATE, model="old-model")
     with pool.connection() as conn:
-        assert memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
+        assert memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors).to_json()["hits"] == []
     embed_page(seeder, page, "Backup", LATE, model="m", content_hash="an-older-hash")  # the page changed since
     with pool.connection() as conn:
-        assert memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
+        assert memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors).to_json()["hits"] == []
     embed_page(seeder, page, "Backup", LATE)  # current rows: new ids, the kept copy loads them
     with pool.connection() as conn:
-        hits = memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"]
+        hits = memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors).to_json()["hits"]
         assert [h["page_id"] for h in hits] == [page]
-        assert memory_query(conn, "zzzz", [infra], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
+        assert memory_query(conn, "zzzz", [infra], vector=qv(LATE), vectors=pool.vectors).to_json()["hits"] == []
     # Moved to another project (a session move keeps page ids): the writer gives its rows new ids.
     seeder.conn.execute("UPDATE pages SET project_id = ? WHERE id = ?", (infra.project_id, page))
     seeder.conn.execute("UPDATE page_chunk_embeddings SET id = id + (SELECT max(id) FROM page_chunk_embeddings)"
                         " WHERE page_id = ?", (page,))
     with pool.connection() as conn:
-        assert memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors)["hits"] == []
-        hits = memory_query(conn, "zzzz", [infra], vector=qv(LATE), vectors=pool.vectors)["hits"]
+        assert memory_query(conn, "zzzz", [app], vector=qv(LATE), vectors=pool.vectors).to_json()["hits"] == []
+        hits = memory_query(conn, "zzzz", [infra], vector=qv(LATE), vectors=pool.vectors).to_json()["hits"]
         assert [h["page_id"] for h in hits] == [page]
 
 

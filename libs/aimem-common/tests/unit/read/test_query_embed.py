@@ -9,6 +9,7 @@ import pytest
 from aimem_common.embed import EmbedIdentity
 from aimem_common.errors import UnavailableError
 from aimem_common.search.query_embed import QueryEmbedder, QueryEmbedding, annotate
+from aimem_common.search.result import SearchResult
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -66,7 +67,7 @@ def test_unconfigured_and_annotate():
     qe = QueryEmbedder(None, timeout_ms=50, cooldown_s=1)
     none = asyncio.run(qe.embed("q"))
     assert none == QueryEmbedding(None) and not qe.configured
-    assert annotate({"hits": []}, none, explain=False) == {"hits": []}
-    assert annotate({}, none, explain=True) == {"streams_skipped": {}}
-    assert annotate({}, QueryEmbedding(None, "embedder_timeout", 2000.0), explain=True) == {
+    assert annotate(SearchResult(), none, explain=False).to_json() == {"hits": [], "raw_hits": []}
+    assert annotate(SearchResult(explain={}), none, explain=True).explain == {"streams_skipped": {}}
+    assert annotate(SearchResult(explain={}), QueryEmbedding(None, "embedder_timeout", 2000.0), explain=True).explain == {
         "streams_skipped": {"vector": "embedder_timeout"}}

@@ -137,7 +137,7 @@ def test_handoffs_messages_status(pool, seeder, wiki):
 def test_search_basic_and_explain(pool, wiki):
     app, _ = wiki
     with pool.connection() as conn:
-        res = memory_query(conn, "how do we retry delivery?", [app], options=QueryOptions(explain=True))
+        res = memory_query(conn, "how do we retry delivery?", [app], options=QueryOptions(explain=True)).to_json()
         assert res["hits"][0]["path"] == "decisions/0001-retries.md"
         assert "fts" in res["streams_active"]
         d = res["hits"][0]["score_details"]
@@ -145,14 +145,14 @@ def test_search_basic_and_explain(pool, wiki):
         assert res["raw_hits"] == []
         # expired page hidden unless asked
         assert all(h["path"] != "notes/old.md" for h in res["hits"])
-        res2 = memory_query(conn, "temporary hack", [app], options=QueryOptions(include_expired=True))
+        res2 = memory_query(conn, "temporary hack", [app], options=QueryOptions(include_expired=True)).to_json()
         assert res2["hits"][0]["path"] == "notes/old.md" and res2["hits"][0]["expired"] is True
         # entity stream + link neighbour
-        res3 = memory_query(conn, "jetstream", [app], options=QueryOptions(explain=True))
+        res3 = memory_query(conn, "jetstream", [app], options=QueryOptions(explain=True)).to_json()
         assert "entity" in res3["streams_active"]
         assert {h["path"] for h in res3["hits"]} >= {"decisions/0001-retries.md", "gotchas/dedupe.md"}
         # global sees the other project
-        glob = memory_query(conn, "restart jetstream server", None)
+        glob = memory_query(conn, "restart jetstream server", None).to_json()
         assert glob["hits"][0]["project"] == "infra"
 
 
@@ -161,11 +161,11 @@ def test_search_superseded_and_raw_fallback(pool, seeder, wiki):
     seeder.page(app, "decisions/0001-retries.md", "# Retry policy\nUse exponential backoff with jitter.")
     seeder.observation(app, "s9", "user-prompt", "the flaky websocket reconnect loop again")
     with pool.connection() as conn:
-        plain = memory_query(conn, "same event id", [app])
+        plain = memory_query(conn, "same event id", [app]).to_json()
         assert all(not h.get("superseded") for h in plain["hits"])
-        old = memory_query(conn, "same event id", [app], options=QueryOptions(include_superseded=True))
+        old = memory_query(conn, "same event id", [app], options=QueryOptions(include_superseded=True)).to_json()
         assert any(h.get("superseded") for h in old["hits"])
-        raw = memory_query(conn, "websocket reconnect", [app])
+        raw = memory_query(conn, "websocket reconnect", [app]).to_json()
         assert raw["hits"] == [] and raw["raw_hits"][0]["session_id"] == "s9"
         assert "websocket" in raw["raw_hits"][0]["snippet"]
 
@@ -183,7 +183,7 @@ def test_adversarial_queries_never_fail(pool, wiki, q):
     app, _ = wiki
     with pool.connection() as conn:
         for scope in ([app], None):
-            res = memory_query(conn, q, scope, options=QueryOptions(explain=True, include_superseded=True))
+            res = memory_query(conn, q, scope, options=QueryOptions(explain=True, include_superseded=True)).to_json()
             assert isinstance(res["hits"], list) and isinstance(res["raw_hits"], list)
 
 
@@ -211,12 +211,12 @@ def test_vector_stream(pool, seeder, wiki):
                             " WHERE id = ?", (v.tobytes(), seeder.tick(), pid))
     qv = QueryVector([0, 1, 0, 0], "local", "m", 4)
     with pool.connection() as conn:
-        res = memory_query(conn, "zzzz-nothing", [app], vector=qv, options=QueryOptions(explain=True))
+        res = memory_query(conn, "zzzz-nothing", [app], vector=qv, options=QueryOptions(explain=True)).to_json()
         assert res["hits"][0]["page_id"] == ids[1] and "vector" in res["streams_active"]
         stale = QueryVector([0, 1, 0, 0], "local", "other-model", 4)
-        assert memory_query(conn, "zzzz-nothing", [app], vector=stale)["hits"] == []
+        assert memory_query(conn, "zzzz-nothing", [app], vector=stale).to_json()["hits"] == []
         with pytest.raises(BadRequestError):
-            memory_query(conn, "x", [app], vector=QueryVector([1, 2], "local", "m", 4))
+            memory_query(conn, "x", [app], vector=QueryVector([1, 2], "local", "m", 4)).to_json()
 
 
 def test_authority_bounds():

@@ -32,7 +32,7 @@ def seed(seeder):
 def run(pool, tmp_path, query, stage, explain=True):
     settings = Settings(data_dir=tmp_path)
     params = SearchParams(query=query, workspace="default", project="app", explain=explain)
-    return asyncio.run(Searcher(pool=pool, settings=settings, reranker=stage).search(ROOT, params))
+    return asyncio.run(Searcher(pool=pool, settings=settings, reranker=stage).search(ROOT, params)).to_json()
 
 
 def stage_for(url, **kw):

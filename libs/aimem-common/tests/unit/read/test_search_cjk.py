@@ -12,7 +12,7 @@ from aimem_common.search.query import memory_query
 
 def _hits(pool, q, scope, **kw) -> list[int]:
     with pool.connection() as conn:
-        res = memory_query(conn, q, [scope], options=QueryOptions(explain=True, **kw))
+        res = memory_query(conn, q, [scope], options=QueryOptions(explain=True, **kw)).to_json()
     return [h["page_id"] for h in res["hits"]]
 
 
@@ -72,7 +72,7 @@ def test_latin_word_glued_to_cjk_text_is_found(pool, seeder, q, key):
         "en": seeder.page(app, "notes/en.md", "Nothing about clusters here.", title="English"),
     }
     with pool.connection() as conn:
-        res = memory_query(conn, q, [app], options=QueryOptions(explain=True))
+        res = memory_query(conn, q, [app], options=QueryOptions(explain=True)).to_json()
     assert [h["page_id"] for h in res["hits"]][:1] == [ids[key]], (q, res.get("trigram_query"))
     assert "trigram" in res["streams_active"]
 
@@ -84,7 +84,7 @@ def test_latin_words_do_not_count_twice_for_a_cjk_page(pool, seeder):
     en = seeder.page(app, "notes/en.md", "We deploy with helm charts.", title="helm")
     zh = seeder.page(app, "notes/zh.md", "我们用 helm 部署。", title="部署")
     with pool.connection() as conn:
-        res = memory_query(conn, "helm", [app], options=QueryOptions(explain=True))
+        res = memory_query(conn, "helm", [app], options=QueryOptions(explain=True)).to_json()
     assert [h["page_id"] for h in res["hits"]][0] == en
     assert all("trigram" not in h["score_details"]["streams"] for h in res["hits"]), res["hits"]
     assert zh in [h["page_id"] for h in res["hits"]]

@@ -16,7 +16,7 @@ JA = "本番環境へのデプロイはブルーグリーン方式で行いま�
 
 def _query(pool, q, scopes, **kw):
     with pool.connection() as conn:
-        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
+        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw)).to_json()
 
 
 def _raw(pool, q, scopes):
@@ -74,7 +74,7 @@ def test_english_observation_not_indexed_and_english_question_reads_nothing(pool
         sql: list[str] = []
         conn.set_trace_callback(sql.append)
         try:
-            res = memory_query(conn, "lower database load", [app], options=QueryOptions())
+            res = memory_query(conn, "lower database load", [app], options=QueryOptions()).to_json()
         finally:
             conn.set_trace_callback(None)
     assert [x["observation_id"] for x in res["raw_hits"]] == [ids["en"]]

@@ -15,7 +15,7 @@ Q = "ledger postgres partitions"
 
 def _q(pool, q, scopes, **kw):
     with pool.connection() as conn:
-        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
+        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw)).to_json()
 
 
 def _session(seeder, scope, sid: str, turns: dict[int, str], n: int = 30) -> int:

@@ -12,7 +12,7 @@ Q = "ERR_9921 connection pool timeout payment worker"
 
 def _query(pool, q, scopes, **kw):
     with pool.connection() as conn:
-        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
+        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw)).to_json()
 
 
 def test_a_running_sessions_turns_show_beside_page_hits(pool, seeder):

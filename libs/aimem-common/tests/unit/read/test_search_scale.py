@@ -15,7 +15,7 @@ from aimem_common.search.streams import entity
 
 def _q(pool, q, scopes, **kw):
     with pool.connection() as conn:
-        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw))
+        return memory_query(conn, q, scopes, options=QueryOptions(explain=True, **kw)).to_json()
 
 
 def test_live_page_count_of_the_vault_matches_a_count(pool, seeder):

@@ -32,7 +32,7 @@ def scripts(seeder):
 
 def _top(pool, q, scope, **kw):
     with pool.connection() as conn:
-        res = memory_query(conn, q, [scope], options=QueryOptions(explain=True, **kw))
+        res = memory_query(conn, q, [scope], options=QueryOptions(explain=True, **kw)).to_json()
     return res
 
 

@@ -46,4 +46,4 @@ async def memory_query(call: ToolCall, args: Args) -> dict[str, Any]:
             "project is required (or pass scopes, or global: true): static clients pass workspace + project",
             code="scope_required",
         )
-    return await call.gw.searcher.search(call.principal, args)
+    return (await call.gw.searcher.search(call.principal, args)).to_json()

@@ -45,12 +45,12 @@ async def memory_read_page(call: ToolCall, args: Args) -> dict[str, Any]:
     scope = await call.read_scope(args.workspace, args.project)
     if args.query is not None:
         found = await call.read(memory_query, args.query, [scope], options=QueryOptions(limit=1, raw_fallback=False))
-        if not found["hits"]:
+        if not found.hits:
             raise NotFoundError(
                 f"no page matches {args.query!r} in {scope.workspace}/{scope.project}",
                 code="page_not_found",
                 data={"query": args.query},
             )
-        page_id = found["hits"][0]["page_id"]
+        page_id = found.hits[0].page_id
         return await call.read(get_page, scope, page_id=page_id, reader=call.principal)
     return await call.read(get_page, scope, path=args.path, page_id=args.page_id, reader=call.principal)

@@ -36,7 +36,7 @@ async def run_search(request: Request, principal: Principal, params: SearchParam
     result = await searcher.search(principal, params, record=False)
     # The access bump runs after the reply is sent: an HTTP search does not wait on the bus.
     tasks.add_task(searcher.record_access, result, actor=principal.name)
-    return result
+    return result.to_json()
 
 
 @router.get("/search", summary="Search the wiki (memory_query)")
