@@ -188,7 +188,8 @@ async def _known(ctx, scope: HookScope, segments: list[tuple[list[Envelope], Env
     keys = [e.idempotency_key for obs, end in segments for e in (*obs, *([end] if end else [])) if e.idempotency_key]
     sids = [e.payload["session_id"] for obs, _ in segments for e in obs]
     known = await ctx.read(partial(import_known, workspace=scope.workspace, project=scope.project, root=scope.root,
-                                   origin=scope.origin, explicit=scope.explicit, keys=keys, session_ids=sids))
+                                   origin=scope.origin, explicit=scope.explicit, keys=keys, session_ids=sids,
+                                   repo_id=scope.repo_id))
     return known or ImportKnown()
 
 
