@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent
 SHARED = REPO.parent / "shared"
 # Test-support knobs a run may set on purpose: they steer the tests, not aimem.
 TEST_KNOBS = ("AIMEM_AGENTS_CACHE", "AIMEM_AXE_JS", "AIMEM_WEB_SCREENSHOTS")
-TEST_KNOB_PREFIXES = ("AIMEM_TEST_", "AIMEM_FUZZ_")
+TEST_KNOB_PREFIXES = ("AIMEM_TEST_", "AIMEM_FUZZ_", "AIMEM_MODEL_")  # AIMEM_MODEL_*: the lifecycle model run
 
 
 def _is_aimem_setting(name: str) -> bool:

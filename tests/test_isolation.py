@@ -22,7 +22,7 @@ def test_home_and_aimem_settings_are_the_tests_own() -> None:
     home = Path(os.environ["HOME"])
     assert Path.home() == home and not (home / ".local" / "share" / "aimem").exists()
     settings = [n for n in os.environ if n.startswith("AIMEM_") and n != "AIMEM_AGENTS_CACHE"
-                and not n.startswith(("AIMEM_TEST_", "AIMEM_FUZZ_"))]
+                and not n.startswith(("AIMEM_TEST_", "AIMEM_FUZZ_", "AIMEM_MODEL_"))]
     assert settings == []
     assert "XDG_DATA_HOME" not in os.environ
 

@@ -303,3 +303,35 @@ def test_a_child_of_aimem_run_names_its_run_on_every_call(tmp_path, fake_ingress
     paths = [r["path"] for r in fake_ingress.hook_requests()]
     assert len(paths) == 3 and f"run_id={run_id}" in paths[0]
     assert "run_id" not in paths[1] and "run_id" not in paths[2]  # a malformed id is not sent
+
+
+def test_an_event_from_a_gone_directory_keeps_the_place_its_session_began_in(tmp_path, fake_ingress, hook):
+    """A checkout renamed under a running agent (its `cwd` no longer exists) below an ancestor
+    marker: resolved afresh the gone directory would be named by the marker above it; the
+    client sends the repository its session began in (root and repository id), so the server
+    follows the id to the repository's project."""
+    from urllib.parse import parse_qs, urlsplit
+
+    home = tmp_path / "home"
+    repo = home / "rb"
+    (repo / ".git").mkdir(parents=True)
+    (home / ".aimem.toml").write_text('project = "home"\nexclude = ["*.pem"]\n')
+    data = tmp_path / "c"
+
+    def sent(payload: dict, event: str) -> dict:
+        hook(["--agent", "claude-code", "--event", event], {**payload, "hook_event_name": event}, data_dir=data,
+             url=fake_ingress.url)
+        return {k: v[0] for k, v in parse_qs(urlsplit(fake_ingress.hook_requests()[-1]["path"]).query).items()}
+
+    start = sent({**PROMPT, "session_id": "s-gone", "cwd": str(repo), "source": "startup"}, "SessionStart")
+    rid = (repo / ".git" / "aimem-id").read_text().strip()
+    assert (start["project"], start["root"], start["repo_id"]) == ("rb", str(repo), rid)
+    repo.rename(home / "rb-renamed")
+    later = sent({**PROMPT, "session_id": "s-gone", "cwd": str(repo)}, "UserPromptSubmit")
+    assert (later["project"], later["root"], later["repo_id"]) == ("rb", str(repo), rid) and "named" not in later
+    other = sent({**PROMPT, "session_id": "s-unknown", "cwd": str(repo)}, "UserPromptSubmit")
+    assert other["project"] == "home"  # a session this client never saw start: resolved as before
+    before = len(fake_ingress.hook_requests())
+    sent({**PROMPT, "session_id": "s-gone", "cwd": str(repo), "hook_event_name": "PreToolUse",
+          "tool_name": "Read", "tool_input": {"file_path": str(repo / "k.pem")}}, "PreToolUse")
+    assert len(fake_ingress.hook_requests()) == before  # the marker's exclude still applies

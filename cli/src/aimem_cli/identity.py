@@ -80,7 +80,8 @@ class Identity:
     symlinks resolved). ``origin``: the normalised ``remote "origin"`` URL
     (``host/owner/repo``) or None. ``repo_id``: the repository's stable id (None outside a
     git repository, or when its git directory cannot be written). ``source``: ``marker``,
-    ``git`` or ``cwd``. ``marker``: the marker file's path. ``capture``/``exclude``: the
+    ``git`` or ``cwd`` (``session``: the hook client kept the place its session began in,
+    because the directory is gone; ``aimem_cli.hookclient.session_place``). ``marker``: the marker file's path. ``capture``/``exclude``: the
     capture rules. ``cwd``: the resolved working directory.
     """
 

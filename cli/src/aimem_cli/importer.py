@@ -58,6 +58,17 @@ MAX_LOCATED = 5  # malformed lines named file:line in a run; the rest are counte
 MAX_REJECTED = 5  # server rejections kept with their reason
 
 
+def batch_head(client: str, query: dict[str, str]) -> dict[str, Any]:
+    """The ``POST /hook/import`` batch fields (everything but ``events``) for ``client``'s
+    events resolved to ``query`` (``Identity.as_query()``, the hook client's ``/hook`` query:
+    ``project``, and ``workspace``, ``root``, ``origin``, ``repo_id``, ``named`` when known):
+    an imported session carries the same identity keys as its live hooks, the repository id
+    (``.git/aimem-id``) included, so it lands in, and follows, the same project."""
+    return {"agent": client, "workspace": query.get("workspace") or "default", "project": query["project"],
+            "root": query.get("root"), "origin": query.get("origin"), "named": query.get("named") == "1",
+            "repo_id": query.get("repo_id")}
+
+
 @dataclass(slots=True)
 class ImportStats:
     """What one run did; ``sessions_skipped_capture`` sessions and ``events_excluded``
@@ -258,11 +269,7 @@ class Importer:
         """Send the current batch; then the states of the files it completed are saved."""
         if self._batch and self._batch_scope and self.sender is not None:
             client, *query = self._batch_scope
-            fields = dict(query)  # the hook client's /hook query: project, workspace?, root?, origin?, repo_id?, named?
-            head = json.dumps({"agent": client, "workspace": fields.get("workspace") or "default",
-                               "project": fields["project"], "root": fields.get("root"),
-                               "origin": fields.get("origin"), "named": fields.get("named") == "1",
-                               "repo_id": fields.get("repo_id")})
+            head = json.dumps(batch_head(client, dict(query)))
             answer = self.sender(head[:-1].encode() + b', "events": [' + b",".join(self._batch) + b"]}")
             self.stats.batches += 1
             self.stats.accepted += int(answer.get("accepted", 0))

@@ -27,12 +27,16 @@ Rules written down here (one line each, the spec they come from in brackets):
   follows ``h`` when ``g``'s session began at or after ``h`` ended): the newest head and up
   to three parallel heads are delivered together and claimed by the same session; every other
   one is an earlier link of a chain and is superseded (docs/lifecycle.md);
+* a late end (a drained spool, or the idle finaliser ending a late-drained session at its
+  last event) whose place already has a claimed handoff of a session that began after it
+  ended is born superseded by it [docs/lifecycle.md "Ordering by event time"];
 * an imported (historical) session opens no handoff and claims nothing; importing events of
   a live session changes nothing (live capture wins);
 * a purge deletes the session and the handoffs it authored.
 
 ``gaps`` (a set of ``KNOWN_GAPS`` names) switches a rule to the current, known-wrong
-behaviour so the rest can still be checked before the fix lands: ``idle_owner`` (the idle
+behaviour so the rest can still be checked before the fix lands: ``born_superseded`` (a late
+end is born open even when a later session of its place already claimed newer work), ``idle_owner`` (the idle
 finaliser's handoffs are never claimed or superseded), ``parallel_chain`` (a claim
 supersedes every older eligible automatic handoff of the place), ``give_back_stale`` (a
 claim given back reopens even when its author has re-ended since: two open handoffs of
@@ -188,7 +192,9 @@ class Model:
                 h.at, h.seq = t, self._next()
             else:
                 hid = self._next()
-                self.handoffs[hid] = MHandoff(hid, sid, s.place, t, hid, by == "idle")
+                h = self.handoffs[hid] = MHandoff(hid, sid, s.place, t, hid, by == "idle")
+            if not s.offline:  # the store sees the end now (an offline one when its spool drains)
+                self.born_superseded(h)
             return
         for hid in s.claimed:  # nothing done with it: give the claims back
             h = self.handoffs.get(hid)
@@ -203,6 +209,27 @@ class Model:
                         if o.superseded_by == h.hid and o.status == "superseded":
                             o.status, o.superseded_by = "open", None
         s.claimed = []
+
+    def born_superseded(self, h: MHandoff) -> None:
+        """A late end whose place already has a claimed (or superseded) handoff of a session
+        that began after it ended is born superseded by the newest such one: old work never
+        becomes the next session's task (docs/lifecycle.md "Ordering by event time")."""
+        if "born_superseded" in self.gaps or h.status != "open":
+            return
+        later = sorted((g for g in self.handoffs.values()
+                        if g.place == h.place and g.status in ("claimed", "superseded") and self.follows(g, h)),
+                       key=lambda g: (g.at, g.seq), reverse=True)
+        if later:
+            h.status, h.superseded_by = "superseded", later[0].hid
+
+    def drained(self) -> None:
+        """An offline machine's spool is delivered (late, with the events' old times): its
+        ends reach the store now, in the order they were made."""
+        late = {s.sid for s in self.sessions.values() if s.offline}
+        for s in self.sessions.values():
+            s.offline = False
+        for h in sorted((h for h in self.handoffs.values() if h.sid in late), key=lambda h: h.seq):
+            self.born_superseded(h)
 
     def idle(self) -> list[str]:
         """The idle finaliser with a tiny quiet period: every open, delivered session ends at

@@ -152,5 +152,6 @@ async def _known(ctx, scope: HookScope, segments: list[Segment]) -> ImportKnown:
     keys = [e.idempotency_key for obs, end in segments for e in (*obs, *([end] if end else [])) if e.idempotency_key]
     sids = [e.session_id for obs, _ in segments for e in obs]
     known = await ctx.read(partial(import_known, workspace=scope.workspace, project=scope.project, root=scope.root,
-                                   origin=scope.origin, explicit=scope.explicit, keys=keys, session_ids=sids))
+                                   origin=scope.origin, explicit=scope.explicit, keys=keys, session_ids=sids,
+                                   repo_id=scope.repo_id))
     return known or ImportKnown()

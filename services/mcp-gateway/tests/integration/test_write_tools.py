@@ -234,3 +234,30 @@ async def test_silent_writer_is_a_timeout_error_not_a_hang(seed, services, h):
         assert err.code == -32003 and "may still apply" in err.message
         assert time.monotonic() - t0 < 5
     assert httpx.get(procs["mcp-gateway"].url + "/healthz").status_code == 200
+
+
+async def test_a_handoff_naming_a_purged_session_is_a_clear_error_and_is_not_stored(url, h, settings):
+    """memory_handoff_begin with a purged session's id: the writer drops it and counts it on the
+    purge tombstone like every other late op of that session; the caller gets a JSON-RPC error
+    carrying ``purged`` (410), never a handoff that brings the purged session back."""
+    from aimem_common.bus import Bus, connect
+    from aimem_common.commands import make_envelope
+
+    nc = await connect(settings.bus, name="test", reconnect=False)
+    try:
+        bus = Bus(nc, settings.bus)
+        obs = {"session_id": "gone-1", "kind": "user-prompt", "title": "Prompt: x", "body": "x", "cwd": "/w/app",
+               "sanitized": True, "agent": "codex"}
+        await bus.request(make_envelope("observation.append", obs, actor="hook", **APP), timeout_s=30)
+        purged = await bus.request(make_envelope("session.purge", {"session_id": "gone-1"}, actor="root", **APP),
+                                   timeout_s=30)
+    finally:
+        await nc.close()
+    async with Client(url) as c:
+        err = await h.rpc_error(c, "memory_handoff_begin", {**APP, "summary": "continue gone-1's work",
+                                                             "session_id": "gone-1"})
+        assert err.data["code"] == "purged" and err.data["session_id"] == "gone-1" and "purged" in err.message
+        assert (await h.call(c, "memory_handoff_list", APP))["count"] == 0
+        ok = await h.call(c, "memory_handoff_begin", {**APP, "summary": "other work", "session_id": "live-2"})
+        assert isinstance(ok["handoff_id"], int)
+    assert purged["tombstone_id"]

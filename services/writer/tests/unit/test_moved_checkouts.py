@@ -115,3 +115,19 @@ def test_the_manifest_keeps_the_id_and_aliases_and_a_rebuild_restores_them(wh) -
     scope = scopes.find(wh.conn, "default", "api")
     assert scopes.project_roots(wh.conn, scope.project_id) == ["/home/dev/api", "/srv/api"]
     assert scopes.repo_id_of(wh.conn, scope.project_id) == RID
+
+
+def test_an_import_from_a_renamed_checkout_sees_the_session_hooks_captured_live(wh) -> None:
+    """``import_known`` (what ingress asks before publishing an import batch) finds the project
+    by the batch's repository id like the writer does: a transcript read in the renamed
+    checkout of a session captured live at the old root is ``captured_live``, not resent."""
+    from aimem_common.read.imports import import_known
+
+    wh.obs("live", "user-prompt", "Prompt: work", "work", cwd="/home/dev/api", pj="api", root="/home/dev/api",
+           repo_id=RID)
+    got = import_known(wh.conn, "default", "api-renamed", root="/home/dev/api-renamed", origin=None, explicit=False,
+                       keys=[], session_ids=["live", "old"], repo_id=RID)
+    assert got.live == {"live"}
+    other = import_known(wh.conn, "default", "api-renamed", root="/home/dev/api-renamed", origin=None,
+                         explicit=False, keys=[], session_ids=["live"], repo_id=OTHER)
+    assert other.live == set()

@@ -222,3 +222,17 @@ def test_workspace_purge_leaves_tombstones_for_it_its_projects_and_sessions(wh) 
     lifted = wh.ok("purge.lift", {"workspace_only": True}, ws="team", pj="web")
     assert lifted["lifted"] == [1] and lifted["target"] == "team"
     assert wh.err("workspace.purge", {"workspace": "nope"}, pj=None)["code"] == "not_found"
+
+
+def test_a_manual_handoff_naming_a_purged_session_is_refused_and_counted(wh) -> None:
+    _session(wh)
+    tid = _purge(wh)["tombstone_id"]
+    late = wh.ok("handoff.begin", {"body": "continue the zanzibar rotation", "session_id": "s1"})
+    assert late == {"handoff": None, "skipped": "purged", "session_id": "s1"}
+    assert wh.count("SELECT count(*) FROM handoffs WHERE body LIKE '%zanzibar%'") == 0
+    t = _tomb(wh, tid)
+    assert t["refused_events"] == 1 and json.loads(t["refused"]) == {"handoff.begin": 1}
+    # Without a session id, or naming another session, a manual handoff is stored as before.
+    assert wh.ok("handoff.begin", {"body": "fine", "session_id": "s2"})["handoff"]["id"]
+    assert wh.ok("handoff.begin", {"body": "fine too"})["handoff"]["id"]
+    assert _tomb(wh, tid)["refused_events"] == 1

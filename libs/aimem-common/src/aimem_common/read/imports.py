@@ -28,7 +28,8 @@ class ImportKnown:
 
 
 def import_known(conn: sqlite3.Connection, workspace: str, project: str, *, root: str | None,
-                 origin: str | None, explicit: bool, keys: list[str], session_ids: list[str]) -> ImportKnown:
+                 origin: str | None, explicit: bool, keys: list[str], session_ids: list[str],
+                 repo_id: str | None = None) -> ImportKnown:
     """Return which of ``keys`` are applied and which of ``session_ids`` hooks captured live in the
     project the batch lands in (``scopes.lookup``: none yet means no session of it is live).
 
@@ -40,7 +41,7 @@ def import_known(conn: sqlite3.Connection, workspace: str, project: str, *, root
         chunk = keys[i:i + _CHUNK]
         q = "SELECT key FROM ingest_keys WHERE key IN (%s)" % ",".join("?" * len(chunk))
         known.applied.update(r[0] for r in conn.execute(q, chunk))
-    scope = scopes.lookup(conn, workspace, project, root=root, origin=origin, explicit=explicit)
+    scope = scopes.lookup(conn, workspace, project, root=root, origin=origin, explicit=explicit, repo_id=repo_id)
     if scope is None:
         return known
     sids = sorted(set(session_ids))

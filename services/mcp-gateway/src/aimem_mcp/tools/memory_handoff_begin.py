@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from aimem_common.errors import GoneError
+
 from aimem_mcp.args import Scoped
 from aimem_mcp.context import ToolCall
 from aimem_mcp.registry import tool
@@ -92,5 +94,8 @@ async def memory_handoff_begin(call: ToolCall, args: Args) -> dict[str, Any]:
         "shared": args.shared,
     }
     result = await call.command("handoff.begin", payload, workspace=ws, project=pj)
+    if result.get("skipped") == "purged":  # the writer dropped it and counted it on the purge tombstone
+        raise GoneError(f"session {args.session_id} was purged; a handoff naming it is not stored (lift with "
+                        "`aimem purge-session --forget-tombstone` to reuse the id)", data={"session_id": args.session_id})
     handoff = result.get("handoff") or {}
     return {"workspace": ws, "project": pj, "handoff_id": handoff.get("id"), **result}

@@ -47,6 +47,7 @@ from aimem_common.read import scopes
 
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
+from aimem_writer.tombstones import refuse
 
 FIELDS = ("id", "automatic", "shared", "owner", "from_agent", "to_agent", "from_session_id", "cwd", "root",
           "title", "body", "status", "created_at", "closed_at", "accepted_by", "accepted_session_id",
@@ -103,7 +104,15 @@ def public(row) -> dict:
 
 @handler("handoff.begin")
 def handoff_begin(tx: Tx, env: Envelope, cmd: HandoffBegin) -> dict:
-    """Open a manual handoff. Result ``{handoff: {...}}``."""
+    """Open a manual handoff. Result ``{handoff: {...}}``.
+
+    A handoff that names a purged session (``session_id`` with a live purge tombstone) is
+    not stored: like every other late op of that session it is dropped and counted on the
+    tombstone (``refused``), and the result is ``{handoff: null, skipped: "purged",
+    session_id}`` — nothing is created, not even its project.
+    """
+    if cmd.session_id and refuse(tx, cmd.session_id, tx.now) is not None:
+        return {"handoff": None, "skipped": "purged", "session_id": cmd.session_id}
     scope = tx.scope(create=True)
     title = (cmd.title or " ".join(cmd.body.split())[:80]).strip() or "Handoff"
     hid = tx.conn.execute(
