@@ -109,3 +109,63 @@ def test_a_purge_refuses_while_a_run_holds_a_live_lease_and_then_takes_the_ledge
     assert done["workstream_events_deleted"] == 1 and done["workstreams_deleted"] == 1
     assert wh.count("SELECT count(*) FROM workstream_events_fts WHERE workstream_events_fts MATCH 'platypus'") == 0
     assert wh.count("SELECT count(*) FROM managed_runs") == 0
+
+
+def _managed_start(wh, through_seq: int, run: str = RUN_B) -> dict:
+    """A managed start's claim: the handoff and the packet in one handoff.accept."""
+    return wh.run("handoff.accept", {"cwd": "/w/repo", "agent": "codex", "session_id": "codex-1",
+                                     "only_new_session": True, "run_id": run, "through_seq": through_seq},
+                  "default", "app", root="/w/repo", origin="github.com/acme/repo")
+
+
+def _ledger_and_handoff(wh) -> int:
+    _open(wh, RUN_A)
+    wh.ok("workstream.append", {"run_id": RUN_A, "events": [{"role": "user", "text": f"step {i}"} for i in range(3)]})
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    _open(wh, RUN_B, harness="codex")
+    return wh.ok("handoff.begin", {"body": "carry on with the retry work", "cwd": "/w/repo"},
+                 root="/w/repo", origin="github.com/acme/repo")["handoff"]["id"]
+
+
+def test_a_managed_start_claims_the_handoff_and_the_packet_together(wh) -> None:
+    hid = _ledger_and_handoff(wh)
+    reply = _managed_start(wh, 3)
+    assert reply["ok"], reply
+    assert reply["result"]["handoff"]["id"] == hid
+    assert reply["result"]["delivered"] == {"delivered_seq": 3, "advanced": True}
+    assert wsread.run_with_workstream(wh.conn, RUN_B)["delivered_seq"] == 3
+    assert wh.conn.execute("SELECT status FROM handoffs WHERE id = ?", (hid,)).fetchone()[0] == "accepted"
+
+
+def test_a_packet_claim_that_fails_leaves_the_handoff_open(wh) -> None:
+    hid = _ledger_and_handoff(wh)
+    reply = _managed_start(wh, 9)  # past the ledger's end: the delivery fails after the handoff was claimed
+    assert not reply["ok"] and reply["error"]["code"] == "beyond_ledger"
+    assert wh.conn.execute("SELECT status FROM handoffs WHERE id = ?", (hid,)).fetchone()[0] == "open"
+    assert wsread.run_with_workstream(wh.conn, RUN_B)["delivered_seq"] == 0
+
+
+def test_a_failure_injected_between_the_two_claims_rolls_both_back(wh, monkeypatch) -> None:
+    from aimem_writer.ops import workstreams as ops
+
+    hid = _ledger_and_handoff(wh)
+    real = ops.deliver
+
+    def broken(tx, run_id, through_seq):
+        real(tx, run_id, through_seq)  # the cursor moved, the handoff is claimed ...
+        raise RuntimeError("the writer broke here")  # ... and the command dies before it returns
+
+    monkeypatch.setattr(ops, "deliver", broken)
+    reply = _managed_start(wh, 3)
+    assert not reply["ok"]
+    assert wh.conn.execute("SELECT status FROM handoffs WHERE id = ?", (hid,)).fetchone()[0] == "open"
+    assert wsread.run_with_workstream(wh.conn, RUN_B)["delivered_seq"] == 0
+    monkeypatch.setattr(ops, "deliver", real)
+    again = _managed_start(wh, 3)  # the next start gets both
+    assert again["ok"] and again["result"]["handoff"]["id"] == hid and again["result"]["delivered"]["advanced"]
+
+
+def test_run_id_and_through_seq_go_together(wh) -> None:
+    _ledger_and_handoff(wh)
+    err = wh.err("handoff.accept", {"run_id": RUN_B}, root="/w/repo", origin="github.com/acme/repo")
+    assert err["code"] in ("invalid_payload", "bad_request", "validation_error"), err

@@ -220,13 +220,24 @@ def workstream_deliver(tx: Tx, env: Envelope, cmd: WorkstreamDeliver) -> dict:
         NotFoundError: ``run_not_found``.
         BadRequestError: ``beyond_ledger`` (``through_seq`` past the workstream's last event).
     """
-    run = _run(tx, cmd.run_id)
+    return deliver(tx, cmd.run_id, cmd.through_seq)
+
+
+def deliver(tx: Tx, run_id: str, through_seq: int) -> dict:
+    """Move ``run_id``'s harness cursor forward to ``through_seq`` inside the caller's command
+    (``workstream.deliver``, and ``handoff.accept`` of a managed start: one transaction for
+    the handoff and the packet). Result ``{delivered_seq, advanced}``.
+
+    Raises:
+        NotFoundError: ``run_not_found``.
+        BadRequestError: ``beyond_ledger``.
+    """
+    run = _run(tx, run_id)
     last = tx.conn.execute("SELECT last_seq FROM workstreams WHERE id = ?", (run["workstream_id"],)).fetchone()[0]
-    if cmd.through_seq > last:
-        raise BadRequestError(f"seq {cmd.through_seq} is past the ledger's end ({last})", code="beyond_ledger")
+    if through_seq > last:
+        raise BadRequestError(f"seq {through_seq} is past the ledger's end ({last})", code="beyond_ledger")
     cur = tx.conn.execute("UPDATE workstream_harnesses SET delivered_seq = ? WHERE workstream_id = ? AND harness = ?"
-                          " AND delivered_seq < ?", (cmd.through_seq, run["workstream_id"], run["harness"],
-                                                     cmd.through_seq))
+                          " AND delivered_seq < ?", (through_seq, run["workstream_id"], run["harness"], through_seq))
     row = tx.conn.execute("SELECT delivered_seq FROM workstream_harnesses WHERE workstream_id = ? AND harness = ?",
                           (run["workstream_id"], run["harness"])).fetchone()
     return {"delivered_seq": row[0] if row else 0, "advanced": cur.rowcount > 0}
