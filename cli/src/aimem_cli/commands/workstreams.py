@@ -151,6 +151,7 @@ def search_cmd(query: str = typer.Argument(..., help="Words to find in the ledge
 
 def rename_cmd(name: str = typer.Argument(..., help="The new name."),
                workstream: str = typer.Option(None, "--workstream", help="Id (or prefix) or name; default: this checkout's."),
+               force: bool = typer.Option(False, "--force", help="Rename even while a run holds a live lease."),
                workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
                token: str | None = TokenOpt) -> None:
     """Rename a workstream (its display name; the checkout and the ledger stay as they are)."""
@@ -162,7 +163,7 @@ def rename_cmd(name: str = typer.Argument(..., help="The new name."),
     url, hook_token = _ingress()
     try:
         got = Ingress(url, token or hook_token, resolve(Path.cwd())).post(
-            "/hook/workstream/rename", {"workstream_id": wid, "name": name})
+            "/hook/workstream/rename", {"workstream_id": wid, "name": name, "force": force})
     except RunError as exc:
         fail(str(exc))
         return

@@ -150,7 +150,8 @@ async def post_hook(request: Request) -> Response:
         key = caller_key(principal, scope, _idempotency_key(request, payload))
         _check_ready(ctx)
         ctx.gate.check()
-        cmd_id, duplicate = await _publish(ctx, ev, scope, key)
+        run_id = request.query_params.get("run_id") or ""
+        cmd_id, duplicate = await _publish(ctx, ev, scope, key, run_id if _RUN_ID.match(run_id) else None)
         ctx.metrics.events.labels(ev.agent, ev.kind.value).inc()
         status = 202
         body: dict[str, Any] = {"accepted": cmd_id}
@@ -418,8 +419,9 @@ def _check_ready(ctx: IngressContext) -> None:
 
 
 async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
-                   key: str | None) -> tuple[str, bool]:
+                   key: str | None, run_id: str | None = None) -> tuple[str, bool]:
     """Publish the observation (and ``session.end``); return ``(cmd_id, duplicate)``.
+    ``run_id`` (the query's, a child of ``aimem run``) is stored on the observation.
 
     Raises:
         BackPressureError / UnavailableError: from ``Bus.publish``.
@@ -431,7 +433,9 @@ async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
         parent_session_id=ev.parent_session_id,
     )
     actor = HOOK_ACTOR
-    env = make_envelope("observation.append", sanitize(raw).to_payload(), actor=actor, idempotency_key=key,
+    payload = sanitize(raw).to_payload()
+    payload.run_id = run_id
+    env = make_envelope("observation.append", payload, actor=actor, idempotency_key=key,
                         **scope.envelope_kwargs())
     result = await ctx.hooks.publish(env)
     if ev.kind is ObservationKind.SESSION_END:

@@ -169,3 +169,73 @@ def test_run_id_and_through_seq_go_together(wh) -> None:
     _ledger_and_handoff(wh)
     err = wh.err("handoff.accept", {"run_id": RUN_B}, root="/w/repo", origin="github.com/acme/repo")
     assert err["code"] in ("invalid_payload", "bad_request", "validation_error"), err
+
+
+def _segments(wh, wid: str) -> list[str]:
+    folder = wh.settings.data_dir / "raw" / "workstreams" / wid
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_a_project_purge_removes_the_segments_after_the_commit(wh) -> None:
+    wid = _open(wh, RUN_A)["workstream"]["id"]
+    wh.ok("workstream.append", {"run_id": RUN_A, "events": [{"role": "user", "text": "okapi notes"}]})
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    assert _segments(wh, wid) == ["0000000001-0000000001.jsonl"]
+    assert wh.ok("project.purge", {"dry_run": True})["workstream_events_deleted"] == 1
+    assert _segments(wh, wid) == ["0000000001-0000000001.jsonl"]  # a dry run removes nothing
+    wh.ok("project.purge", {})
+    assert not (wh.settings.data_dir / "raw" / "workstreams" / wid).exists()
+    assert wh.count("SELECT count(*) FROM workstream_events") == 0
+
+
+def test_a_session_purge_takes_its_runs_ledger_events_and_segments_only(wh) -> None:
+    wid = _open(wh, RUN_A)["workstream"]["id"]
+    wh.obs("claude-1", "user-prompt", "start", root="/w/repo", origin="github.com/acme/repo")
+    wh.ok("workstream.append", {"run_id": RUN_A, "native_session_id": "claude-1",
+                                "events": [{"role": "user", "text": "narwhal secret plan"}]})
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    _open(wh, RUN_B, harness="codex")
+    wh.ok("workstream.append", {"run_id": RUN_B, "native_session_id": "codex-1",
+                                "events": [{"role": "user", "text": "codex keeps this"}]})
+    # A live lease of the session's own run refuses; RUN_B's lease is not the session's.
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_B})
+    preview = wh.ok("session.purge", {"session_id": "claude-1", "dry_run": True},
+                    root="/w/repo", origin="github.com/acme/repo")
+    assert preview["workstream_events_deleted"] == 1
+    done = wh.ok("session.purge", {"session_id": "claude-1"}, root="/w/repo", origin="github.com/acme/repo")
+    assert done["workstream_events_deleted"] == 1
+    assert _segments(wh, wid) == ["0000000002-0000000002.jsonl"]
+    assert [r[0] for r in wh.conn.execute("SELECT text FROM workstream_events")] == ["codex keeps this"]
+    assert wh.count("SELECT count(*) FROM workstream_events_fts WHERE workstream_events_fts MATCH 'narwhal'") == 0
+
+
+def test_a_session_purge_refuses_while_its_run_holds_a_live_lease(wh) -> None:
+    _open(wh, RUN_A)
+    wh.obs("claude-1", "user-prompt", "start", root="/w/repo", origin="github.com/acme/repo")
+    wh.ok("workstream.append", {"run_id": RUN_A, "native_session_id": "claude-1",
+                                "events": [{"role": "user", "text": "still running"}]})
+    err = wh.err("session.purge", {"session_id": "claude-1"}, root="/w/repo", origin="github.com/acme/repo")
+    assert err["code"] == "live_lease" and err["data"]["runs"][0]["run_id"] == RUN_A
+    forced = wh.ok("session.purge", {"session_id": "claude-1", "force": True}, root="/w/repo",
+                   origin="github.com/acme/repo")
+    assert forced["workstream_events_deleted"] == 1
+
+
+def test_move_and_rename_refuse_while_a_run_holds_a_live_lease(wh) -> None:
+    wid = _open(wh, RUN_A)["workstream"]["id"]
+    for op, payload in (("project.rename", {"to": "app2"}), ("project.move", {"to_workspace": "other"}),
+                        ("workstream.rename", {"workstream_id": wid, "name": "renamed"})):
+        err = wh.err(op, payload)
+        assert (err["code"], err["status"] if "status" in err else 409) == ("live_lease", 409), (op, err)
+        assert err["data"]["runs"][0]["run_id"] == RUN_A
+    assert wh.ok("workstream.rename", {"workstream_id": wid, "name": "renamed", "force": True})["name"] == "renamed"
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    assert wh.ok("project.rename", {"to": "app2"})["to"] == "app2"
+
+
+def test_an_observation_of_a_managed_run_keeps_its_run_id(wh) -> None:
+    _open(wh, RUN_A)
+    wh.obs("claude-1", "user-prompt", "managed", root="/w/repo", origin="github.com/acme/repo", run_id=RUN_A)
+    wh.obs("claude-2", "user-prompt", "plain", root="/w/repo", origin="github.com/acme/repo")
+    rows = dict(wh.conn.execute("SELECT session_id, run_id FROM observations").fetchall())
+    assert rows == {"claude-1": RUN_A, "claude-2": None}

@@ -805,6 +805,17 @@ CREATE TABLE managed_runs (
 CREATE INDEX managed_runs_workstream ON managed_runs(workstream_id, state);
 """
 
+# 18: managed runs meet the rest of the store. An observation captured by a child of
+# `aimem run` keeps its run id; a run keeps the harness's native session id (set by its
+# ledger append), so a session purge finds the run's ledger events and segments.
+MIGRATION_18 = """
+ALTER TABLE observations ADD COLUMN run_id TEXT;
+CREATE INDEX observations_run ON observations(run_id) WHERE run_id IS NOT NULL;
+ALTER TABLE managed_runs ADD COLUMN native_session_id TEXT;
+CREATE INDEX managed_runs_session ON managed_runs(project_id, native_session_id)
+  WHERE native_session_id IS NOT NULL;
+"""
+
 # Forward-only: append new migrations; never edit one that has shipped. A database is only
 # ever moved forward from its ``user_version``; 5 was reserved and never shipped, so the list
 # has a gap there.
@@ -812,6 +823,6 @@ MIGRATIONS: list[tuple[int, str]] = [
     (1, MIGRATION_1), (2, MIGRATION_2), (3, MIGRATION_3), (4, MIGRATION_4), (6, MIGRATION_6),
     (7, MIGRATION_7), (8, MIGRATION_8), (9, MIGRATION_9), (10, MIGRATION_10), (11, MIGRATION_11),
     (12, MIGRATION_12), (13, MIGRATION_13), (14, MIGRATION_14), (15, MIGRATION_15), (16, MIGRATION_16),
-    (17, MIGRATION_17),
+    (17, MIGRATION_17), (18, MIGRATION_18),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
