@@ -90,6 +90,12 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
     assert (run["harness"], run["state"], run["exit_code"]) == ("claude-code", "released", 0)
     segs = list((live.data_dir / "raw" / "workstreams" / ws["id"]).glob("*.jsonl"))
     assert segs and sum(len(p.read_text().splitlines()) for p in segs) == len(events)
+    # The child's hook observations carry the run id (migration 18), and the run its native session.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not rows(live, "SELECT 1 FROM observations WHERE kind = 'user-prompt'"):
+        time.sleep(0.1)
+    tagged = rows(live, "SELECT DISTINCT run_id, session_id FROM observations WHERE agent = 'claude-code'")
+    assert [t["run_id"] for t in tagged] == [run["id"]] and tagged[0]["session_id"] == run["native_session_id"]
 
     # 2. Codex at the root: its first model request holds Claude's exchange once, behind the marker.
     cx = Agent(tmp_path, agents_bin, live, "codex")
