@@ -124,15 +124,25 @@ def show_cmd(workstream: str = typer.Argument(None, help="Id (or a prefix) or na
              last: int = typer.Option(20, "--last", min=0, max=500, help="How many recent events to print."),
              workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
              token: str | None = TokenOpt, as_json: bool = JsonOpt) -> None:
-    """Show what a workstream holds: its harness cursors, its runs and its last events."""
+    """Show what a workstream holds: its harness cursors, its runs and its last events, and
+    this machine's checkout of it with each harness's native session (``client-projects.json``
+    of the hook client's data dir, written by ``aimem run``; never sent to the server)."""
+    from aimem_cli.hookconfig import client_settings
+    from aimem_cli.managed import read_checkouts
+
     prefix = _here(workspace, project)
     with client(server, token) as c:
         wid = _resolve_id(c, prefix, workstream)
         got = c.get(f"{prefix}/workstreams/{wid}", last=last)
+    got["local_checkout"] = read_checkouts(client_settings()[0])["workstreams"].get(got["id"])
     if as_json:
         typer.echo(json.dumps(got, indent=2, ensure_ascii=False))
         return
     typer.echo(f"workstream {got['id']} \"{got['name']}\" at {got['checkout_root']}: {got['events']} event(s)")
+    local = got["local_checkout"]
+    if local:
+        sessions = ", ".join(f"{h} {sid}" for h, sid in sorted((local.get("harnesses") or {}).items()))
+        typer.echo(f"on this machine: {local.get('checkout_root')}" + (f" (native sessions: {sessions})" if sessions else ""))
     table(got["harnesses"], ["harness", "delivered_seq", "last_run_at"])
     table(got["runs"], ["id", "harness", "state", "started_at", "lease_expires_at", "exit_code"])
     for e in got["recent_events"]:

@@ -42,7 +42,8 @@ claim, the brief).
 An event with a session id but no location (no cwd, no project) joins its known session
 (``_place``); an unknown session without a location stays 400 ``missing_project``.
 
-With ``run_id`` (a child of ``aimem run``; not on a ``resume``) the brief is held to
+With ``run_id`` (a child of ``aimem run``, also on a ``resume``: ``aimem run`` resumes the
+harness's native session, and its delivery cursor says what that session never saw) the brief is held to
 ``MANAGED_BRIEF_CHARS`` and the run's workstream packet follows it (``workstreams.py``:
 the events its harness has not seen, origin marker, fenced, read first with room kept for
 the bounded brief); the handoff and the packet are claimed in one writer command
@@ -180,7 +181,8 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
     if ctx.purged.is_purged(ev.session_id):  # a purged session claims nothing (no link back to it)
         claim = False
     run_id = request.query_params.get("run_id") or ""
-    is_managed = bool(_RUN_ID.match(run_id)) and source != "resume"
+    # A managed run's resumed native session gets its packet too: its cursor says what it never saw.
+    is_managed = bool(_RUN_ID.match(run_id))
     # A managed start reads its packet first (room for the bounded brief is kept), then claims
     # the handoff and the packet in ONE writer command: both are delivered or neither is.
     packet = await managed.start_packet(ctx, run_id, scope, room=HARD_CAP_CHARS - MANAGED_BRIEF_CHARS - 2) \

@@ -239,3 +239,13 @@ def test_an_observation_of_a_managed_run_keeps_its_run_id(wh) -> None:
     wh.obs("claude-2", "user-prompt", "plain", root="/w/repo", origin="github.com/acme/repo")
     rows = dict(wh.conn.execute("SELECT session_id, run_id FROM observations").fetchall())
     assert rows == {"claude-1": RUN_A, "claude-2": None}
+
+
+def test_open_names_the_native_session_the_harness_last_appended_under(wh) -> None:
+    assert _open(wh, RUN_A)["resume_session_id"] is None
+    wh.ok("workstream.append", {"run_id": RUN_A, "native_session_id": "claude-1",
+                                "events": [{"role": "user", "text": "hello"}]})
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    assert _open(wh, RUN_B, harness="codex")["resume_session_id"] is None  # a harness new here starts fresh
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_B})
+    assert _open(wh, RUN_C)["resume_session_id"] == "claude-1"

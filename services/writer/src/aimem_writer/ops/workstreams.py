@@ -82,6 +82,9 @@ def _public_run(row, ws: dict | None = None) -> dict:
 def workstream_lease(tx: Tx, env: Envelope, cmd: WorkstreamLease) -> dict:
     """Open / renew / release / cancel a run lease. Result ``{run: {..., workstream: {...}}}``.
 
+    ``open`` adds ``run.resume_session_id``: the native session id the harness's last run in
+    this workstream appended under (null for a harness new to it).
+
     Raises:
         ConflictError: ``workstream_leased`` (open: another run holds a live lease; data names
             it), ``lease_not_active`` (renew/release of a run that was released, cancelled,
@@ -152,7 +155,12 @@ def _open(tx: Tx, cmd: WorkstreamLease) -> dict:
         (ws["id"], harness, tx.now))
     tx.audit("workstream.open", cmd.run_id, {"workstream_id": ws["id"], "harness": harness},
              scope=tx.scope_by_ids(ws["workspace_id"], ws["project_id"]))
-    return {"run": _public_run(_run(tx, cmd.run_id), ws)}
+    out = _public_run(_run(tx, cmd.run_id), ws)
+    # The harness's native session of its last run here: the launcher resumes it (None: a new one).
+    out["resume_session_id"] = tx.conn.execute(
+        "SELECT native_session_id FROM workstream_harnesses WHERE workstream_id = ? AND harness = ?",
+        (ws["id"], harness)).fetchone()[0]
+    return {"run": out}
 
 
 @handler("workstream.append")
