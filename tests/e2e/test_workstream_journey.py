@@ -150,6 +150,11 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
     [m] = set(MARKER.findall(again))
     assert int(m[1]) > len(events) and "Picking up the retry policy." in packet(again) and WORD not in packet(again)
     assert "Nothing left to do." in packet(again)
+    # ... in its own native session, resumed: the model sees Claude's first exchange again (outside the packet).
+    outside = again.replace(packet(again), "")
+    assert "Document the retry policy for the API" in outside and WORD in outside
+    assert len({r["native_session_id"] for r in rows(
+        live, "SELECT native_session_id FROM managed_runs WHERE harness = 'claude-code'")}) == 1
 
     # 5. The verbs: search finds the word said only by Claude; list; audit is clean.
     renv = reader_env(cc, live)
@@ -163,6 +168,10 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
     aimem(cc, repo, "rename-workstream", "retry policy", env=renv)
     shown = aimem(cc, repo / "api", "show", env=renv).stdout
     assert '"retry policy"' in shown and "codex" in shown
+    local = json.loads(aimem(cc, repo / "api", "show", "--json", env=renv).stdout)["local_checkout"]
+    [claude_session] = {r["native_session_id"] for r in rows(live, "SELECT native_session_id FROM managed_runs"
+                                                                  " WHERE harness = 'claude-code'")}
+    assert local["checkout_root"] == str(repo.resolve()) and local["harnesses"]["claude-code"] == claude_session
     # 6. Resume it by name from elsewhere: the run happens in the workstream's checkout.
     with FakeVendor([Step("text", "resumed")]) as vendor:
         aimem(cc, tmp_path, "resume", "retry policy", "claude-code", "--project", "ws-repo", "--", "-p", "Go on",

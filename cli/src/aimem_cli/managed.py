@@ -41,8 +41,6 @@ from typing import Any
 
 from aimem_cli import hooknet
 from aimem_cli.identity import Identity, resolve
-from aimem_cli.transcripts import claude_code, codex, gemini
-from aimem_cli.transcripts.base import FileState, ReadStats
 from aimem_common import locations
 from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS, contains_marker, strip_injected, strip_packets
 
@@ -56,7 +54,7 @@ SESSION_ARGS = {
 CODEX_SUBCOMMANDS = ("exec", "e", "review", "login", "logout", "mcp", "mcp-server", "app-server", "completion",
                      "sandbox", "debug", "apply", "a", "resume", "fork", "cloud", "features", "help")
 CLIENT_PROJECTS = "client-projects.json"
-READERS = {"claude-code": claude_code, "codex": codex, "gemini-cli": gemini}
+READERS = {"claude-code": "claude_code", "codex": "codex", "gemini-cli": "gemini"}  # aimem_cli.transcripts.*
 TOOL_TEXT_CHARS = 600
 APPEND_BATCH = 500
 MTIME_SLACK_S = 2.0
@@ -246,7 +244,12 @@ def read_checkouts(client_dir: Path) -> dict[str, Any]:
 def transcript_events(harness: str, home: Path, root: str, since: float) -> tuple[list[dict[str, Any]], str | None, int]:
     """Return ``(ledger events, native session id, dropped marked texts)`` of the harness's
     transcripts written since ``since`` (epoch seconds) by sessions inside ``root``."""
-    reader = READERS[harness]
+    import importlib
+
+    from aimem_cli.transcripts import gemini  # imported after the child exits: not on the start path
+    from aimem_cli.transcripts.base import FileState, ReadStats
+
+    reader = importlib.import_module(f"aimem_cli.transcripts.{READERS[harness]}")
     files = [p for p in reader.discover(home) if _mtime(p) >= since - MTIME_SLACK_S]
     files.sort(key=_mtime)
     out: list[dict[str, Any]] = []
