@@ -8,10 +8,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pytest
-from hypothesis import settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+import io
+import unittest
 
+import pytest
+from hypothesis import seed, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+SEED = 1  # with 25 examples it reaches a renew after a take-over (checked: the guard removed, it fails)
 HARNESSES = ("claude-code", "codex", "gemini-cli")
 ROOT = "/w/repo"
 PAST = "2000-01-01T00:00:00Z"
@@ -153,6 +157,9 @@ class LeaseModel(RuleBasedStateMachine):
 
 @pytest.mark.timeout(600)
 def test_lease_and_delivery_rules_hold_in_any_order(wh) -> None:
-    LeaseModel.harness_class = type(wh)  # a fresh store per example, built as the fixture's
-    run_state_machine_as_test(LeaseModel, settings=settings(max_examples=25, stateful_step_count=20, deadline=None,
-                                                            derandomize=True))
+    """A fixed seed (a run is the same everywhere) and a fresh store per example, built as the fixture's."""
+    LeaseModel.harness_class = type(wh)
+    case = seed(SEED)(LeaseModel.TestCase)
+    case.settings = settings(max_examples=25, stateful_step_count=20, deadline=None, database=None)
+    result = unittest.TextTestRunner(stream=io.StringIO()).run(unittest.defaultTestLoader.loadTestsFromTestCase(case))
+    assert result.wasSuccessful(), "\n".join(text for _, text in result.failures + result.errors)
