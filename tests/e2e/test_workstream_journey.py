@@ -90,6 +90,12 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
     assert (run["harness"], run["state"], run["exit_code"]) == ("claude-code", "released", 0)
     segs = list((live.data_dir / "raw" / "workstreams" / ws["id"]).glob("*.jsonl"))
     assert segs and sum(len(p.read_text().splitlines()) for p in segs) == len(events)
+    # The child's hook observations carry the run id (migration 18), and the run its native session.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not rows(live, "SELECT 1 FROM observations WHERE kind = 'user-prompt'"):
+        time.sleep(0.1)
+    tagged = rows(live, "SELECT DISTINCT run_id, session_id FROM observations WHERE agent = 'claude-code'")
+    assert [t["run_id"] for t in tagged] == [run["id"]] and tagged[0]["session_id"] == run["native_session_id"]
 
     # 2. Codex at the root: its first model request holds Claude's exchange once, behind the marker.
     cx = Agent(tmp_path, agents_bin, live, "codex")
@@ -144,6 +150,11 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
     [m] = set(MARKER.findall(again))
     assert int(m[1]) > len(events) and "Picking up the retry policy." in packet(again) and WORD not in packet(again)
     assert "Nothing left to do." in packet(again)
+    # ... in its own native session, resumed: the model sees Claude's first exchange again (outside the packet).
+    outside = again.replace(packet(again), "")
+    assert "Document the retry policy for the API" in outside and WORD in outside
+    assert len({r["native_session_id"] for r in rows(
+        live, "SELECT native_session_id FROM managed_runs WHERE harness = 'claude-code'")}) == 1
 
     # 5. The verbs: search finds the word said only by Claude; list; audit is clean.
     renv = reader_env(cc, live)
@@ -157,6 +168,10 @@ def test_run_carries_the_visible_exchange_to_the_next_harness_once(agents_bin, l
     aimem(cc, repo, "rename-workstream", "retry policy", env=renv)
     shown = aimem(cc, repo / "api", "show", env=renv).stdout
     assert '"retry policy"' in shown and "codex" in shown
+    local = json.loads(aimem(cc, repo / "api", "show", "--json", env=renv).stdout)["local_checkout"]
+    [claude_session] = {r["native_session_id"] for r in rows(live, "SELECT native_session_id FROM managed_runs"
+                                                                  " WHERE harness = 'claude-code'")}
+    assert local["checkout_root"] == str(repo.resolve()) and local["harnesses"]["claude-code"] == claude_session
     # 6. Resume it by name from elsewhere: the run happens in the workstream's checkout.
     with FakeVendor([Step("text", "resumed")]) as vendor:
         aimem(cc, tmp_path, "resume", "retry policy", "claude-code", "--project", "ws-repo", "--", "-p", "Go on",

@@ -6,9 +6,14 @@ One run, in order:
 2. open a lease through ingress (``POST /hook/workstream/lease``, ``action=open``; the harness
    named, else the writer picks the newest one of the workstream) and renew it every
    ``HEARTBEAT_SECONDS`` from a thread;
-3. start the harness's binary with ``AIMEM_RUN_ID`` (and ``AIMEM_WORKSTREAM_ID``) in its
-   environment: its hooks send the run id, so its session start gets the workstream events
-   it has not seen (ingress ``workstreams.py``);
+3. wire the harness's hooks and MCP server into the user's files when it has no aimem hook
+   yet (``autowire``; ``--no-autowire`` skips it), note the checkout in the client's
+   ``client-projects.json`` (``note_checkout``), and start the harness's binary with
+   ``AIMEM_RUN_ID`` (and ``AIMEM_WORKSTREAM_ID``) in its environment, in its native session
+   (``native_args``: the session its last run here appended under is resumed, else a new
+   one is started, with an id aimem picks where the CLI takes one): its hooks send the run
+   id, so its session start gets the workstream events it has not seen (ingress
+   ``workstreams.py``; a resumed session too, without handoff or brief);
 4. when it exits, read the native transcripts it wrote during the run with the readers of
    ``aimem import`` (``aimem_cli.transcripts``), keep the visible exchange (prompts, final
    messages, tool calls with a short result) of sessions inside the checkout, cut every packet
@@ -25,6 +30,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -35,13 +41,20 @@ from typing import Any
 
 from aimem_cli import hooknet
 from aimem_cli.identity import Identity, resolve
-from aimem_cli.transcripts import claude_code, codex, gemini
-from aimem_cli.transcripts.base import FileState, ReadStats
 from aimem_common import locations
 from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS, contains_marker, strip_injected, strip_packets
 
 BINARIES = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini"}
-READERS = {"claude-code": claude_code, "codex": codex, "gemini-cli": gemini}
+# Arguments with which the user picks a native session (or none) themselves: left as they are.
+SESSION_ARGS = {
+    "claude-code": ("-r", "--resume", "-c", "--continue", "--session-id", "--from-pr", "--teleport", "--fork-session"),
+    "gemini-cli": ("-r", "--resume", "--session-id", "--session-file", "--list-sessions", "--delete-session"),
+    "codex": ("resume", "fork", "--last"),
+}
+CODEX_SUBCOMMANDS = ("exec", "e", "review", "login", "logout", "mcp", "mcp-server", "app-server", "completion",
+                     "sandbox", "debug", "apply", "a", "resume", "fork", "cloud", "features", "help")
+CLIENT_PROJECTS = "client-projects.json"
+READERS = {"claude-code": "claude_code", "codex": "codex", "gemini-cli": "gemini"}  # aimem_cli.transcripts.*
 TOOL_TEXT_CHARS = 600
 APPEND_BATCH = 500
 MTIME_SLACK_S = 2.0
@@ -115,10 +128,128 @@ class Lease:
             self._thread.join(timeout=self.ingress.timeout_s + 1)
 
 
+def native_args(harness: str, args: list[str], resume_id: str | None) -> tuple[list[str], str | None]:
+    """Return ``(arguments after the binary, the session id aimem chose)`` that put the harness
+    in its native session of this workstream.
+
+    ``resume_id`` (the session its last run here appended under) is resumed: Claude Code
+    ``--resume ID``, Gemini CLI ``--resume ID``, Codex ``resume ID`` (interactive) or ``exec
+    [OPTIONS] resume ID PROMPT``. Without one a new session starts: Claude Code and Gemini CLI
+    get ``--session-id <new uuid>`` (returned); Codex picks its own id. Arguments that already
+    pick a session (``--resume``, ``--continue``, ``codex resume``, …) or a Codex subcommand
+    other than ``exec`` are left alone.
+    """
+    picks = SESSION_ARGS[harness]
+    if any(a in picks or a.split("=", 1)[0] in picks for a in args):
+        return args, None
+    if harness == "codex":
+        if not resume_id:
+            return args, None
+        if not args or (args[0].startswith("-") and args[0] not in ("-h", "--help", "-V", "--version")) \
+                or args[0] not in CODEX_SUBCOMMANDS:
+            return ["resume", resume_id, *args], None
+        if args[0] in ("exec", "e") and len(args) > 1 and not args[-1].startswith("-"):
+            return [*args[:-1], "resume", resume_id, args[-1]], None  # exec's options, then its subcommand
+        return args, None
+    if resume_id:
+        return ["--resume", resume_id, *args], None
+    fresh = str(uuid.uuid4())
+    return ["--session-id", fresh, *args], fresh
+
+
+def autowire(harness: str, home: Path, cwd: Path, url: str, token: str | None,
+             codex_home: Path | None = None) -> list[Path]:
+    """Install the harness's aimem hooks and MCP server in the user's files when its hook file
+    holds no aimem hook yet (the installers of ``aimem setup-agent``, user scope; merged,
+    never clobbered). Returns the files written (none when it was wired already).
+
+    Raises:
+        RunError: a settings file cannot be merged safely (the user wires it by hand).
+    """
+    from aimem_cli.installers.base import InstallError, apply
+    from aimem_cli.installers.plans import Target, hooks_installed, plan_hooks, plan_mcp
+
+    target = Target(scope="user", home=home, project_dir=cwd, ingress_url=url.rstrip("/"), codex_home=codex_home,
+                    token=token)
+    try:
+        if hooks_installed(harness, target):
+            return []
+        return apply(plan_hooks(harness, target) + plan_mcp(harness, target, _mcp_url()))
+    except InstallError as exc:
+        raise RunError(f"cannot wire {harness} (aimem setup-agent --client {harness} shows why, "
+                       f"--no-autowire skips it): {exc}") from None
+
+
+def _mcp_url() -> str:
+    from aimem_common import config
+
+    try:
+        settings = config.load(None, check_writable=False)
+    except config.ConfigError as exc:
+        raise RunError(exc.message) from None
+    return f"http://127.0.0.1:{settings.port('mcp-gateway')}/mcp"
+
+
+def note_checkout(client_dir: Path | None, run: dict[str, Any], ident: Identity, native_session: str | None,
+                  *, wired: Path | None = None) -> None:
+    """Record this machine's checkout of the run's workstream in ``<client dir>/client-projects.json``
+    (``{"version": 1, "workstreams": {id: {checkout_root, workspace, project, name, harnesses:
+    {harness: native session id}, last_run_at}}, "wired": {harness: HOME}}``): ``aimem show``
+    reads it; no server API exposes it. ``wired``: the HOME whose files ``autowire`` checked
+    for the run's harness (later runs skip the check). Written atomically; an unwritable file
+    is skipped (a run never fails on it)."""
+    if client_dir is None:
+        return
+    path = client_dir / CLIENT_PROJECTS
+    doc = read_checkouts(client_dir)
+    if wired is not None:
+        doc.setdefault("wired", {})[run["harness"]] = str(wired)
+    ws = run["workstream"]
+    entry = doc["workstreams"].setdefault(ws["id"], {})
+    harnesses = entry.get("harnesses") if isinstance(entry.get("harnesses"), dict) else {}
+    if native_session:
+        harnesses[run["harness"]] = native_session
+    entry.update({"checkout_root": ws["checkout_root"], "workspace": ident.workspace, "project": ident.project,
+                  "name": ws["name"], "harnesses": harnesses, "last_run_at": run["started_at"]})
+    try:
+        client_dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{CLIENT_PROJECTS}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def was_wired(client_dir: Path | None, harness: str, home: Path) -> bool:
+    """Whether ``autowire`` already checked ``harness`` in ``home`` (``client-projects.json``)."""
+    if client_dir is None:
+        return False
+    wired = read_checkouts(client_dir).get("wired")
+    return isinstance(wired, dict) and wired.get(harness) == str(home)
+
+
+def read_checkouts(client_dir: Path) -> dict[str, Any]:
+    """The client's ``client-projects.json`` (an empty registry when missing or unreadable)."""
+    try:
+        doc = json.loads((client_dir / CLIENT_PROJECTS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        doc = {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("workstreams"), dict):
+        doc = {"version": 1, "workstreams": {}}
+    if not isinstance(doc.get("wired", {}), dict):
+        doc["wired"] = {}
+    return doc
+
+
 def transcript_events(harness: str, home: Path, root: str, since: float) -> tuple[list[dict[str, Any]], str | None, int]:
     """Return ``(ledger events, native session id, dropped marked texts)`` of the harness's
     transcripts written since ``since`` (epoch seconds) by sessions inside ``root``."""
-    reader = READERS[harness]
+    import importlib
+
+    from aimem_cli.transcripts import gemini  # imported after the child exits: not on the start path
+    from aimem_cli.transcripts.base import FileState, ReadStats
+
+    reader = importlib.import_module(f"aimem_cli.transcripts.{READERS[harness]}")
     files = [p for p in reader.discover(home) if _mtime(p) >= since - MTIME_SLACK_S]
     files.sort(key=_mtime)
     out: list[dict[str, Any]] = []
@@ -143,6 +274,11 @@ def transcript_events(harness: str, home: Path, root: str, since: float) -> tupl
             session = ev.session_id
             out.append(item)
     return out, session, dropped
+
+
+def _codex_home(env: dict[str, str]) -> Path | None:
+    value = env.get("CODEX_HOME")
+    return Path(value).expanduser() if value else None
 
 
 def _mtime(p: Path) -> float:
@@ -225,7 +361,7 @@ class RunResult:
 
 def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str | None,
         home: Path | None = None, lease_s: int = LEASE_SECONDS, heartbeat_s: float = HEARTBEAT_SECONDS,
-        env: dict[str, str] | None = None) -> RunResult:
+        env: dict[str, str] | None = None, wire: bool = True, client_dir: Path | None = None) -> RunResult:
     """Run one harness in the checkout's workstream (see the module docstring).
 
     Raises:
@@ -248,10 +384,17 @@ def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str
         binary = shutil.which(BINARIES[harness], path=base_env.get("PATH"))
         if binary is None:
             raise RunError(f"{BINARIES[harness]} ({harness}) is not on PATH")
+        wired = None
+        if wire and not was_wired(client_dir, harness, home):  # checked once per harness and HOME
+            for path in autowire(harness, home, cwd, url, token, _codex_home(base_env)):
+                print(f"aimem: wired {harness} into {path}", file=sys.stderr)
+            wired = home
+        argv, created = native_args(harness, args, opened.get("resume_session_id"))
+        note_checkout(client_dir, opened, ident, created or opened.get("resume_session_id"), wired=wired)
         lease.start()
         started = time.time()
         child_env = {**base_env, "AIMEM_RUN_ID": run_id, "AIMEM_WORKSTREAM_ID": opened["workstream"]["id"]}
-        proc = subprocess.Popen([binary, *args], cwd=cwd, env=child_env)
+        proc = subprocess.Popen([binary, *argv], cwd=cwd, env=child_env)
         while True:
             try:
                 code = proc.wait()
@@ -269,6 +412,8 @@ def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str
             appended += got.get("appended", 0)
         lease.stop()
         ingress.post("/hook/workstream/lease", {"action": "release", "run_id": run_id, "exit_code": code})
+        if session:
+            note_checkout(client_dir, opened, ident, session)
         return RunResult(run_id, opened["workstream"]["id"], harness, code, appended, dropped)
     except BaseException:
         lease.stop()
@@ -279,18 +424,16 @@ def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str
         raise
 
 
-USAGE = "usage: aimem run [HARNESS] [--lease-seconds N] [--heartbeat-seconds S] [-- HARNESS ARGS]"
+USAGE = "usage: aimem run [HARNESS] [--no-autowire] [--lease-seconds N] [--heartbeat-seconds S] [-- HARNESS ARGS]"
 
 
 def main(argv: list[str]) -> int:
     """``aimem run``/``aimem continue`` before typer is imported (the start of every managed
     agent waits on it); ``--help`` goes through typer. Returns the child's exit status."""
-    import sys
-
     from aimem_cli.hookconfig import client_settings
 
     verb, rest = argv[0], argv[1:]
-    harness, args, lease_s, beat_s = None, [], LEASE_SECONDS, float(HEARTBEAT_SECONDS)
+    harness, args, lease_s, beat_s, wire = None, [], LEASE_SECONDS, float(HEARTBEAT_SECONDS), True
     i = 0
     try:
         while i < len(rest):
@@ -298,6 +441,10 @@ def main(argv: list[str]) -> int:
             if a == "--":
                 args = rest[i + 1:]
                 break
+            if a == "--no-autowire":
+                wire = False
+                i += 1
+                continue
             if a in ("--lease-seconds", "--heartbeat-seconds"):
                 value = rest[i + 1]
                 lease_s, beat_s = (int(value), beat_s) if a == "--lease-seconds" else (lease_s, float(value))
@@ -314,10 +461,10 @@ def main(argv: list[str]) -> int:
     if not 5 <= lease_s <= 600 or beat_s < 0.5:
         print("aimem: --lease-seconds must be 5..600 and --heartbeat-seconds ≥ 0.5", file=sys.stderr)
         return 2
-    cfg = client_settings()[1]
+    client_dir, cfg = client_settings()
     try:
         result = run(harness, args, cwd=Path.cwd(), url=str(cfg["url"]), token=cfg.get("token"), lease_s=lease_s,
-                     heartbeat_s=beat_s)
+                     heartbeat_s=beat_s, wire=wire, client_dir=client_dir)
     except RunError as exc:
         print(f"aimem: {exc}", file=sys.stderr)
         return 1

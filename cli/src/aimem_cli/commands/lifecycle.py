@@ -72,6 +72,7 @@ def _lift(body: dict, server: str | None, token: str | None, as_json: bool) -> N
 def purge_session(
     session_id: str = typer.Option(..., "--session-id"),
     confirm: bool = typer.Option(False, "--confirm"), compact: bool = typer.Option(False, "--compact"),
+    force: bool = typer.Option(False, "--force", help="Purge even while its managed run holds a live lease."),
     forget_tombstone: bool = ForgetOpt,
     workspace: str = WsOpt, project: str = PjOpt,
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
@@ -84,7 +85,7 @@ def purge_session(
         _lift({"session_id": session_id}, server, token, as_json)
         return
     ws, pj = scope(workspace, project)
-    body = {"workspace": ws, "project": pj, "session_id": session_id, "compact": compact}
+    body = {"workspace": ws, "project": pj, "session_id": session_id, "compact": compact, "force": force}
     keys = [("observations_deleted", "observations"), ("handoffs_deleted", "handoffs"),
             ("pages_deleted", "pages"), ("auto_improve_runs_deleted", "auto-improve runs")]
     with client(server, token) as c:
@@ -178,12 +179,13 @@ def purges(
 
 def rename_project(
     from_: str = typer.Option(..., "--from"), to: str = typer.Option(..., "--to"),
+    force: bool = typer.Option(False, "--force", help="Rename even while a managed run holds a live lease."),
     workspace: str = WsOpt, server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Rename a project (its files stay where they are: directories use ids)."""
     ws = workspace or load_settings().workspace_default
     with client(server, token) as c:
-        data = c.post("/admin/rename-project", {"workspace": ws, "from": from_, "to": to})
+        data = c.post("/admin/rename-project", {"workspace": ws, "from": from_, "to": to, "force": force})
     emit(data, as_json, lambda d: typer.echo(f"renamed {ws}/{from_} to {ws}/{to} ({d.get('pages')} pages)"))
 
 

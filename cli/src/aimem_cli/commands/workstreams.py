@@ -27,7 +27,9 @@ RUN_HELP = (
     "is handed, after any pending handoff, the workstream events it has not seen (from any harness, "
     "behind an origin marker, fenced). When the child exits, its visible transcript and a git checkpoint "
     "(branch, HEAD, changed files) are added to the ledger.\n\n"
-    "The harness's hooks must be installed: `aimem install-hooks --client HARNESS`."
+    "Each harness resumes its own native session of the workstream (a harness new to it starts a fresh "
+    "one). The first launch of a harness wires its hooks and MCP server into your files when it has no "
+    "aimem hook yet (--no-autowire: do it yourself with `aimem setup-agent --client HARNESS`)."
 )
 
 
@@ -38,13 +40,18 @@ def _ingress() -> tuple[str, str | None]:
     return str(cfg["url"]), cfg.get("token")
 
 
-def _launch(harness: str | None, args: list[str], lease_s: int, heartbeat_s: float, cwd: Path | None = None) -> None:
+NoAutowireOpt = typer.Option(False, "--no-autowire", help="Never install the harness's hooks and MCP server.")
+
+
+def _launch(harness: str | None, args: list[str], lease_s: int, heartbeat_s: float, cwd: Path | None = None,
+            no_autowire: bool = False) -> None:
+    from aimem_cli.hookconfig import client_settings
     from aimem_cli.managed import RunError, run
 
     url, token = _ingress()
     try:
         result = run(harness, args, cwd=cwd or Path.cwd(), url=url, token=token, lease_s=lease_s,
-                     heartbeat_s=heartbeat_s)
+                     heartbeat_s=heartbeat_s, wire=not no_autowire, client_dir=client_settings()[0])
     except RunError as exc:
         fail(str(exc))
         return
@@ -60,8 +67,9 @@ def run_cmd(
     args: list[str] = typer.Argument(None, help="Arguments for the harness, after `--`."),
     lease_s: int = typer.Option(LEASE_SECONDS, "--lease-seconds", min=5, max=600, help="Lease length."),
     heartbeat_s: float = typer.Option(HEARTBEAT_SECONDS, "--heartbeat-seconds", min=0.5, help="Renewal interval."),
+    no_autowire: bool = NoAutowireOpt,
 ) -> None:
-    _launch(harness, list(args or []), lease_s, heartbeat_s)
+    _launch(harness, list(args or []), lease_s, heartbeat_s, no_autowire=no_autowire)
 
 
 run_cmd.__doc__ = RUN_HELP
@@ -69,9 +77,10 @@ run_cmd.__doc__ = RUN_HELP
 
 def continue_cmd(
     args: list[str] = typer.Argument(None, help="Arguments for the harness, after `--`."),
+    no_autowire: bool = NoAutowireOpt,
 ) -> None:
     """Continue this checkout's workstream with its newest harness (`aimem run` without HARNESS)."""
-    _launch(None, list(args or []), LEASE_SECONDS, HEARTBEAT_SECONDS)
+    _launch(None, list(args or []), LEASE_SECONDS, HEARTBEAT_SECONDS, no_autowire=no_autowire)
 
 
 def resume_cmd(
@@ -79,7 +88,7 @@ def resume_cmd(
     harness: str = typer.Argument(None, help="Harness; default: the workstream's newest."),
     args: list[str] = typer.Argument(None, help="Arguments for the harness, after `--`."),
     workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
-    token: str | None = TokenOpt,
+    token: str | None = TokenOpt, no_autowire: bool = NoAutowireOpt,
 ) -> None:
     """Resume a named workstream of this project: run its harness in the workstream's checkout."""
     prefix = _here(workspace, project)
@@ -88,7 +97,7 @@ def resume_cmd(
         root = Path(c.get(f"{prefix}/workstreams/{wid}", last=0)["checkout_root"])
     if not root.is_dir():
         fail(f"the workstream's checkout {root} is not on this machine")
-    _launch(harness, list(args or []), LEASE_SECONDS, HEARTBEAT_SECONDS, cwd=root)
+    _launch(harness, list(args or []), LEASE_SECONDS, HEARTBEAT_SECONDS, cwd=root, no_autowire=no_autowire)
 
 
 def _here(workspace: str | None, project: str | None) -> str:
@@ -124,15 +133,25 @@ def show_cmd(workstream: str = typer.Argument(None, help="Id (or a prefix) or na
              last: int = typer.Option(20, "--last", min=0, max=500, help="How many recent events to print."),
              workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
              token: str | None = TokenOpt, as_json: bool = JsonOpt) -> None:
-    """Show what a workstream holds: its harness cursors, its runs and its last events."""
+    """Show what a workstream holds: its harness cursors, its runs and its last events, and
+    this machine's checkout of it with each harness's native session (``client-projects.json``
+    of the hook client's data dir, written by ``aimem run``; never sent to the server)."""
+    from aimem_cli.hookconfig import client_settings
+    from aimem_cli.managed import read_checkouts
+
     prefix = _here(workspace, project)
     with client(server, token) as c:
         wid = _resolve_id(c, prefix, workstream)
         got = c.get(f"{prefix}/workstreams/{wid}", last=last)
+    got["local_checkout"] = read_checkouts(client_settings()[0])["workstreams"].get(got["id"])
     if as_json:
         typer.echo(json.dumps(got, indent=2, ensure_ascii=False))
         return
     typer.echo(f"workstream {got['id']} \"{got['name']}\" at {got['checkout_root']}: {got['events']} event(s)")
+    local = got["local_checkout"]
+    if local:
+        sessions = ", ".join(f"{h} {sid}" for h, sid in sorted((local.get("harnesses") or {}).items()))
+        typer.echo(f"on this machine: {local.get('checkout_root')}" + (f" (native sessions: {sessions})" if sessions else ""))
     table(got["harnesses"], ["harness", "delivered_seq", "last_run_at"])
     table(got["runs"], ["id", "harness", "state", "started_at", "lease_expires_at", "exit_code"])
     for e in got["recent_events"]:
@@ -151,6 +170,7 @@ def search_cmd(query: str = typer.Argument(..., help="Words to find in the ledge
 
 def rename_cmd(name: str = typer.Argument(..., help="The new name."),
                workstream: str = typer.Option(None, "--workstream", help="Id (or prefix) or name; default: this checkout's."),
+               force: bool = typer.Option(False, "--force", help="Rename even while a run holds a live lease."),
                workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
                token: str | None = TokenOpt) -> None:
     """Rename a workstream (its display name; the checkout and the ledger stay as they are)."""
@@ -162,7 +182,7 @@ def rename_cmd(name: str = typer.Argument(..., help="The new name."),
     url, hook_token = _ingress()
     try:
         got = Ingress(url, token or hook_token, resolve(Path.cwd())).post(
-            "/hook/workstream/rename", {"workstream_id": wid, "name": name})
+            "/hook/workstream/rename", {"workstream_id": wid, "name": name, "force": force})
     except RunError as exc:
         fail(str(exc))
         return

@@ -112,6 +112,24 @@ def plan_hooks(client: str, target: Target) -> list[FileChange]:
     return changes + plan_credential(target)
 
 
+def hooks_installed(client: str, target: Target) -> bool:
+    """Whether ``client``'s hook file of ``target`` holds at least one aimem hook entry (an
+    unreadable or odd-shaped file counts as installed: it is never rewritten unasked)."""
+    _check(client)
+    path = target.path(HOOK_FILES[client], client)
+    text = read_text(path)
+    if text is None:
+        return False
+    if client == "opencode":
+        return True  # aimem's plugin, or a file of the user's that is never replaced
+    try:
+        hooks = _hooks_table(path, load_json(path, text), create=False)
+    except InstallError:
+        return True
+    return any(isinstance(groups, list) and any(_is_ours_entry(g) for g in groups)
+               for groups in (hooks or {}).values())
+
+
 def plan_credential(target: Target) -> list[FileChange]:
     """The hook client's token file ``<client_dir>/auth/client-token`` (mode 0600) holding
     ``target.token``, when both are set; the hook commands themselves carry no secret (a

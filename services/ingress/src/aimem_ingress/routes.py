@@ -42,11 +42,14 @@ claim, the brief).
 An event with a session id but no location (no cwd, no project) joins its known session
 (``_place``); an unknown session without a location stays 400 ``missing_project``.
 
-With ``run_id`` (a child of ``aimem run``; not on a ``resume``) the brief is held to
+With ``run_id`` (a child of ``aimem run``, also on a ``resume``: ``aimem run`` resumes the
+harness's native session, and its delivery cursor says what that session never saw) the brief is held to
 ``MANAGED_BRIEF_CHARS`` and the run's workstream packet follows it (``workstreams.py``:
-the events its harness has not seen, origin marker, fenced); the harness's delivery
-cursor moves through the writer after the whole response is assembled, and the answer
-of a managed start adds ``delivered_seq`` (null when nothing was delivered).
+the events its harness has not seen, origin marker, fenced, read first with room kept for
+the bounded brief); the handoff and the packet are claimed in one writer command
+(``handoff.accept`` with ``run_id``/``through_seq``; ``workstream.deliver`` alone on a start
+that claims no handoff): both are delivered or neither, and the answer of a managed start
+adds ``delivered_seq`` (null when nothing was delivered).
 See docs/lifecycle.md.
 """
 
@@ -148,7 +151,8 @@ async def post_hook(request: Request) -> Response:
         key = caller_key(principal, scope, _idempotency_key(request, payload))
         _check_ready(ctx)
         ctx.gate.check()
-        cmd_id, duplicate = await _publish(ctx, ev, scope, key)
+        run_id = request.query_params.get("run_id") or ""
+        cmd_id, duplicate = await _publish(ctx, ev, scope, key, run_id if _RUN_ID.match(run_id) else None)
         ctx.metrics.events.labels(ev.agent, ev.kind.value).inc()
         status = 202
         body: dict[str, Any] = {"accepted": cmd_id}
@@ -176,24 +180,32 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
     claim, brief = START_SOURCES.get(source, DEFAULT_START)
     if ctx.purged.is_purged(ev.session_id):  # a purged session claims nothing (no link back to it)
         claim = False
+    run_id = request.query_params.get("run_id") or ""
+    # A managed run's resumed native session gets its packet too: its cursor says what it never saw.
+    is_managed = bool(_RUN_ID.match(run_id))
+    # A managed start reads its packet first (room for the bounded brief is kept), then claims
+    # the handoff and the packet in ONE writer command: both are delivered or neither is.
+    packet = await managed.start_packet(ctx, run_id, scope, room=HARD_CAP_CHARS - MANAGED_BRIEF_CHARS - 2) \
+        if is_managed else None
+    deliver = (run_id, packet[1]) if packet else None
+    delivered = None
     # A child session (OpenCode `parentID`) continues its parent's task: its parent holds the
     # handoff, so it claims none (it still gets the project's rules).
-    handoff, skipped = (await _claim_handoff(ctx, ev, scope)) if claim and not ev.parent_session_id else (None, None)
+    if claim and not ev.parent_session_id:
+        handoff, skipped, delivered = await _claim_handoff(ctx, ev, scope, deliver)
+    else:
+        handoff, skipped = None, None
+        if deliver and await managed.claim(ctx, run_id, deliver[1], scope):
+            delivered = deliver[1]
     if skipped == "session_known":  # a start inside a session already open: inject nothing mid-conversation
         brief = False
     got = await ctx.read(lambda conn: _brief(conn, scope)) if brief else None
     pages, name = got or ([], scope.project)  # None: no database yet
-    run_id = request.query_params.get("run_id") or ""
-    is_managed = bool(_RUN_ID.match(run_id)) and source != "resume"
     budget = budget_chars(ctx.settings.ingress.context_max_tokens)
     text = render_context(handoff, pages, project=name,
                           max_chars=min(budget, MANAGED_BRIEF_CHARS) if is_managed else budget)
-    delivered = None
-    if is_managed:  # after the handoff and brief: the workstream events this harness has not seen
-        packet = await managed.start_packet(ctx, run_id, scope, room=HARD_CAP_CHARS - len(text) - 2)
-        if packet and await managed.claim(ctx, run_id, packet[1], scope):  # claimed once the response is whole
-            text = f"{text}\n\n{packet[0]}" if text else packet[0]
-            delivered = packet[1]
+    if packet and delivered is not None:  # after the handoff and brief: the events this harness has not seen
+        text = f"{text}\n\n{packet[0]}" if text else packet[0]
     ctx.metrics.contexts.labels("handoff" if handoff else ("brief" if text else "empty")).inc()
     body: dict[str, Any] = {"context": text, "handoff_id": (handoff or {}).get("id")}
     if is_managed:
@@ -409,8 +421,9 @@ def _check_ready(ctx: IngressContext) -> None:
 
 
 async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
-                   key: str | None) -> tuple[str, bool]:
+                   key: str | None, run_id: str | None = None) -> tuple[str, bool]:
     """Publish the observation (and ``session.end``); return ``(cmd_id, duplicate)``.
+    ``run_id`` (the query's, a child of ``aimem run``) is stored on the observation.
 
     Raises:
         BackPressureError / UnavailableError: from ``Bus.publish``.
@@ -422,7 +435,9 @@ async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
         parent_session_id=ev.parent_session_id,
     )
     actor = HOOK_ACTOR
-    env = make_envelope("observation.append", sanitize(raw).to_payload(), actor=actor, idempotency_key=key,
+    payload = sanitize(raw).to_payload()
+    payload.run_id = run_id
+    env = make_envelope("observation.append", payload, actor=actor, idempotency_key=key,
                         **scope.envelope_kwargs())
     result = await ctx.hooks.publish(env)
     if ev.kind is ObservationKind.SESSION_END:
@@ -435,29 +450,36 @@ async def _publish(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
     return env.cmd_id, result.duplicate
 
 
-async def _claim_handoff(ctx: IngressContext, ev: NormalizedEvent,
-                         scope: HookScope) -> tuple[dict[str, Any] | None, str | None]:
+async def _claim_handoff(ctx: IngressContext, ev: NormalizedEvent, scope: HookScope,
+                         deliver: tuple[str, int] | None = None) -> tuple[dict[str, Any] | None, str | None, int | None]:
     """Ask the writer to claim the best open handoff for the project root (else ``ev.cwd``)
-    for a new session (``only_new_session``); return ``(handoff | None, skipped | None)``
-    (``skipped``: why the writer claimed nothing for this session, e.g. ``session_known``).
+    for a new session (``only_new_session``); return ``(handoff | None, skipped | None,
+    delivered seq | None)`` (``skipped``: why the writer claimed nothing for this session,
+    e.g. ``session_known``).
+
+    ``deliver`` (``(run_id, through_seq)``, a managed start) claims the run's workstream packet
+    in the same writer command: the third value is ``through_seq`` when it was claimed.
 
     Waits at most ``CLAIM_TIMEOUT_S``; a timeout, a saturated bus or an unknown project is
-    "no handoff" (logged), never an error to the agent.
+    "no handoff" and no packet (logged), never an error to the agent.
     """
     if not ctx.nc.is_connected:
-        return None, None
+        return None, None, None
+    run_id, through = deliver if deliver else (None, None)
     env = make_envelope(
         "handoff.accept",
-        HandoffAccept(cwd=ev.cwd, agent=ev.agent, session_id=ev.session_id, only_new_session=True),
+        HandoffAccept(cwd=ev.cwd, agent=ev.agent, session_id=ev.session_id, only_new_session=True,
+                      run_id=run_id, through_seq=through),
         actor=HOOK_ACTOR, **scope.envelope_kwargs(),
     )
     try:
         result = await ctx.bus.request(env, timeout_s=ctx.claim_timeout_s)
     except (BusTimeoutError, BackPressureError, UnavailableError) as exc:
         log.warning("handoff claim for %s/%s skipped: %s", scope.workspace, scope.project, exc.message)
-        return None, None
+        return None, None, None
     except AimemError as exc:  # not_found (no such project yet) and other typed answers
         log.info("no handoff for %s/%s: %s", scope.workspace, scope.project, exc.code)
-        return None, None
+        return None, None, None
+    delivered = through if isinstance(result.get("delivered"), dict) else None
     handoff, skipped = result.get("handoff"), result.get("skipped")
-    return (handoff if isinstance(handoff, dict) else None), (skipped if isinstance(skipped, str) else None)
+    return (handoff if isinstance(handoff, dict) else None), (skipped if isinstance(skipped, str) else None), delivered

@@ -4,9 +4,10 @@
 sent a ``run_id`` (the child of ``aimem run`` carries ``AIMEM_RUN_ID``): it reads the events
 of the run's workstream past its harness's delivery cursor and renders the packet
 (``aimem_common.workstreams.render_packet``: origin marker, fenced, bounded). The caller
-appends it after the handoff and brief, then ``claim`` moves the cursor through the writer
-once the whole response is assembled; a claim that fails drops the packet (the next start
-gets it again), so the cursor and what the harness saw never disagree.
+claims it with the pending handoff in one writer command (``handoff.accept`` carries
+``run_id``/``through_seq``), or with ``claim`` when the start claims no handoff, and appends
+it after the handoff and brief; a claim that fails drops both (the next start gets them
+again), so the cursors and what the harness saw never disagree.
 
 The launcher's routes (``aimem run``; the same credentials and project grants as a hook,
 ``require_hook_write``), each one writer round trip, JSON in and out:

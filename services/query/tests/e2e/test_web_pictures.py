@@ -295,3 +295,69 @@ def test_pictures_pass_axe(browser, web):
         page.goto(web.query + path)
         axe_check(page, path)
     ctx.close()
+
+
+WS_RUN_A, WS_RUN_B = "a1" * 16, "b2" * 16
+
+
+@pytest.fixture(scope="module")
+def workstream(web) -> str:
+    """A workstream of `app` with two runs: Claude's hostile prompt and answer, then Codex's turn."""
+    opened = web.writer_op("workstream.lease", {"action": "open", "run_id": WS_RUN_A, "harness": "claude-code",
+                                                "cwd": "/src/shop"}, project="app")
+    wid = opened.get("result", opened)["run"]["workstream"]["id"]
+    web.writer_op("workstream.append", {"run_id": WS_RUN_A, "native_session_id": "cc-1", "events": [
+        {"role": "user", "text": PROMPT}, {"role": "assistant", "text": "Documented the okapi retry policy."},
+        {"role": "tool", "text": "Bash: pytest -q\n→ 3 passed"}]}, project="app")
+    web.writer_op("workstream.lease", {"action": "release", "run_id": WS_RUN_A, "exit_code": 0}, project="app")
+    web.writer_op("workstream.lease", {"action": "open", "run_id": WS_RUN_B, "harness": "codex",
+                                       "cwd": "/src/shop"}, project="app")
+    web.writer_op("workstream.append", {"run_id": WS_RUN_B, "events": [
+        {"role": "user", "text": "Continue where the last session stopped"}]}, project="app")
+    return wid
+
+
+def test_workstreams_list_and_one_timeline_hostile_text_inert(browser, ann_page, web, workstream, shots):
+    page, base = ann_page, web.query
+    dialogs, foreign = watch(page, base)
+    page.goto(f"{base}/web/p/default/app")
+    page.locator("nav.sub a", has_text="Workstreams").click()
+    page.wait_for_url(re.compile(r".*/web/p/default/app/workstreams$"))
+    row = page.locator("tbody tr")
+    assert row.count() == 1
+    cells = [c.inner_text() for c in row.first.locator("th, td").all()]
+    assert cells[:3] == ["shop", "/src/shop", "4"]
+    # Codex had not seen #1-#3, so its own #4 does not move its cursor past them.
+    assert cells[3] == "codex (0), claude-code (3)" and cells[4].startswith("codex until ")
+    row.first.locator("th a").click()
+    page.wait_for_url(re.compile(rf".*/workstreams/{workstream}$"))
+    assert page.locator("h1").inner_text() == "Workstream shop"
+    events = page.locator("ol.timeline > li")
+    assert events.count() == 4
+    assert [e.get_attribute("id") for e in events.all()] == ["seq-1", "seq-2", "seq-3", "seq-4"]
+    first = events.first.inner_text()
+    assert "#1 · claude-code · user" in first and "<script>alert('p')</script></svg><img" in first  # text, not markup
+    assert "okapi retry policy" in events.nth(1).inner_text()
+    runs = [r.inner_text() for r in page.locator("section[aria-labelledby=r-h] tbody tr").all()]
+    assert len(runs) == 2 and "codex" in runs[0] and "active" in runs[0] and "released" in runs[1]
+    inert(page)
+    page.screenshot(path=str(shots / "pictures-workstream.png"), full_page=True)
+    assert page.goto(f"{base}/web/p/default/app/workstreams/{'0' * 32}").status == 404
+    page.wait_for_timeout(200)
+    assert dialogs == [] and foreign == []
+    ctx = browser.new_context()
+    bob = ctx.new_page()
+    login(bob, base, *BOB)
+    assert bob.goto(f"{base}/web/p/default/app/workstreams").status == 404  # grants: as for any app screen
+    assert bob.goto(f"{base}/web/p/default/app/workstreams/{workstream}").status == 404
+    ctx.close()
+
+
+def test_workstream_screens_pass_axe(browser, web, workstream):
+    ctx = browser.new_context(bypass_csp=True)  # only so the test can inject axe-core
+    page = ctx.new_page()
+    login(page, web.query, *ANN)
+    for path in ["/web/p/default/app/workstreams", f"/web/p/default/app/workstreams/{workstream}"]:
+        page.goto(web.query + path)
+        axe_check(page, path)
+    ctx.close()

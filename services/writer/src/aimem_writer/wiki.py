@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sqlite3
 import subprocess
 import time
@@ -51,7 +52,8 @@ SIGNATURE = ("aimem-writer", "writer@aimem.local")
 class FileOp:
     """One staged file effect: ``write`` (whole text), ``delete``, ``append`` (ledger),
     ``scrub`` (``text`` = a session id whose entries leave the ledgers of dir ``rel``) or
-    ``purge`` (a purge's removal, best effort: ``text`` = the purging command's ``cmd_id``)."""
+    ``purge`` (a purge's removal, best effort: ``text`` = the purging command's ``cmd_id``) or
+    ``delete_raw`` (``rel`` under ``<data_dir>/raw``: workstream segments)."""
 
     rel: str
     action: str
@@ -115,6 +117,13 @@ class WikiStage:
         """
         self.check(rel)
         self.ops.append(FileOp(rel, "purge", cmd_id))
+
+    def delete_raw(self, rel: str) -> None:
+        """Stage the removal of a file or directory tree under ``<data_dir>/raw`` (``rel``
+        relative to it, e.g. ``workstreams/<id>``): a purge of the ledger's segments, applied
+        after the commit like every other effect (never versioned in git)."""
+        check_inside(self.root.parent / "raw", rel)
+        self.ops.append(FileOp(rel, "delete_raw"))
 
     def append_rel(self, rel: str, text: str) -> None:
         """Stage appending ``text`` to the file ``rel`` (versioned in git, unlike ledgers)."""
@@ -268,6 +277,9 @@ class WikiRepo:
         n = 0
         self.purge_failures = []
         for op in ops:
+            if op.action == "delete_raw":
+                n += self._delete_raw(op.rel, dirs)
+                continue
             abs_path = self.root / op.rel
             try:
                 check_inside(self.root, op.rel)  # re-checked: a symlink may appear after staging
@@ -327,6 +339,24 @@ class WikiRepo:
         for d in dirs:
             fsync_dir(d)
         return n
+
+    def _delete_raw(self, rel: str, dirs: set[Path]) -> int:
+        raw = self.root.parent / "raw"
+        try:
+            check_inside(raw, rel)  # re-checked: a symlink may appear after staging
+        except BadRequestError as exc:
+            log.error("raw effect on %s skipped: %s", rel, exc.message)
+            return 0
+        path = raw / rel
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return 0
+        dirs.add(path.parent)
+        return 1
 
     def note_ops(self, names: Counter) -> None:
         """Remember op names for the next checkpoint message."""

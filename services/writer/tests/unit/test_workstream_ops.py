@@ -109,3 +109,143 @@ def test_a_purge_refuses_while_a_run_holds_a_live_lease_and_then_takes_the_ledge
     assert done["workstream_events_deleted"] == 1 and done["workstreams_deleted"] == 1
     assert wh.count("SELECT count(*) FROM workstream_events_fts WHERE workstream_events_fts MATCH 'platypus'") == 0
     assert wh.count("SELECT count(*) FROM managed_runs") == 0
+
+
+def _managed_start(wh, through_seq: int, run: str = RUN_B) -> dict:
+    """A managed start's claim: the handoff and the packet in one handoff.accept."""
+    return wh.run("handoff.accept", {"cwd": "/w/repo", "agent": "codex", "session_id": "codex-1",
+                                     "only_new_session": True, "run_id": run, "through_seq": through_seq},
+                  "default", "app", root="/w/repo", origin="github.com/acme/repo")
+
+
+def _ledger_and_handoff(wh) -> int:
+    _open(wh, RUN_A)
+    wh.ok("workstream.append", {"run_id": RUN_A, "events": [{"role": "user", "text": f"step {i}"} for i in range(3)]})
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    _open(wh, RUN_B, harness="codex")
+    return wh.ok("handoff.begin", {"body": "carry on with the retry work", "cwd": "/w/repo"},
+                 root="/w/repo", origin="github.com/acme/repo")["handoff"]["id"]
+
+
+def test_a_managed_start_claims_the_handoff_and_the_packet_together(wh) -> None:
+    hid = _ledger_and_handoff(wh)
+    reply = _managed_start(wh, 3)
+    assert reply["ok"], reply
+    assert reply["result"]["handoff"]["id"] == hid
+    assert reply["result"]["delivered"] == {"delivered_seq": 3, "advanced": True}
+    assert wsread.run_with_workstream(wh.conn, RUN_B)["delivered_seq"] == 3
+    assert wh.conn.execute("SELECT status FROM handoffs WHERE id = ?", (hid,)).fetchone()[0] == "accepted"
+
+
+def test_a_packet_claim_that_fails_leaves_the_handoff_open(wh) -> None:
+    hid = _ledger_and_handoff(wh)
+    reply = _managed_start(wh, 9)  # past the ledger's end: the delivery fails after the handoff was claimed
+    assert not reply["ok"] and reply["error"]["code"] == "beyond_ledger"
+    assert wh.conn.execute("SELECT status FROM handoffs WHERE id = ?", (hid,)).fetchone()[0] == "open"
+    assert wsread.run_with_workstream(wh.conn, RUN_B)["delivered_seq"] == 0
+
+
+def test_a_failure_injected_between_the_two_claims_rolls_both_back(wh, monkeypatch) -> None:
+    from aimem_writer.ops import workstreams as ops
+
+    hid = _ledger_and_handoff(wh)
+    real = ops.deliver
+
+    def broken(tx, run_id, through_seq):
+        real(tx, run_id, through_seq)  # the cursor moved, the handoff is claimed ...
+        raise RuntimeError("the writer broke here")  # ... and the command dies before it returns
+
+    monkeypatch.setattr(ops, "deliver", broken)
+    reply = _managed_start(wh, 3)
+    assert not reply["ok"]
+    assert wh.conn.execute("SELECT status FROM handoffs WHERE id = ?", (hid,)).fetchone()[0] == "open"
+    assert wsread.run_with_workstream(wh.conn, RUN_B)["delivered_seq"] == 0
+    monkeypatch.setattr(ops, "deliver", real)
+    again = _managed_start(wh, 3)  # the next start gets both
+    assert again["ok"] and again["result"]["handoff"]["id"] == hid and again["result"]["delivered"]["advanced"]
+
+
+def test_run_id_and_through_seq_go_together(wh) -> None:
+    _ledger_and_handoff(wh)
+    err = wh.err("handoff.accept", {"run_id": RUN_B}, root="/w/repo", origin="github.com/acme/repo")
+    assert err["code"] in ("invalid_payload", "bad_request", "validation_error"), err
+
+
+def _segments(wh, wid: str) -> list[str]:
+    folder = wh.settings.data_dir / "raw" / "workstreams" / wid
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_a_project_purge_removes_the_segments_after_the_commit(wh) -> None:
+    wid = _open(wh, RUN_A)["workstream"]["id"]
+    wh.ok("workstream.append", {"run_id": RUN_A, "events": [{"role": "user", "text": "okapi notes"}]})
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    assert _segments(wh, wid) == ["0000000001-0000000001.jsonl"]
+    assert wh.ok("project.purge", {"dry_run": True})["workstream_events_deleted"] == 1
+    assert _segments(wh, wid) == ["0000000001-0000000001.jsonl"]  # a dry run removes nothing
+    wh.ok("project.purge", {})
+    assert not (wh.settings.data_dir / "raw" / "workstreams" / wid).exists()
+    assert wh.count("SELECT count(*) FROM workstream_events") == 0
+
+
+def test_a_session_purge_takes_its_runs_ledger_events_and_segments_only(wh) -> None:
+    wid = _open(wh, RUN_A)["workstream"]["id"]
+    wh.obs("claude-1", "user-prompt", "start", root="/w/repo", origin="github.com/acme/repo")
+    wh.ok("workstream.append", {"run_id": RUN_A, "native_session_id": "claude-1",
+                                "events": [{"role": "user", "text": "narwhal secret plan"}]})
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    _open(wh, RUN_B, harness="codex")
+    wh.ok("workstream.append", {"run_id": RUN_B, "native_session_id": "codex-1",
+                                "events": [{"role": "user", "text": "codex keeps this"}]})
+    # A live lease of the session's own run refuses; RUN_B's lease is not the session's.
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_B})
+    preview = wh.ok("session.purge", {"session_id": "claude-1", "dry_run": True},
+                    root="/w/repo", origin="github.com/acme/repo")
+    assert preview["workstream_events_deleted"] == 1
+    done = wh.ok("session.purge", {"session_id": "claude-1"}, root="/w/repo", origin="github.com/acme/repo")
+    assert done["workstream_events_deleted"] == 1
+    assert _segments(wh, wid) == ["0000000002-0000000002.jsonl"]
+    assert [r[0] for r in wh.conn.execute("SELECT text FROM workstream_events")] == ["codex keeps this"]
+    assert wh.count("SELECT count(*) FROM workstream_events_fts WHERE workstream_events_fts MATCH 'narwhal'") == 0
+
+
+def test_a_session_purge_refuses_while_its_run_holds_a_live_lease(wh) -> None:
+    _open(wh, RUN_A)
+    wh.obs("claude-1", "user-prompt", "start", root="/w/repo", origin="github.com/acme/repo")
+    wh.ok("workstream.append", {"run_id": RUN_A, "native_session_id": "claude-1",
+                                "events": [{"role": "user", "text": "still running"}]})
+    err = wh.err("session.purge", {"session_id": "claude-1"}, root="/w/repo", origin="github.com/acme/repo")
+    assert err["code"] == "live_lease" and err["data"]["runs"][0]["run_id"] == RUN_A
+    forced = wh.ok("session.purge", {"session_id": "claude-1", "force": True}, root="/w/repo",
+                   origin="github.com/acme/repo")
+    assert forced["workstream_events_deleted"] == 1
+
+
+def test_move_and_rename_refuse_while_a_run_holds_a_live_lease(wh) -> None:
+    wid = _open(wh, RUN_A)["workstream"]["id"]
+    for op, payload in (("project.rename", {"to": "app2"}), ("project.move", {"to_workspace": "other"}),
+                        ("workstream.rename", {"workstream_id": wid, "name": "renamed"})):
+        err = wh.err(op, payload)
+        assert (err["code"], err["status"] if "status" in err else 409) == ("live_lease", 409), (op, err)
+        assert err["data"]["runs"][0]["run_id"] == RUN_A
+    assert wh.ok("workstream.rename", {"workstream_id": wid, "name": "renamed", "force": True})["name"] == "renamed"
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    assert wh.ok("project.rename", {"to": "app2"})["to"] == "app2"
+
+
+def test_an_observation_of_a_managed_run_keeps_its_run_id(wh) -> None:
+    _open(wh, RUN_A)
+    wh.obs("claude-1", "user-prompt", "managed", root="/w/repo", origin="github.com/acme/repo", run_id=RUN_A)
+    wh.obs("claude-2", "user-prompt", "plain", root="/w/repo", origin="github.com/acme/repo")
+    rows = dict(wh.conn.execute("SELECT session_id, run_id FROM observations").fetchall())
+    assert rows == {"claude-1": RUN_A, "claude-2": None}
+
+
+def test_open_names_the_native_session_the_harness_last_appended_under(wh) -> None:
+    assert _open(wh, RUN_A)["resume_session_id"] is None
+    wh.ok("workstream.append", {"run_id": RUN_A, "native_session_id": "claude-1",
+                                "events": [{"role": "user", "text": "hello"}]})
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    assert _open(wh, RUN_B, harness="codex")["resume_session_id"] is None  # a harness new here starts fresh
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_B})
+    assert _open(wh, RUN_C)["resume_session_id"] == "claude-1"

@@ -42,6 +42,7 @@ class SessionPurge(OpPayload):
     session_id: str = Field(min_length=1, max_length=256)
     dry_run: bool = False
     compact: bool = False
+    force: bool = False  # purge although one of its managed runs holds a live lease (409 ``live_lease``)
 
 
 @register("project.purge")
@@ -94,6 +95,7 @@ class ProjectRename(OpPayload):
     """
 
     to: str = Field(max_length=256)
+    force: bool = False  # rename although a managed run holds a live lease (409 ``live_lease``)
 
 
 @register("workspace.rename")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from aimem_common.commands.envelope import OpPayload, register
 from aimem_common.commands.freetext import FreeText
+from aimem_common.commands.workstreams import RUN_ID
 from aimem_common.models import DbId
 
 
@@ -46,6 +47,17 @@ class HandoffAccept(OpPayload):
     session_id: str | None = Field(None, max_length=256)
     only_new_session: bool = False
     any_owner: bool = False  # root recovering another operator's private handoff (checked by the caller)
+    # A managed start (``aimem run``) claims its workstream packet in the same transaction:
+    # the run's harness cursor moves to ``through_seq`` with the handoff claim, or neither
+    # moves (``workstream.deliver``'s rules and errors; result key ``delivered``).
+    run_id: str | None = Field(None, pattern=RUN_ID)
+    through_seq: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _delivery_pair(self) -> "HandoffAccept":
+        if (self.run_id is None) != (self.through_seq is None):
+            raise ValueError("run_id and through_seq go together")
+        return self
 
 
 @register("handoff.cancel")

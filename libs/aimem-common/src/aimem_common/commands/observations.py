@@ -17,7 +17,8 @@ class ObservationAppend(OpPayload):
 
     ``sanitized`` must be true; the writer re-checks the text with the redactor and refuses
     a command that still carries a secret (DESIGN.md invariant 6). ``imported`` marks an
-    observation read from a client's transcript by ``aimem import``.
+    observation read from a client's transcript by ``aimem import``. ``run_id`` names the
+    managed run whose child sent the hook.
     """
 
     session_id: str = Field(min_length=1, max_length=256)
@@ -37,6 +38,8 @@ class ObservationAppend(OpPayload):
     # The session this one was spawned from (OpenCode ``parentID``): a child session never
     # claims a handoff and never opens one (docs/lifecycle.md "Children and subagents").
     parent_session_id: str | None = Field(None, max_length=256)
+    # The managed run (``aimem run``, its child's ``AIMEM_RUN_ID``) that captured it; stored as is.
+    run_id: str | None = Field(None, pattern=r"^[0-9a-f]{32}$")
 
 
 @register("session.end", creates_scope=True)

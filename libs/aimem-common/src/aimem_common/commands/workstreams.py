@@ -76,3 +76,4 @@ class WorkstreamRename(OpPayload):
 
     workstream_id: str = Field(pattern=r"^[0-9a-f]{32}$")
     name: FreeText = Field(min_length=1, max_length=128)
+    force: bool = False  # rename although a run holds a live lease (409 ``live_lease`` otherwise)

@@ -52,6 +52,13 @@ def events_after(conn: sqlite3.Connection, workstream_id: str, after_seq: int, *
     return [dict(r) for r in reversed(rows)]
 
 
+def events_from(conn: sqlite3.Connection, workstream_id: str, from_seq: int, *, limit: int) -> list[dict[str, Any]]:
+    """Return ≤ ``limit`` events with ``seq >= from_seq``, oldest first (a timeline page)."""
+    return [dict(r) for r in conn.execute(
+        f"SELECT {', '.join(EVENT_FIELDS)} FROM workstream_events WHERE workstream_id = ? AND seq >= ?"
+        " ORDER BY seq LIMIT ?", (workstream_id, from_seq, limit))]
+
+
 def list_workstreams(conn: sqlite3.Connection, scope: Scope) -> list[dict[str, Any]]:
     """Return the project's workstreams, newest activity first, each with its harnesses and live run.
 

@@ -94,11 +94,11 @@ def test_a_candidate_below_the_limit_can_be_reranked_into_the_answer(pool, seede
     seeder.page(app, "notes/canary.md", "# Rollout\nDeploy with a canary.")
     settings = Settings(data_dir=tmp_path)
     params = SearchParams(query="deploy steps", workspace="default", project="app", limit=3)
-    plain = asyncio.run(Searcher(pool=pool, settings=settings, reranker=None).search(ROOT, params))
+    plain = asyncio.run(Searcher(pool=pool, settings=settings, reranker=None).search(ROOT, params)).to_json()
     assert "notes/canary.md" not in paths(plain) and len(plain["hits"]) == 3
     fake_llm.rerank_boost = {"canary": 5.0}
     on = asyncio.run(Searcher(pool=pool, settings=settings, reranker=stage_for(fake_llm.url, top_n=10))
-                     .search(ROOT, params))
+                     .search(ROOT, params)).to_json()
     assert paths(on)[0] == "notes/canary.md" and len(on["hits"]) == 3
     sent = [r for r in fake_llm.requests if r["path"].endswith("/rerank")][-1]["body"]
     assert len(sent["documents"]) == 9  # every candidate up to top_n, not only the 3 asked for

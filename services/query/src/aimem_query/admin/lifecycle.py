@@ -38,6 +38,7 @@ class PurgeSessionBody(_Body):
     confirm: bool = False
     dry_run: bool = False
     compact: bool = False
+    force: bool = False  # purge although one of its managed runs holds a live lease
 
 
 class PurgeProjectBody(_Body):
@@ -61,6 +62,7 @@ class RenameProjectBody(_Body):
     workspace: str = "default"
     from_: str = Field(alias="from")
     to: str
+    force: bool = False  # rename although a managed run (aimem run) holds a live lease
 
 
 class RenameWorkspaceBody(_Body):
@@ -106,7 +108,7 @@ async def purge_session(body: PurgeSessionBody, request: Request) -> dict:
     return await send(
         request,
         "session.purge",
-        {"session_id": body.session_id, "dry_run": body.dry_run, "compact": body.compact},
+        {"session_id": body.session_id, "dry_run": body.dry_run, "compact": body.compact, "force": body.force},
         workspace=body.workspace,
         project=body.project,
     )
@@ -134,8 +136,10 @@ async def purge_workspace(body: PurgeWorkspaceBody, request: Request) -> dict:
 
 @router.post("/rename-project")
 async def rename_project(body: RenameProjectBody, request: Request) -> dict:
-    """Rename a project within its workspace (no file moves)."""
-    return await send(request, "project.rename", {"to": body.to}, workspace=body.workspace, project=body.from_)
+    """Rename a project within its workspace (no file moves); 409 ``live_lease`` while a
+    managed run holds a live lease on it, unless ``force``."""
+    return await send(request, "project.rename", {"to": body.to, "force": body.force}, workspace=body.workspace,
+                      project=body.from_)
 
 
 @router.post("/rename-workspace")

@@ -45,6 +45,7 @@ from aimem_common.commands import Envelope
 from aimem_common.commands.handoffs import HandoffAccept, HandoffBegin, HandoffCancel
 from aimem_common.read import scopes
 
+from aimem_writer.ops import workstreams
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 from aimem_writer.tombstones import refuse
@@ -193,6 +194,11 @@ def _refusal(tx: Tx, project_id: str, session_id: str | None) -> str | None:
 def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
     """Claim one open handoff (by id, or the best eligible one; see the module docstring).
 
+    With ``run_id``/``through_seq`` (a managed start) the run's workstream packet is claimed
+    in the same command (``workstreams.deliver``), after the handoff: both or neither; the
+    result adds ``delivered`` ``{delivered_seq, advanced}``. A delivery that fails
+    (``run_not_found``, ``beyond_ledger``) fails the whole command, so the handoff stays open.
+
     Result ``{handoff: {...}|null, superseded: [ids], workspace, project}``; the handoff
     carries ``folded`` (superseded earlier links: ``{id, title, from_session_id, created_at,
     event_at}``, ≤ ``MAX_FOLDED``) and ``parallel`` (full records of the parallel sessions'
@@ -200,10 +206,19 @@ def handoff_accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
     ``only_new_session`` claim took nothing.
 
     Raises:
-        NotFoundError: ``handoff_id`` is not a handoff of this project visible to the actor.
+        NotFoundError: ``handoff_id`` is not a handoff of this project visible to the actor;
+            ``run_not_found``.
         ConflictError: ``handoff_not_open`` — that handoff was already accepted, expired or
             superseded.
+        BadRequestError: ``beyond_ledger``.
     """
+    out = _accept(tx, env, cmd)
+    if cmd.run_id is not None and cmd.through_seq is not None:
+        out["delivered"] = workstreams.deliver(tx, cmd.run_id, cmd.through_seq)
+    return out
+
+
+def _accept(tx: Tx, env: Envelope, cmd: HandoffAccept) -> dict:
     scope = tx.scope(create=False)
     cwd = norm_cwd(cmd.cwd)
     root = norm_cwd(env.scope.root if env.scope else None)

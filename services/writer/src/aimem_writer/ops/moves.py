@@ -31,6 +31,7 @@ from aimem_common.commands import Envelope
 from aimem_common.commands.admin import DEDUP_FROM_TOKEN, ProjectMove, SessionMove, SessionReorg
 from aimem_common.wikifmt import META_FILE, render_meta
 
+from aimem_writer.ops import workstreams
 from aimem_writer.ops.projects import (
     execute_project_purge,
     forget_cached_scopes,
@@ -200,6 +201,8 @@ def project_move(tx: Tx, env: Envelope, cmd: ProjectMove) -> dict:
         raise ConflictError(
             f"project {src.workspace}/{src.project} has {len(live)} live session(s); pass force to move it anyway",
             code="live_session", data={"sessions": live[:20]})
+    workstreams.refuse_live_lease(workstreams.live_leases(tx.conn, tx.now, project_id=src.project_id),
+                                  f"project {src.workspace}/{src.project}", "move", cmd.force)
     dest = scopes.find(tx.conn, cmd.to_workspace, src.project)
     if dest is None:
         out = _true_move(tx, src, cmd.to_workspace, cmd.dry_run)

@@ -104,10 +104,10 @@ def observation_append(tx: Tx, env: Envelope, cmd: ObservationAppend) -> dict:
     )
     obs_id = tx.conn.execute(
         "INSERT INTO observations(workspace_id, project_id, session_id, kind, agent, cwd, title, body,"
-        " tool_name, source_event, extension, occurred_at, created_at, cmd_id)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " tool_name, source_event, extension, occurred_at, created_at, cmd_id, run_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (scope.workspace_id, scope.project_id, cmd.session_id, kind, cmd.agent, cmd.cwd, cmd.title, cmd.body,
-         cmd.tool_name, cmd.source_event, cmd.extension, at, tx.now, tx.cmd_id),
+         cmd.tool_name, cmd.source_event, cmd.extension, at, tx.now, tx.cmd_id, cmd.run_id),
     ).lastrowid
     index_observation_tri(tx.conn, obs_id, cmd.title, cmd.body)  # CJK/Thai/... words: migration 13
     tx.wiki.append_ledger(scope, at[:7], ledger_entry(at, kind, cmd.agent, cmd.session_id, cmd.title, cmd.body))

@@ -39,6 +39,7 @@ from aimem_common.commands.admin import (
 )
 from aimem_common.wikifmt import META_FILE, render_meta
 
+from aimem_writer.ops import workstreams
 from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
 from aimem_writer.tombstones import record as record_tombstone, scrub_ledgers
@@ -116,15 +117,6 @@ def project_tables(conn: sqlite3.Connection) -> list[str]:
 
 
 # -- project.purge -------------------------------------------------------------------------
-def live_leases(conn: sqlite3.Connection, project_id: str, now: str) -> list[dict]:
-    """The project's managed runs holding an unexpired lease (``aimem run``): a purge would cut
-    them off from their ledger."""
-    return [dict(r) for r in conn.execute(
-        "SELECT id AS run_id, workstream_id, harness, lease_expires_at FROM managed_runs"
-        " WHERE project_id = ? AND state = 'active' AND lease_expires_at > ?", (project_id, now))]
-
-
-
 @dataclass(slots=True)
 class ProjectPlan:
     """What purging one project deletes (ids decided once, counts derived from them)."""
@@ -206,10 +198,9 @@ def execute_project_purge(tx: Tx, plan: ProjectPlan) -> dict[str, int]:
     }
     # page_embeddings has no project FK; it cascades through page_id. The rest cascades from
     # projects (ON DELETE CASCADE), firing the FTS delete triggers row by row.
-    # Ledger rows explicitly, so their FTS delete trigger runs row by row (workstreams and
-    # managed runs then cascade). The raw JSONL segments stay on disk (not removed yet).
-    deleted["workstream_events_deleted"] = conn.execute(
-        "DELETE FROM workstream_events WHERE project_id = ?", (pid,)).rowcount
+    # Ledger rows explicitly, and their raw JSONL segments after the commit (workstreams and
+    # managed runs then cascade).
+    deleted["workstream_events_deleted"] = workstreams.purge_project_ledger(tx, pid)
     deleted["workstreams_deleted"] = q("SELECT count(*) FROM workstreams WHERE project_id = ?")
     deleted["managed_runs_deleted"] = q("SELECT count(*) FROM managed_runs WHERE project_id = ?")
     deleted["observations_deleted"] = conn.execute("DELETE FROM observations WHERE project_id = ?", (pid,)).rowcount
@@ -235,12 +226,8 @@ def project_purge(tx: Tx, env: Envelope, cmd: ProjectPurge) -> dict:
             f"project {scope.workspace}/{scope.project} has {len(live)} live session(s); finish them or pass force",
             code="live_session", data={"sessions": live[:20]},
         )
-    leases = live_leases(tx.conn, scope.project_id, tx.now)
-    if leases and not cmd.force:
-        raise ConflictError(
-            f"project {scope.workspace}/{scope.project} has {len(leases)} managed run(s) holding a live lease"
-            " (aimem run); let them finish or pass force", code="live_lease", data={"runs": leases[:20]},
-        )
+    workstreams.refuse_live_lease(workstreams.live_leases(tx.conn, tx.now, project_id=scope.project_id),
+                                  f"project {scope.workspace}/{scope.project}", "purge", cmd.force)
     plan = project_plan(tx.conn, scope)
     label = f"{scope.workspace}/{scope.project}"
     base = {"label": label, "workspace": scope.workspace, "project": scope.project,
@@ -281,6 +268,8 @@ def workspace_purge(tx: Tx, env: Envelope, cmd: WorkspacePurge) -> dict:
     if live and not cmd.force:
         raise ConflictError(f"workspace {cmd.workspace} has live sessions in {sorted(live)}; finish them or pass force",
                             code="live_session", data={"projects": {k: v[:20] for k, v in live.items()}})
+    leases = [r for p in projects for r in workstreams.live_leases(tx.conn, tx.now, project_id=p.project_id)]
+    workstreams.refuse_live_lease(leases, f"workspace {cmd.workspace}", "purge", cmd.force)
     plans = [project_plan(tx.conn, p) for p in projects]
     base = {"workspace": cmd.workspace, "projects": sorted(p.project for p in projects), "files_deleted": [],
             "files_failed": []}
@@ -370,8 +359,9 @@ def session_plan(conn: sqlite3.Connection, scope: Scope, sid: str) -> dict[str, 
     ).fetchone()[0]
     runs = conn.execute(
         "SELECT count(*) FROM auto_improve_runs WHERE project_id = ? AND session_id = ?", (pid, sid)).fetchone()[0]
+    run_ids = workstreams.session_runs(conn, pid, sid)
     return {
-        "row_id": row["id"], "obs": obs, "coll_obs": coll_obs, "authored": authored, "denull": denull,
+        "row_id": row["id"], "obs": obs, "coll_obs": coll_obs, "authored": authored, "denull": denull, "run_ids": run_ids,
         "page_ids": page_ids, "removed_paths": sorted({p["path"] for p in pages if p["is_latest"]}),
         "counts": {
             "observations_deleted": len(obs),
@@ -381,6 +371,7 @@ def session_plan(conn: sqlite3.Connection, scope: Scope, sid: str) -> dict[str, 
             "embeddings_deleted": emb,
             "consolidation_jobs_deleted": jobs,
             "auto_improve_runs_deleted": runs,
+            "workstream_events_deleted": workstreams.count_run_events(conn, run_ids),
             "collateral_observations_deleted": len(coll_obs),
             "collateral_handoffs_denulled": sum(
                 1 for h in denull if conn.execute("SELECT project_id FROM handoffs WHERE id = ?", (h,)).fetchone()[0] != pid
@@ -394,6 +385,8 @@ def session_purge(tx: Tx, env: Envelope, cmd: SessionPurge) -> dict:
     scope = tx.scope()
     sid = cmd.session_id
     plan = session_plan(tx.conn, scope, sid)
+    workstreams.refuse_live_lease(workstreams.live_leases(tx.conn, tx.now, run_ids=plan["run_ids"]),
+                                  f"session {sid}", "purge", cmd.force)
     base = {"workspace": scope.workspace, "project": scope.project, "session_id": sid,
             "removed_paths": plan["removed_paths"], "files_deleted": [], "files_failed": []}
     if cmd.dry_run:
@@ -409,6 +402,7 @@ def session_purge(tx: Tx, env: Envelope, cmd: SessionPurge) -> dict:
     d["pages_deleted"] = conn.execute(
         f"SELECT count(*) FROM pages WHERE id IN ({_in(ids)}) AND is_latest = 1", ids).fetchone()[0]
     d["page_versions_deleted"] = conn.execute(f"DELETE FROM pages WHERE id IN ({_in(ids)})", ids).rowcount
+    d["workstream_events_deleted"] = workstreams.purge_run_events(tx, plan["run_ids"])  # and their segments
     d["observations_deleted"] = conn.execute(
         f"DELETE FROM observations WHERE id IN ({_in(plan['obs'])})", plan["obs"]).rowcount
     d["collateral_observations_deleted"] = conn.execute(
@@ -456,6 +450,8 @@ def project_rename(tx: Tx, env: Envelope, cmd: ProjectRename) -> dict:
         raise UnprocessableError(f"project is already named {to!r}", data={"reason": "same_name"})
     if scopes.find(tx.conn, scope.workspace, to) is not None:
         raise UnprocessableError(f"name taken: {scope.workspace}/{to} exists", data={"reason": "name_taken"})
+    workstreams.refuse_live_lease(workstreams.live_leases(tx.conn, tx.now, project_id=scope.project_id),
+                                  f"project {scope.workspace}/{scope.project}", "rename", cmd.force)
     tx.conn.execute("UPDATE projects SET name = ? WHERE id = ?", (to, scope.project_id))
     tx.wiki.write_rel(
         f"{scope.workspace_id}/{scope.project_id}/{META_FILE}",

@@ -82,6 +82,9 @@ def _public_run(row, ws: dict | None = None) -> dict:
 def workstream_lease(tx: Tx, env: Envelope, cmd: WorkstreamLease) -> dict:
     """Open / renew / release / cancel a run lease. Result ``{run: {..., workstream: {...}}}``.
 
+    ``open`` adds ``run.resume_session_id``: the native session id the harness's last run in
+    this workstream appended under (null for a harness new to it).
+
     Raises:
         ConflictError: ``workstream_leased`` (open: another run holds a live lease; data names
             it), ``lease_not_active`` (renew/release of a run that was released, cancelled,
@@ -152,7 +155,12 @@ def _open(tx: Tx, cmd: WorkstreamLease) -> dict:
         (ws["id"], harness, tx.now))
     tx.audit("workstream.open", cmd.run_id, {"workstream_id": ws["id"], "harness": harness},
              scope=tx.scope_by_ids(ws["workspace_id"], ws["project_id"]))
-    return {"run": _public_run(_run(tx, cmd.run_id), ws)}
+    out = _public_run(_run(tx, cmd.run_id), ws)
+    # The harness's native session of its last run here: the launcher resumes it (None: a new one).
+    out["resume_session_id"] = tx.conn.execute(
+        "SELECT native_session_id FROM workstream_harnesses WHERE workstream_id = ? AND harness = ?",
+        (ws["id"], harness)).fetchone()[0]
+    return {"run": out}
 
 
 @handler("workstream.append")
@@ -189,6 +197,8 @@ def workstream_append(tx: Tx, env: Envelope, cmd: WorkstreamAppend) -> dict:
         seq += 1
         rows.append({"seq": seq, "harness": run["harness"], "run_id": run["id"], "role": ev.role, "text": text,
                      "ts": ev.ts or tx.now, "source_key": ev.source_key})
+    if cmd.native_session_id:  # a session purge finds the run's events by it
+        tx.conn.execute("UPDATE managed_runs SET native_session_id = ? WHERE id = ?", (cmd.native_session_id, run["id"]))
     if not rows:
         return {"appended": 0, "first_seq": None, "last_seq": before, "skipped": skipped, "rejected": rejected,
                 "segment": None}
@@ -220,13 +230,24 @@ def workstream_deliver(tx: Tx, env: Envelope, cmd: WorkstreamDeliver) -> dict:
         NotFoundError: ``run_not_found``.
         BadRequestError: ``beyond_ledger`` (``through_seq`` past the workstream's last event).
     """
-    run = _run(tx, cmd.run_id)
+    return deliver(tx, cmd.run_id, cmd.through_seq)
+
+
+def deliver(tx: Tx, run_id: str, through_seq: int) -> dict:
+    """Move ``run_id``'s harness cursor forward to ``through_seq`` inside the caller's command
+    (``workstream.deliver``, and ``handoff.accept`` of a managed start: one transaction for
+    the handoff and the packet). Result ``{delivered_seq, advanced}``.
+
+    Raises:
+        NotFoundError: ``run_not_found``.
+        BadRequestError: ``beyond_ledger``.
+    """
+    run = _run(tx, run_id)
     last = tx.conn.execute("SELECT last_seq FROM workstreams WHERE id = ?", (run["workstream_id"],)).fetchone()[0]
-    if cmd.through_seq > last:
-        raise BadRequestError(f"seq {cmd.through_seq} is past the ledger's end ({last})", code="beyond_ledger")
+    if through_seq > last:
+        raise BadRequestError(f"seq {through_seq} is past the ledger's end ({last})", code="beyond_ledger")
     cur = tx.conn.execute("UPDATE workstream_harnesses SET delivered_seq = ? WHERE workstream_id = ? AND harness = ?"
-                          " AND delivered_seq < ?", (cmd.through_seq, run["workstream_id"], run["harness"],
-                                                     cmd.through_seq))
+                          " AND delivered_seq < ?", (through_seq, run["workstream_id"], run["harness"], through_seq))
     row = tx.conn.execute("SELECT delivered_seq FROM workstream_harnesses WHERE workstream_id = ? AND harness = ?",
                           (run["workstream_id"], run["harness"])).fetchone()
     return {"delivered_seq": row[0] if row else 0, "advanced": cur.rowcount > 0}
@@ -238,13 +259,94 @@ def workstream_rename(tx: Tx, env: Envelope, cmd: WorkstreamRename) -> dict:
 
     Raises:
         NotFoundError: no such workstream in this project.
+        ConflictError: ``live_lease`` while a run holds it (unless ``force``).
     """
     scope = tx.scope(create=False)
     row = tx.conn.execute("SELECT name FROM workstreams WHERE id = ? AND project_id = ?",
                           (cmd.workstream_id, scope.project_id)).fetchone()
     if row is None:
         raise NotFoundError(f"workstream {cmd.workstream_id} not found", data={"workstream_id": cmd.workstream_id})
+    refuse_live_lease(live_leases(tx.conn, tx.now, workstream_id=cmd.workstream_id),
+                      f"workstream {row['name']}", "rename", cmd.force)
     name = " ".join(storable(cmd.name).split())
     tx.conn.execute("UPDATE workstreams SET name = ?, updated_at = ? WHERE id = ?", (name, tx.now, cmd.workstream_id))
     tx.audit("workstream.rename", cmd.workstream_id, {"from": row["name"], "to": name}, scope=scope)
     return {"workstream_id": cmd.workstream_id, "name": name, "previous": row["name"]}
+
+
+# -- the lease guard of lifecycle operations ---------------------------------------------------
+def live_leases(conn, now: str, *, project_id: str | None = None, workstream_id: str | None = None,
+                run_ids: list[str] | None = None) -> list[dict]:
+    """The managed runs holding an unexpired lease (``aimem run``) in a project, a workstream,
+    or among ``run_ids``: ``[{run_id, workstream_id, harness, lease_expires_at}]``."""
+    where, args = ["state = 'active'", "lease_expires_at > ?"], [now]
+    if project_id is not None:
+        where.append("project_id = ?")
+        args.append(project_id)
+    if workstream_id is not None:
+        where.append("workstream_id = ?")
+        args.append(workstream_id)
+    if run_ids is not None:
+        where.append(f"id IN ({','.join('?' * len(run_ids))})" if run_ids else "0")
+        args.extend(run_ids)
+    return [dict(r) for r in conn.execute(
+        "SELECT id AS run_id, workstream_id, harness, lease_expires_at FROM managed_runs WHERE "
+        + " AND ".join(where) + " ORDER BY started_at", args)]
+
+
+def refuse_live_lease(leases: list[dict], what: str, verb: str, force: bool) -> None:
+    """Refuse a purge, move or rename of ``what`` while a managed run holds a live lease on it
+    (the run would write into a ledger that is gone or elsewhere), unless ``force``.
+
+    Raises:
+        ConflictError: 409 ``live_lease``; ``data.runs`` lists up to 20 holders.
+    """
+    if leases and not force:
+        raise ConflictError(f"{what} has {len(leases)} managed run(s) holding a live lease (aimem run); let them "
+                            f"finish or pass force to {verb} it anyway", code="live_lease", data={"runs": leases[:20]})
+
+
+# -- purges ----------------------------------------------------------------------------------
+def purge_project_ledger(tx: Tx, project_id: str) -> int:
+    """Delete the project's ledger events and stage the removal of its workstreams' segment
+    folders (``raw/workstreams/<id>/``, after the commit); the workstreams, runs and cursors
+    go with the project (cascade). Returns the events deleted."""
+    for (wid,) in tx.conn.execute("SELECT id FROM workstreams WHERE project_id = ?", (project_id,)).fetchall():
+        tx.wiki.delete_raw(f"workstreams/{wid}")
+    # Row by row, so the FTS delete trigger runs for each.
+    return tx.conn.execute("DELETE FROM workstream_events WHERE project_id = ?", (project_id,)).rowcount
+
+
+def session_runs(conn, project_id: str, session_id: str) -> list[str]:
+    """The managed runs of ``session_id``: runs whose ledger append named it as their native
+    session, or whose child's hooks stored observations of it with their run id."""
+    return [r[0] for r in conn.execute(
+        "SELECT id FROM managed_runs WHERE project_id = ? AND (native_session_id = ? OR id IN"
+        " (SELECT run_id FROM observations WHERE project_id = ? AND session_id = ? AND run_id IS NOT NULL))",
+        (project_id, session_id, project_id, session_id)).fetchall()]
+
+
+def count_run_events(conn, run_ids: list[str]) -> int:
+    """How many ledger events ``run_ids`` appended."""
+    marks = ",".join("?" * len(run_ids))
+    return conn.execute(f"SELECT count(*) FROM workstream_events WHERE run_id IN ({marks})", run_ids).fetchone()[0] \
+        if run_ids else 0
+
+
+def purge_run_events(tx: Tx, run_ids: list[str]) -> int:
+    """Delete the ledger events of ``run_ids`` and stage the removal of their segments (one
+    append writes one segment of one run, so no other run's event goes with them); the runs
+    keep their rows (no text) and forget their native session id. Returns the events deleted."""
+    if not run_ids:
+        return 0
+    marks = ",".join("?" * len(run_ids))
+    for wid, segment in tx.conn.execute(
+            f"SELECT DISTINCT workstream_id, segment FROM workstream_events WHERE run_id IN ({marks})", run_ids):
+        tx.wiki.delete_raw(f"workstreams/{wid}/{segment}")
+    n = tx.conn.execute(f"DELETE FROM workstream_events WHERE run_id IN ({marks})", run_ids).rowcount
+    tx.conn.execute(f"UPDATE managed_runs SET native_session_id = NULL WHERE id IN ({marks})", run_ids)
+    tx.conn.execute(
+        "UPDATE workstream_harnesses SET native_session_id = NULL WHERE native_session_id IS NOT NULL AND"
+        f" EXISTS (SELECT 1 FROM managed_runs r WHERE r.id IN ({marks}) AND r.workstream_id ="
+        " workstream_harnesses.workstream_id AND r.harness = workstream_harnesses.harness)", run_ids)
+    return n
