@@ -303,3 +303,22 @@ def test_a_child_of_aimem_run_names_its_run_on_every_call(tmp_path, fake_ingress
     paths = [r["path"] for r in fake_ingress.hook_requests()]
     assert len(paths) == 3 and f"run_id={run_id}" in paths[0]
     assert "run_id" not in paths[1] and "run_id" not in paths[2]  # a malformed id is not sent
+
+
+def test_antigravity_only_the_first_invocation_is_a_session_start(tmp_path, hook, ingress_factory):
+    """Antigravity's ``PreInvocation`` fires before every model call: ``invocationNum = 0`` is
+    sent as the session start and answered with ``injectSteps``; a later one is dropped before
+    the spool or any request (none reaches ingress, nothing is spooled)."""
+    first = {"conversationId": "c0ffee00-1111", "workspacePaths": [str(tmp_path)], "invocationNum": 0}
+    with ingress_factory(context="CTX") as f:
+        for num in (1, 7, None, "0", True):
+            later = {**first, "invocationNum": num} if num is not None else {k: v for k, v in first.items()
+                                                                             if k != "invocationNum"}
+            proc, _ = hook(["--agent", "antigravity", "--event", "PreInvocation"], later, data_dir=tmp_path, url=f.url)
+            assert proc.returncode == 0 and proc.stdout == b""
+        assert f.hook_requests() == [] and spooled(tmp_path) == []
+        assert not (tmp_path / "spool" / "hooks.jsonl").exists() or (tmp_path / "spool" / "hooks.jsonl").stat().st_size == 0
+        proc, _ = hook(["--agent", "antigravity", "--event", "PreInvocation"], first, data_dir=tmp_path, url=f.url)
+        [req] = f.hook_requests()
+    assert "agent=antigravity" in req["path"] and json.loads(req["body"])["invocationNum"] == 0
+    assert json.loads(proc.stdout) == {"injectSteps": [{"systemMessage": {"systemMessage": "CTX"}}]}
