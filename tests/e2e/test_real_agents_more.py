@@ -1,11 +1,14 @@
-"""The agents beyond the first three, as real binaries: Pi (``@mariozechner/pi-coding-agent``).
+"""The agents beyond the first three, as real binaries: Pi and Copilot CLI.
 
-Pi runs from npm (pinned in ``aimem_testing.agents.MORE_PINS``) in a throwaway HOME whose
-``~/.pi/agent/models.json`` points a provider at the fake Anthropic Messages endpoint
-(``testing.fake_vendors``); ``aimem install-hooks --client pi`` writes the generated
-extension (``aimem_cli.installers.extension``), which pipes every event into ``aimem hook``.
-Everything else is real: Pi's extension loader, ``aimem hook``, ingress, NATS, the writer,
-SQLite, git, and Claude Code as the next client.
+Both run from npm (pinned in ``aimem_testing.agents.MORE_PINS``) in a throwaway HOME, against
+the fake Anthropic Messages endpoint (``testing.fake_vendors``): Pi through a provider in
+``~/.pi/agent/models.json``, Copilot CLI in its BYOK mode (``COPILOT_PROVIDER_BASE_URL``,
+``COPILOT_PROVIDER_TYPE=anthropic``, ``COPILOT_OFFLINE=1``: no GitHub login, no network).
+``aimem install-hooks --client pi`` writes the generated extension
+(``aimem_cli.installers.extension``), which pipes every event into ``aimem hook``; Copilot's
+are command hooks in ``~/.copilot/hooks/aimem.json``. Everything else is real: the binaries'
+own hook runners, ``aimem hook``, ingress, NATS, the writer, SQLite, git, and Claude Code or
+Pi as the next client.
 
 The others of issue 32 cannot run here; the README's client table says why and their
 bridges are checked against their documents (``services/ingress/tests/fixtures/hooks``).
@@ -187,3 +190,66 @@ def test_pi_capture_rules_stop_an_excluded_file_before_the_spool(bins, live, tmp
     assert "Store the key" in bodies and "key.txt" not in bodies
     spool = home / ".local" / "share" / "aimem" / "spool"
     assert "key.txt" not in "".join(p.read_text(errors="replace") for p in spool.rglob("*") if p.is_file())
+
+
+def _copilot(home: Path, bins: tuple[Path, Path], vendor: FakeVendor, cwd: Path, prompt: str) -> subprocess.CompletedProcess:
+    env = _env(home, bins, COPILOT_PROVIDER_BASE_URL=vendor.url, COPILOT_PROVIDER_TYPE="anthropic",
+               COPILOT_PROVIDER_API_KEY="test-not-a-real-key", COPILOT_MODEL="claude-sonnet-4",
+               COPILOT_OFFLINE="1", COPILOT_AUTO_UPDATE="false")
+    return _run([str(bins[1] / "copilot"), "-p", prompt, "--allow-all"], cwd, env)
+
+
+def test_copilot_cli_session_in_a_subdirectory_hands_off_to_pi(bins, live, tmp_path):
+    """Copilot CLI (BYOK, offline) in ``api/`` → a session page in the repository's project →
+    Pi at the root gets the handoff in its system prompt once; uninstalling Copilot's hooks
+    leaves the user's Copilot files byte for byte."""
+    repo = tmp_path / "copilot-repo"
+    (repo / "api").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    home = _home(tmp_path, "copilot", live)
+    mine = home / ".copilot" / "hooks" / "mine.json"
+    mine.parent.mkdir(parents=True)
+    mine.write_text('{"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": "true"}]}}\n')
+    (home / ".copilot" / "config.json").write_text('{"banner": "never"}\n')
+    before = mine.read_bytes()
+
+    _aimem(home, live, "install-hooks", "--client", "copilot-cli")
+    assert (home / ".copilot" / "hooks" / "aimem.json").is_file()
+    plan = [Step("shell", "ls missing_fixture_dir"), Step("write", str(repo / "api" / "retry.md"), "retries: 3\n"),
+            Step("text", FINAL)]
+    with FakeVendor(plan) as vendor:
+        out = _copilot(home, bins, vendor, repo / "api", "Document the retry policy for the API")
+    assert (repo / "api" / "retry.md").read_text() == "retries: 3\n", out.stdout
+    assert vendor.requests and all(p.startswith("/v1/messages") for p, _ in vendor.requests)
+
+    rows = lambda sql, args=(): db_rows(live.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
+    s = wait_for(lambda: next(iter(rows(
+        "SELECT s.*, pg.body AS page FROM sessions s JOIN projects p ON p.id = s.project_id"
+        " JOIN pages pg ON pg.id = s.summary_page_id WHERE s.agent = 'copilot-cli' AND p.name = 'copilot-repo'")),
+        None), timeout_s=90, what="the copilot-cli session page in copilot-repo")
+    seen = [r["kind"] for r in rows("SELECT kind FROM observations WHERE session_id = ? ORDER BY id",
+                                    (s["session_id"],))]
+    for kind in ("session-start", "user-prompt", "pre-tool-use", "post-tool-use", "stop", "session-end"):
+        assert kind in seen, (kind, seen)
+    page = s["page"]
+    assert "## Task\n\nDocument the retry policy for the API" in page
+    assert "`ls missing_fixture_dir`" in page
+    assert "- api/retry.md" in page.split("## Files changed", 1)[1]
+
+    # Pi at the repository root: the handoff is in the system prompt of its first request.
+    pi_home = _home(tmp_path, "pi-next", live)
+    _aimem(pi_home, live, "install-hooks", "--client", "pi")
+    with FakeVendor([Step("text", "Picking up the retry policy.")]) as vendor:
+        _pi_models(pi_home, vendor)
+        _pi(pi_home, bins, repo, "Continue where the last session stopped")
+        first = json.dumps(vendor.requests[0][1]["system"])
+    assert s["session_id"] in first and "Document the retry policy for the API" in first
+    [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (s["session_id"],))
+    assert (h["status"], h["accepted_by"]) == ("accepted", "pi")
+
+    # Uninstall: the hooks folder is as before the install; the config Copilot itself keeps
+    # (it stamps `firstLaunchAt` into config.json) is not touched.
+    config = (home / ".copilot" / "config.json").read_bytes()
+    _aimem(home, live, "uninstall-hooks", "--client", "copilot-cli")
+    assert [p.name for p in mine.parent.iterdir()] == ["mine.json"] and mine.read_bytes() == before
+    assert (home / ".copilot" / "config.json").read_bytes() == config

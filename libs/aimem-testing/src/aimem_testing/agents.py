@@ -6,7 +6,7 @@ and pinned Claude Code, Codex CLI and Gemini CLI with the machine's ``npm`` into
 call (another test, another run) finds the ``.complete`` marker and returns at once. The
 cache is ``$AIMEM_AGENTS_CACHE``, else ``$XDG_CACHE_HOME/aimem-agents``, else
 ``~/.cache/aimem-agents``. Concurrent callers serialise on a lock file. ``ensure_more_agents()``
-installs the later ones (``MORE_PINS``: Pi) into a folder of their own beside it.
+installs the later ones (``MORE_PINS``: Pi, Copilot CLI) into a folder of their own beside it.
 
 ``python -m aimem_testing.agents`` does the same from the Makefile (``make agents``)
 and CI, and prints the folder.
@@ -28,8 +28,8 @@ BINARIES = ("node", "claude", "codex", "gemini")
 # Agents beyond the first three, one folder per pin set beside theirs (adding one never
 # reinstalls the others); they run on the Node above. Only those that run offline against
 # a fake model endpoint are here (README "Supported clients" says why the others are not).
-MORE_PINS = {"@mariozechner/pi-coding-agent": "0.73.1"}
-MORE_BINARIES = ("pi",)
+MORE_PINS = {"@mariozechner/pi-coding-agent": "0.73.1", "@github/copilot": "1.0.102"}
+MORE_BINARIES = ("pi", "copilot")
 
 
 class AgentsUnavailable(RuntimeError):
