@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from aimem_common.natsserver import free_port
-from aimem_testing.agents import AgentsUnavailable, ensure_agents, ensure_more_agents
+from aimem_testing.agents import AgentsUnavailable, ensure_agents, ensure_more_agents, offline_env
 from aimem_testing.fake_vendors import FakeVendor, Step
 from aimem_testing.probe import db_rows, wait_for
 from aimem_testing.stack import LocalStack
@@ -56,13 +56,7 @@ def live(tmp_path_factory) -> LocalStack:
 
 
 def _env(home: Path, bins: tuple[Path, Path], **extra: str) -> dict[str, str]:
-    """Only loopback is reachable: anything else goes to a proxy port nothing listens on."""
-    dead = f"http://127.0.0.1:{free_port()}"
-    path = os.pathsep.join([str(bins[1]), str(bins[0]), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
-    return {"PATH": path, "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb", "NO_COLOR": "1",
-            "AIMEM_HOOK_BUDGET_MS": "3000", "HTTPS_PROXY": dead, "HTTP_PROXY": dead, "https_proxy": dead,
-            "http_proxy": dead, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
-            "NODE_USE_ENV_PROXY": "1", **extra}
+    return offline_env(home, [bins[1], bins[0]], free_port(), **extra)
 
 
 def _home(root: Path, name: str, stack: LocalStack) -> Path:
@@ -86,6 +80,21 @@ def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Complete
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, f"{argv[0]} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return proc
+
+
+def _ended(stack: LocalStack, agent: str, project: str) -> dict:
+    """``agent``'s session in ``project`` once its page is written, after checking that the
+    six kinds of a whole session were stored."""
+    rows = lambda sql, args=(): db_rows(stack.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
+    s = wait_for(lambda: next(iter(rows(
+        "SELECT s.*, pg.body AS page FROM sessions s JOIN projects p ON p.id = s.project_id"
+        " JOIN pages pg ON pg.id = s.summary_page_id WHERE s.agent = ? AND p.name = ?", (agent, project))), None),
+        timeout_s=90, what=f"the {agent} session page in {project}")
+    seen = [r["kind"] for r in rows("SELECT kind FROM observations WHERE session_id = ? ORDER BY id",
+                                    (s["session_id"],))]
+    for kind in ("session-start", "user-prompt", "pre-tool-use", "post-tool-use", "stop", "session-end"):
+        assert kind in seen, (kind, seen)
+    return s
 
 
 def _pi_models(home: Path, vendor: FakeVendor) -> None:
@@ -136,14 +145,7 @@ def test_pi_session_in_a_subdirectory_hands_off_to_claude_code(bins, live, tmp_p
     assert vendor.requests and all(p.startswith("/v1/messages") for p, _ in vendor.requests)
 
     rows = lambda sql, args=(): db_rows(live.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
-    s = wait_for(lambda: next(iter(rows(
-        "SELECT s.*, pg.body AS page FROM sessions s JOIN projects p ON p.id = s.project_id"
-        " JOIN pages pg ON pg.id = s.summary_page_id WHERE s.agent = 'pi' AND p.name = 'pi-repo'")), None),
-        timeout_s=90, what="the pi session page in pi-repo")
-    seen = [r["kind"] for r in rows("SELECT kind FROM observations WHERE session_id = ? ORDER BY id",
-                                    (s["session_id"],))]
-    for kind in ("session-start", "user-prompt", "pre-tool-use", "post-tool-use", "stop", "session-end"):
-        assert kind in seen, (kind, seen)
+    s = _ended(live, "pi", "pi-repo")
     page = s["page"]
     assert "## Task\n\nDocument the retry policy for the API" in page
     assert "`ls missing_fixture_dir`" in page and "No such file or directory" in page
@@ -223,14 +225,7 @@ def test_copilot_cli_session_in_a_subdirectory_hands_off_to_pi(bins, live, tmp_p
     assert vendor.requests and all(p.startswith("/v1/messages") for p, _ in vendor.requests)
 
     rows = lambda sql, args=(): db_rows(live.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
-    s = wait_for(lambda: next(iter(rows(
-        "SELECT s.*, pg.body AS page FROM sessions s JOIN projects p ON p.id = s.project_id"
-        " JOIN pages pg ON pg.id = s.summary_page_id WHERE s.agent = 'copilot-cli' AND p.name = 'copilot-repo'")),
-        None), timeout_s=90, what="the copilot-cli session page in copilot-repo")
-    seen = [r["kind"] for r in rows("SELECT kind FROM observations WHERE session_id = ? ORDER BY id",
-                                    (s["session_id"],))]
-    for kind in ("session-start", "user-prompt", "pre-tool-use", "post-tool-use", "stop", "session-end"):
-        assert kind in seen, (kind, seen)
+    s = _ended(live, "copilot-cli", "copilot-repo")
     page = s["page"]
     assert "## Task\n\nDocument the retry policy for the API" in page
     assert "`ls missing_fixture_dir`" in page

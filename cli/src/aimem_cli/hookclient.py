@@ -2,7 +2,9 @@
 
 Agents run this on every lifecycle event, so it must be fast and must never hurt them:
 
-1. read the payload from stdin; resolve the project identity of its working directory
+1. read the payload from stdin; drop an event that is not one (``clients.ignored``: an
+   Antigravity ``PreInvocation`` after the session's first model call) before anything else;
+   resolve the project identity of its working directory
    (``aimem_cli.identity``: nearest ``.aimem.toml``, else the git top level, else the cwd)
    and apply the marker's capture rules: with ``capture = false``, or when the event names
    an excluded file, stop here (nothing is spooled, sent or logged);

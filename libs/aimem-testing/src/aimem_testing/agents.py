@@ -104,6 +104,18 @@ def _install(folder: Path, pins: dict[str, str], binaries: tuple[str, ...], time
     return bin_dir
 
 
+def offline_env(home: Path, path: list[Path], dead_port: int, **extra: str) -> dict[str, str]:
+    """The environment an agent CLI runs in for a test: HOME ``home``, ``path`` first on PATH,
+    and every proxy variable at ``127.0.0.1:<dead_port>`` (nothing listens there), so only
+    loopback is reachable; ``extra`` adds the vendor settings (base URL, key)."""
+    dirs = [str(p) for p in path] + [str(Path(sys.executable).parent), "/usr/bin", "/bin"]
+    dead = f"http://127.0.0.1:{dead_port}"
+    return {"PATH": os.pathsep.join(dirs), "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb", "NO_COLOR": "1",
+            "AIMEM_HOOK_BUDGET_MS": "3000", "HTTPS_PROXY": dead, "HTTP_PROXY": dead, "https_proxy": dead,
+            "http_proxy": dead, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+            "NODE_USE_ENV_PROXY": "1", **extra}
+
+
 def _run(cmd: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> None:
     try:
         proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
