@@ -132,3 +132,22 @@ def test_backup_agents_redacts_and_restore_is_a_dry_run_unless_apply(tmp_path, m
     assert snapshot(home)[".codex/config.toml"] == installed[".codex/config.toml"]
     assert list((home / ".codex").glob("config.toml.aimem-*"))  # the overwritten one kept beside it
     assert cli("restore-agents", "--from", str(tmp_path / "nope.tgz"))[0] == 1
+
+
+@pytest.mark.parametrize("client,path,mcp_key", [("crush", ".config/crush/crush.json", "mcp"),
+                                                 ("gemini-cli", ".gemini/settings.json", "mcpServers")])
+def test_setup_agent_keeps_hooks_and_mcp_that_share_one_file(tmp_path, client, path, mcp_key):
+    """Crush and Gemini CLI keep hooks and MCP servers in one settings file: setup-agent writes
+    both (the MCP plan starts from the hooked file), and uninstall removes both."""
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    repo.mkdir()
+    (home / path).parent.mkdir(parents=True)
+    (home / path).write_text(json.dumps({"options": {"debug": False}}, indent=2) + "\n")
+    code, out = cli("setup-agent", "--client", client, "--home", str(home), "--project-dir", str(repo),
+                    "--no-instructions")
+    assert code == 0, out
+    doc = json.loads((home / path).read_text())
+    assert doc["hooks"] and "aimem" in doc[mcp_key] and doc["options"] == {"debug": False}
+    assert cli("uninstall", "--client", client, "--home", str(home), "--project-dir", str(repo))[0] == 0
+    after = json.loads((home / path).read_text())  # (an emptied MCP table stays, as for every client)
+    assert "hooks" not in after and not after.get(mcp_key) and after["options"] == {"debug": False}
