@@ -335,3 +335,22 @@ def test_an_event_from_a_gone_directory_keeps_the_place_its_session_began_in(tmp
     sent({**PROMPT, "session_id": "s-gone", "cwd": str(repo), "hook_event_name": "PreToolUse",
           "tool_name": "Read", "tool_input": {"file_path": str(repo / "k.pem")}}, "PreToolUse")
     assert len(fake_ingress.hook_requests()) == before  # the marker's exclude still applies
+
+
+def test_antigravity_only_the_first_invocation_is_a_session_start(tmp_path, hook, ingress_factory):
+    """Antigravity's ``PreInvocation`` fires before every model call: ``invocationNum = 0`` is
+    sent as the session start and answered with ``injectSteps``; a later one is dropped before
+    the spool or any request (none reaches ingress, nothing is spooled)."""
+    first = {"conversationId": "c0ffee00-1111", "workspacePaths": [str(tmp_path)], "invocationNum": 0}
+    with ingress_factory(context="CTX") as f:
+        for num in (1, 7, None, "0", True):
+            later = {**first, "invocationNum": num} if num is not None else {k: v for k, v in first.items()
+                                                                             if k != "invocationNum"}
+            proc, _ = hook(["--agent", "antigravity", "--event", "PreInvocation"], later, data_dir=tmp_path, url=f.url)
+            assert proc.returncode == 0 and proc.stdout == b""
+        assert f.hook_requests() == [] and spooled(tmp_path) == []
+        assert not (tmp_path / "spool" / "hooks.jsonl").exists() or (tmp_path / "spool" / "hooks.jsonl").stat().st_size == 0
+        proc, _ = hook(["--agent", "antigravity", "--event", "PreInvocation"], first, data_dir=tmp_path, url=f.url)
+        [req] = f.hook_requests()
+    assert "agent=antigravity" in req["path"] and json.loads(req["body"])["invocationNum"] == 0
+    assert json.loads(proc.stdout) == {"injectSteps": [{"systemMessage": {"systemMessage": "CTX"}}]}

@@ -22,7 +22,10 @@ FOREIGN = {  # a user's own hook in each client's format, which we must never to
                    "theme": "dark"},
     "cursor": {"version": 1, "hooks": {"afterFileEdit": [{"command": "./format.sh"}]}},
     "copilot-cli": {"version": 1, "hooks": {"preToolUse": [{"type": "command", "bash": "./guard.sh"}]}},
+    "crush": {"hooks": {"PreToolUse": [{"matcher": "^bash$", "command": "./no-haskell.sh"}]},
+              "providers": {"ollama": {"type": "openai-compat", "base_url": "http://localhost:11434/v1"}}},
 }
+GENERATED = ("opencode", "pi", "omp", "openclaw", "antigravity")  # no `hooks` table of commands
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +58,7 @@ def commands(doc: dict) -> list[str]:
     return [c for c in out if c]
 
 
-@pytest.mark.parametrize("client", [c for c in CLIENTS if c != "opencode"])
+@pytest.mark.parametrize("client", [c for c in CLIENTS if c not in GENERATED])
 def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(tmp_path, client):
     path = hook_file(client, tmp_path)
     path.parent.mkdir(parents=True)
@@ -100,7 +103,7 @@ def test_claude_shape_timeouts_and_tool_matchers(tmp_path):
 def test_fresh_files_and_project_scope(tmp_path):
     proj = tmp_path / "repo"
     proj.mkdir()
-    for client in CLIENTS:
+    for client in (c for c in CLIENTS if c != "openclaw"):  # OpenClaw plugins are global only
         code, out = cli("install-hooks", "--client", client, "--scope", "project", "--project-dir", str(proj),
                         "--home", str(tmp_path / "home"))
         assert code == 0, (client, out)
@@ -327,3 +330,61 @@ def test_installers_take_the_servers_token_from_its_data_dir(tmp_path):
     not_ours.mkdir()
     assert cli("install-hooks", "--client", "cursor", "--home", str(home), "--data-dir", str(not_ours))[0] == 0
     assert not (not_ours / "auth").exists()  # a folder that is not an aimem data dir is left alone
+
+
+def test_crush_entries_are_flat_and_only_tool_events_could_take_a_matcher(tmp_path):
+    """Crush rejects a ``matcher`` on a non-tool event (its hooks README): aimem sets none."""
+    cli("install-hooks", "--client", "crush", "--home", str(tmp_path))
+    hooks = json.loads(hook_file("crush", tmp_path).read_text())["hooks"]
+    assert set(hooks) == set(EVENTS["crush"])
+    start = hooks["SessionStart"][0]
+    assert set(start) == {"name", "command", "timeout"} and start["timeout"] == 10
+    assert all("matcher" not in e for entries in hooks.values() for e in entries)
+
+
+def test_antigravity_named_hook_installed_and_removed_byte_for_byte(tmp_path):
+    """aimem owns the named hook ``aimem`` in ``~/.gemini/config/hooks.json``; a user's own
+    named hook stays, and uninstall restores the file exactly."""
+    path = hook_file("antigravity", tmp_path)
+    path.parent.mkdir(parents=True)
+    mine = {"shell-audit": {"PreToolUse": [{"matcher": "run_command",
+                                            "hooks": [{"type": "command", "command": "./audit.sh", "timeout": 5}]}]}}
+    path.write_text(json.dumps(mine, indent=2) + "\n")
+    before = path.read_bytes()
+    assert cli("install-hooks", "--client", "antigravity", "--home", str(tmp_path))[0] == 0
+    doc = json.loads(path.read_text())
+    assert doc["shell-audit"] == mine["shell-audit"]
+    ours = doc["aimem"]
+    assert set(ours) == {"PreInvocation", "PreToolUse", "PostToolUse", "Stop"}
+    assert ours["PreInvocation"][0]["type"] == "command" and "matcher" not in ours["PreInvocation"][0]
+    assert ours["PreToolUse"][0]["matcher"] == "*" and is_ours(ours["PreToolUse"][0]["hooks"][0]["command"])
+    assert all(isinstance(h.get("timeout"), int) for h in ours["PreInvocation"])  # agy refuses a float
+    assert cli("uninstall-hooks", "--client", "antigravity", "--home", str(tmp_path))[0] == 0
+    assert path.read_bytes() == before
+    doc["aimem"] = {"Stop": [{"type": "command", "command": "./mine.sh"}]}  # someone else's "aimem"
+    path.write_text(json.dumps(doc))
+    code, out = cli("install-hooks", "--client", "antigravity", "--home", str(tmp_path))
+    assert code == 1 and "not aimem's" in out
+
+
+@pytest.mark.parametrize("client", ["pi", "omp", "openclaw"])
+def test_generated_extension_pipes_into_aimem_hook_and_is_removed(tmp_path, client):
+    code, out = cli("install-hooks", "--client", client, "--home", str(tmp_path), "--ingress-url", "http://h:1")
+    assert code == 0, out
+    module = hook_file(client, tmp_path)
+    text = module.read_text()
+    assert "aimem-managed-extension" in text and f'const AGENT = "{client}"' in text
+    assert '"--ingress-url", "http://h:1"' in text and '"hook"' in text
+    assert ("api.on(" if client == "openclaw" else "pi.on(") in text
+    if client == "openclaw":
+        pkg = json.loads(module.with_name("package.json").read_text())
+        assert pkg["openclaw"] == {"extensions": ["./index.ts"]}
+        assert json.loads(module.with_name("openclaw.plugin.json").read_text())["id"] == "aimem"
+    assert "already up to date" in cli("install-hooks", "--client", client, "--home", str(tmp_path),
+                                       "--ingress-url", "http://h:1")[1]
+    assert cli("uninstall-hooks", "--client", client, "--home", str(tmp_path))[0] == 0
+    assert not [p for p in module.parent.rglob("*") if p.is_file()]
+    module.parent.mkdir(parents=True, exist_ok=True)
+    module.write_text("// the user's own extension\n")
+    code, out = cli("install-hooks", "--client", client, "--home", str(tmp_path))
+    assert code == 1 and "not aimem's" in out and module.read_text() == "// the user's own extension\n"

@@ -216,3 +216,22 @@ def test_install_instructions_replaces_the_block_an_agent_wrote_from_the_mcp_sni
     (repo / "CLAUDE.md").write_text("# Rules\n\n" + agent_block.replace(BEGIN, old_begin).replace(END, old_end))
     assert cli("install-instructions", "--dir", str(repo), "--remove")[0] == 0
     assert (repo / "CLAUDE.md").read_text() == "# Rules\n"
+
+
+@pytest.mark.parametrize("client,path,mcp_key", [("crush", ".config/crush/crush.json", "mcp"),
+                                                 ("gemini-cli", ".gemini/settings.json", "mcpServers")])
+def test_setup_agent_keeps_hooks_and_mcp_that_share_one_file(tmp_path, client, path, mcp_key):
+    """Crush and Gemini CLI keep hooks and MCP servers in one settings file: setup-agent writes
+    both (the MCP plan starts from the hooked file), and uninstall removes both."""
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    repo.mkdir()
+    (home / path).parent.mkdir(parents=True)
+    (home / path).write_text(json.dumps({"options": {"debug": False}}, indent=2) + "\n")
+    code, out = cli("setup-agent", "--client", client, "--home", str(home), "--project-dir", str(repo),
+                    "--no-instructions")
+    assert code == 0, out
+    doc = json.loads((home / path).read_text())
+    assert doc["hooks"] and "aimem" in doc[mcp_key] and doc["options"] == {"debug": False}
+    assert cli("uninstall", "--client", client, "--home", str(home), "--project-dir", str(repo))[0] == 0
+    after = json.loads((home / path).read_text())  # (an emptied MCP table stays, as for every client)
+    assert "hooks" not in after and not after.get(mcp_key) and after["options"] == {"debug": False}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from aimem_testing.agents import AgentsUnavailable, ensure_agents
+from aimem_testing.agents import AgentsUnavailable, ensure_agents, offline_env
 from aimem_testing.fake_vendors import FakeVendor, Step
 from aimem_testing.probe import db_rows, wait_for
 from aimem_common.natsserver import free_port
@@ -71,12 +71,7 @@ class Agent:
 
     def env(self, **extra: str) -> dict[str, str]:
         """Only loopback is reachable: anything else goes to a proxy port nothing listens on."""
-        path = f"{self.bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin"
-        dead = f"http://127.0.0.1:{self.dead_port}"
-        return {"PATH": path, "HOME": str(self.home), "LANG": "C.UTF-8", "TERM": "dumb", "NO_COLOR": "1",
-                "AIMEM_HOOK_BUDGET_MS": "3000", "HTTPS_PROXY": dead, "HTTP_PROXY": dead, "https_proxy": dead,
-                "http_proxy": dead, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
-                "NODE_USE_ENV_PROXY": "1", **extra}
+        return offline_env(self.home, [self.bin_dir], self.dead_port, **extra)
 
     def aimem(self, *args: str) -> str:
         """Run an installer as its user would: the stack's data dir is where it finds the token."""

@@ -2,7 +2,9 @@
 
 Agents run this on every lifecycle event, so it must be fast and must never hurt them:
 
-1. read the payload from stdin; resolve the project identity of its working directory
+1. read the payload from stdin; drop an event that is not one (``clients.ignored``: an
+   Antigravity ``PreInvocation`` after the session's first model call) before anything else;
+   resolve the project identity of its working directory
    (``aimem_cli.identity``: nearest ``.aimem.toml``, else the git top level, else the cwd)
    and apply the marker's capture rules: with ``capture = false``, or when the event names
    an excluded file, stop here (nothing is spooled, sent or logged);
@@ -99,6 +101,8 @@ def _run(argv: list[str], t0: float) -> None:
     payload = _read_stdin()
     if payload is None:
         return
+    if clients.ignored(agent, args.get("event") or _payload_event(payload), payload):
+        return  # e.g. an Antigravity PreInvocation after the first: not a session start, nothing to record
     ident = session_place(spool, payload, event_identity(payload, env))
     if ident is not None and not capture_allowed(ident, payload):
         if env.get("AIMEM_HOOK_DEBUG"):
@@ -314,7 +318,7 @@ def event_identity(payload: dict[str, Any], env: Any) -> Identity | None:
     if env.get("AIMEM_HOOK_IDENTITY") == "off":
         return None
     cwd = next((payload[k] for k in _CWD_KEYS if isinstance(payload.get(k), str) and payload[k]), None)
-    roots = payload.get("workspace_roots")
+    roots = payload.get("workspace_roots") or payload.get("workspacePaths")
     if cwd is None and isinstance(roots, list) and roots and isinstance(roots[0], str):
         cwd = roots[0]
     cwd = cwd or _cwd()
@@ -556,6 +560,7 @@ def finalize_session(agent: str, *, session_id: str | None = None, cwd: str | No
         session_id, cwd = last.get("session_id"), cwd or last.get("cwd")
     cwd = cwd or _cwd()
     payload = {"session_id": session_id, "sessionID": session_id, "conversation_id": session_id,
+               "conversationId": session_id,
                "cwd": cwd, "directory": cwd, "reason": "finalize-session"}
     ident = session_place(spool, payload, event_identity(payload, env))
     if ident is not None and not ident.capture:

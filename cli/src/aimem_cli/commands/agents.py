@@ -36,6 +36,18 @@ def _instruction_change(path: Path, remove: bool) -> list[FileChange]:
     return [FileChange(path, old, upsert_block(old, INSTRUCTIONS))]
 
 
+def _in_order(first: list[FileChange], then, dry_run: bool) -> list[FileChange]:
+    """``first`` plus the plan ``then()`` makes. When both touch one file (Codex config.toml
+    holds the hook trust and the MCP server; Gemini CLI settings.json and Crush crush.json hold
+    hooks and MCP), ``first`` is written before ``then`` is planned, so the second write keeps
+    the first's edit; a dry run shows each diff against the file as it is."""
+    second = then()
+    if dry_run or not ({c.path for c in first} & {c.path for c in second}):
+        return first + second
+    apply_changes(first, False)
+    return then()
+
+
 def setup_agent(
     client: str = typer.Option(..., "--client", help=f"one of: {', '.join(CLIENTS)}"),
     scope: str = typer.Option("user", "--scope", help="user (your home) or project (this directory)"),
@@ -59,8 +71,7 @@ def setup_agent(
     ingress, mcp_url = stack_urls(None, port_base, data_dir)
     target = _target(scope, project_dir, home, ingress, codex_home, token, _hook_target(token, home))
     try:
-        changes = plan_hooks(client, target)
-        changes += plan_mcp(client, target, mcp_url)
+        changes = _in_order(plan_hooks(client, target), lambda: plan_mcp(client, target, mcp_url), dry_run)
         if not no_skills:
             changes += plan_skills(client, _skills_base(scope, target.home, project_dir))
     except InstallError as exc:
@@ -134,11 +145,12 @@ def uninstall(
     try:
         for c in clients:
             try:
-                changes += plan_unhooks(c, target)
+                unhooks = plan_unhooks(c, target)
             except InstallError as exc:
                 if "no " not in str(exc):  # a client without a file in this scope: nothing installed
                     raise
-            changes += plan_unmcp(c, target)
+                unhooks = []
+            changes += _in_order(unhooks, lambda c=c: plan_unmcp(c, target), dry_run)
             changes += [ch for ch in plan_skills(c, _skills_base(scope, target.home, project_dir), remove=True)
                         if ch.path not in {x.path for x in changes}]
     except InstallError as exc:

@@ -25,7 +25,9 @@ RESET_DIRS = ("db", "wiki", "search", "nats")
 
 BEGIN, END = INSTRUCTIONS_BEGIN, INSTRUCTIONS_END
 INSTRUCTION_FILES = {"claude-code": "CLAUDE.md", "codex": "AGENTS.md", "opencode": "AGENTS.md", "cursor": "AGENTS.md",
-                     "copilot-cli": "AGENTS.md", "gemini-cli": "GEMINI.md", "gemini": "GEMINI.md"}
+                     "copilot-cli": "AGENTS.md", "gemini-cli": "GEMINI.md", "gemini": "GEMINI.md",
+                     "crush": "AGENTS.md", "pi": "AGENTS.md", "omp": "AGENTS.md", "openclaw": "AGENTS.md",
+                     "antigravity": "GEMINI.md"}
 INSTRUCTIONS = """\
 ## Long-term memory (aimem)
 

@@ -10,6 +10,12 @@ Formats (checked against each vendor's docs):
   [{"type": "command", "bash", "timeoutSec"}]}}`` in a file of its own under
   ``.github/hooks/`` (project) or ``~/.copilot/hooks/`` (user).
 * OpenCode: a plugin file under ``.opencode/plugins/`` or ``~/.config/opencode/plugins/``.
+* Crush ``crush.json`` (its ``docs/hooks/README.md``): ``{"hooks": {Event: [{"matcher"?, "command",
+  "timeout"}]}}``, flat entries; ``matcher`` only on tool events. MCP under ``mcp``.
+* Antigravity CLI ``hooks.json`` (``~/.gemini/config/`` or ``.agents/``): ``{name: {Event:
+  [...]}}``; aimem owns the hook named ``aimem`` (tool events take ``{matcher, hooks}`` groups).
+* Pi, OMP: a generated extension module; OpenClaw: a generated plugin folder
+  (``installers.extension``).
 * Codex additionally needs its hooks switched on and each hook trusted by hash in the
   user's ``~/.codex/config.toml`` (``installers.codex``): the same plan writes that block.
 """
@@ -20,11 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aimem_cli.installers import codex, opencode
+from aimem_cli.installers import codex, extension, opencode
 from aimem_common.clients import CLIENTS, INSTALLABLE, K
 from aimem_cli.installers.base import (
     FileChange,
     InstallError,
+    aimem_binary,
     hook_command,
     is_ours,
     json_change,
@@ -42,7 +49,14 @@ HOOK_FILES = {  # client -> (user path under HOME, project path under the projec
     "cursor": (".cursor/hooks.json", ".cursor/hooks.json"),
     "copilot-cli": (".copilot/hooks/aimem.json", ".github/hooks/aimem.json"),
     "opencode": (".config/opencode/plugins/aimem.ts", ".opencode/plugins/aimem.ts"),
+    "crush": (".config/crush/crush.json", "crush.json"),
+    "pi": (".pi/agent/extensions/aimem.ts", ".pi/extensions/aimem.ts"),
+    "omp": (".omp/agent/extensions/aimem.ts", ".omp/extensions/aimem.ts"),
+    "openclaw": (".openclaw/extensions/aimem/index.ts", None),  # OpenClaw plugins are global
+    "antigravity": (".gemini/config/hooks.json", ".agents/hooks.json"),
 }
+EXTENSION_CLIENTS = frozenset({"pi", "omp", "openclaw"})  # hooked by a generated module, not by commands
+ANTIGRAVITY_HOOK = "aimem"  # the named hook aimem owns in Antigravity's hooks.json
 MCP_FILES = {
     "claude-code": (".claude.json", ".mcp.json"),
     "codex": (".codex/config.toml", ".codex/config.toml"),
@@ -50,7 +64,8 @@ MCP_FILES = {
     "cursor": (".cursor/mcp.json", ".cursor/mcp.json"),
     "copilot-cli": (".copilot/mcp-config.json", None),
     "opencode": (".config/opencode/opencode.json", "opencode.json"),
-}
+    "crush": (".config/crush/crush.json", "crush.json"),
+}  # Pi has no MCP client; OMP, OpenClaw and Antigravity: not wired by aimem yet
 
 
 DEFAULT_INGRESS_URL = "http://127.0.0.1:8701"  # the hook client's own default
@@ -95,7 +110,11 @@ def plan_hooks(client: str, target: Target) -> list[FileChange]:
     text = read_text(path)
     if client == "opencode":
         return [FileChange(path, text, opencode.render(target.ingress_url))] if _opencode_ok(path, text) else []
+    if client in EXTENSION_CLIENTS:
+        return _extension_changes(client, target, path) + plan_credential(target)
     doc = load_json(path, text)
+    if client == "antigravity":
+        return [json_change(path, text, _antigravity_doc(path, doc, target))] + plan_credential(target)
     hooks = _hooks_table(path, doc, create=True)
     if client in ("cursor", "copilot-cli"):
         doc.setdefault("version", 1)
@@ -105,7 +124,7 @@ def plan_hooks(client: str, target: Target) -> list[FileChange]:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise InstallError(f"{path}: hooks.{event} is not a list")
-        _put(groups, entry, flat=client in ("cursor", "copilot-cli"))
+        _put(groups, entry, flat=client in ("cursor", "copilot-cli", "crush"))
     changes = [json_change(path, text, doc)]
     if client == "codex":
         changes.append(_codex_config(target, path, doc))
@@ -152,7 +171,18 @@ def plan_unhooks(client: str, target: Target) -> list[FileChange]:
         return []
     if client == "opencode":
         return [FileChange(path, text, None)] if opencode.MARKER in text else []
+    if client in EXTENSION_CLIENTS:
+        if extension.MARKER not in text:
+            return []
+        extra = [path.with_name(name) for name in extension.openclaw_files()] if client == "openclaw" else []
+        return [FileChange(p, t, None) for p in (path, *extra)
+                if (t := read_text(p)) is not None and extension.MARKER in t]
     doc = load_json(path, text)
+    if client == "antigravity":
+        if not _antigravity_ours(doc.get(ANTIGRAVITY_HOOK)):
+            return []
+        del doc[ANTIGRAVITY_HOOK]
+        return [json_change(path, text, doc, delete_if_empty=True)]
     hooks = _hooks_table(path, doc, create=False)
     if hooks is None:
         return [FileChange(path, text, text)] + ([_codex_config(target, path, doc)] if client == "codex" else [])
@@ -202,6 +232,8 @@ def _codex_config(target: Target, changed: Path, doc: dict[str, Any]) -> FileCha
 def plan_mcp(client: str, target: Target, url: str) -> list[FileChange]:
     """Return the change that registers aimem's MCP server (``url``) for ``client``."""
     _check(client)
+    if client not in MCP_FILES:
+        return []
     path = target.path(MCP_FILES[client], client)
     text = read_text(path)
     token = mcp_token(target)
@@ -211,6 +243,8 @@ def plan_mcp(client: str, target: Target, url: str) -> list[FileChange]:
     if client == "opencode":
         doc.setdefault("$schema", "https://opencode.ai/config.json")
         table, entry = doc.setdefault("mcp", {}), {"type": "remote", "url": url, "enabled": True}
+    elif client == "crush":
+        table, entry = doc.setdefault("mcp", {}), {"type": "http", "url": url}
     else:
         table = doc.setdefault("mcpServers", {})
         entry = {
@@ -234,6 +268,47 @@ def mcp_token(target: Target) -> str | None:
     return target.token if target.scope == "user" else None
 
 
+def _extension_changes(client: str, target: Target, path: Path) -> list[FileChange]:
+    """The generated module (and, for OpenClaw, its plugin metadata files) at ``path``."""
+    url = None if target.ingress_url.rstrip("/") == DEFAULT_INGRESS_URL else target.ingress_url
+    argv = [target.binary or aimem_binary(), "hook", *(["--ingress-url", url] if url else [])]
+    files = {path: extension.render(client, argv)}
+    if client == "openclaw":
+        files.update({path.with_name(name): body for name, body in extension.openclaw_files().items()})
+    changes = []
+    for file, body in files.items():
+        text = read_text(file)
+        if text is not None and extension.MARKER not in text:
+            raise InstallError(f"{file} exists and is not aimem's; move it away first")
+        changes.append(FileChange(file, text, body))
+    return changes
+
+
+def _antigravity_ours(hook: Any) -> bool:
+    """True for a named hook whose every handler runs ``aimem hook``."""
+    if not isinstance(hook, dict) or not hook:
+        return False
+    handlers = [h for groups in hook.values() if isinstance(groups, list) for g in groups if isinstance(g, dict)
+                for h in (g.get("hooks") if isinstance(g.get("hooks"), list) else [g])]
+    return bool(handlers) and all(isinstance(h, dict) and is_ours(h.get("command")) for h in handlers)
+
+
+def _antigravity_doc(path: Path, doc: dict[str, Any], target: Target) -> dict[str, Any]:
+    """``doc`` with aimem's named hook ``aimem`` set to one handler per installed event."""
+    current = doc.get(ANTIGRAVITY_HOOK)
+    if current is not None and not _antigravity_ours(current):
+        raise InstallError(f"{path}: a hook named {ANTIGRAVITY_HOOK!r} exists and is not aimem's; rename it first")
+    url = None if target.ingress_url.rstrip("/") == DEFAULT_INGRESS_URL else target.ingress_url
+    hook: dict[str, Any] = {}
+    for event in EVENTS["antigravity"]:
+        kind = CLIENTS["antigravity"].kind_of(event)
+        handler = {"type": "command", "command": hook_command("antigravity", event, target.binary, url),
+                   "timeout": 10 if kind is K.SESSION_START else 5}
+        hook[event] = [{"matcher": "*", "hooks": [handler]}] if kind in TOOL_KINDS else [handler]
+    doc[ANTIGRAVITY_HOOK] = hook
+    return doc
+
+
 def _opencode_ok(path: Path, text: str | None) -> bool:
     if text is not None and opencode.MARKER not in text:
         raise InstallError(f"{path} exists and is not aimem's plugin; move it away first")
@@ -255,6 +330,8 @@ def _entry(client: str, event: str, command: str) -> dict[str, Any]:
         return {"command": command, "timeout": 10 if slow else 5}
     if client == "copilot-cli":
         return {"type": "command", "bash": command, "timeoutSec": 10 if slow else 5}
+    if client == "crush":  # flat; Crush rejects a matcher on a non-tool event, and none matches all
+        return {"name": f"aimem-{event}", "command": command, "timeout": 10 if slow else 5}
     handler: dict[str, Any] = {"type": "command", "command": command}
     if client == "gemini-cli":
         handler = {"name": f"aimem-{event}", **handler, "timeout": 10_000 if slow else 5_000}
@@ -360,6 +437,8 @@ def plan_unmcp(client: str, target: Target) -> list[FileChange]:
     import re
 
     _check(client)
+    if client not in MCP_FILES:
+        return []
     try:
         path = target.path(MCP_FILES[client], client)
     except InstallError:
@@ -374,7 +453,7 @@ def plan_unmcp(client: str, target: Target) -> list[FileChange]:
         new = (text[:section.start()].rstrip("\n") + "\n" + text[section.end():].lstrip("\n")).lstrip("\n")
         return [FileChange(path, text, new if new.strip() else "")]
     doc = load_json(path, text)
-    table = doc.get("mcp" if client == "opencode" else "mcpServers")
+    table = doc.get("mcp" if client in ("opencode", "crush") else "mcpServers")
     if not isinstance(table, dict) or "aimem" not in table:
         return []
     del table["aimem"]

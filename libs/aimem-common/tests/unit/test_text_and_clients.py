@@ -34,7 +34,8 @@ def test_iso_from_epoch() -> None:
 
 
 def test_every_client_is_registered_with_its_end_event_and_install_list() -> None:
-    assert clients.AGENTS == ("claude-code", "codex", "gemini-cli", "cursor", "copilot-cli", "opencode", "generic")
+    assert clients.AGENTS == ("claude-code", "codex", "gemini-cli", "cursor", "copilot-cli", "opencode", "crush", "pi",
+                              "omp", "openclaw", "antigravity", "generic")
     for name, client in clients.CLIENTS.items():
         assert client.kind_of(client.end_event) is K.SESSION_END, name
         assert all(client.kind_of(e) is not K.OTHER for e in client.install_events), name

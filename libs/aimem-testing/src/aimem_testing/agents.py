@@ -5,7 +5,8 @@ and pinned Claude Code, Codex CLI and Gemini CLI with the machine's ``npm`` into
 ``<cache>/aimem-agents/<pins>/`` and returns that folder's ``node_modules/.bin``; a later
 call (another test, another run) finds the ``.complete`` marker and returns at once. The
 cache is ``$AIMEM_AGENTS_CACHE``, else ``$XDG_CACHE_HOME/aimem-agents``, else
-``~/.cache/aimem-agents``. Concurrent callers serialise on a lock file.
+``~/.cache/aimem-agents``. Concurrent callers serialise on a lock file. ``ensure_more_agents()``
+installs the later ones (``MORE_PINS``: Pi, Copilot CLI) into a folder of their own beside it.
 
 ``python -m aimem_testing.agents`` does the same from the Makefile (``make agents``)
 and CI, and prints the folder.
@@ -24,6 +25,11 @@ PINS = {"node": "22.23.3", "@anthropic-ai/claude-code": "2.1.332", "@openai/code
         "@google/gemini-cli": "0.61.0"}
 INSTALL_TIMEOUT_S = 1200
 BINARIES = ("node", "claude", "codex", "gemini")
+# Agents beyond the first three, one folder per pin set beside theirs (adding one never
+# reinstalls the others); they run on the Node above. Only those that run offline against
+# a fake model endpoint are here (README "Supported clients" says why the others are not).
+MORE_PINS = {"@mariozechner/pi-coding-agent": "0.73.1", "@github/copilot": "1.0.102"}
+MORE_BINARIES = ("pi", "copilot")
 
 
 class AgentsUnavailable(RuntimeError):
@@ -38,10 +44,21 @@ def cache_root() -> Path:
     return Path(base) / "aimem-agents"
 
 
-def install_dir() -> Path:
+def install_dir(pins: dict[str, str] = PINS) -> Path:
     """The folder for exactly these pins (a pin change installs next to the old one)."""
-    key = "-".join(f"{name.rsplit('/', 1)[-1]}{version}" for name, version in PINS.items())
+    key = "-".join(f"{name.rsplit('/', 1)[-1]}{version}" for name, version in pins.items())
     return cache_root() / key
+
+
+def ensure_more_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
+    """Install ``MORE_PINS`` (after the first three, whose Node they run on); return their
+    ``node_modules/.bin``. The caller puts ``ensure_agents()``'s folder on PATH too (Node).
+
+    Raises:
+        AgentsUnavailable: as ``ensure_agents``.
+    """
+    node_bin = ensure_agents(timeout_s)
+    return _install(install_dir(MORE_PINS), MORE_PINS, MORE_BINARIES, timeout_s, node_bin)
 
 
 def ensure_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
@@ -54,6 +71,14 @@ def ensure_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
     bin_dir = folder / "node_modules" / ".bin"
     if (folder / ".complete").is_file():
         return bin_dir
+    return _install(folder, PINS, BINARIES, timeout_s, None)
+
+
+def _install(folder: Path, pins: dict[str, str], binaries: tuple[str, ...], timeout_s: float,
+             node_bin: Path | None) -> Path:
+    bin_dir = folder / "node_modules" / ".bin"
+    if (folder / ".complete").is_file():
+        return bin_dir
     npm = shutil.which("npm")
     if npm is None:
         raise AgentsUnavailable("npm is not on PATH: install Node.js/npm (apt-get install nodejs npm)")
@@ -63,19 +88,32 @@ def ensure_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
         if (folder / ".complete").is_file():
             return bin_dir
         (folder / "package.json").write_text('{"private": true}\n')
-        specs = [f"{name}@{version}" for name, version in PINS.items()]
-        _run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error", *specs], folder, timeout_s)
-        env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+        specs = [f"{name}@{version}" for name, version in pins.items()]
+        path = os.pathsep.join(str(p) for p in (bin_dir, node_bin) if p) + os.pathsep + os.environ.get("PATH", "")
+        env = {**os.environ, "PATH": path}
+        _run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error", *specs], folder, timeout_s, env)
         # Claude Code fetches its native binary in a postinstall that npm may run under another
         # node (or skip); running it again is idempotent.
         claude_pkg = folder / "node_modules" / "@anthropic-ai" / "claude-code"
-        if _version(bin_dir / "claude", env) is None and (claude_pkg / "install.cjs").is_file():
+        if node_bin is None and _version(bin_dir / "claude", env) is None and (claude_pkg / "install.cjs").is_file():
             _run([str(bin_dir / "node"), "install.cjs"], claude_pkg, timeout_s, env)
-        missing = [b for b in BINARIES if _version(bin_dir / b, env) is None]
+        missing = [b for b in binaries if _version(bin_dir / b, env) is None]
         if missing:
             raise AgentsUnavailable(f"installed into {folder}, but {', '.join(missing)} does not run")
-        (folder / ".complete").write_text("\n".join(f"{k}@{v}" for k, v in PINS.items()) + "\n")
+        (folder / ".complete").write_text("\n".join(f"{k}@{v}" for k, v in pins.items()) + "\n")
     return bin_dir
+
+
+def offline_env(home: Path, path: list[Path], dead_port: int, **extra: str) -> dict[str, str]:
+    """The environment an agent CLI runs in for a test: HOME ``home``, ``path`` first on PATH,
+    and every proxy variable at ``127.0.0.1:<dead_port>`` (nothing listens there), so only
+    loopback is reachable; ``extra`` adds the vendor settings (base URL, key)."""
+    dirs = [str(p) for p in path] + [str(Path(sys.executable).parent), "/usr/bin", "/bin"]
+    dead = f"http://127.0.0.1:{dead_port}"
+    return {"PATH": os.pathsep.join(dirs), "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb", "NO_COLOR": "1",
+            "AIMEM_HOOK_BUDGET_MS": "3000", "HTTPS_PROXY": dead, "HTTP_PROXY": dead, "https_proxy": dead,
+            "http_proxy": dead, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+            "NODE_USE_ENV_PROXY": "1", **extra}
 
 
 def _run(cmd: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> None:
@@ -94,13 +132,14 @@ def _version(binary: Path, env: dict[str, str]) -> str | None:
         proc = subprocess.run([str(binary), "--version"], env=env, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
+    return (proc.stdout.strip() or proc.stderr.strip() or None) if proc.returncode == 0 else None  # Pi: stderr
 
 
 def main() -> int:
     """``python -m aimem_testing.agents``: install (or find) the pinned CLIs."""
     try:
         print(ensure_agents())
+        print(ensure_more_agents())
     except AgentsUnavailable as exc:
         print(f"aimem agents: {exc}", file=sys.stderr)
         return 1

@@ -4,7 +4,8 @@ The only fake in the real-CLI tests. One ``FakeVendor`` HTTP server (a backgroun
 of the test process) answers, on loopback:
 
 * Anthropic Messages API (``POST /v1/messages``, streamed SSE or JSON) for Claude Code
-  (``ANTHROPIC_BASE_URL``);
+  (``ANTHROPIC_BASE_URL``), Pi (a ``models.json`` provider, ``api: anthropic-messages``) and
+  Copilot CLI (``COPILOT_PROVIDER_BASE_URL`` with ``COPILOT_PROVIDER_TYPE=anthropic``);
 * OpenAI Responses API (``POST /v1/responses``, streamed SSE) for Codex CLI (a custom
   model provider whose ``base_url`` is ``<url>/v1``);
 * Gemini API (``POST /v1beta/models/<m>:streamGenerateContent?alt=sse`` and
@@ -149,8 +150,14 @@ class FakeVendor:
         block: dict[str, Any]
         if step.kind == "shell" and "Bash" in tools:
             block = _tool_use("Bash", {"command": step.arg, "description": "run a command"})
+        elif step.kind == "shell" and "bash" in tools:  # Pi / OMP: lower-case tools
+            block = _tool_use("bash", {"command": step.arg})
         elif step.kind == "write" and "Write" in tools:
             block = _tool_use("Write", {"file_path": step.arg, "content": step.content})
+        elif step.kind == "write" and "write" in tools:
+            block = _tool_use("write", {"path": step.arg, "content": step.content})
+        elif step.kind == "write" and "create" in tools:  # Copilot CLI (BYOK, provider type anthropic)
+            block = _tool_use("create", {"path": step.arg, "file_text": step.content})
         elif step.kind == "mcp":
             name = next((t for t in tools if t and t.endswith(step.arg)), step.arg)
             block = _tool_use(name, step.args)

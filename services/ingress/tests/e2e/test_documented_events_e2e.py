@@ -66,9 +66,11 @@ def test_every_documented_event_is_stored_with_its_kind_and_fields(services, set
         for text in expect.get("body", []):
             assert text in row["body"], (name, text, row["body"][:300])
 
-    def pages() -> dict[str, str]:
+    ending = {path.parent.name for path, doc in sent if doc["expect"]["kind"] == "session-end"}
+
+    def pages() -> dict[str, str]:  # one per client with a session end (Antigravity has none)
         got = rows(settings, "SELECT s.agent, pg.body FROM sessions s JOIN pages pg ON pg.id = s.summary_page_id")
-        return {r["agent"]: r["body"] for r in got} if len(got) == 6 else {}
+        return {r["agent"]: r["body"] for r in got} if {r["agent"] for r in got} >= ending else {}
 
     by_agent = wait_for(pages, what="a session page per client")
     assert "## Task\n\nFix the flaky customers test" in by_agent["copilot-cli"]  # carried on sessionStart

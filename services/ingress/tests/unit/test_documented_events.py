@@ -1,4 +1,4 @@
-"""Every documented hook event of the six clients, read from its vendor's reference.
+"""Every documented hook event of the eleven clients, read from its vendor's reference.
 
 One fixture per event in ``tests/fixtures/hooks/<client>/`` (see ``SOURCES.md`` there):
 the list of events is checked against the documents, and each payload's normalisation
@@ -36,6 +36,32 @@ DOCUMENTED = {
     "opencode": """chat.message tool.execute.before tool.execute.after permission.ask command.execute.before
         experimental.session.compacting session.created session.idle session.compacted session.error
         file.edited permission.updated todo.updated session.deleted""",
+    "crush": """Interrupt PermissionRequest PermissionResult PostCompact PostToolUse PostToolUseFailure
+        PreCompact PreToolUse SessionEnd SessionStart StopFailure TurnEnd TurnStart""",
+    "pi": """after_provider_response agent_end agent_start before_agent_start before_provider_request
+        context input message_end message_start message_update model_select resources_discover
+        session_before_compact session_before_fork session_before_switch session_before_tree
+        session_compact session_shutdown session_start session_tree thinking_level_select tool_call
+        tool_execution_end tool_execution_start tool_execution_update tool_result turn_end turn_start
+        user_bash""",
+    "omp": """after_provider_response agent_end agent_start auto_compaction_end auto_compaction_start
+        auto_retry_end auto_retry_start before_agent_start before_provider_request
+        before_subagent_spawn context credential_disabled goal_updated input mcp_notification
+        message_end message_start message_update resources_discover retry_fallback_applied
+        retry_fallback_succeeded session.compacting session_before_branch session_before_compact
+        session_before_switch session_before_tree session_branch session_compact session_shutdown
+        session_start session_stop session_switch session_tree todo_reminder tool_approval_requested
+        tool_approval_resolved tool_call tool_execution_end tool_execution_start tool_execution_update
+        tool_result ttsr_triggered turn_end turn_start user_bash user_python""",
+    "openclaw": """after_compaction after_tool_call agent_end agent_turn_prepare before_agent_finalize
+        before_agent_reply before_agent_run before_compaction before_dispatch before_install
+        before_message_write before_model_resolve before_prompt_build before_reset before_tool_call
+        channel_pairing_requested cron_changed cron_reconciled gateway_start gateway_stop
+        heartbeat_prompt_contribution inbound_claim llm_input llm_output message_received
+        message_sending message_sent model_call_ended model_call_started reply_dispatch
+        reply_payload_sending resolve_exec_env session_end session_start skill_changed
+        skill_proposal_changed skill_proposal_evaluate tool_result_persist""",
+    "antigravity": """PostInvocation PostToolUse PreInvocation PreToolUse SessionStart Stop""",
 }
 FILES = sorted(p for p in FIXTURES.glob("*/*.json"))
 

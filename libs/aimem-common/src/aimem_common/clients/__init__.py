@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aimem_common.clients import claude_code, codex, copilot_cli, cursor, gemini_cli, generic, opencode
+from aimem_common.clients import (antigravity, claude_code, codex, copilot_cli, crush, cursor, gemini_cli, generic,
+                                  omp, opencode, openclaw, pi)
 from aimem_common.clients.base import ADDITIONAL_CONTEXT, HOOK_SPECIFIC_OUTPUT, Client, K, get_path
 
 CLIENTS: dict[str, Client] = {c.name: c for c in (
     claude_code.CLIENT, codex.CLIENT, gemini_cli.CLIENT, cursor.CLIENT, copilot_cli.CLIENT, opencode.CLIENT,
-    generic.CLIENT)}
+    crush.CLIENT, pi.CLIENT, omp.CLIENT, openclaw.CLIENT, antigravity.CLIENT, generic.CLIENT)}
 AGENTS = tuple(CLIENTS)
 ALIASES = {alias: c.name for c in CLIENTS.values() for alias in c.aliases}
 INSTALLABLE = tuple(name for name, c in CLIENTS.items() if c.installable)
@@ -29,7 +30,7 @@ GENERIC = generic.CLIENT
 START_EVENTS = frozenset(n for c in CLIENTS.values() for n, k in c.events.items() if k is K.SESSION_START)
 END_EVENTS = frozenset(n for c in CLIENTS.values() for n, k in c.events.items() if k is K.SESSION_END)
 # Top-level payload keys that hold the session id, in any client.
-SESSION_ID_KEYS = ("session_id", "sessionId", "conversation_id", "sessionID", "thread-id")
+SESSION_ID_KEYS = ("session_id", "sessionId", "conversation_id", "sessionID", "thread-id", "conversationId")
 
 # Tool events whose tool failed (the payload carries the error instead of a result), and
 # permission events that report a denial (casefolded, any client).
@@ -53,7 +54,8 @@ def client(name: str) -> Client:
 def detect(payload: Any) -> str:
     """Guess which client sent ``payload`` from its distinctive fields; ``generic`` if none.
 
-    Order matters: explicit ``agent``, OpenCode envelope, Codex ``notify``, Cursor
+    Order matters: explicit ``agent``, OpenCode envelope, Codex ``notify``, Antigravity
+    (``conversationId`` + ``workspacePaths``), Cursor
     (``conversation_id`` + ``workspace_roots``/``cursor_version``), Copilot camelCase
     (``sessionId``/``toolArgs``), Gemini-only event names, transcript dir (``~/.codex``, ...),
     Codex ``turn_id``; last ``timestamp``: Gemini and Copilot PascalCase carry one, Claude
@@ -67,6 +69,8 @@ def detect(payload: Any) -> str:
         return "opencode"
     if payload.get("type") == "agent-turn-complete" or "thread-id" in payload:
         return "codex"
+    if "conversationId" in payload and "workspacePaths" in payload:
+        return "antigravity"
     if "conversation_id" in payload and payload.keys() & {"workspace_roots", "cursor_version"}:
         return "cursor"
     if "sessionId" in payload or "toolArgs" in payload:
@@ -88,6 +92,12 @@ def detect(payload: Any) -> str:
     return "claude-code" if "transcript_path" in payload else "generic"
 
 
+def ignored(agent: str, event: str | None, payload: Any) -> bool:
+    """True for an event the hook client drops before any spool or network work: an
+    Antigravity ``PreInvocation`` after the session's first model call (``invocationNum > 0``)."""
+    return agent == "antigravity" and antigravity.ignored(event, payload)
+
+
 def wants_context(agent: str) -> bool:
     """False for a client that ignores session-start output (the context is not fetched)."""
     return client(agent).session_start_output != "none"
@@ -98,6 +108,8 @@ def format_context(agent: str, context: str) -> str:
     shape = client(agent).session_start_output
     if shape == ADDITIONAL_CONTEXT:
         return json.dumps({"additional_context": context}, ensure_ascii=False)
+    if shape == antigravity.INJECT_STEPS:
+        return json.dumps({"injectSteps": [{"systemMessage": {"systemMessage": context}}]}, ensure_ascii=False)
     if shape == HOOK_SPECIFIC_OUTPUT:
         return json.dumps({"hookSpecificOutput": {"hookEventName": "SessionStart",
                                                   "additionalContext": context}}, ensure_ascii=False)
@@ -105,4 +117,4 @@ def format_context(agent: str, context: str) -> str:
 
 
 __all__ = ["AGENTS", "ALIASES", "CLIENTS", "DENIED_EVENTS", "END_EVENTS", "FAILED_TOOL_EVENTS", "NOTICE_LABELS", "GENERIC", "INSTALLABLE", "SESSION_ID_KEYS",
-           "START_EVENTS", "Client", "client", "detect", "format_context", "get_path", "wants_context"]
+           "START_EVENTS", "Client", "client", "detect", "format_context", "get_path", "ignored", "wants_context"]
