@@ -79,3 +79,28 @@ async def test_startup_draws_the_largest_projects_and_events_redraw_a_viewed_one
         assert len(graphs._cache) == 2
     finally:
         await graphs.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_change_redraws_only_the_drawings_still_kept(store, monkeypatch):
+    drawn: list[int] = []
+    real = pictures.project_graph
+
+    def counted(conn, scope, *, max_nodes):
+        drawn.append(max_nodes)
+        return real(conn, scope, max_nodes=max_nodes)
+
+    monkeypatch.setattr(pictures, "project_graph", counted)
+    hub = EventHub()
+    graphs = ProjectGraphs(store.pool, keep=2, settle_s=0.05)
+    graphs.start(hub, warm_projects=0)
+    try:
+        for n in (10, 20, 30):  # 10 falls out: only 20 and 30 are kept
+            await graphs.get(store.big, n)
+        drawn.clear()
+        store.seed.page(store.big, "n8.md", "# N8\n[[n1]]")
+        await _changed(hub, store.big)
+        await _until(lambda: all("n8.md" in {n["path"] for n in d["nodes"]} for d, _ in graphs._cache.values()))
+        assert sorted(key[1] for key in graphs._cache) == [20, 30] and sorted(drawn) == [20, 30]
+    finally:
+        await graphs.stop()

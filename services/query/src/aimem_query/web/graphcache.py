@@ -45,7 +45,7 @@ class ProjectGraphs:
         self._keep = keep
         self._settle_s = settle_s
         self._cache: OrderedDict[tuple, tuple[dict, dict]] = OrderedDict()
-        self._nodes: dict[tuple[str, str], set[int]] = {}  # (workspace, project) names -> node counts viewed
+        self._ids: dict[tuple[str, str], str] = {}  # (workspace, project) names -> project id, of drawn projects
         self._dirty: set[tuple[str, str]] = set()
         self._task: asyncio.Task | None = None
 
@@ -62,7 +62,7 @@ class ProjectGraphs:
         data = await self._pool.run(pictures.project_graph, scope, max_nodes=nodes)
         drawn = (data, graph_view(data))
         self._cache[key] = drawn
-        self._nodes.setdefault((scope.workspace, scope.project), set()).add(nodes)
+        self._ids[(scope.workspace, scope.project)] = scope.project_id
         while len(self._cache) > self._keep:
             self._cache.popitem(last=False)
         return drawn
@@ -98,9 +98,10 @@ class ProjectGraphs:
     async def _redraw(self) -> None:
         dirty, self._dirty = self._dirty, set()
         for names in dirty:
-            counts = self._nodes.get(names)
+            pid = self._ids.get(names)
+            counts = {key[1] for key in self._cache if key[0] == pid}  # only drawings still kept (≤ ``keep``)
             if not counts:
-                continue  # never drawn here: its first view draws it
+                continue  # not kept here: its next view draws it
             try:
                 scope = await self._pool.run(scopes.find, *names)
                 if scope is not None:
