@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
+from markupsafe import Markup, escape
 
 from aimem_common.read import pictures
 from aimem_query.deps import ctx_of, read
@@ -38,8 +39,14 @@ def activity_view(data: dict) -> dict:
 
 def graph_view(data: dict) -> dict:
     """Return the ring layout of a ``Graph`` with each node's page address and short label
-    (computed once here: a template filter per node is most of a 300-node render)."""
+    (computed once here: a template filter per node is most of a 300-node render) and
+    ``edge_lines``, the edges' SVG lines as markup."""
     pic = layout.rings(data)
+    # the edges are numbers and a kind: drawn here in one string rather than ~6 template
+    # prints each (a 300-node graph has hundreds of edges)
+    pic["edge_lines"] = Markup("".join(
+        f'<line x1="{e["x1"]}" y1="{e["y1"]}" x2="{e["x2"]}" y2="{e["y2"]}" class="edge edge-{escape(e["kind"])}"/>'
+        for e in pic["edges"]))
     for n in pic["nodes"]:
         n["href"] = page_url(n["workspace"], n["project"], n["path"])
         n["short"] = n["title"] if len(n["title"]) <= 28 else n["title"][:27] + "…"
