@@ -20,6 +20,7 @@ from aimem_common.service import Startup, create_service_app
 from aimem_common.telemetry import Telemetry
 from aimem_query import admin, api
 from aimem_query.context import QueryContext
+from aimem_query.web.graphcache import ProjectGraphs
 from aimem_query.web.health import HealthSampler
 from aimem_query.web.hub import EventHub
 from aimem_query.web.site import install as install_web
@@ -45,9 +46,13 @@ def create_app(settings: Settings) -> FastAPI:
         health = HealthSampler(settings, bus)
         health.start()
         s.stack.push_async_callback(health.stop)
+        graphs = ProjectGraphs(pool)
+        if settings.web.enabled:
+            graphs.start(events)
+            s.stack.push_async_callback(graphs.stop)
         return QueryContext(settings=settings, telemetry=s.telemetry, nc=nc, bus=bus, read_pool=pool,
                             embedder=embedder, access=access, events=events, reranker=reranker, searcher=searcher,
-                            web_health=health)
+                            web_health=health, web_graphs=graphs)
 
     app = create_service_app(
         "query", settings, Telemetry("query"), start, not_ready={"nats": False, "db": False},

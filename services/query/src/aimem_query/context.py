@@ -10,6 +10,7 @@ from aimem_common.search.query_embed import QueryEmbedder
 from aimem_common.search.service import Searcher
 from aimem_common.rerank import RerankStage
 from aimem_common.service import ServiceContext
+from aimem_query.web.graphcache import ProjectGraphs
 from aimem_query.web.health import HealthSampler
 from aimem_query.web.hub import EventHub
 
@@ -27,3 +28,4 @@ class QueryContext(ServiceContext):
     searcher: Searcher
     reranker: RerankStage | None = None  # the optional cross-encoder stage (rerank.provider)
     web_health: HealthSampler | None = None  # /web/status sparklines (the stack's own metrics, last hour)
+    web_graphs: ProjectGraphs | None = None  # /web project link graphs, drawn ahead and kept fresh

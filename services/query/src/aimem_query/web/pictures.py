@@ -7,20 +7,17 @@ has a table or list beside it that says the same in text.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
+from markupsafe import Markup, escape
 
 from aimem_common.read import pictures
-from aimem_query.deps import read
+from aimem_query.deps import ctx_of, read
 from aimem_query.web import layout
 from aimem_query.web.deps import UserDep, renderer, scope_for
 from aimem_query.web.render import page_url
 
 router = APIRouter(prefix="/p/{workspace}/{project}")
-
-GRAPH_CACHE = 16  # project graphs kept (each a few hundred nodes)
 
 
 def activity_view(data: dict) -> dict:
@@ -42,8 +39,14 @@ def activity_view(data: dict) -> dict:
 
 def graph_view(data: dict) -> dict:
     """Return the ring layout of a ``Graph`` with each node's page address and short label
-    (computed once here: a template filter per node is most of a 300-node render)."""
+    (computed once here: a template filter per node is most of a 300-node render) and
+    ``edge_lines``, the edges' SVG lines as markup."""
     pic = layout.rings(data)
+    # the edges are numbers and a kind: drawn here in one string rather than ~6 template
+    # prints each (a 300-node graph has hundreds of edges)
+    pic["edge_lines"] = Markup("".join(
+        f'<line x1="{e["x1"]}" y1="{e["y1"]}" x2="{e["x2"]}" y2="{e["y2"]}" class="edge edge-{escape(e["kind"])}"/>'
+        for e in pic["edges"]))
     for n in pic["nodes"]:
         n["href"] = page_url(n["workspace"], n["project"], n["path"])
         n["short"] = n["title"] if len(n["title"]) <= 28 else n["title"][:27] + "…"
@@ -74,19 +77,7 @@ async def project_graph(request: Request, user: UserDep, workspace: str, project
                         nodes: int = Query(150, ge=10, le=pictures.MAX_GRAPH)) -> Response:
     """The project's most connected pages on rings by degree rank (a node opens its page)."""
     scope = await scope_for(request, user, workspace, project)
-    # Ranking every page by its links reads all of them (tens of ms at 10,000 pages): the
-    # drawing is kept per project until a page is written or deleted there.
-    key = (scope.project_id, nodes, *(await read(request, pictures.pages_version, scope)))
-    cache: OrderedDict = request.app.state.__dict__.setdefault("web_graph_cache", OrderedDict())
-    if key in cache:
-        cache.move_to_end(key)
-        data, pic = cache[key]
-    else:
-        data = await read(request, pictures.project_graph, scope, max_nodes=nodes)
-        pic = graph_view(data)
-        cache[key] = (data, pic)
-        while len(cache) > GRAPH_CACHE:
-            cache.popitem(last=False)
+    data, pic = await ctx_of(request).web_graphs.get(scope, nodes)
     return renderer(request).page(request, "graph.html", scope=scope, data=data, pic=pic, center=None, hops=None)
 
 
