@@ -240,7 +240,10 @@ def test_stream_import_guard_catches_a_stream_importing_another(tmp_path: Path) 
 CLIENTS_DIR = COMMON / "clients"
 HOOK_CLIENT_STDLIB_MODULES = (CLIENTS_DIR, COMMON / "kinds.py", COMMON / "text.py")
 # Native event names that are also ordinary words elsewhere (a kind, a plugin hook argument).
-_NOT_CLIENT_SPECIFIC = {"event"}
+# Words that are also some client's event name (Pi and OMP name events `input`, `context`,
+# `tool_result`) but mean other things elsewhere (an embedding request's `input`, a transcript's
+# `tool_result` block).
+_NOT_CLIENT_SPECIFIC = {"event", "input", "context", "tool_result"}
 
 
 def _stdlib_or(allowed: tuple[str, ...], imp: str) -> bool:

@@ -48,7 +48,8 @@ from aimem_cli import hooknet
 from aimem_cli.hookconfig import client_config, client_data_dir, hooks_setting
 from aimem_cli.hookspool import Spool
 from aimem_cli.identity import Identity, resolve
-from aimem_common import clients, locations
+from aimem_cli.sessionplaces import remember_session, session_id_of, session_place
+from aimem_common import clients
 from aimem_common.clients import format_context
 from aimem_common.text import ELLIPSIS, cap_utf8, replace_lone_surrogates
 
@@ -165,7 +166,7 @@ def start_backfill(agent: str, payload: dict[str, Any], ident: Identity | None, 
     url = str(entry.get("u") or cfg["url"])
     if not backfill.wanted(agent, ident, os.environ, data_dir, url):
         return
-    sid = next((payload[k] for k in _SESSION_KEYS if isinstance(payload.get(k), str) and payload[k]), None)
+    sid = session_id_of(payload)
     cwd = (ident.cwd if ident is not None else None) or entry.get("cwd")
     if cwd:
         backfill.spawn(agent, sid, str(cwd), entry.get("u"))
@@ -461,82 +462,6 @@ def _drain(spool: Spool, cfg: dict[str, str | None], *, deadline: float, skip: s
 
 
 NOT_CAPTURED = 0
-_SESSION_KEYS = clients.SESSION_ID_KEYS
-
-
-SESSION_PLACES = "session-places.json"  # in the spool directory: {session id: identity query}, newest last
-MAX_SESSION_PLACES = 256
-
-
-def _session_id(payload: dict[str, Any]) -> str | None:
-    return next((payload[k] for k in _SESSION_KEYS if isinstance(payload.get(k), str) and payload[k]), None)
-
-
-def remember_session(spool: Spool, agent: str, payload: dict[str, Any], cwd: str | None,
-                     ident: Identity | None = None) -> None:
-    """Note the latest session of ``agent`` (for ``aimem finalize-session``) and, when its
-    directory was resolved on disk, the place of the session (``session_place``); best effort."""
-    sid = _session_id(payload)
-    if not sid:
-        return
-    cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else cwd
-    try:
-        (spool.dir / f"last-session.{agent}.json").write_text(json.dumps({"session_id": sid, "cwd": cwd}))
-    except OSError:
-        pass
-    if ident is None or ident.source == "session" or not _on_disk(ident):
-        return
-    path = spool.dir / SESSION_PLACES
-    places = _read_places(path)
-    places.pop(sid, None)
-    places[sid] = ident.as_query()
-    while len(places) > MAX_SESSION_PLACES:
-        places.pop(next(iter(places)))
-    tmp = path.with_name(f"{SESSION_PLACES}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(places))
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
-def session_place(spool: Spool, payload: dict[str, Any], ident: Identity | None) -> Identity | None:
-    """The identity to send for an event whose working directory is gone from disk.
-
-    A checkout renamed, moved or deleted under a running agent (or a session resumed with
-    the directory it began in) leaves a ``cwd`` nothing can be looked up at: resolving it
-    would name it by whatever lies above it (an ancestor marker, the last folder), not by
-    the repository it was. Such an event keeps the place this client resolved for the
-    session at its start (``remember_session``: the last ``MAX_SESSION_PLACES`` sessions),
-    so it joins its session; the server then follows the repository id or origin to the
-    checkout's project. The capture rules are still the ones found above the gone
-    directory (they only ever record less). ``ident`` unchanged when the directory exists,
-    is a Windows path seen here, or the session is not remembered.
-    """
-    if ident is None or _on_disk(ident):
-        return ident
-    sid = _session_id(payload)
-    q = _read_places(spool.dir / SESSION_PLACES).get(sid or "")
-    if not isinstance(q, dict) or not isinstance(q.get("project"), str):
-        return ident
-    return Identity(project=q["project"], workspace=q.get("workspace"), explicit=q.get("named") == "1",
-                    root=q.get("root"), origin=q.get("origin"), source="session", marker=ident.marker,
-                    capture=ident.capture, exclude=ident.exclude, cwd=ident.cwd, repo_id=q.get("repo_id"))
-
-
-def _on_disk(ident: Identity) -> bool:
-    """True unless ``ident`` was resolved from a directory that does not exist here (a
-    Windows agent's path seen on another system counts as found: it is never looked up)."""
-    cwd = ident.cwd
-    return not cwd or os.path.isdir(cwd) or (os.name != "nt" and locations.is_windows(cwd))
-
-
-def _read_places(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def finalize_session(agent: str, *, session_id: str | None = None, cwd: str | None = None,
