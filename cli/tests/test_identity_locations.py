@@ -45,7 +45,7 @@ def test_the_hook_client_sends_a_windows_cwd_by_its_folder_name(tmp_path: Path) 
     spooled = [json.loads(line) for f in (tmp_path / "data" / "spool").rglob("*") if f.is_file()
                for line in f.read_text().splitlines() if line.startswith("{")]
     idents = [e["id"] for e in spooled if isinstance(e, dict) and "id" in e]
-    assert idents and idents[0]["project"] == "My-Notes", spooled
+    assert idents and idents[0]["project"] == "my-notes", spooled  # a Windows name: lower-case
 
 
 # -- 6: symlinks and moved checkouts -------------------------------------------------------------

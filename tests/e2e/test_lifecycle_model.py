@@ -103,11 +103,13 @@ STATS: dict[str, Any] = {"examples": 0, "steps": 0, "invariant_checks": 0, "deli
 # -- the real parts ------------------------------------------------------------------------------
 
 def windows_spellings(folder: str) -> list[str]:
-    """Three spellings of one synthetic Windows folder ``<drive>:\\<WIN_PARENT>\\<folder>`` (drive
-    letter case, ``\\`` vs ``/``, a trailing separator): what different Windows clients send for it.
+    """Four spellings of one synthetic Windows folder ``<drive>:\\<WIN_PARENT>\\<folder>`` (drive
+    letter case, ``\\`` vs ``/``, a trailing separator, the folders' own case — the last folder's
+    too, which names the project): what different Windows clients send for it.
     Nothing on this machine is at that path; the server only ever sees it as text."""
     parent = WIN_PARENT
-    return [f"Q:\\{parent}\\{folder}", f"q:\\{parent}\\{folder}\\", f"Q:/{parent}/{folder}"]
+    return [f"Q:\\{parent}\\{folder}", f"q:\\{parent}\\{folder}\\", f"Q:/{parent}/{folder}",
+            f"q:/{parent.upper()}/{folder.upper()}"]
 
 
 WIN_PARENT = "aimem-model-repos"

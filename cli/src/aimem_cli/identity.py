@@ -163,7 +163,8 @@ def resolve(cwd: str | os.PathLike[str]) -> Identity:
     elif repo_root:
         project, root, source, explicit = _safe_name(os.path.basename(repo_root)), repo_root, "git", False
     else:
-        project, root, source, explicit = _safe_name(os.path.basename(start)), None, "cwd", False
+        # locations.name: a Windows folder's name is lower-case, however the cwd was typed.
+        project, root, source, explicit = _safe_name(locations.name(start) or ""), None, "cwd", False
     return Identity(
         project=project or None, workspace=workspace, explicit=explicit, root=root, origin=origin,
         source=source, marker=marker_path, capture=capture, exclude=exclude, cwd=start, repo_id=repo_id,

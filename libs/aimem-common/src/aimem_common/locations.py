@@ -21,9 +21,9 @@ Rules (``normalize``):
   end in a space on POSIX); a relative path stays relative (normalised), it is never made absolute
   here (the server cannot know the client's cwd).
 
-``name`` gives a location's last segment with its case kept (the project name of a cwd
-outside any repository), ``inside`` the path-boundary test (``/repo`` holds ``/repo/sub``,
-never ``/repo-old``).
+``name`` gives a location's last segment (the project name of a cwd outside any repository):
+case kept for a POSIX path, lower-case for a Windows one (taken from ``normalize``);
+``inside`` is the path-boundary test (``/repo`` holds ``/repo/sub``, never ``/repo-old``).
 """
 
 from __future__ import annotations
@@ -72,13 +72,17 @@ def normalize(path: str | None) -> str | None:
 
 
 def name(path: str | None) -> str | None:
-    """Return the last segment of a location, case kept (``C:\\Users\\Me\\MyApp\\`` → ``MyApp``).
+    """Return the last segment of a location: a POSIX folder's name with its case kept
+    (``/home/me/MyApp/`` → ``MyApp``), a Windows location's from its normalised, lower-case form
+    (``C:\\Users\\Me\\MyApp\\`` → ``myapp``), so that every spelling of one Windows folder
+    names one project (a cwd outside any repository is found by this name, not by a root).
 
     ``None`` for a blank path or a root (``/``, ``C:\\``, ``\\\\server``).
     """
     if path is None or not path.strip():
         return None
-    p = _slashes(path).rstrip("/")
+    p = (normalize(path) if is_windows(path) else _slashes(path)) or ""
+    p = p.rstrip("/")
     seg = p.rsplit("/", 1)[-1]
     if not seg or _DRIVE.match(seg + "/") or seg in (".", ".."):
         return None

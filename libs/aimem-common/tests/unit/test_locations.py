@@ -30,7 +30,12 @@ def test_normalize(raw: str | None, want: str | None) -> None:
 def test_windows_detection_and_names() -> None:
     assert is_windows("C:") and is_windows(r"d:\x") and is_windows(r"\\srv\share") and is_windows("//srv/share")
     assert not is_windows("/home/x") and not is_windows("relative") and not is_windows("C:relative")
-    assert name(r"C:\Users\Dev\My Repo\\") == "My Repo"  # case kept: a project name, not a key
+    assert name("/home/Dev/My Repo/") == "My Repo"  # POSIX: case kept (Linux folders differ by case)
+    # A Windows place is named from its normalised (lower-case) form: every spelling of one
+    # folder must reach one project, and a cwd outside a repository is looked up by this name.
+    assert name(r"C:\Users\Dev\My Repo\\") == "my repo"
+    assert name(r"C:\Users\me\API") == name("c:/USERS/me/api/") == name(r"\\?\C:\users\ME\Api") == "api"
+    assert name(r"\\FileServer\Share\Repo") == "repo"
     assert name("/home/dev/api/") == "api" and name("C:\\") is None and name("/") is None and name("") is None
 
 

@@ -30,7 +30,7 @@ async def test_a_windows_cwd_names_the_project_by_its_folder(ingress):
                           json={k: v for k, v in PROMPT.items() if k != "cwd"})
     assert r.status_code == 202, r.text
     [env] = [e for e, _ in await mut_messages(app.state.ctx.nc.jetstream())]
-    assert env["scope"]["project"] == "My-Repo"
+    assert env["scope"]["project"] == "my-repo"  # a Windows folder's name is lower-case, like its place
 
 
 @pytest.mark.parametrize("bad", ["nothex", "0123456789ABCDEF0123456789ABCDEF", RID + "00", "../../etc"])
