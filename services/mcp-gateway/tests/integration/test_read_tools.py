@@ -131,6 +131,10 @@ async def test_reads_fail_closed_and_bad_inputs(world, h):
         assert err.code == -32602 and "query" in err.message
         err = await h.rpc_error(c, "memory_query", {**APP, "query": "x", "limit": 0})
         assert err.code == -32602 and "limit" in err.data["fields"]
+        err = await h.rpc_error(c, "memory_query", {**APP, "query": "x", "limit": True})  # not a count
+        assert err.code == -32602 and "limit" in err.data["fields"]
+        big = await h.call(c, "memory_query", {**APP, "query": "x", "limit": 1000})  # clamped, as REST
+        assert "hits" in big
         # the API's and the web's limit: a pasted 10,000-character log is read (its start), 16 KiB + 1 refused
         pasted = await h.call(c, "memory_query", {**APP, "query": "decision " * 1250})
         assert "hits" in pasted

@@ -168,3 +168,14 @@ def test_adversarial_queries_never_500(api):
                 r = c.post("/api/v1/search", json={"query": q, **params})
                 assert r.status_code == 200, (q, r.text)
         assert c.get("/api/v1/search", params={"q": "x" * 20_000, "project": "app"}).status_code == 400
+        # a big limit is clamped to `query.max_limit` (README), not refused; ≤ 0, text and booleans are 400
+        for r in (c.get("/api/v1/search", params={"q": "retry", "project": "app", "limit": 1000}),
+                  c.post("/api/v1/search", json={"query": "retry", "project": "app", "limit": 1000})):
+            assert r.status_code == 200, r.text
+            assert 0 < len(r.json()["hits"]) <= 100
+        for bad in (0, -3, "ten"):
+            r = c.get("/api/v1/search", params={"q": "x", "project": "app", "limit": bad})
+            assert r.status_code == 400 and r.json()["error"]["code"], r.text
+        for bad in (0, True, "5x"):
+            r = c.post("/api/v1/search", json={"query": "x", "project": "app", "limit": bad})
+            assert r.status_code == 400 and r.json()["error"]["code"], (bad, r.text)

@@ -34,8 +34,10 @@ class SearchParams(BaseModel):
     ``workspace`` defaults to ``settings.workspace_default``; ``project`` and ``scopes``
     (``"project"`` or ``"workspace/project"`` each; a comma-separated entry is split) are
     unioned; ``global`` searches every project the principal may read; one of the three is
-    required (``scope_required``). ``limit`` None = ``settings.query.default_limit``, clamped to
-    ``settings.query.max_limit``. An empty question finds nothing.
+    required (``scope_required``). ``limit`` None = ``settings.query.default_limit``; any
+    positive integer is accepted and the search clamps it to ``settings.query.max_limit``
+    (≤ ``MAX_LIMIT``), so asking for more is never an error; 0, a negative number, text or a
+    boolean is refused. An empty question finds nothing.
     """
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
@@ -46,9 +48,10 @@ class SearchParams(BaseModel):
         None, description="Project to search (required unless `scopes` or `global: true` is given).",
         max_length=MAX_NAME_LEN)
     limit: int | None = Field(
-        None, ge=1, le=MAX_LIMIT, validation_alias=AliasChoices("limit", "n", "top_k"),
-        description=f"Maximum number of hits (1-{MAX_LIMIT}; default: the server's `query.default_limit`, "
-                    "10 unless configured). Aliases: `n`, `top_k`.")
+        None, ge=1, validation_alias=AliasChoices("limit", "n", "top_k"),
+        description="Maximum number of hits: a positive integer, clamped to the server's `query.max_limit` "
+                    f"(at most {MAX_LIMIT}); default: the server's `query.default_limit`, 10 unless configured. "
+                    "Aliases: `n`, `top_k`.")
     scopes: list[str] = Field(
         default_factory=list, max_length=MAX_SCOPES,
         description="Also search these sibling projects: `project` or `workspace/project` each "
@@ -59,6 +62,14 @@ class SearchParams(BaseModel):
     explain: bool = Field(False, description="Attach per-hit `score_details` and the active streams.")
     include_expired: bool = Field(False, description="Also return pages past their `expires_at` TTL.")
     include_superseded: bool = Field(False, description="Also return older versions (labelled `superseded: true`).")
+
+    @field_validator("limit", mode="before")
+    @classmethod
+    def _no_boolean_limit(cls, value: Any) -> Any:
+        # JSON ``true`` would pass as the integer 1: a count is a number, never a boolean.
+        if isinstance(value, bool):
+            raise ValueError("limit must be a positive integer, not a boolean")
+        return value
 
     @field_validator("scopes", mode="before")
     @classmethod

@@ -22,9 +22,16 @@ def test_scopes_split_commas_drop_blanks_and_accept_null() -> None:
         SearchParams.model_validate({"scopes": [1]})
 
 
+def test_a_limit_is_any_positive_integer_the_search_clamps_it() -> None:
+    # ``query.max_limit`` clamps (the service), so a big limit is not refused here.
+    assert SearchParams(limit=1000).limit == 1000
+    assert SearchQuery.model_validate({"q": "x", "limit": "1000"}).limit == 1000  # the query string's text
+    for bad in (0, -1, "0", "ten", 2.5, True, False, "true"):
+        with pytest.raises(ValidationError):
+            SearchParams.model_validate({"limit": bad})  # a boolean is not a count
+
+
 def test_bounds_are_the_shared_ones() -> None:
-    with pytest.raises(ValidationError):
-        SearchParams(limit=101)
     with pytest.raises(ValidationError):
         SearchParams(workspace="w" * 129)
     with pytest.raises(ValidationError):
