@@ -388,3 +388,16 @@ def test_generated_extension_pipes_into_aimem_hook_and_is_removed(tmp_path, clie
     module.write_text("// the user's own extension\n")
     code, out = cli("install-hooks", "--client", client, "--home", str(tmp_path))
     assert code == 1 and "not aimem's" in out and module.read_text() == "// the user's own extension\n"
+
+
+def test_install_hooks_with_the_data_dir_in_the_environment_still_hands_the_hooks_the_token(tmp_path, monkeypatch):
+    """``AIMEM_DATA_DIR=$D install-hooks`` is ``install-hooks --data-dir $D``: the hook commands carry
+    no data dir, so the hooks read the user's default client dir and must find the token there."""
+    from aimem_common import config
+
+    data, home = tmp_path / "server", tmp_path / "home"
+    (data / "db").mkdir(parents=True)
+    monkeypatch.setenv("AIMEM_DATA_DIR", str(data))
+    assert cli("install-hooks", "--client", "claude-code", "--home", str(home))[0] == 0
+    token = config.read_token_file(data)
+    assert token and (home / ".local/share/aimem/auth/client-token").read_text().strip() == token

@@ -95,10 +95,12 @@ def stack_urls(ingress_url: str | None, port_base: int | None, data_dir: Path | 
 
 def _hook_target(token: str | None, home: Path | None) -> Path | None:
     """The hook client's data dir when it must be given ``token`` (it finds another one or
-    none); under ``--home`` (a throwaway HOME) its default dir is that home's."""
+    none); under ``--home`` (a throwaway HOME) its default dir is that home's. The hooks run
+    in the agent's environment, not this shell's: an ``AIMEM_DATA_DIR`` here names the server's
+    data dir (as ``--data-dir`` does), not where the hooks look for their token."""
     from aimem_cli.hookconfig import client_settings
 
-    client_dir, seen = client_settings(home)
+    client_dir, seen = client_settings(home, installed=True)
     return client_dir if token and seen["token"] != token else None
 
 
