@@ -91,6 +91,24 @@ def test_uninstall_purge_data_needs_confirm_and_a_stopped_stack(tmp_path):
     assert not data.exists() and (other / "keep").exists()
 
 
+def test_uninstall_purge_data_that_refuses_changes_nothing(tmp_path):
+    """Refused (stack running, or no --confirm): the hooks stay too, nothing is half-done."""
+    import fcntl
+
+    data, home = tmp_path / "data", tmp_path / "home"
+    (data / "db").mkdir(parents=True)
+    assert cli("install-hooks", "--client", "claude-code", "--home", str(home), "--api-key", "aim_k0123456789")[0] == 0
+    installed = snapshot(home)
+    with open(data / "db/writer.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what a running writer holds
+        for extra in ((), ("--confirm",)):
+            code, out = cli("uninstall", "--home", str(home), "--purge-data", "--data-dir", str(data), *extra)
+            assert code == 1 and "stack is running" in out, out
+            assert snapshot(home) == installed and data.exists()
+    code, out = cli("uninstall", "--home", str(home), "--purge-data", "--data-dir", str(data))
+    assert code == 1 and "Would delete the data dir" in out and snapshot(home) == installed
+
+
 def test_backup_agents_redacts_and_restore_is_a_dry_run_unless_apply(tmp_path, monkeypatch):
     import tarfile
 
