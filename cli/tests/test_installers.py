@@ -401,3 +401,15 @@ def test_install_hooks_with_the_data_dir_in_the_environment_still_hands_the_hook
     assert cli("install-hooks", "--client", "claude-code", "--home", str(home))[0] == 0
     token = config.read_token_file(data)
     assert token and (home / ".local/share/aimem/auth/client-token").read_text().strip() == token
+
+
+@pytest.mark.parametrize("verb", [("install-hooks", "--client", "claude-code"), ("install-mcp", "--client", "codex"),
+                                  ("setup-agent", "--client", "claude-code"), ("up",), ("replica",)])
+@pytest.mark.parametrize("base", ["-5", "0", "65532", "99999"])
+def test_every_port_base_is_checked_before_anything_is_written(tmp_path, verb, base):
+    code, out = cli(*verb, "--home", str(tmp_path), "--port-base", base) if verb[0] not in ("up", "replica") \
+        else cli(*verb, "--port-base", base)
+    assert code == 1 and f"--port-base {base} is out of range" in out and "1..65531" in out, out
+    assert not any(tmp_path.rglob("*.json")) and not any(tmp_path.rglob("*.toml"))
+    code, _ = cli("install-hooks", "--client", "claude-code", "--home", str(tmp_path), "--port-base", "65531")
+    assert code == 0 and "http://127.0.0.1:65531" in (tmp_path / ".claude/settings.json").read_text()

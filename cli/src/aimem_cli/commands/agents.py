@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from aimem_cli.commands.base import fail
+from aimem_cli.commands.base import fail, port_base_option
 from aimem_cli.commands.hooks import (
     CODEX_HOME_HELP, _hook_target, _target, apply_changes, server_credential, stack_urls,
 )
@@ -56,7 +56,7 @@ def setup_agent(
     no_instructions: bool = typer.Option(False, "--no-instructions", help="no instructions block"),
     no_skills: bool = typer.Option(False, "--no-skills", help="no Agent Skills"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the diff, write nothing"),
-    port_base: int = typer.Option(None, "--port-base", help="the stack's port base"),
+    port_base: int = port_base_option("the stack's port base"),
     home: Path = typer.Option(None, "--home", hidden=True),
     codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
     api_key: str = typer.Option(None, "--api-key", help="a user's API key to send instead of the root token"),

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import typer
 
+from aimem_cli.commands.base import port_base_option
 from aimem_cli.installers import InstallError, apply, diff, plan_hooks, plan_mcp, plan_unhooks
 from aimem_cli.installers.plans import Target
 from aimem_common.clients import INSTALLABLE
@@ -270,7 +271,7 @@ def register(app: typer.Typer) -> None:
         home: Path = typer.Option(None, "--home", hidden=True),
         ingress_url: str = typer.Option(None, "--ingress-url", help="the ingress the hooks post to (default: "
                                         "the data dir's stack, from its port base; else http://127.0.0.1:8701)"),
-        port_base: int = typer.Option(None, "--port-base", help="the stack's port base (its ingress is on it)"),
+        port_base: int = port_base_option("the stack's port base (its ingress is on it)"),
         codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
         api_key: str = ApiKeyOpt,
         data_dir: Path = DataDirOpt,
@@ -306,7 +307,7 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run"),
         url: str = typer.Option(None, "--url", help="the aimem MCP endpoint (default: the data dir's stack, "
                                 f"else {DEFAULT_MCP_URL})"),
-        port_base: int = typer.Option(None, "--port-base", help="the stack's port base (its MCP is on base+2)"),
+        port_base: int = port_base_option("the stack's port base (its MCP is on base+2)"),
         project_dir: Path = typer.Option(None, "--project-dir"),
         home: Path = typer.Option(None, "--home", hidden=True),
         codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
