@@ -329,16 +329,37 @@ def register(app: typer.Typer) -> None:
         session_id: str = typer.Option(None, "--session-id", help="default: its latest session start"),
         cwd: str = typer.Option(None, "--cwd", help="default: the session's cwd, else this directory"),
     ) -> None:
-        """End a session by hand: the same session-end path as a native hook."""
-        from aimem_cli.hookclient import finalize_session as send
+        """End a session by hand: the same session-end path as a native hook.
 
-        sid, status = send(agent, session_id=session_id, cwd=cwd)
+        The agent (a client name or its alias) and a given session id (not blank, no control
+        character: the ingress refuses those for good) are checked before anything is spooled
+        or sent; a refusal is one line and exit 1. Exit 0 when accepted, not captured, or kept
+        for the next drain after no answer / 429 / 503; exit 1 when the server refused it for
+        good (a final 4xx: dropped) or answered otherwise (kept in the spool).
+        """
+        import unicodedata
+
+        from aimem_cli.commands.base import fail
+        from aimem_cli.hookclient import final_answer, finalize_session as send
+        from aimem_common import clients
+
+        name = clients.ALIASES.get(agent.casefold(), agent.casefold())
+        if name not in clients.AGENTS:
+            fail(f"unknown agent {agent!r}; expected one of {', '.join(clients.AGENTS)}")
+        if session_id is not None:
+            if not session_id.strip():
+                fail("--session-id is empty; pass the id of the session to end, or leave it out for the latest")
+            if any(unicodedata.category(c) in ("Cc", "Cs") for c in session_id):
+                fail("--session-id contains a control character; the ingress would refuse it")
+        sid, status = send(name, session_id=session_id, cwd=cwd)
         if sid is None:
-            typer.echo(f"aimem: no recorded session for {agent}; pass --session-id", err=True)
-            raise typer.Exit(1)
+            fail(f"no recorded session for {name}; pass --session-id")
         if status == 0:
             typer.echo(f"session {sid}: not sent (.aimem.toml here says capture = false)")
             return
+        if status is not None and status >= 300 and final_answer(status):
+            typer.echo(f"session {sid}: dropped (server answered {status}): it refused the event for good")
+            raise typer.Exit(1)
         if status is None or status >= 300:
             typer.echo(f"session {sid}: spooled (server answered {status}); it is sent on the next drain")
             raise typer.Exit(0 if status is None or status in (429, 503) else 1)
