@@ -113,7 +113,7 @@ def install_skills(
         fail(str(exc))
     apply_changes(changes, dry_run)
     if not dry_run:
-        prune_empty_dirs(changes)
+        prune_empty_dirs(changes, base)
 
 
 def purge_plan(data_dir: Path) -> dict:
@@ -175,7 +175,7 @@ def uninstall(
         changes += _instruction_change(where / name, True)
     apply_changes(changes, dry_run)
     if not dry_run:
-        prune_empty_dirs(changes)
+        prune_empty_dirs(changes, target.home, where)
     if not purge_data:
         return
     if dry_run:

@@ -127,14 +127,16 @@ def _run(plan, dry_run: bool) -> None:
 
 
 def apply_changes(changes, dry_run: bool) -> None:
-    """Print the diff of ``changes`` (``dry_run``), or write them and name each file updated."""
+    """Print the diff of ``changes`` (``dry_run``), or write them and name each file updated
+    (``updated <path>``) or deleted (``removed <path>``)."""
     text = diff(changes)
     if dry_run:
         typer.echo(text or "no changes", nl=not text)
         return
     touched = apply(changes)
+    deleted = {ch.path for ch in changes if ch.new is None}
     for path in touched:
-        typer.echo(f"updated {path}")
+        typer.echo(f"{'removed' if path in deleted else 'updated'} {path}")
     if not touched:
         typer.echo("already up to date")
 
