@@ -96,3 +96,44 @@ def test_hook_status_names_the_server_the_installed_hooks_post_to(tmp_path: Path
           "--codex-home", str(codex_home), "--ingress-url", "http://127.0.0.1:28721")
     env["CODEX_HOME"] = str(codex_home)
     assert status()["servers"]["codex"] == "http://127.0.0.1:28721"
+
+
+def _finalize(tmp_path, monkeypatch, url: str, *args: str):
+    from typer.testing import CliRunner
+
+    from aimem_cli.main import build_app
+
+    for name in [k for k in __import__("os").environ if k.startswith("AIMEM_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AIMEM_DATA_DIR", str(tmp_path / "client"))
+    monkeypatch.setenv("AIMEM_INGRESS_URL", url)
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(build_app(), ["finalize-session", *args])
+    return r.exit_code, r.output
+
+
+def test_finalize_session_checks_agent_and_session_id_before_sending(tmp_path, monkeypatch, fake_ingress):
+    from aimem_cli.hookspool import Spool
+
+    for args, says in ((("--agent", "nosuch", "--session-id", "z1"), "unknown agent 'nosuch'"),
+                       (("--agent", "codex", "--session-id", ""), "--session-id is empty"),
+                       (("--agent", "codex", "--session-id", "  "), "--session-id is empty"),
+                       (("--agent", "codex", "--session-id", "a\nb"), "control character")):
+        code, out = _finalize(tmp_path, monkeypatch, fake_ingress.url, *args)
+        assert code == 1 and says in out and "spooled" not in out and len(out.strip().splitlines()) == 1, out
+    assert fake_ingress.requests == [] and Spool(tmp_path / "client/spool").pending() == []
+    code, out = _finalize(tmp_path, monkeypatch, fake_ingress.url, "--agent", "Claude", "--session-id", "s1")
+    assert code == 0 and "end accepted" in out and len(fake_ingress.hook_requests()) == 1  # aliases are agents
+
+
+def test_finalize_session_says_dropped_when_the_server_refuses_for_good(tmp_path, monkeypatch, ingress_factory):
+    from aimem_cli.hookspool import Spool
+
+    with ingress_factory(status=400) as refusing:
+        code, out = _finalize(tmp_path, monkeypatch, refusing.url, "--agent", "codex", "--session-id", "z1")
+    assert code == 1 and "dropped" in out and "400" in out and "spooled" not in out, out
+    assert Spool(tmp_path / "client/spool").pending() == []
+    with ingress_factory(status=503) as busy:
+        code, out = _finalize(tmp_path, monkeypatch, busy.url, "--agent", "codex", "--session-id", "z2")
+    assert code == 0 and "spooled (server answered 503)" in out
+    assert [e["p"]["session_id"] for e in Spool(tmp_path / "client/spool").pending()] == ["z2"]

@@ -388,3 +388,28 @@ def test_generated_extension_pipes_into_aimem_hook_and_is_removed(tmp_path, clie
     module.write_text("// the user's own extension\n")
     code, out = cli("install-hooks", "--client", client, "--home", str(tmp_path))
     assert code == 1 and "not aimem's" in out and module.read_text() == "// the user's own extension\n"
+
+
+def test_install_hooks_with_the_data_dir_in_the_environment_still_hands_the_hooks_the_token(tmp_path, monkeypatch):
+    """``AIMEM_DATA_DIR=$D install-hooks`` is ``install-hooks --data-dir $D``: the hook commands carry
+    no data dir, so the hooks read the user's default client dir and must find the token there."""
+    from aimem_common import config
+
+    data, home = tmp_path / "server", tmp_path / "home"
+    (data / "db").mkdir(parents=True)
+    monkeypatch.setenv("AIMEM_DATA_DIR", str(data))
+    assert cli("install-hooks", "--client", "claude-code", "--home", str(home))[0] == 0
+    token = config.read_token_file(data)
+    assert token and (home / ".local/share/aimem/auth/client-token").read_text().strip() == token
+
+
+@pytest.mark.parametrize("verb", [("install-hooks", "--client", "claude-code"), ("install-mcp", "--client", "codex"),
+                                  ("setup-agent", "--client", "claude-code"), ("up",), ("replica",)])
+@pytest.mark.parametrize("base", ["-5", "0", "65532", "99999"])
+def test_every_port_base_is_checked_before_anything_is_written(tmp_path, verb, base):
+    code, out = cli(*verb, "--home", str(tmp_path), "--port-base", base) if verb[0] not in ("up", "replica") \
+        else cli(*verb, "--port-base", base)
+    assert code == 1 and f"--port-base {base} is out of range" in out and "1..65531" in out, out
+    assert not any(tmp_path.rglob("*.json")) and not any(tmp_path.rglob("*.toml"))
+    code, _ = cli("install-hooks", "--client", "claude-code", "--home", str(tmp_path), "--port-base", "65531")
+    assert code == 0 and "http://127.0.0.1:65531" in (tmp_path / ".claude/settings.json").read_text()

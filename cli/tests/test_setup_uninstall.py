@@ -91,6 +91,24 @@ def test_uninstall_purge_data_needs_confirm_and_a_stopped_stack(tmp_path):
     assert not data.exists() and (other / "keep").exists()
 
 
+def test_uninstall_purge_data_that_refuses_changes_nothing(tmp_path):
+    """Refused (stack running, or no --confirm): the hooks stay too, nothing is half-done."""
+    import fcntl
+
+    data, home = tmp_path / "data", tmp_path / "home"
+    (data / "db").mkdir(parents=True)
+    assert cli("install-hooks", "--client", "claude-code", "--home", str(home), "--api-key", "aim_k0123456789")[0] == 0
+    installed = snapshot(home)
+    with open(data / "db/writer.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what a running writer holds
+        for extra in ((), ("--confirm",)):
+            code, out = cli("uninstall", "--home", str(home), "--purge-data", "--data-dir", str(data), *extra)
+            assert code == 1 and "stack is running" in out, out
+            assert snapshot(home) == installed and data.exists()
+    code, out = cli("uninstall", "--home", str(home), "--purge-data", "--data-dir", str(data))
+    assert code == 1 and "Would delete the data dir" in out and snapshot(home) == installed
+
+
 def test_backup_agents_redacts_and_restore_is_a_dry_run_unless_apply(tmp_path, monkeypatch):
     import tarfile
 
@@ -98,6 +116,8 @@ def test_backup_agents_redacts_and_restore_is_a_dry_run_unless_apply(tmp_path, m
     home.mkdir()
     repo.mkdir()
     monkeypatch.setenv("AIMEM_DATA_DIR", str(home / ".local/share/aimem"))
+    (home / ".codex").mkdir()
+    (home / ".codex/config.toml").write_text('model = "o3"\n')  # the user's: it outlives uninstall
     key = "aim_secretkey_0123456789"
     for client in ("claude-code", "codex"):
         code, out = cli("setup-agent", "--client", client, "--home", str(home), "--project-dir", str(repo),
@@ -122,7 +142,7 @@ def test_backup_agents_redacts_and_restore_is_a_dry_run_unless_apply(tmp_path, m
     assert (tmp_path / "s.tgz").stat().st_mode & 0o777 == 0o600
 
     assert cli("uninstall", "--home", str(home), "--project-dir", str(repo))[0] == 0
-    (home / ".claude.json").unlink()
+    (home / ".claude.json").unlink(missing_ok=True)  # aimem created it: uninstall removed it
     after_uninstall = snapshot(home)
     code, out = cli("restore-agents", "--from", str(tmp_path / "s.tgz"), "--home", str(home))
     assert code == 0 and "dry run" in out and "would write (new)" in out, out
@@ -235,3 +255,40 @@ def test_setup_agent_keeps_hooks_and_mcp_that_share_one_file(tmp_path, client, p
     assert cli("uninstall", "--client", client, "--home", str(home), "--project-dir", str(repo))[0] == 0
     after = json.loads((home / path).read_text())  # (an emptied MCP table stays, as for every client)
     assert "hooks" not in after and not after.get(mcp_key) and after["options"] == {"debug": False}
+
+
+def test_uninstall_leaves_no_file_or_folder_aimem_created(tmp_path):
+    """What install created from nothing (``~/.claude.json``, a project's ``.mcp.json``,
+    ``crush.json``, the skill and extension folders) is gone after uninstall, not left empty."""
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    home.mkdir()
+    repo.mkdir()
+    (home / ".claude").mkdir()
+    (home / ".claude/keep.txt").write_text("the user's")  # a folder that was there stays
+    for client in ("claude-code", "crush", "pi", "codex", "opencode"):
+        code, out = cli("setup-agent", "--client", client, "--home", str(home), "--project-dir", str(repo),
+                        "--api-key", "aim_k0123456789")
+        assert code == 0, out
+    code, out = cli("install-mcp", "--client", "claude-code", "--scope", "project", "--project-dir", str(repo),
+                    "--home", str(home))
+    assert code == 0 and (repo / ".mcp.json").is_file(), out
+    assert (home / ".claude.json").is_file() and (home / ".claude/skills").is_dir() and (home / ".agents").is_dir()
+    code, out = cli("uninstall", "--home", str(home), "--project-dir", str(repo))
+    assert code == 0 and f"removed {home / '.claude.json'}" in out, out
+    code, out = cli("uninstall", "--scope", "project", "--home", str(home), "--project-dir", str(repo))
+    assert code == 0 and not (repo / ".mcp.json").exists(), out
+    left = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")
+                  if not p.is_relative_to(home / ".local/share/aimem"))
+    print(left)
+    assert left == ["cwd", "home", "home/.claude", "home/.claude/keep.txt", "home/.local", "home/.local/share",
+                    "repo"], left
+
+
+def test_install_skills_remove_says_removed_and_takes_its_folders(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert cli("install-skills", "--dir", str(repo))[0] == 0
+    assert (repo / ".claude/skills").is_dir() and (repo / ".agents/skills").is_dir()
+    code, out = cli("install-skills", "--dir", str(repo), "--remove")
+    assert code == 0 and "removed " in out and "updated" not in out, out
+    assert list(repo.iterdir()) == []

@@ -30,3 +30,12 @@ def test_verb_has_help_and_a_readme_line(verb: str) -> None:
 def test_handoffs_help_names_expire_all() -> None:
     r = CliRunner().invoke(build_app(), ["handoffs", "--help"], env={"COLUMNS": "200"})
     assert "--expire-all" in r.output and "--older-than-days" in r.output
+
+
+@pytest.mark.parametrize("extra", [(), ("--confirm",), ("--forget-tombstone",)])
+@pytest.mark.parametrize("sid", ["", "   "])
+def test_purge_session_refuses_a_blank_session_id_before_asking_the_server(extra, sid, fake_ingress) -> None:
+    r = CliRunner().invoke(build_app(), ["purge-session", "-w", "w", "-p", "proj", "--session-id", sid, *extra,
+                                         "--server", fake_ingress.url])
+    assert r.exit_code == 1 and "--session-id is empty" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1 and fake_ingress.requests == []

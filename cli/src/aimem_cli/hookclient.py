@@ -140,7 +140,7 @@ def _run(argv: list[str], t0: float) -> None:
     status = send_entry(cfg, entry, timeout_s=timeout_s)
     if debug:
         _note(f"{agent}/{event}: status {status} at {time.monotonic() - t0:.3f} s after process start")
-    if status is not None and _final(status):
+    if status is not None and final_answer(status):
         spool.mark_done([entry["k"]])
     elif status is not None:  # kept: say why (`aimem hook status`); no answer is the default reason
         spool.note_refused([entry["k"]], status)
@@ -398,7 +398,7 @@ def send_entry(cfg: dict[str, str | None], entry: dict[str, Any], *, timeout_s: 
     return res[0] if res else None
 
 
-def _final(status: int) -> bool:
+def final_answer(status: int) -> bool:
     """True when the entry must leave the spool: accepted, or refused for good (4xx, e.g.
     ``410 purged``: its session was purged). 401/403 stay (a credential may be fixed) with
     their reason noted (``Spool.note_refused``)."""
@@ -452,7 +452,7 @@ def _drain(spool: Spool, cfg: dict[str, str | None], *, deadline: float, skip: s
             if left <= 0.005:
                 break
             status = send_entry(cfg, entry, timeout_s=min(timeout_s, left))
-            if status is None or not _final(status):
+            if status is None or not final_answer(status):
                 spool.note_refused([entry["k"]], status)
                 break  # down, saturated or failing: keep the rest for later
             done.append(entry["k"])
@@ -499,7 +499,7 @@ def finalize_session(agent: str, *, session_id: str | None = None, cwd: str | No
         entry["run"] = run_id
     spool.append(entry)
     status = send_entry(cfg, entry, timeout_s=timeout_s)
-    if status is not None and _final(status):
+    if status is not None and final_answer(status):
         spool.mark_done([entry["k"]])
     else:
         spool.note_refused([entry["k"]], status)

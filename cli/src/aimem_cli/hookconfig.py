@@ -31,11 +31,16 @@ def client_data_dir(env: Any) -> Path:
     return Path(base) / "aimem"
 
 
-def client_settings(home: Path | None = None) -> tuple[Path, dict[str, str | None]]:
+def client_settings(home: Path | None = None, *, installed: bool = False) -> tuple[Path, dict[str, str | None]]:
     """Return ``(data_dir, {"url", "token"})`` as this machine's hook client sees them
     (``aimem import`` posts with the same server and token as the hooks). With ``home`` (an
-    installer's throwaway HOME), the default data dir is that home's."""
+    installer's throwaway HOME), the default data dir is that home's. With ``installed``, as
+    the installed hooks will see them: their commands carry neither ``AIMEM_DATA_DIR`` nor
+    ``AIMEM_AUTH__TOKEN``, so this shell's values of those are not theirs."""
     env = dict(os.environ)
+    if installed:
+        env.pop("AIMEM_DATA_DIR", None)
+        env.pop("AIMEM_AUTH__TOKEN", None)
     if home is not None and not env.get("AIMEM_DATA_DIR"):
         env["AIMEM_DATA_DIR"] = str(home / ".local" / "share" / "aimem")
     data_dir = client_data_dir(env)

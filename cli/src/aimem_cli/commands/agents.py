@@ -13,7 +13,7 @@ from pathlib import Path
 
 import typer
 
-from aimem_cli.commands.base import fail
+from aimem_cli.commands.base import fail, port_base_option
 from aimem_cli.commands.hooks import (
     CODEX_HOME_HELP, _hook_target, _target, apply_changes, server_credential, stack_urls,
 )
@@ -56,7 +56,7 @@ def setup_agent(
     no_instructions: bool = typer.Option(False, "--no-instructions", help="no instructions block"),
     no_skills: bool = typer.Option(False, "--no-skills", help="no Agent Skills"),
     dry_run: bool = typer.Option(False, "--dry-run", help="print the diff, write nothing"),
-    port_base: int = typer.Option(None, "--port-base", help="the stack's port base"),
+    port_base: int = port_base_option("the stack's port base"),
     home: Path = typer.Option(None, "--home", hidden=True),
     codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
     api_key: str = typer.Option(None, "--api-key", help="a user's API key to send instead of the root token"),
@@ -113,7 +113,7 @@ def install_skills(
         fail(str(exc))
     apply_changes(changes, dry_run)
     if not dry_run:
-        prune_empty_dirs(changes)
+        prune_empty_dirs(changes, base)
 
 
 def purge_plan(data_dir: Path) -> dict:
@@ -136,10 +136,25 @@ def uninstall(
 ) -> None:
     """Remove what aimem installed: its hooks, its MCP entry and its instructions block (only
     aimem's own entries; everything else in those files stays). The data dir is deleted only
-    with --purge-data --confirm (a preview without --confirm)."""
+    with --purge-data --confirm (a preview without --confirm). A refused --purge-data (the
+    stack is running, or no --confirm) exits 1 before anything is changed."""
     clients = [client] if client else list(CLIENTS)
     if client and client not in CLIENTS:
         fail(f"unknown client {client!r}; expected one of {', '.join(CLIENTS)}")
+    if purge_data:
+        from aimem_cli.commands.base import load_settings
+        from aimem_cli.commands.disk import stack_alive
+
+        settings = load_settings(data_dir)
+        why = None if dry_run else stack_alive(settings)
+        if why:
+            fail(f"the stack is running on {settings.data_dir} ({why}): stop it before --purge-data")
+        plan = purge_plan(settings.data_dir)
+        if not confirm and not dry_run:
+            typer.echo(f"Would delete the data dir {plan['data_dir']} ({plan['files']} files, "
+                       f"{_fmt_bytes(plan['bytes'])}) and remove aimem from the agents; "
+                       "re-run with --purge-data --confirm")
+            raise typer.Exit(1)
     target = _target(scope, project_dir, home, "http://127.0.0.1:8701", codex_home)
     changes: list[FileChange] = []
     try:
@@ -160,23 +175,16 @@ def uninstall(
         changes += _instruction_change(where / name, True)
     apply_changes(changes, dry_run)
     if not dry_run:
-        prune_empty_dirs(changes)
+        prune_empty_dirs(changes, target.home, where)
     if not purge_data:
         return
-    from aimem_cli.commands.base import load_settings
-    from aimem_cli.commands.disk import stack_alive
-
-    settings = load_settings(data_dir)
-    why = stack_alive(settings)
+    if dry_run:
+        typer.echo(f"Would delete the data dir {plan['data_dir']} ({plan['files']} files, "
+                   f"{_fmt_bytes(plan['bytes'])})")
+        return
+    why = stack_alive(settings)  # again: it may have been started while the agents were uninstalled
     if why:
         fail(f"the stack is running on {settings.data_dir} ({why}): stop it before --purge-data")
-    plan = purge_plan(settings.data_dir)
-    if not confirm or dry_run:
-        typer.echo(f"Would delete the data dir {plan['data_dir']} ({plan['files']} files, "
-                   f"{_fmt_bytes(plan['bytes'])}); re-run with --purge-data --confirm")
-        if not dry_run:
-            raise typer.Exit(1)
-        return
     shutil.rmtree(settings.data_dir)
     typer.echo(f"Deleted the data dir {plan['data_dir']} ({plan['files']} files, {_fmt_bytes(plan['bytes'])})")
 

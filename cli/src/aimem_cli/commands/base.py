@@ -31,6 +31,24 @@ def fail(message: str) -> None:
     raise typer.Exit(1)
 
 
+# The highest port base whose whole span of service ports (config.PORT_OFFSETS) is a TCP port.
+MAX_PORT_BASE = 65535 - max(config.PORT_OFFSETS.values())
+
+
+def check_port_base(value: int | None) -> int | None:
+    """Typer callback of every ``--port-base``: None (not given) or 1..``MAX_PORT_BASE`` (the
+    stack uses that port and the next ones); anything else is one line and exit 1."""
+    if value is not None and not 1 <= value <= MAX_PORT_BASE:
+        fail(f"--port-base {value} is out of range: the stack uses it and the "
+             f"{max(config.PORT_OFFSETS.values())} ports after it, so it must be 1..{MAX_PORT_BASE}")
+    return value
+
+
+def port_base_option(help: str) -> Any:
+    """The ``--port-base`` option (default: not given), checked by ``check_port_base``."""
+    return typer.Option(None, "--port-base", help=help, callback=check_port_base)
+
+
 def load_settings(data_dir: Path | None = None) -> config.Settings:
     try:
         return config.load(data_dir, check_writable=False)

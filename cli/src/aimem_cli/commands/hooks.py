@@ -25,6 +25,7 @@ from pathlib import Path
 
 import typer
 
+from aimem_cli.commands.base import port_base_option
 from aimem_cli.installers import InstallError, apply, diff, plan_hooks, plan_mcp, plan_unhooks
 from aimem_cli.installers.plans import Target
 from aimem_common.clients import INSTALLABLE
@@ -95,10 +96,12 @@ def stack_urls(ingress_url: str | None, port_base: int | None, data_dir: Path | 
 
 def _hook_target(token: str | None, home: Path | None) -> Path | None:
     """The hook client's data dir when it must be given ``token`` (it finds another one or
-    none); under ``--home`` (a throwaway HOME) its default dir is that home's."""
+    none); under ``--home`` (a throwaway HOME) its default dir is that home's. The hooks run
+    in the agent's environment, not this shell's: an ``AIMEM_DATA_DIR`` here names the server's
+    data dir (as ``--data-dir`` does), not where the hooks look for their token."""
     from aimem_cli.hookconfig import client_settings
 
-    client_dir, seen = client_settings(home)
+    client_dir, seen = client_settings(home, installed=True)
     return client_dir if token and seen["token"] != token else None
 
 
@@ -124,14 +127,16 @@ def _run(plan, dry_run: bool) -> None:
 
 
 def apply_changes(changes, dry_run: bool) -> None:
-    """Print the diff of ``changes`` (``dry_run``), or write them and name each file updated."""
+    """Print the diff of ``changes`` (``dry_run``), or write them and name each file updated
+    (``updated <path>``) or deleted (``removed <path>``)."""
     text = diff(changes)
     if dry_run:
         typer.echo(text or "no changes", nl=not text)
         return
     touched = apply(changes)
+    deleted = {ch.path for ch in changes if ch.new is None}
     for path in touched:
-        typer.echo(f"updated {path}")
+        typer.echo(f"{'removed' if path in deleted else 'updated'} {path}")
     if not touched:
         typer.echo("already up to date")
 
@@ -268,7 +273,7 @@ def register(app: typer.Typer) -> None:
         home: Path = typer.Option(None, "--home", hidden=True),
         ingress_url: str = typer.Option(None, "--ingress-url", help="the ingress the hooks post to (default: "
                                         "the data dir's stack, from its port base; else http://127.0.0.1:8701)"),
-        port_base: int = typer.Option(None, "--port-base", help="the stack's port base (its ingress is on it)"),
+        port_base: int = port_base_option("the stack's port base (its ingress is on it)"),
         codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
         api_key: str = ApiKeyOpt,
         data_dir: Path = DataDirOpt,
@@ -304,7 +309,7 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run"),
         url: str = typer.Option(None, "--url", help="the aimem MCP endpoint (default: the data dir's stack, "
                                 f"else {DEFAULT_MCP_URL})"),
-        port_base: int = typer.Option(None, "--port-base", help="the stack's port base (its MCP is on base+2)"),
+        port_base: int = port_base_option("the stack's port base (its MCP is on base+2)"),
         project_dir: Path = typer.Option(None, "--project-dir"),
         home: Path = typer.Option(None, "--home", hidden=True),
         codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
@@ -326,16 +331,37 @@ def register(app: typer.Typer) -> None:
         session_id: str = typer.Option(None, "--session-id", help="default: its latest session start"),
         cwd: str = typer.Option(None, "--cwd", help="default: the session's cwd, else this directory"),
     ) -> None:
-        """End a session by hand: the same session-end path as a native hook."""
-        from aimem_cli.hookclient import finalize_session as send
+        """End a session by hand: the same session-end path as a native hook.
 
-        sid, status = send(agent, session_id=session_id, cwd=cwd)
+        The agent (a client name or its alias) and a given session id (not blank, no control
+        character: the ingress refuses those for good) are checked before anything is spooled
+        or sent; a refusal is one line and exit 1. Exit 0 when accepted, not captured, or kept
+        for the next drain after no answer / 429 / 503; exit 1 when the server refused it for
+        good (a final 4xx: dropped) or answered otherwise (kept in the spool).
+        """
+        import unicodedata
+
+        from aimem_cli.commands.base import fail
+        from aimem_cli.hookclient import final_answer, finalize_session as send
+        from aimem_common import clients
+
+        name = clients.ALIASES.get(agent.casefold(), agent.casefold())
+        if name not in clients.AGENTS:
+            fail(f"unknown agent {agent!r}; expected one of {', '.join(clients.AGENTS)}")
+        if session_id is not None:
+            if not session_id.strip():
+                fail("--session-id is empty; pass the id of the session to end, or leave it out for the latest")
+            if any(unicodedata.category(c) in ("Cc", "Cs") for c in session_id):
+                fail("--session-id contains a control character; the ingress would refuse it")
+        sid, status = send(name, session_id=session_id, cwd=cwd)
         if sid is None:
-            typer.echo(f"aimem: no recorded session for {agent}; pass --session-id", err=True)
-            raise typer.Exit(1)
+            fail(f"no recorded session for {name}; pass --session-id")
         if status == 0:
             typer.echo(f"session {sid}: not sent (.aimem.toml here says capture = false)")
             return
+        if status is not None and status >= 300 and final_answer(status):
+            typer.echo(f"session {sid}: dropped (server answered {status}): it refused the event for good")
+            raise typer.Exit(1)
         if status is None or status >= 300:
             typer.echo(f"session {sid}: spooled (server answered {status}); it is sent on the next drain")
             raise typer.Exit(0 if status is None or status in (429, 503) else 1)

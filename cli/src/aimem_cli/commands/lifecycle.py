@@ -80,7 +80,10 @@ def purge_session(
     """Delete one session (observations, handoffs it wrote, its page). Preview without --confirm.
 
     Late events of a purged session are refused for good; --forget-tombstone lets the id be reused.
+    A blank --session-id is one line and exit 1, before the server is asked.
     """
+    if not session_id.strip():
+        fail("--session-id is empty; pass the id of the session to purge")
     if forget_tombstone:
         _lift({"session_id": session_id}, server, token, as_json)
         return

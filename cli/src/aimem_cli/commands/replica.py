@@ -17,6 +17,7 @@ import typer
 from aimem_common import config
 from aimem_common.replication import litestream_binary, litestream_env, write_litestream_config
 
+from aimem_cli.commands.base import port_base_option
 from aimem_cli.commands.up import Supervisor, ensure_root_token, log, private_data_dir, run_foreground
 
 REPLICA_SERVICES = ["query", "mcp-gateway"]
@@ -24,7 +25,7 @@ REPLICA_SERVICES = ["query", "mcp-gateway"]
 
 def replica(
     data_dir: Path = typer.Option(None, "--data-dir", help="This node's data directory (gets db/ only)."),
-    port_base: int = typer.Option(None, "--port-base", help="First service port (default 8701)."),
+    port_base: int = port_base_option("First service port (default 8701)."),
     host: str = typer.Option(None, "--host", help="Bind address of the services (default 127.0.0.1)."),
     log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log."),
     follow_interval_s: float = typer.Option(1.0, "--follow-interval", help="Seconds between Litestream polls."),

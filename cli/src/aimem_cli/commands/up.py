@@ -46,6 +46,7 @@ from urllib.parse import urlparse
 
 import typer
 
+from aimem_cli.commands.base import port_base_option
 from aimem_common import config, runstate
 from aimem_common.natsserver import NatsServer, cluster_nodes, die_with_parent, free_port
 from aimem_common.replication import litestream_binary, write_litestream_config
@@ -316,7 +317,7 @@ class Supervisor:
 
 def up(
     data_dir: Path = typer.Option(None, "--data-dir", help="Data directory (default ./data or $AIMEM_DATA_DIR)."),
-    port_base: int = typer.Option(None, "--port-base", help="First service port (default 8701)."),
+    port_base: int = port_base_option("First service port (default 8701)."),
     nats_port: int = typer.Option(None, "--nats-port", help="NATS client port (default from bus.nats_url, 4222; 0 = any free)."),
     host: str = typer.Option(None, "--host", help="Bind address of the services (default 127.0.0.1)."),
     log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log instead of the terminal."),

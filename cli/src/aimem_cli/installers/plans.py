@@ -197,7 +197,8 @@ def plan_unhooks(client: str, target: Target) -> list[FileChange]:
     if not hooks:
         del doc["hooks"]
     own_file = client == "copilot-cli" and set(doc) <= {"version"}
-    changes = [json_change(path, text, {} if own_file else doc, delete_if_empty=own_file)]
+    # a settings file left empty held only aimem's hooks: install-hooks created it, it goes
+    changes = [json_change(path, text, {} if own_file else doc, delete_if_empty=True)]
     if client == "codex":
         changes.append(_codex_config(target, path, doc))
     return changes
@@ -433,7 +434,9 @@ def _toml_with_mcp(text: str | None, url: str, path: Path | None = None, token: 
 
 def plan_unmcp(client: str, target: Target) -> list[FileChange]:
     """Return the change that removes only aimem's MCP server entry for ``client`` (``aimem
-    uninstall``): the ``aimem`` key of the MCP table, or Codex's ``[mcp_servers.aimem]``."""
+    uninstall``): the ``aimem`` key of the MCP table, or Codex's ``[mcp_servers.aimem]``. A
+    file left holding nothing but that (now empty) table, and the ``$schema`` line
+    ``install-mcp`` adds for OpenCode, is what ``install-mcp`` created: it is deleted."""
     import re
 
     _check(client)
@@ -451,12 +454,16 @@ def plan_unmcp(client: str, target: Target) -> list[FileChange]:
         if section is None:
             return []
         new = (text[:section.start()].rstrip("\n") + "\n" + text[section.end():].lstrip("\n")).lstrip("\n")
-        return [FileChange(path, text, new if new.strip() else "")]
+        return [FileChange(path, text, new if new.strip() else None)]
     doc = load_json(path, text)
-    table = doc.get("mcp" if client in ("opencode", "crush") else "mcpServers")
+    key = "mcp" if client in ("opencode", "crush") else "mcpServers"
+    table = doc.get(key)
     if not isinstance(table, dict) or "aimem" not in table:
         return []
     del table["aimem"]
+    schema = {"$schema": "https://opencode.ai/config.json"} if client == "opencode" else {}
+    if doc in ({key: {}}, {key: {}, **schema}):
+        return [json_change(path, text, {}, delete_if_empty=True)]
     return [json_change(path, text, doc)]
 
 

@@ -37,9 +37,20 @@ def plan_skills(client: str, base: Path, *, remove: bool = False, force: bool = 
     return changes
 
 
-def prune_empty_dirs(changes: list[FileChange]) -> None:
-    """After ``apply``, delete the skill folders that removals left empty."""
+def prune_empty_dirs(changes: list[FileChange], *boundaries: Path) -> None:
+    """After ``apply``, delete the folders that the removals in ``changes`` left empty (a
+    skill's folder, ``.claude/skills``, ``.pi/agent/extensions``, ...), walking up from each
+    deleted file and stopping at the first folder that is not empty or is one of
+    ``boundaries`` (the home, the project directory: never deleted themselves). A file outside
+    every boundary leaves its folders alone."""
+    stops = {b.resolve() for b in boundaries}
     for ch in changes:
-        if ch.new is None and ch.path.name == "SKILL.md" and ch.path.parent.is_dir() \
-                and not any(ch.path.parent.iterdir()):
-            ch.path.parent.rmdir()
+        if ch.new is not None:
+            continue
+        folder = ch.path.parent
+        while folder.resolve() not in stops and stops & set(folder.resolve().parents):
+            try:
+                folder.rmdir()  # only an empty folder goes
+            except OSError:
+                break
+            folder = folder.parent
