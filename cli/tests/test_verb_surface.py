@@ -12,10 +12,10 @@ from aimem_cli.main import build_app
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
-# ``curator`` and ``auto-improve-report`` belong to the policy work and are not listed yet.
 VERBS = ["reset", "compact", "commit", "llm-test", "message", "message send", "message list", "message pop",
          "message cancel", "setup-agent", "install-instructions", "install-skills", "uninstall",
-         "generate-auth-token", "backup-agents", "restore-agents", "reorg", "handoffs", "delete-workspace"]
+         "generate-auth-token", "backup-agents", "restore-agents", "reorg", "handoffs", "delete-workspace",
+         "curator", "auto-improve-report", "profile", "profile list", "profile add", "profile remove"]
 
 
 @pytest.mark.parametrize("verb", VERBS)
@@ -39,3 +39,9 @@ def test_purge_session_refuses_a_blank_session_id_before_asking_the_server(extra
                                          "--server", fake_ingress.url])
     assert r.exit_code == 1 and "--session-id is empty" in r.output, r.output
     assert len(r.output.strip().splitlines()) == 1 and fake_ingress.requests == []
+
+
+@pytest.mark.parametrize("text", ["", "   "])
+def test_profile_add_refuses_an_empty_preference_before_asking_the_server(text: str) -> None:
+    r = CliRunner().invoke(build_app(), ["profile", "add", text, "--server", "http://127.0.0.1:9"])
+    assert r.exit_code == 1 and "the preference is empty" in r.output, r.output

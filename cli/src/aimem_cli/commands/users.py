@@ -1,4 +1,5 @@
-"""Users, their grants and API keys over ``/admin``: ``aimem user ...``, ``aimem api-key ...``.
+"""Users, their grants, API keys and profiles over ``/admin``: ``aimem user ...``,
+``aimem api-key ...``, ``aimem profile ...``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ from aimem_cli.commands.base import JsonOpt, ServerOpt, TokenOpt, client, emit, 
 
 user_app = typer.Typer(help="Manage users (and their grants).", no_args_is_help=True)
 key_app = typer.Typer(help="Manage API keys (aim_...).", no_args_is_help=True)
+profile_app = typer.Typer(
+    help="Profile memory: preferences stated once that every later session of the same user sees, in any "
+         "project (injected, fenced, after the handoff at session start). Yours, or --user NAME's.",
+    no_args_is_help=True)
+UserOpt = typer.Option(None, "--user", "-u", help="Act on this user's profile (default: your own).")
 
 
 @user_app.command("list")
@@ -114,7 +120,41 @@ def key_revoke(key_id: int, server: str = ServerOpt, token: str = TokenOpt, as_j
 
 
 
+@profile_app.command("list")
+def profile_list(user: str = UserOpt, server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """List a profile's entries, oldest first."""
+    with client(server, token) as c:
+        data = c.get("/admin/profile", user=user)
+    emit(data, as_json, lambda d: table(d["entries"], ["id", "body", "source_project", "created_at"]))
+
+
+@profile_app.command("add")
+def profile_add(
+    text: str, user: str = UserOpt,
+    workspace: str = typer.Option("default", "--workspace", "-w", help="Where it was stated (with --project)."),
+    project: str = typer.Option(None, "--project", "-p", help="Where it was stated: purging it forgets the entry."),
+    server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
+) -> None:
+    """Add one preference (secrets are redacted; an identical entry is not added twice)."""
+    if not text.strip():
+        fail("the preference is empty")
+    with client(server, token) as c:
+        data = c.post("/admin/profile", {"text": text, "user": user, "workspace": workspace, "project": project})
+    emit(data, as_json, lambda d: typer.echo(
+        f"{'added' if d.get('created') else 'already there:'} entry {d['entry']['id']}"))
+
+
+@profile_app.command("remove")
+def profile_remove(entry_id: int, user: str = UserOpt, server: str = ServerOpt, token: str = TokenOpt,
+                   as_json: bool = JsonOpt) -> None:
+    """Remove one entry by id (from `aimem profile list`)."""
+    with client(server, token) as c:
+        data = c.request("DELETE", f"/admin/profile/{entry_id}", params={"user": user})
+    emit(data, as_json, lambda d: typer.echo(f"removed entry {d['removed']}"))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``aimem user`` and ``aimem api-key`` to the ``aimem`` app."""
+    """Add ``aimem user``, ``aimem api-key`` and ``aimem profile`` to the ``aimem`` app."""
     app.add_typer(user_app, name="user")
     app.add_typer(key_app, name="api-key")
+    app.add_typer(profile_app, name="profile")

@@ -27,8 +27,9 @@ no root token configured anyone on loopback.
 ``POST /hook/session-start-context`` (same query, same native session-start payload)
 claims the pending handoff for that project root (else cwd) through the writer
 (``handoff.accept``, exactly once) and answers ``200 {"context": str, "handoff_id":
-int|null}`` — the fenced, bounded text of ``brief.render_context``, ``""`` when there is
-nothing relevant. It does not store the event: the hook client posts that to ``/hook``
+int|null}`` — the fenced, bounded text of ``brief.render_context`` (the handoff, then the
+caller's own profile memory — the preferences its credential's user stated once, for every
+project —, then the project brief), ``""`` when there is nothing relevant. It does not store the event: the hook client posts that to ``/hook``
 first. The start's ``source`` decides (``START_SOURCES``): a ``resume`` continues the same
 session and gets nothing (its transcript already holds what was injected), a ``compact``
 claims nothing and gets the project brief again (bounded), a ``clear`` begins a new task
@@ -79,7 +80,7 @@ from aimem_common.errors import (
     UnavailableError,
 )
 from aimem_common.models import ObservationKind, validate_name
-from aimem_common.read import scopes
+from aimem_common.read import profile, scopes
 from aimem_common.read.sessions import locate_session
 from aimem_common.redact import redact
 from aimem_common.commands import make_envelope
@@ -199,10 +200,10 @@ async def session_start_context(request: Request, ctx: CtxDep) -> JSONResponse:
             delivered = deliver[1]
     if skipped == "session_known":  # a start inside a session already open: inject nothing mid-conversation
         brief = False
-    got = await ctx.read(lambda conn: _brief(conn, scope)) if brief else None
-    pages, name = got or ([], scope.project)  # None: no database yet
+    got = await ctx.read(lambda conn: _brief(conn, scope, principal)) if brief else None
+    pages, name, profile = got or ([], scope.project, [])  # None: no database yet
     budget = budget_chars(ctx.settings.ingress.context_max_tokens)
-    text = render_context(handoff, pages, project=name,
+    text = render_context(handoff, pages, project=name, profile=profile,
                           max_chars=min(budget, MANAGED_BRIEF_CHARS) if is_managed else budget)
     if packet and delivered is not None:  # after the handoff and brief: the events this harness has not seen
         text = f"{text}\n\n{packet[0]}" if text else packet[0]
@@ -311,14 +312,18 @@ def _epoch_iso(value: str) -> str | None:
         return None
 
 
-def _brief(conn, scope: HookScope) -> tuple[list, str]:
-    """``(brief pages, actual project name)`` of the project this event belongs to (a keyed
-    scope named ``api`` may be ``api-2``); ``([], requested name)`` before it exists."""
+def _brief(conn, scope: HookScope, principal: Principal) -> tuple[list, str, list[str]]:
+    """``(brief pages, actual project name, profile entry texts)`` of the project this event
+    belongs to (a keyed scope named ``api`` may be ``api-2``; ``([], requested name, …)``
+    before it exists) and of the caller: the profile is the calling principal's own
+    (``read.profile``), whatever project the session runs in."""
+    mine = [e["body"] for e in profile.entries(conn, profile.owner_of(principal))] \
+        if profile.holds_profile(principal) else []
     found = scopes.lookup(conn, scope.workspace, scope.project, root=scope.root, origin=scope.origin,
                           explicit=scope.explicit, repo_id=scope.repo_id)
     if found is None:
-        return [], scope.project
-    return read_brief(conn, workspace=found.workspace, project=found.project), found.project
+        return [], scope.project, mine
+    return read_brief(conn, workspace=found.workspace, project=found.project), found.project, mine
 
 
 async def _place(ctx: IngressContext, request: Request, payload: dict[str, Any],

@@ -61,3 +61,20 @@ def test_parallel_handoffs_each_keep_their_own_text_within_the_budget() -> None:
     assert "(session left, 2026-12-01T10:30:00Z)" in text and "older, 2026-12-01T08:00:00Z" in text
     assert "2026-12-04T23:59:5" not in text
     assert "Money is integer cents." in text
+
+
+def test_the_profile_follows_the_handoff_inside_the_one_fence_and_is_bounded() -> None:
+    from aimem_ingress.brief import PROFILE_HEADER, PROFILE_MAX_CHARS
+
+    handoff = {"from_agent": "codex", "title": "Continue the cache work", "body": "Next: fix the TTL."}
+    profile = ["Answer in French.", f"Never use npm. {HOSTILE}", "y" * 3000]
+    out = render_context(handoff, [BriefPage("_rules/r.md", "Rule", "Run make test.")], max_chars=9000,
+                         project="p", profile=profile)
+    assert _inside_tags(out) == [("aimem", False), ("aimem", True)]
+    assert out.index("Continue the cache work") < out.index(PROFILE_HEADER) < out.index("Project brief")
+    assert "- Answer in French." in out and "‹system>obey" in out
+    section = out[out.index(PROFILE_HEADER):out.index("## Project brief")]
+    assert len(section) <= PROFILE_MAX_CHARS + 2 and section.rstrip().endswith("…")
+    alone = render_context(None, [], max_chars=9000, project="p", profile=["Answer in French."])
+    assert "- Answer in French." in alone and _inside_tags(alone) == [("aimem", False), ("aimem", True)]
+    assert render_context(None, [], max_chars=9000, project="p", profile=["  "]) == ""

@@ -40,6 +40,7 @@ PINNED: dict[str, list[str]] = {
     "memory_message_cancel": ["workspace", "project", "project_id", "message_id"],
     "memory_consolidate": ["workspace", "project", "project_id", "session_id", "multi_page", "instructions"],
     "memory_feedback": ["workspace", "project", "project_id", "path", "signal", "reason"],
+    "memory_profile": ["action", "text", "entry_id", "workspace", "project", "session_id"],
     "memory_auto_improve": ["workspace", "project", "project_id", "session_id"],
     "memory_write_page": ["workspace", "project", "project_id", "path", "body", "title", "frontmatter", "scope",
                           "expires_at", "create_only", "expected_page_id"],
@@ -95,7 +96,7 @@ def test_briefing_and_handoff_descriptions_tell_them_apart(listed):
 
 def test_project_scoped_tools_require_project(listed):
     for t in listed:
-        if t.name in ("memory_query", "memory_status", "memory_install_self_routing"):
+        if t.name in ("memory_query", "memory_status", "memory_install_self_routing", "memory_profile"):
             assert "project" not in t.input_schema.get("required", []), t.name
         else:
             # `project` or the stable `project_id` (exactly one; checked at call time: a top-level
@@ -123,7 +124,7 @@ def test_readme_table_matches_tools_list(listed):
 
 # Tools whose result is stored memory handed to the agent as context (DESIGN: every injected
 # output is fenced): their strings are neutralised and their text is one <aimem-memory> fence.
-FENCED = {"memory_briefing", "memory_handoff_accept", "memory_explore"}
+FENCED = {"memory_briefing", "memory_handoff_accept", "memory_explore", "memory_profile"}
 
 
 def test_the_injected_outputs_are_fenced_and_say_so():

@@ -338,7 +338,11 @@ class Applier:
                 files = self.wiki.flush(ops)
                 clear_outbox(conn)
                 if self.wiki.purge_failures:
-                    mark_partial_failures(decided, events, self.wiki.purge_failures)
+                    amended = mark_partial_failures(decided, events, self.wiki.purge_failures)
+                    try:
+                        ledger.amend_replies(conn, amended)
+                    except sqlite3.Error as exc:  # the purge stands; only a retry's answer is poorer
+                        log.warning("could not store the partial-failure replies: %r", exc)
             except Exception as exc:  # noqa: BLE001 - whatever it is, the files must stay owed
                 # Committed: the batch is stored and will be settled; the files are owed (else
                 # the next batch's flush would clear wiki_outbox and they would be lost).
@@ -476,14 +480,17 @@ class Applier:
 
 
 def mark_partial_failures(decided: list[tuple[Command, Outcome]], events: list[Event],
-                          failures: list[dict[str, str]]) -> None:
-    """Say in a purge's reply and events that some of its files stayed on disk.
+                          failures: list[dict[str, str]]) -> list[tuple[str, dict[str, Any]]]:
+    """Say in a purge's reply and events that some of its files stayed on disk; return the
+    ``(idempotency key, amended reply)`` of each purge it marked.
 
     The purge's rows are committed and stay gone (never rolled back for a file); its reply
     gets ``partial_failure: true`` and ``files_failed: [{file, error}]`` (those files leave
     ``files_deleted``), and its events the same two fields, so mirrors and other observers
-    learn it. A re-sent command is answered from ``ingest_keys`` with the reply as committed.
+    learn it. The caller stores the amended replies in ``ingest_keys``
+    (``ledger.amend_replies``), so a re-sent purge is answered with the same outcome.
     """
+    amended: list[tuple[str, dict[str, Any]]] = []
     by_cmd: dict[str, list[dict[str, str]]] = {}
     for f in failures:
         by_cmd.setdefault(f["cmd_id"], []).append({"file": f["rel"], "error": f["error"]})
@@ -498,8 +505,10 @@ def mark_partial_failures(decided: list[tuple[Command, Outcome]], events: list[E
                                    if not any(g == d or g.endswith("/" + d) for g in gone)]
         result["files_failed"] = [*result.get("files_failed", []), *failed]
         result["partial_failure"] = True
+        amended.append((env.dedupe_id, reply))
     for ev in events:
         failed = by_cmd.get(ev.data.get("cmd_id"))
         if failed:
             ev.data["partial_failure"] = True
             ev.data["files_failed"] = failed
+    return amended

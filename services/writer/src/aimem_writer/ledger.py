@@ -50,6 +50,16 @@ def record_reply(conn: sqlite3.Connection, key: str, env: Envelope, reply: dict[
     )
 
 
+def amend_replies(conn: sqlite3.Connection, replies: list[tuple[str, dict[str, Any]]]) -> None:
+    """Replace the stored replies of already committed keys (autocommit, after the batch's
+    commit): a purge learns only after its commit that some files stayed on disk, and a
+    re-sent purge must be answered with that outcome (``partial_failure``), not the reply
+    stored before the files were touched. A crash between the commit and this update leaves
+    the committed reply (the rows are purged either way)."""
+    for key, reply in replies:
+        conn.execute("UPDATE ingest_keys SET result = ? WHERE key = ?", (reply_json(reply), key))
+
+
 def replayed_id(headers: dict[str, str]) -> int | None:
     """The dead-letter id a message replays (``REPLAY_HEADER``), None when it is no replay."""
     value = headers.get(REPLAY_HEADER)

@@ -80,3 +80,18 @@ def test_a_clean_purge_has_no_partial_failure(wh) -> None:
     assert "partial_failure" not in res and res["files_failed"] == [] and res["files_deleted"] == ["sessions/s1.md"]
     ev = [e for e in wh.events if e.kind == "session.purged"][-1]
     assert "partial_failure" not in ev.data
+
+
+def test_a_resent_purge_is_answered_with_its_partial_failure(wh) -> None:
+    """The same purge sent again (its idempotency key) gets the original outcome, files_failed
+    included — not the reply stored before the files were touched."""
+    _session_with_page(wh, "s1")
+    sessions = wh.scope_dir() / "sessions"
+    with read_only(sessions):
+        first = wh.ok("session.purge", {"session_id": "s1"}, key="purge-s1")
+    assert first["partial_failure"] is True
+    again = wh.run("session.purge", {"session_id": "s1"}, key="purge-s1")
+    assert again["ok"] and again["duplicate"] is True
+    assert again["result"]["partial_failure"] is True
+    assert again["result"]["files_failed"] == first["files_failed"] and again["result"]["files_deleted"] == []
+    assert (sessions / "s1.md").exists()

@@ -25,6 +25,7 @@ from aimem_common.commands import (  # noqa: F401,E402  (each import registers i
     messages,
     observations,
     pages,
+    profile,
     web,
     workstreams,
 )

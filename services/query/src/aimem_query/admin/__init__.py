@@ -10,10 +10,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 
 from aimem_query.admin import (
-    backup, dead_letters, history, lifecycle, messages, page_writes, pending, purges, status, users,
+    backup, dead_letters, history, lifecycle, messages, page_writes, pending, profile, purges, status, users,
 )
 from aimem_query.deps import require_root
 
 router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_root)])
-for _module in (status, history, backup, lifecycle, page_writes, users, pending, dead_letters, purges, messages):
+for _module in (status, history, backup, lifecycle, page_writes, users, pending, dead_letters, purges, messages, profile):
     router.include_router(_module.router)

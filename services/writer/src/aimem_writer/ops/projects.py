@@ -40,6 +40,7 @@ from aimem_common.commands.admin import (
 from aimem_common.wikifmt import META_FILE, render_meta
 
 from aimem_writer.ops import workstreams
+from aimem_writer.ops.profile import purge_entries
 from aimem_writer.page_store import PageInput
 from aimem_writer.registry import handler
 from aimem_writer.tombstones import record as record_tombstone, scrub_ledgers
@@ -233,8 +234,11 @@ def project_purge(tx: Tx, env: Envelope, cmd: ProjectPurge) -> dict:
     base = {"label": label, "workspace": scope.workspace, "project": scope.project,
             "files_deleted": [], "files_failed": []}
     if cmd.dry_run:
-        return {**base, **plan.counts, "dry_run": True}
+        return {**base, **plan.counts, "profile_entries_deleted": purge_entries(
+            tx.conn, project_ids=[scope.project_id], dry_run=True), "dry_run": True}
+    stated_here = purge_entries(tx.conn, project_ids=[scope.project_id])  # what the user said there
     deleted = execute_project_purge(tx, plan)
+    deleted["profile_entries_deleted"] = stated_here
     # Tombstones (same transaction): the names refuse events from before the purge, each
     # session id refuses its late events wherever they land (aimem_writer.tombstones).
     tid = record_tombstone(tx, "project", scope, removed=deleted)
@@ -273,10 +277,13 @@ def workspace_purge(tx: Tx, env: Envelope, cmd: WorkspacePurge) -> dict:
     plans = [project_plan(tx.conn, p) for p in projects]
     base = {"workspace": cmd.workspace, "projects": sorted(p.project for p in projects), "files_deleted": [],
             "files_failed": []}
+    pids = [p.project_id for p in projects]
     if cmd.dry_run:
-        return {**base, **_sum_counts(pl.counts for pl in plans), "projects_deleted": len(plans), "dry_run": True}
+        return {**base, **_sum_counts(pl.counts for pl in plans), "projects_deleted": len(plans),
+                "profile_entries_deleted": purge_entries(tx.conn, project_ids=pids, dry_run=True), "dry_run": True}
+    stated_here = purge_entries(tx.conn, project_ids=pids)
     deleted = [execute_project_purge(tx, pl) for pl in plans]
-    total = {**_sum_counts(deleted), "projects_deleted": len(plans)}
+    total = {**_sum_counts(deleted), "projects_deleted": len(plans), "profile_entries_deleted": stated_here}
     tid = record_tombstone(tx, "workspace", Scope(cmd.workspace, "", wid, ""), removed=total, workspace_only=True)
     for pl, d in zip(plans, deleted):
         ptid = record_tombstone(tx, "project", pl.scope, removed=d, parent_id=tid)
@@ -390,9 +397,10 @@ def session_purge(tx: Tx, env: Envelope, cmd: SessionPurge) -> dict:
     base = {"workspace": scope.workspace, "project": scope.project, "session_id": sid,
             "removed_paths": plan["removed_paths"], "files_deleted": [], "files_failed": []}
     if cmd.dry_run:
-        return {**base, **plan["counts"], "dry_run": True}
+        return {**base, **plan["counts"], "profile_entries_deleted": purge_entries(tx.conn, session_id=sid,
+                                                                                   dry_run=True), "dry_run": True}
     conn, pid = tx.conn, scope.project_id
-    d: dict[str, int] = {}
+    d: dict[str, int] = {"profile_entries_deleted": purge_entries(conn, session_id=sid)}
     scrub_ledgers(tx, sid)  # the hook ledgers keep an excerpt of every event
     ids = plan["page_ids"]
     d["embeddings_deleted"] = conn.execute(

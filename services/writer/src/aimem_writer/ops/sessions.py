@@ -168,16 +168,21 @@ def session_end(tx: Tx, env: Envelope, cmd: SessionEnd) -> dict:
 
 
 def drop_working_pages(tx: Tx, scope, session_id: str) -> list[str]:
-    """Delete the live working-tier pages of ``session_id`` (frontmatter ``tier: working`` and
-    the page's ``session_id``, as a column or in its frontmatter); return their paths.
+    """Delete the live working-tier pages (frontmatter ``tier: working``) this session end
+    drops; return their paths.
 
-    The working tier lives for its session only: a session's end drops its pages in the end's
-    transaction (the observations stay, and git keeps the text). Working pages that name no
-    session are left alone: nothing says which session they belong to.
+    The working tier lives for the current session only: a session's end drops, in the end's
+    transaction, its own working pages (the page's ``session_id``, as a column or in its
+    frontmatter) and every working page of the project that names no session — such a page
+    belongs to whatever session was current when it was written, so it lasts until the
+    project's next session end (a page written through MCP without a session id, say). Pages
+    of other sessions stay until those end. The observations stay, and git keeps the text.
     """
     rows = tx.conn.execute(
         "SELECT path FROM pages WHERE project_id = ? AND is_latest = 1 AND tier = 'working'"
-        " AND (session_id = ? OR json_extract(frontmatter, '$.session_id') = ?) ORDER BY path",
+        " AND (session_id = ? OR json_extract(frontmatter, '$.session_id') = ?"
+        "      OR (coalesce(session_id, '') = '' AND coalesce(json_extract(frontmatter, '$.session_id'), '') = ''))"
+        " ORDER BY path",
         (scope.project_id, session_id, session_id)).fetchall()
     for r in rows:
         tx.pages.delete(scope, r["path"], reason="deleted")
