@@ -116,7 +116,7 @@ def test_only_writer_opens_db_read_write() -> None:
 
 def test_no_environ_reads_outside_config() -> None:
     allowed = {
-        COMMON / "config.py",
+        COMMON / "config/loader.py",  # `load`, the one config-read path, and `child_environ`
         CLI / "hookclient.py",  # the hot-path hook client reads its switches without pydantic
         CLI / "hookconfig.py",  # ... and AIMEM_INGRESS_URL / AIMEM_DATA_DIR / the token
         CLI / "commands/up.py",  # passes the environment on to its children
