@@ -401,8 +401,9 @@ def _declared_search_fields(path: Path) -> list[str]:
 def test_no_interface_declares_a_search_parameter_of_its_own() -> None:
     """No service module declares ``global_``, ``include_superseded`` or ``scopes`` as a model
     field or a route parameter: the search model is their one place. (The writer's transaction
-    ``scopes`` are the projects a batch touches, not search parameters; the CLI's flags are its
-    own interface and send them as the query string.)"""
+    ``scopes`` are the projects a batch touches, not search parameters. The web form and the
+    ``aimem search`` flags are made from ``param_specs()``: ``services/query/tests/unit/
+    test_web_search_form.py`` and ``cli/tests/test_search_flags.py`` hold them to the model.)"""
     found = {}
     for name, src in SERVICES.items():
         for f in py_files(src):
