@@ -319,7 +319,6 @@ def import_cycles(root: Path, package: str) -> list[list[str]]:
         return ".".join((package, *parts))
 
     modules = {name(f): f for f in py_files(root)}
-
     graph = {m: {i for i in module_imports(f, modules) if i != m} for m, f in modules.items()}
     cycles, done = [], set()
 
