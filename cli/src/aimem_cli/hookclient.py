@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from aimem_cli import hooknet
+from aimem_cli.capture import capture_allowed
 from aimem_cli.hookconfig import client_config, client_data_dir, hooks_setting
 from aimem_cli.hookspool import Spool
 from aimem_cli.identity import Identity, resolve
@@ -302,11 +303,6 @@ def _payload_event(payload: dict[str, Any]) -> str | None:
 
 
 _CWD_KEYS = ("cwd", "directory")
-# Keys whose string values name a file in tool inputs/outputs of every client we read.
-FILE_KEYS = frozenset(("file_path", "filePath", "path", "notebook_path", "target_file", "absolute_path",
-                       "file", "filename", "paths", "files"))
-_PATCH_FILE = "*** "  # apply_patch: "*** Update File: src/x.py"
-MAX_PATH_SCAN = 256
 
 
 def event_identity(payload: dict[str, Any], env: Any) -> Identity | None:
@@ -324,36 +320,6 @@ def event_identity(payload: dict[str, Any], env: Any) -> Identity | None:
         cwd = roots[0]
     cwd = cwd or _cwd()
     return resolve(cwd) if cwd else None
-
-
-def capture_allowed(ident: Identity, payload: dict[str, Any]) -> bool:
-    """False when the marker says ``capture = false`` or a file the event names is excluded."""
-    if not ident.capture:
-        return False
-    if not ident.exclude:
-        return True
-    return all(ident.should_capture(p) for p in event_paths(payload))
-
-
-def event_paths(value: Any, key: str = "", depth: int = 0, out: list[str] | None = None) -> list[str]:
-    """File paths an event names: values under ``FILE_KEYS`` and ``apply_patch`` file headers."""
-    out = [] if out is None else out
-    if depth > 8 or len(out) >= MAX_PATH_SCAN:
-        return out
-    if isinstance(value, dict):
-        for k, v in value.items():
-            event_paths(v, str(k), depth + 1, out)
-    elif isinstance(value, list):
-        for v in value[:MAX_LIST_ITEMS]:
-            event_paths(v, key, depth + 1, out)
-    elif isinstance(value, str):
-        if key in FILE_KEYS and value and "\n" not in value:
-            out.append(value)
-        elif _PATCH_FILE in value and " File: " in value:
-            for line in value.splitlines():
-                if line.startswith(_PATCH_FILE) and " File: " in line:
-                    out.append(line.split(" File: ", 1)[1].strip())
-    return out
 
 
 def _cwd() -> str | None:

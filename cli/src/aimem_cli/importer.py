@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from aimem_cli.hookclient import capture_allowed
+from aimem_cli.capture import capture_allowed
 from aimem_cli.identity import Identity, resolve
 from aimem_cli.transcripts import READERS
 from aimem_cli.transcripts.base import Event, FileState, ReadStats

@@ -1,5 +1,7 @@
-"""Where each session of this client began: the place a hook event keeps when its working
-directory is gone from disk (stdlib only: the hook client's hot path imports it).
+"""Where each session of this client began.
+
+The place a hook event keeps when its working directory is gone from disk (stdlib only: the
+hook client's hot path imports it).
 
 ``remember_session`` notes a session's place when its start was resolved on disk;
 ``session_place`` gives it back to a later event from a missing directory. The file is

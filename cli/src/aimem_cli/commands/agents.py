@@ -1,9 +1,10 @@
-"""Wiring aimem into agent clients in one step, and taking it out again (issue 30):
+"""Wiring aimem into agent clients in one step, and taking it out again (issue 30).
+
 ``setup-agent --client X`` (hooks + MCP + the instructions block + the skills),
-``install-skills`` (the managed Agent Skills alone) and ``uninstall [--client X]
-[--purge-data --confirm]`` (everything aimem installed; the data dir only when asked).
-All reuse the installers' plans (``aimem_cli.installers``): merges, never clobbers, and only
-aimem's own entries are removed.
+``install-skills`` (the managed Agent Skills alone) and ``uninstall [--client X] [--purge-data
+--confirm]`` (everything aimem installed; the data dir only when asked). All reuse the
+installers' plans (``aimem_cli.installers``): merges, never clobbers, and only aimem's own
+entries are removed.
 """
 
 from __future__ import annotations

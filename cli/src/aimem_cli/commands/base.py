@@ -1,5 +1,7 @@
-"""What every operator command shares: the --server/--token/--json/--workspace/--project
-options, the HTTP client to the query service, scope defaults, and table/JSON output.
+"""What every operator command shares.
+
+The --server/--token/--json/--workspace/--project options, the HTTP client to the query
+service, scope defaults, and table/JSON output.
 
 A failure prints one line ``aimem: <reason>`` on stderr and exits 1 (``fail``).
 """

@@ -1,5 +1,7 @@
-"""The data directory itself: ``backup`` (over the API, while the stack runs), ``restore``
-and ``reindex`` (direct-disk, while it is stopped), ``replicate-db`` (Litestream on the DB).
+"""The data directory itself.
+
+``backup`` (over the API, while the stack runs), ``restore`` and ``reindex`` (direct-disk,
+while it is stopped), ``replicate-db`` (Litestream on the DB).
 
 ``restore`` and ``reindex`` run against the data directory, not through the API, so they
 refuse while a writer is alive on it (DESIGN.md invariant 9: the writer holds

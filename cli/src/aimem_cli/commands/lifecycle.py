@@ -1,5 +1,7 @@
-"""Project and session lifecycle over ``/admin``: ``purge-session``, ``purge-project``, ``purge-workspace``,
-``rename-project``, ``rename-workspace``, ``move-project``, ``move-session``, ``reorg``, ``purges``.
+"""Project and session lifecycle over ``/admin``.
+
+``purge-session``, ``purge-project``, ``purge-workspace``, ``rename-project``,
+``rename-workspace``, ``move-project``, ``move-session``, ``reorg``, ``purges``.
 
 A purge leaves a tombstone: later events of the purged session (or, for a project, of its
 sessions and from before the purge) are refused and counted; ``aimem purges`` lists what

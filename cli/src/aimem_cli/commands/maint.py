@@ -1,5 +1,7 @@
-"""Maintainer commands: ``forget-sweep``, ``finalize-idle``, ``lint``, ``auto-improve``,
-``pending-writes``, ``embed``, ``auto-improve-report``, ``curator``.
+"""Maintainer commands.
+
+``forget-sweep``, ``finalize-idle``, ``lint``, ``auto-improve``, ``pending-writes``, ``embed``,
+``auto-improve-report``, ``curator``.
 
 They ask the running maintainer over NATS request/reply (``aimem_common.maint_rpc``) at
 ``--nats`` (default ``settings.bus.nats_url``), so they work wherever the bus is reachable.

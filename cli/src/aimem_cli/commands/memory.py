@@ -1,6 +1,7 @@
-"""Reads and page writes of the memory over the query API: ``status``, ``search``,
-``read-page``, ``write-page``, ``delete-page``, ``recent``, ``handoffs``, ``checkpoints``,
-``restore-page``.
+"""Reads and page writes of the memory over the query API.
+
+``status``, ``search``, ``read-page``, ``write-page``, ``delete-page``, ``recent``,
+``handoffs``, ``checkpoints``, ``restore-page``.
 
 Server and token come from ``--server``/``--token`` or settings (env ``AIMEM_SERVER_URL`` /
 ``AIMEM_AUTH__TOKEN`` or config.toml); read commands take ``--json``.
@@ -13,11 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 
 from aimem_cli.client import CliError
 from aimem_cli.commands.base import (
     JsonOpt, PjOpt, ServerOpt, TokenOpt, WsOpt, client, emit, fail, project_prefix, scope, table,
 )
+from aimem_common.commands.envelope import first_error
+from aimem_common.search.params import SearchParams, param_specs
 
 
 def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
@@ -62,25 +66,47 @@ def status(server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonO
     emit(data, as_json, human)
 
 
+# `aimem search`'s flags are made from SearchParams (aimem_common.search.params): the same names,
+# bounds, defaults and help as the API, MCP and the web form (cli/tests/test_search_flags.py).
+SEARCH_PARAMS = {spec.name: spec for spec in param_specs()}
+
+
+def search_option(name: str, *aliases: str, default_note: str = "") -> Any:
+    """The ``typer.Option`` of the ``SearchParams`` field ``name``: ``--<name>`` (``_`` as ``-``)
+    plus ``aliases``, its default, bounds and help from the model; ``default_note`` says what the
+    CLI fills in when the option is left out (the current directory's project)."""
+    spec = SEARCH_PARAMS[name]
+    bounds = {"min": spec.minimum, "max": spec.maximum} if spec.kind == "count" else {}
+    return typer.Option(spec.default if spec.kind == "flag" else None, "--" + spec.name.replace("_", "-"),
+                        *aliases, help=spec.help + default_note, **bounds)
+
+
 def search(
-    query: str = typer.Argument(..., help="The question."),
-    workspace: str = WsOpt, project: str = PjOpt,
-    all_projects: bool = typer.Option(False, "--all", help="Search every project you can read."),
-    limit: int = typer.Option(10, "--limit", min=1, max=100),
-    explain: bool = typer.Option(False, "--explain", help="Show each stream's rank of every hit, and the streams run."),
+    query: str = typer.Argument(..., help=SEARCH_PARAMS["query"].help),
+    workspace: str | None = search_option("workspace", "-w", default_note=" Default: settings.workspace_default."),
+    project: str | None = search_option(
+        "project", "-p", default_note=" Default: this directory's .aimem.toml, else its repository's name."),
+    limit: int | None = search_option("limit"),
+    scopes: list[str] | None = search_option("scopes"),
+    global_: bool = search_option("global", "--all"),
+    explain: bool = search_option("explain"),
+    include_expired: bool = search_option("include_expired"),
+    include_superseded: bool = search_option("include_superseded"),
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Search the memory (every stream fused; --explain: each stream's rank per hit)."""
-    ws, pj = scope(workspace, project)
-    params: dict[str, Any] = {"q": query, "limit": limit}
-    if explain:
-        params["explain"] = "true"
-    if all_projects:
-        params["global"] = "true"
-    else:
-        params.update(workspace=ws, project=pj)
+    given = dict(locals())  # each SearchParams field arrives as the parameter of its name
+    values = {spec.name: given[spec.field] for spec in SEARCH_PARAMS.values()}
+    if not global_:  # one project and its siblings: this directory's unless named
+        values["workspace"], values["project"] = scope(workspace, project)
+    values["scopes"] = scopes or []
+    try:
+        params = SearchParams.model_validate(values)
+    except ValidationError as exc:
+        fail(first_error(exc))
+        raise  # unreachable
     with client(server, token) as c:
-        data = c.get("/api/v1/search", **params)
+        data = c.post("/api/v1/search", params.model_dump(by_alias=True, exclude_defaults=True))
 
     def human(d: dict) -> None:
         hits = d.get("hits") or []

@@ -1,7 +1,8 @@
-"""Operator verbs (issue 30): ``commit`` and ``compact`` (through the writer, over ``/admin``),
-``reset`` (direct-disk, the stack stopped), ``generate-auth-token``, ``llm-test`` (probe the
-configured LLM and embedder) and ``install-instructions`` (a marked block in CLAUDE.md /
-AGENTS.md / GEMINI.md).
+"""Operator verbs (issue 30).
+
+``commit`` and ``compact`` (through the writer, over ``/admin``), ``reset`` (direct-disk, the
+stack stopped), ``generate-auth-token``, ``llm-test`` (probe the configured LLM and embedder)
+and ``install-instructions`` (a marked block in CLAUDE.md / AGENTS.md / GEMINI.md).
 """
 
 from __future__ import annotations

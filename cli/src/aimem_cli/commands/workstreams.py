@@ -1,5 +1,7 @@
-"""Managed workstreams: ``aimem run``, ``continue``, ``resume``, ``workstreams``, ``show``,
-``workstream-search``, ``rename-workstream``, ``audit-contamination``.
+"""Managed workstreams.
+
+``aimem run``, ``continue``, ``resume``, ``workstreams``, ``show``, ``workstream-search``,
+``rename-workstream``, ``audit-contamination``.
 
 ``run``/``continue`` launch a harness in this checkout's workstream (``aimem_cli.managed``)
 and talk to ingress with the hook client's URL and token; the others read the query

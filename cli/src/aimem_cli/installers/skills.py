@@ -1,8 +1,9 @@
-"""Plans that install or remove aimem's managed Agent Skills (``aimem_common.skills``) for
-one client, in a project or under the home: ``install-skills``, ``setup-agent`` and
-``uninstall`` use them. A reinstall replaces only files carrying the managed mark; a
-``SKILL.md`` of the same name without it (the user's own) is never overwritten unless
-forced, and never removed.
+"""Plans that install or remove aimem's managed Agent Skills for one client.
+
+The skills (``aimem_common.skills``) go into a project or under the home; ``install-skills``,
+``setup-agent`` and ``uninstall`` use these plans. A reinstall replaces only files carrying the
+managed mark; a ``SKILL.md`` of the same name without it (the user's own) is never overwritten
+unless forced, and never removed.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""Gemini CLI chat recordings: ``~/.gemini/tmp/<project hash>/chats/session-*.json`` (and the
-line-based ``session-*.jsonl`` of newer releases, ``_read_jsonl``).
+"""Gemini CLI chat recordings.
+
+``~/.gemini/tmp/<project hash>/chats/session-*.json`` (and the line-based ``session-*.jsonl``
+of newer releases, ``_read_jsonl``).
 
 One JSON document per session (gemini-cli ``ChatRecordingService``): ``sessionId``,
 ``projectHash`` (SHA-256 of the project root), ``messages`` with ``id``, ``timestamp``,

@@ -1,6 +1,7 @@
-"""FastAPI pieces every service uses: error envelope, /healthz, /metrics, request timing,
-the drive-by guard (Host, Origin, JSON bodies only) and the request gate (credentials
-before the body, a time bound on reading it).
+"""FastAPI pieces every service uses.
+
+Error envelope, /healthz, /metrics, request timing, the drive-by guard (Host, Origin, JSON
+bodies only) and the request gate (credentials before the body, a time bound on reading it).
 
 The one HTTP error mapper: ``AimemError`` → its status and ``{"error": {code, message,
 data?}}``; request validation → 400 ``bad_request``; anything else → 500 ``internal``

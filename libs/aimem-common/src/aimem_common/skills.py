@@ -1,9 +1,11 @@
-"""What aimem installs into agents' own files: the marked instructions block of CLAUDE.md /
-AGENTS.md / GEMINI.md (its markers, one pair whoever writes it: ``aimem
-install-instructions`` or an agent following ``memory_install_self_routing``), and the
-managed Agent Skills: static ``SKILL.md`` files that teach an agent when to call aimem's MCP
-tools. ``memory_install_self_routing`` returns them for an agent to write;
-``aimem install-skills`` (and ``setup-agent``) writes them; ``uninstall`` removes them.
+"""What aimem installs into agents' own files.
+
+The marked instructions block of CLAUDE.md / AGENTS.md / GEMINI.md (its markers, one pair
+whoever writes it: ``aimem install-instructions`` or an agent following
+``memory_install_self_routing``), and the managed Agent Skills: static ``SKILL.md`` files that
+teach an agent when to call aimem's MCP tools. ``memory_install_self_routing`` returns them for
+an agent to write; ``aimem install-skills`` (and ``setup-agent``) writes them; ``uninstall``
+removes them.
 
 A skill is a folder holding a ``SKILL.md`` (YAML frontmatter ``name`` + ``description``,
 then markdown) in the client's skills folder: ``.claude/skills`` for Claude Code, the open

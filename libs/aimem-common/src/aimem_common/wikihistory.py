@@ -1,7 +1,8 @@
-"""The wiki's git checkpoints, read with pygit2 without writing anything (no index, no lock,
-no ref update), newest first: the whole history, or the commits that changed one file
-(a ``CheckpointLog`` kept by the process, extended as the writer's checkpoints move HEAD).
-Used by query's ``/admin/checkpoints`` and the web, and by mcp-gateway's memory_restore_page.
+"""The wiki's git checkpoints, read with pygit2 without writing anything, newest first.
+
+No index, no lock, no ref update: the whole history, or the commits that changed one file (a
+``CheckpointLog`` kept by the process, extended as the writer's checkpoints move HEAD). Used by
+query's ``/admin/checkpoints`` and the web, and by mcp-gateway's memory_restore_page.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""The reference model of the session/handoff lifecycle (DESIGN.md "Session lifecycle is a
-state machine", issue 26), for the model-based test ``tests/e2e/test_lifecycle_model.py``.
+"""The reference model of the session/handoff lifecycle, for the model-based test.
+
+DESIGN.md "Session lifecycle is a state machine" (issue 26); the test is
+``tests/e2e/test_lifecycle_model.py``.
 
 Pure Python, no I/O: the test drives the real stack and this model side by side and compares
 them after every step. Times are the events' own times (epoch seconds, as the hook client

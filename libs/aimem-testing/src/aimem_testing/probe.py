@@ -1,5 +1,7 @@
-"""Test helpers that look at a running stack from outside: poll (``wait_for``, shared with
-``gitrepo``), read SQLite read-only."""
+"""Test helpers that look at a running stack from outside.
+
+Poll (``wait_for``, shared with ``gitrepo``), read SQLite read-only.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""LLM consolidation: a durable job queue fed by ``session.ended`` events; each job turns a
-finished session into knowledge pages.
+"""LLM consolidation.
+
+A durable job queue fed by ``session.ended`` events; each job turns a finished session into
+knowledge pages.
 
 * ``EventFeed`` — a durable pull consumer on ``AIMEM_EVT`` (``aimem.evt.session.ended``)
   that turns each event into ``consolidation.enqueue`` (idempotent per session generation),

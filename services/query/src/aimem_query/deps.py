@@ -1,5 +1,6 @@
-"""Dependencies of every query route (``/api/v1`` and ``/admin``): the context, the caller,
-reads off the loop, readable scopes, writer round trips.
+"""Dependencies of every query route (``/api/v1`` and ``/admin``).
+
+The context, the caller, reads off the loop, readable scopes, writer round trips.
 
 Everything comes from ``app.state.ctx`` (``QueryContext``, built once in the lifespan,
 ``app.py``); nothing here is module-level state. Routes take the ``Annotated`` aliases

@@ -103,7 +103,7 @@ def test_a_person_sees_searches_corrects_and_trusts_the_memory(browser, web, sho
     assert page.locator("h2:has-text('Open handoffs') + ul").inner_text().count("Continue retries") == 1
     page.screenshot(path=str(shots / "home.png"), full_page=True)
     page.locator("nav.sub >> text=Search").click()
-    page.fill("#q", "event id retries")
+    page.fill("#query", "event id retries")
     page.check("input[name=explain]")
     page.locator("form.search button").click()
     assert page.locator("table.explain").first.is_visible()

@@ -314,3 +314,21 @@ def test_rejected_patches_stay_visible_with_their_reason(web):
         assert c.get(f"/web/pending/{bad['id']}").status_code == 200  # a path that can never exist still shows
         pending = c.get("/web/pending").text
         assert f"#{res['proposals'][0]['id']} Keep the id" in pending
+
+
+def test_the_search_form_takes_every_search_parameter(web):
+    """The form's fields are ``SearchParams``'s: a limit, sibling scopes, the flags; a bad value
+    is a 400 page that names the field, never a 5xx."""
+    with client(web) as c:
+        login(c, name="gil", password="gil's long password")  # reads app only
+        page = c.get("/web/p/default/app/search", params={"query": "keep id retries", "limit": "1"})
+        assert page.status_code == 200
+        assert page.text.count('class="hit"') == 1 and 'name="include_superseded"' in page.text
+        assert 'name="workspace"' not in page.text  # the URL names the project
+        both = c.get("/web/search", params={"q": "keep id retries"})
+        assert both.status_code == 200 and both.text.count('class="hit"') == 2
+        assert 'name="project"' in both.text and 'name="scopes"' in both.text
+        bad = c.get("/web/search", params={"query": "retry", "limit": "0"})
+        assert bad.status_code == 400 and "limit" in bad.text and 'class="hit"' not in bad.text
+        other = c.get("/web/search", params={"query": "restart store", "project": "infra"})
+        assert other.status_code == 404  # a project gil may not read is the same as an unknown one

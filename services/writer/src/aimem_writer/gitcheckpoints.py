@@ -1,6 +1,8 @@
-"""Debounced git checkpoints: the first batch that touched the wiki schedules one
-``writer.git_debounce_ms`` later; the batches in between ride along. Event loop; the commit
-runs on the writer thread (``Applier.checkpoint``).
+"""Debounced git checkpoints.
+
+The first batch that touched the wiki schedules one ``writer.git_debounce_ms`` later; the
+batches in between ride along. Event loop; the commit runs on the writer thread
+(``Applier.checkpoint``).
 """
 
 from __future__ import annotations

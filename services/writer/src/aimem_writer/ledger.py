@@ -1,5 +1,7 @@
-"""The writer's ledger SQL: ``ingest_keys`` (the stored reply of each applied command) and
-``dead_letters`` (commands given up, kept whole to replay). Writer thread, caller's transaction.
+"""The writer's ledger SQL.
+
+``ingest_keys`` (the stored reply of each applied command) and ``dead_letters`` (commands given
+up, kept whole to replay). Writer thread, caller's transaction.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ _NEXT_RE = re.compile(r"(?i)\b(next|todo|remaining|still need|left to|not yet|fo
 
 
 @dataclass(slots=True)
-class Command:
+class ShellCommand:
     """One shell command and how it ended (``failed`` with its meaningful error line)."""
 
     text: str
@@ -77,7 +77,7 @@ class Digest:
 
     task: str = ""
     prompts: list[str] = field(default_factory=list)
-    commands: list[Command] = field(default_factory=list)
+    commands: list[ShellCommand] = field(default_factory=list)
     more_commands: set[str] = field(default_factory=set)  # distinct commands past MAX_COMMANDS (counted only)
     changed: list[str] = field(default_factory=list)
     read: list[str] = field(default_factory=list)
@@ -248,7 +248,7 @@ def _tool_call(d: Digest, kind: str, title: str, body: str, tool: str, cwd: str 
             _command_result(d, cmd, s, failed)
         elif cmd and not any(c.text == cmd for c in d.commands):
             if len(d.commands) < MAX_COMMANDS:
-                d.commands.append(Command(cmd))
+                d.commands.append(ShellCommand(cmd))
             else:
                 d.more_commands.add(cmd)
         return
@@ -276,7 +276,7 @@ def _command_result(d: Digest, cmd: str, s: dict[str, str], failed: bool) -> Non
     bad = failed or bool(code and code != "0") or reads_bad
     existing = next((c for c in d.commands if c.text == cmd), None)
     if existing is None and len(d.commands) < MAX_COMMANDS:
-        existing = Command(cmd)
+        existing = ShellCommand(cmd)
         d.commands.append(existing)
     elif existing is None:
         d.more_commands.add(cmd)

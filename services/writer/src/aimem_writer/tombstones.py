@@ -1,6 +1,7 @@
-"""Purge tombstones on the writer side: written in the purge's transaction, consulted by
-every op that could bring purged data back (``aimem_common.read.tombstones`` holds the
-lookups and the rules).
+"""Purge tombstones on the writer side.
+
+Written in the purge's transaction, consulted by every op that could bring purged data back
+(``aimem_common.read.tombstones`` holds the lookups and the rules).
 
 A refused command is dropped and counted on the tombstone that refused it (``refused_events``,
 ``refused`` by op, ``last_refused_at``) in the same transaction that would have stored it; its

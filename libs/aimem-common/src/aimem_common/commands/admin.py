@@ -1,5 +1,7 @@
-"""Lifecycle/admin ops: purges, renames, moves, restores, users and keys. The query service's
-``/admin`` API sends these.
+"""Lifecycle/admin ops.
+
+Purges, renames, moves, restores, users and keys. The query service's ``/admin`` API sends
+these.
 
 Conventions shared by every destructive op here:
 

@@ -1,5 +1,6 @@
-"""Purge tombstones (``purge_tombstones``, migration 15): what was purged and what
-was refused since.
+"""Purge tombstones (``purge_tombstones``, migration 15).
+
+What was purged and what was refused since.
 
 A tombstone is live until ``purge.lift`` sets ``lifted_at``. A live ``session`` tombstone
 refuses every later event of that session id (any project); a live ``project`` or

@@ -1,13 +1,17 @@
 """``SearchParams``: the one definition of a search's parameters, bounds and docs.
 
 The REST body (``POST /api/v1/search``) and query string (``GET``) are this model; the MCP
-``memory_query`` arguments subclass it; the web search builds one.
+``memory_query`` arguments subclass it; the web search form and the ``aimem search`` flags
+are made from ``param_specs()`` (the same names, bounds, defaults and help) and send this model.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
 
+from annotated_types import Ge, Le, MaxLen
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from aimem_common.models import GLOBAL_PROJECT, MAX_NAME_LEN, WORKSPACE_DOC
@@ -94,3 +98,59 @@ class SearchQuery(SearchParams):
     buster, a tracking tag) is ignored, as URLs pick them up."""
 
     model_config = ConfigDict(extra="ignore")
+
+
+ParamKind = Literal["text", "count", "flag", "list"]
+# The Python types of ``SearchParams`` fields and how a form or a command line offers each.
+_KINDS: dict[Any, ParamKind] = {str: "text", str | None: "text", int | None: "count", bool: "flag",
+                                list[str]: "list"}
+_ALIASES = re.compile(r"\s*Aliases: [^.]*\.$")
+
+
+@dataclass(frozen=True, slots=True)
+class ParamSpec:
+    """One ``SearchParams`` field as an interface that is not a pydantic model offers it.
+
+    ``name`` is the public name (``global``, ``include_expired``; a flag ``--include-expired``,
+    a form input ``include_expired``) and ``field`` the model's attribute (``global_``);
+    ``kind``: ``text`` (a string), ``count`` (a positive integer), ``flag`` (a boolean) or
+    ``list`` (strings, repeated or comma-separated). ``default`` None: the server decides
+    (``limit``: ``query.default_limit``). ``minimum``/``maximum`` bound a count,
+    ``max_length`` a text (characters) or a list (entries). ``help`` is the field's description
+    without the JSON aliases, which only the API and MCP accept.
+    """
+
+    name: str
+    field: str
+    kind: ParamKind
+    default: Any
+    minimum: int | None
+    maximum: int | None
+    max_length: int | None
+    title: str
+    help: str
+
+
+def param_specs(model: type[SearchParams] = SearchParams) -> tuple[ParamSpec, ...]:
+    """Return ``model``'s fields as ``ParamSpec``s, in declaration order.
+
+    Raises:
+        TypeError: a field whose type no form or flag can offer (add it to ``_KINDS`` with a
+            rendering in the web form and the CLI).
+    """
+    out = []
+    for attr, field in model.model_fields.items():
+        kind = _KINDS.get(field.annotation)
+        if kind is None:
+            raise TypeError(f"SearchParams.{attr}: no form input or flag for {field.annotation!r}")
+        bounds = {type(m): m for m in field.metadata}
+        name = field.alias or attr
+        out.append(ParamSpec(
+            name=name, field=attr, kind=kind,
+            default=field.get_default(call_default_factory=True),
+            minimum=bounds[Ge].ge if Ge in bounds else None,
+            maximum=bounds[Le].le if Le in bounds else None,
+            max_length=bounds[MaxLen].max_length if MaxLen in bounds else None,
+            title=name.replace("_", " ").capitalize(),
+            help=_ALIASES.sub("", field.description or "")))
+    return tuple(out)

@@ -1,5 +1,7 @@
-"""Lifecycle routes: purge-session, purge-project, purge-workspace, rename-project,
-rename-workspace, move-project, move-session, reorg (and its input, session-locations).
+"""Lifecycle routes.
+
+Purge-session, purge-project, purge-workspace, rename-project, rename-workspace, move-project,
+move-session, reorg (and its input, session-locations).
 
 Each route checks the request shape, then sends one writer op and returns the writer's
 report. Every semantic check (scope lookup, guards, conflicts) happens in the writer, in

@@ -1,5 +1,7 @@
-"""Cross-project messages for the operator CLI (``aimem message send|pop|cancel``): the
-writes of the memory_message_* MCP tools, as root. Listing is ``GET /api/v1/.../messages``."""
+"""Cross-project messages for the operator CLI (``aimem message send|pop|cancel``).
+
+The writes of the memory_message_* MCP tools, as root. Listing is ``GET /api/v1/.../messages``.
+"""
 
 from __future__ import annotations
 

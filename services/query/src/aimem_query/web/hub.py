@@ -1,5 +1,6 @@
-"""``EventHub``: one core-NATS subscription to the writer's events (``aimem.evt.>``) per
-query process, fanned out to the open ``/web/events`` streams.
+"""``EventHub``: the writer's events, fanned out to the open ``/web/events`` streams.
+
+One core-NATS subscription to the writer's events (``aimem.evt.>``) per query process.
 
 Each stream gets a bounded queue: a slow browser loses events, never memory. Only the
 kinds a live view shows are forwarded, each trimmed to what a browser needs (never ids of

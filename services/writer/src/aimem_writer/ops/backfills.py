@@ -1,5 +1,6 @@
-"""Backfill-on-start ops: ``backfill.claim`` and ``backfill.finish`` (docs/lifecycle.md
-"Backfill on start").
+"""Backfill-on-start ops.
+
+``backfill.claim`` and ``backfill.finish`` (docs/lifecycle.md "Backfill on start").
 
 A claim succeeds once per project, and only while the project has nothing yet: no live
 page and no session other than the live one whose start asks. The row it writes

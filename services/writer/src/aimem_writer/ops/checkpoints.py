@@ -1,5 +1,7 @@
-"""Checkpoint op handlers: ``page.restore`` (a page back from a git checkpoint or a retained
-version, written as a new latest version) and ``wiki.checkpoint`` (an immediate commit).
+"""Checkpoint op handlers.
+
+``page.restore`` (a page back from a git checkpoint or a retained version, written as a new
+latest version) and ``wiki.checkpoint`` (an immediate commit).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""Project and session lifecycle op handlers: ``project.purge``, ``workspace.purge``, ``session.purge``,
-``project.rename``, ``workspace.rename``, and the purge plans the moves reuse.
+"""Project and session lifecycle op handlers.
+
+``project.purge``, ``workspace.purge``, ``session.purge``, ``project.rename``,
+``workspace.rename``, and the purge plans the moves reuse.
 
 Moves (``project.move``, ``session.move``) live in ``ops/moves.py``; page restore and
 checkpoints in ``ops/checkpoints.py``; users, keys and grants in ``ops/users.py``. Every handler

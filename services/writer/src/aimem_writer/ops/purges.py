@@ -1,5 +1,8 @@
-"""``purge.lift`` and ``purge.refused``: the purge tombstones' own ops (the tombstones are
-written by the purges themselves, ``ops/projects.py``; see ``aimem_writer.tombstones``)."""
+"""``purge.lift`` and ``purge.refused``.
+
+The purge tombstones' own ops (the tombstones are written by the purges themselves,
+``ops/projects.py``; see ``aimem_writer.tombstones``).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""User, API-key and grant op handlers: ``user.create``, ``user.delete``, ``apikey.create``,
-``apikey.revoke``, ``grant.set``. Each writes one audit row.
+"""User, API-key and grant op handlers.
+
+``user.create``, ``user.delete``, ``apikey.create``, ``apikey.revoke``, ``grant.set``. Each
+writes one audit row.
 """
 
 from __future__ import annotations

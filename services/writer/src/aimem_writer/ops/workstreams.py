@@ -1,5 +1,6 @@
-"""Managed-workstream ops: ``workstream.lease``, ``workstream.append``, ``workstream.deliver``,
-``workstream.rename``.
+"""Managed-workstream ops.
+
+``workstream.lease``, ``workstream.append``, ``workstream.deliver``, ``workstream.rename``.
 
 The ledger of a workstream is append-only. Each ``workstream.append`` that stores events
 writes one immutable JSONL segment, ``<data_dir>/raw/workstreams/<id>/<first>-<last>.jsonl``
