@@ -23,7 +23,6 @@ events (a harness is never handed back what it said).
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -32,7 +31,7 @@ from aimem_common.commands import Envelope
 from aimem_common.commands.workstreams import WorkstreamAppend, WorkstreamDeliver, WorkstreamLease, WorkstreamRename
 from aimem_common.errors import BadRequestError, ConflictError, NotFoundError
 from aimem_common.sanitize import storable
-from aimem_common.workstreams import contains_marker
+from aimem_common.workstreams import SEGMENTS_DIR, contains_marker, segment_name, segment_text
 
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
@@ -202,10 +201,9 @@ def workstream_append(tx: Tx, env: Envelope, cmd: WorkstreamAppend) -> dict:
     if not rows:
         return {"appended": 0, "first_seq": None, "last_seq": before, "skipped": skipped, "rejected": rejected,
                 "segment": None}
-    segment = f"{rows[0]['seq']:010d}-{seq:010d}.jsonl"
-    folder = tx.settings.data_dir / "raw" / "workstreams" / ws["id"]
-    atomic_write(folder / segment, "".join(json.dumps({"workstream": ws["id"], **r}, ensure_ascii=False) + "\n"
-                                           for r in rows))
+    segment = segment_name(rows[0]["seq"], seq)
+    folder = tx.settings.data_dir / SEGMENTS_DIR / ws["id"]
+    atomic_write(folder / segment, segment_text(ws["id"], rows))
     fsync_dir(folder)
     tx.conn.executemany(
         "INSERT INTO workstream_events(workstream_id, workspace_id, project_id, seq, harness, run_id, role, text, ts,"
@@ -219,7 +217,7 @@ def workstream_append(tx: Tx, env: Envelope, cmd: WorkstreamAppend) -> dict:
                     (seq, cmd.native_session_id, ws["id"], run["harness"], before))
     tx.emit("workstream.appended", {"workstream_id": ws["id"], "first_seq": rows[0]["seq"], "last_seq": seq})
     return {"appended": len(rows), "first_seq": rows[0]["seq"], "last_seq": seq, "skipped": skipped,
-            "rejected": rejected, "segment": f"raw/workstreams/{ws['id']}/{segment}"}
+            "rejected": rejected, "segment": f"{SEGMENTS_DIR}/{ws['id']}/{segment}"}
 
 
 @handler("workstream.deliver")
