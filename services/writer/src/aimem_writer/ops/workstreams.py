@@ -137,12 +137,17 @@ def _open(tx: Tx, cmd: WorkstreamLease) -> dict:
                                   "lease_expires_at": holder["lease_expires_at"]})
     harness = cmd.harness
     if harness is None:
-        newest = tx.conn.execute("SELECT harness FROM workstream_harnesses WHERE workstream_id = ?"
-                                 " ORDER BY last_run_at DESC, harness LIMIT 1", (ws["id"],)).fetchone()
-        if newest is None:
+        known = [r["harness"] for r in tx.conn.execute("SELECT harness FROM workstream_harnesses WHERE workstream_id = ?"
+                                                        " ORDER BY last_run_at DESC, harness", (ws["id"],))]
+        if not known:
             raise BadRequestError("this workstream has no harness yet: name one (aimem run claude-code)",
                                   code="no_harness", data={"workstream_id": ws["id"]})
-        harness = newest["harness"]
+        usable = [h for h in known if cmd.usable is None or h in cmd.usable]
+        if not usable:
+            raise BadRequestError(f"none of this workstream's harnesses ({', '.join(known)}) can be started here:"
+                                  " name one that is installed", code="no_harness",
+                                  data={"workstream_id": ws["id"], "harnesses": known})
+        harness = usable[0]
     tx.conn.execute(
         "INSERT INTO managed_runs(id, workstream_id, workspace_id, project_id, harness, cwd, state, started_at,"
         " renewed_at, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)",
