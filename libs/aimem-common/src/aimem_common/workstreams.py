@@ -23,8 +23,6 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from aimem_common.fence import fence
-
 MARKER_VERSION = 1
 MARKER_PREFIX = "[aimem-origin v"
 MARKER_RE = re.compile(r"\[aimem-origin v(\d+) workstream=([0-9a-f]{32}) seq=(\d+)\.\.(\d+) harness=([a-z0-9-]+)\]")
@@ -113,6 +111,8 @@ def render_packet(workstream_id: str, name: str, harness: str, events: Sequence[
     ``unseen_from`` is the first unseen seq (older ones left out are named in the packet).
     The result is at most ``max_chars`` long; None when nothing fits or there is nothing.
     """
+    from aimem_common.fence import fence  # here: ``aimem run`` imports this module and never renders
+
     events = list(events)[-MAX_PACKET_EVENTS:]
     if not events or max_chars < MIN_PACKET_CHARS:
         return None
