@@ -4,7 +4,9 @@ and writes JSON to ``bench/results/``. ``python -m bench NAME ...`` runs only th
 Benchmarks: footprint, writer_throughput, wake_cost, hook_ingest, hook_identity, visibility, query_latency, web_screens, pictures,
 import_throughput, import_live (live hooks and a handoff during a large import), locomo,
 locomo_local (LoCoMo with the local embedder; skipped when it is not installed),
-basic_memory (side by side; needs Python ≥ 3.12 for the peer), read_replica (Litestream follow-mode lag).
+basic_memory (side by side; needs Python ≥ 3.12 for the peer), read_replica (Litestream follow-mode lag),
+workstream_start (what ``aimem run`` adds to a harness's start), workstream_ledger (packet size and
+ledger search at 10k and 100k events).
 After every run, of all of them or of some (or alone: ``python -m bench report``),
 ``bench/report.py`` rewrites ``bench/RESULTS.md`` from the newest raw file of each benchmark.
 """
@@ -19,7 +21,7 @@ import traceback
 
 ORDER = ["footprint", "writer_throughput", "wake_cost", "hook_ingest", "hook_identity", "hook_auth", "visibility",
          "query_latency", "web_screens", "pictures", "import_throughput", "import_live", "locomo", "locomo_local",
-         "basic_memory", "read_replica"]
+         "basic_memory", "read_replica", "workstream_start", "workstream_ledger"]
 
 
 def run(name: str) -> bool:

@@ -229,6 +229,46 @@ def _pictures(path: Path, data: dict[str, Any]) -> list[Row]:
                 r["p95_ms"] <= target, path.name) for r in data.get("rows", [])]
 
 
+def _workstream_start(path: Path, data: dict[str, Any]) -> list[Row]:
+    """``aimem run``'s start overhead (target from issue 29) and its first launch in a HOME."""
+    rows = {r["what"]: r for r in data.get("rows", [])}
+    managed, alone = rows.get("aimem run: until the harness starts"), rows.get("harness alone: until the harness starts")
+    if not managed or not alone:
+        return []
+    n = managed.get("n", data.get("n", "?"))
+    parts = [f"{label} p50 {_ms(rows[k]['p50_ms'])}" for label, k in (
+        ("interpreter", "part: the interpreter starts (python -c pass)"),
+        ("+ imports", "part: interpreter + the run path's imports"),
+        ("lease open", "part: lease open, one writer round trip through ingress"),
+        ("CPU of a whole run", "aimem run: CPU (launcher and harness), start to exit")) if k in rows]
+    out = [Row(f"`aimem run`: until the harness starts, p95 of {n} launches", "≤ 150 ms",
+               f"{_ms(managed['p95_ms'])} (p50 {_ms(managed['p50_ms'])})",
+               f"the harness alone p95 {_ms(alone['p95_ms'])}" + (f"; {', '.join(parts)}" if parts else "")
+               + (f"; {_load(data)}" if _load(data) else ""), managed["p95_ms"] <= 150, path.name)]
+    first = data.get("first_launch_ms")
+    if first:
+        out.append(Row("`aimem run`: first launch in a HOME (wires the hooks), until the harness starts", "—",
+                       _ms(first["start"]), "once per harness and HOME; not in the percentiles", None, path.name))
+    return out
+
+
+def _workstream_ledger(path: Path, data: dict[str, Any]) -> list[Row]:
+    """The ledger's limits of issue 29: packet size at 10k events, search p95 at 100k events."""
+    by_n = {r["events"]: r for r in data.get("rows", [])}
+    out = []
+    if 10_000 in by_n:
+        r = by_n[10_000]
+        out.append(Row("workstream start-up packet at 10k ledger events", "reported",
+                       f"{r['packet_bytes']:,} bytes ≈ {r['packet_tokens_est']:,} tokens ({r['packet_events']} events)",
+                       f"read + render p95 {_ms(r['start_read_render_p95_ms'])}", None, path.name))
+    if 100_000 in by_n:
+        r = by_n[100_000]
+        out.append(Row("`workstream-search` p95 at 100k ledger events", "reported", _ms(r["search_p95_ms"]),
+                       f"p50 {_ms(r['search_p50_ms'])}; packet {r['packet_bytes']:,} bytes"
+                       + (f"; {_load(data)}" if _load(data) else ""), None, path.name))
+    return out
+
+
 TARGETS: dict[str, Callable[[Path, dict[str, Any]], list[Row]]] = {
     "hook_ingest": _hook_ingest,
     "wake_cost": _wake_cost,
@@ -237,6 +277,8 @@ TARGETS: dict[str, Callable[[Path, dict[str, Any]], list[Row]]] = {
     "pictures": _pictures,
     "locomo-none": _locomo,
     "import_live": _import_live,
+    "workstream_start": _workstream_start,
+    "workstream_ledger": _workstream_ledger,
 }
 
 

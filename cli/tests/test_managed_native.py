@@ -70,3 +70,36 @@ def test_the_checkout_registry_keeps_each_harness_session(tmp_path: Path) -> Non
     assert read_checkouts(tmp_path)["workstreams"]["a" * 32]["harnesses"]["codex"] == "c0de"  # kept
     (tmp_path / "client-projects.json").write_text("{not json")
     assert read_checkouts(tmp_path) == {"version": 1, "workstreams": {}}
+
+
+def _git(repo: Path, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_the_git_checkpoint_names_branch_head_and_every_changed_file(tmp_path: Path) -> None:
+    from aimem_cli.managed import git_checkpoint
+
+    assert git_checkpoint(str(tmp_path), "codex") is None  # not a repository
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "trunk")
+    fresh = git_checkpoint(str(repo), "codex")["text"]
+    assert fresh == "Git checkpoint after the codex run: branch trunk, HEAD (no commit yet), changed files: none"
+    for name in ("kept.txt", "? old name.txt", "edited.txt"):  # "? …": read as a status line, it would be a file
+        (repo / name).write_text(name + "\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "init")
+    head = _git(repo, "rev-parse", "--short=12", "HEAD")
+    (repo / "edited.txt").write_text("changed\n")
+    _git(repo, "mv", "? old name.txt", "new name.txt")
+    (repo / "sub").mkdir()
+    (repo / "sub" / "untracked file.md").write_text("x\n")
+    got = git_checkpoint(str(repo), "claude-code")
+    assert got["role"] == "checkpoint" and got["source_key"] is None
+    assert got["text"] == (f"Git checkpoint after the claude-code run: branch trunk, HEAD {head}, changed files: "
+                           "edited.txt, new name.txt, sub/untracked file.md")
+    _git(repo, "checkout", "-q", "--detach")
+    assert f"branch (detached), HEAD {head}," in git_checkpoint(str(repo), "codex")["text"]

@@ -221,3 +221,42 @@ def test_a_killed_launcher_leaves_a_lease_that_expires(agents_bin, live, tmp_pat
                                                  (run["workstream_id"],))}
     assert states[run["id"]] == "expired"
     assert sorted(s for i, s in states.items() if i != run["id"]) == ["cancelled"]  # ... cancels its lease
+
+
+def test_codex_exec_resumes_its_own_native_session(agents_bin, live, tmp_path):  # noqa: F811
+    """``aimem run codex -- exec … PROMPT`` twice: the second run is ``codex exec … resume <id>
+    PROMPT`` of the session the first one appended under, so the model sees the first turn."""
+    repo = repository(tmp_path, "codex-resume")
+    cx = Agent(tmp_path, agents_bin, live, "codex")
+    env = cx.env(FAKE_OPENAI_KEY="test-not-a-real-key", RUST_LOG="error")
+    exec_args = ["exec", "--skip-git-repo-check", "--sandbox", "danger-full-access"]
+
+    def runs() -> list:
+        return rows(live, "SELECT m.* FROM managed_runs m JOIN workstreams w ON w.id = m.workstream_id"
+                          " WHERE w.checkout_root = ? ORDER BY m.started_at", (str(repo.resolve()),))
+
+    with FakeVendor([Step("text", "Plan: move the bilby table first.")]) as vendor:
+        codex_config(cx, vendor)
+        cx.aimem("install-hooks", "--client", "codex")
+        aimem(cx, repo, "run", "codex", "--", *exec_args, "Plan the bilby migration", env=env)
+        [first] = runs()
+        assert first["native_session_id"] and first["state"] == "released"
+        seen = len(vendor.requests)
+        vendor.plan = [Step("text", "Step two is done.")]
+        aimem(cx, repo, "run", "codex", "--", *exec_args, "Now do step two", env=env)
+        second_requests = [b for p, b in vendor.requests[seen:] if p.endswith("/responses")]
+    request = json.dumps(second_requests[0])
+    (tmp_path / "codex-second-request.json").write_text(request)
+    # The resumed session: the first turn comes back as the conversation's own items, before the
+    # new prompt (a fresh session would only see it inside the handoff's context text).
+    turns = [(i["role"], " ".join(c.get("text", "") for c in i.get("content", [])))
+             for i in second_requests[0]["input"] if i.get("type") == "message" and i["role"] != "developer"]
+    assert turns[-3:] == [("user", "Plan the bilby migration"), ("assistant", "Plan: move the bilby table first."),
+                          ("user", "Now do step two")], turns
+    assert "[aimem-origin" not in request  # Codex said everything in the ledger itself: no packet
+    assert [r["native_session_id"] for r in runs()] == [first["native_session_id"]] * 2
+    said = [(e["role"], e["text"]) for e in rows(
+        live, "SELECT role, text FROM workstream_events WHERE workstream_id = ? AND role != 'checkpoint' ORDER BY seq",
+        (first["workstream_id"],))]
+    assert said == [("user", "Plan the bilby migration"), ("assistant", "Plan: move the bilby table first."),
+                    ("user", "Now do step two"), ("assistant", "Step two is done.")]  # the first turn once

@@ -4,7 +4,8 @@ One run, in order:
 
 1. resolve the checkout's identity (``aimem_cli.identity``: the same keys a hook sends);
 2. open a lease through ingress (``POST /hook/workstream/lease``, ``action=open``; the harness
-   named, else the writer picks the newest one of the workstream) and renew it every
+   named, else the writer picks the newest one of the workstream among those whose binary
+   is on this PATH, ``usable``) and renew it every
    ``HEARTBEAT_SECONDS`` from a thread;
 3. wire the harness's hooks and MCP server into the user's files when it has no aimem hook
    yet (``autowire``; ``--no-autowire`` skips it), note the checkout in the client's
@@ -28,14 +29,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +42,9 @@ from aimem_cli.identity import Identity, resolve
 from aimem_common import locations
 from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS, contains_marker, strip_injected, strip_packets
 
+# Every managed agent's start waits on this module's imports: no more than the start needs
+# (plain classes, not ``dataclasses``; ``os.urandom``, not ``uuid``; ``which`` here, not
+# ``shutil``'s). ``bench/workstream_start.py`` measures what is left.
 BINARIES = {"claude-code": "claude", "codex": "codex", "gemini-cli": "gemini"}
 # Arguments with which the user picks a native session (or none) themselves: left as they are.
 SESSION_ARGS = {
@@ -64,14 +65,11 @@ class RunError(Exception):
     """A launcher failure with a message for the user (the lease is cancelled)."""
 
 
-@dataclass
 class Ingress:
     """The launcher's HTTP client to ingress (the hook client's URL and token)."""
 
-    url: str
-    token: str | None
-    ident: Identity
-    timeout_s: float = 10.0
+    def __init__(self, url: str, token: str | None, ident: Identity, timeout_s: float = 10.0):
+        self.url, self.token, self.ident, self.timeout_s = url, token, ident, timeout_s
 
     def post(self, route: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST ``body`` to ``route`` with the checkout's identity; return the JSON answer.
@@ -96,18 +94,16 @@ class Ingress:
         return data
 
 
-@dataclass
 class Lease:
-    """A held run lease, renewed from a daemon thread until ``stop``."""
+    """A held run lease, renewed every ``every_s`` seconds from a daemon thread until ``stop``."""
 
-    ingress: Ingress
-    run_id: str
-    lease_s: int = LEASE_SECONDS
-    every_s: float = HEARTBEAT_SECONDS
-    renewals: int = 0
-    failures: list[str] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
+    def __init__(self, ingress: Ingress, run_id: str, lease_s: int = LEASE_SECONDS,
+                 every_s: float = HEARTBEAT_SECONDS):
+        self.ingress, self.run_id, self.lease_s, self.every_s = ingress, run_id, lease_s, every_s
+        self.renewals = 0
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._beat, name="aimem-lease", daemon=True)
@@ -126,6 +122,24 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.ingress.timeout_s + 1)
+
+
+def new_session_id() -> str:
+    """A random (version 4) UUID in its usual text form: the native session id aimem picks."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def which(name: str, path: str | None) -> str | None:
+    """The first executable file ``name`` on ``path`` (``os.pathsep``-separated), or None."""
+    for folder in (path or os.defpath).split(os.pathsep):
+        candidate = os.path.join(folder or os.curdir, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
 
 
 def native_args(harness: str, args: list[str], resume_id: str | None) -> tuple[list[str], str | None]:
@@ -153,7 +167,7 @@ def native_args(harness: str, args: list[str], resume_id: str | None) -> tuple[l
         return args, None
     if resume_id:
         return ["--resume", resume_id, *args], None
-    fresh = str(uuid.uuid4())
+    fresh = new_session_id()
     return ["--session-id", fresh, *args], fresh
 
 
@@ -322,20 +336,34 @@ def _short(value: Any) -> str:
 
 
 def git_checkpoint(root: str, harness: str) -> dict[str, Any] | None:
-    """Return the checkpoint event of the checkout (branch, HEAD, changed files), None outside git."""
-    def git(*args: str) -> str | None:
-        try:
-            proc = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return proc.stdout.strip() if proc.returncode == 0 else None
+    """Return the checkpoint event of the checkout (branch, HEAD, changed files), None outside git.
 
-    if git("rev-parse", "--is-inside-work-tree") != "true":
+    One ``git status --porcelain=v2 --branch -z`` gives all three (its ``# branch.oid`` and
+    ``# branch.head`` headers, then one entry per changed or untracked file; a rename names
+    its new path): the launcher's exit waits on it.
+    """
+    try:
+        proc = subprocess.run(["git", "-C", root, "status", "--porcelain=v2", "--branch", "-z",
+                               "--untracked-files=all"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    head = git("rev-parse", "--short=12", "HEAD") or "(no commit yet)"
-    branch = git("branch", "--show-current") or "(detached)"
-    status = git("status", "--porcelain=v1", "--untracked-files=all") or ""
-    changed = [line[3:] for line in status.splitlines() if len(line) > 3]
+    if proc.returncode != 0:
+        return None  # not a work tree (or git is missing)
+    head, branch, changed = "(no commit yet)", "(detached)", []
+    entries = iter(proc.stdout.decode("utf-8", "replace").split("\0"))
+    for entry in entries:
+        if entry.startswith("# branch.oid "):
+            oid = entry[len("# branch.oid "):]
+            head = oid[:12] if oid != "(initial)" else head
+        elif entry.startswith("# branch.head "):
+            branch = entry[len("# branch.head "):]
+        elif entry[:2] in ("1 ", "2 ", "u ", "? "):
+            fields = {"1": 8, "2": 9, "u": 10, "?": 1}[entry[0]]
+            parts = entry.split(" ", fields)
+            if len(parts) > fields:
+                changed.append(parts[fields])
+            if entry[0] == "2":
+                next(entries, None)  # a rename's original path comes as its own entry
     shown = ", ".join(changed[:50]) + (f" and {len(changed) - 50} more" if len(changed) > 50 else "")
     text = f"Git checkpoint after the {harness} run: branch {branch}, HEAD {head}, changed files: {shown or 'none'}"
     return {"role": "checkpoint", "text": text, "ts": None, "source_key": None}
@@ -346,17 +374,13 @@ def batches(items: list[dict[str, Any]], n: int = APPEND_BATCH) -> Iterator[list
         yield items[i:i + n]
 
 
-@dataclass
 class RunResult:
-    """What one ``aimem run`` did (printed on stderr at the end, JSON for tests)."""
+    """What one ``aimem run`` did (printed on stderr at the end)."""
 
-    run_id: str
-    workstream_id: str
-    harness: str
-    exit_code: int
-    appended: int = 0
-    dropped_marked: int = 0
-    state: str = "released"
+    def __init__(self, run_id: str, workstream_id: str, harness: str, exit_code: int, appended: int = 0,
+                 dropped_marked: int = 0, state: str = "released"):
+        self.run_id, self.workstream_id, self.harness, self.exit_code = run_id, workstream_id, harness, exit_code
+        self.appended, self.dropped_marked, self.state = appended, dropped_marked, state
 
 
 def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str | None,
@@ -373,15 +397,17 @@ def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str
     ident = resolve(cwd)
     root = ident.root or str(cwd)
     ingress = Ingress(url, token, ident)
-    run_id = uuid.uuid4().hex
-    opened = ingress.post("/hook/workstream/lease", {"action": "open", "run_id": run_id, "harness": harness,
-                                                     "cwd": str(cwd), "lease_s": lease_s})["run"]
+    run_id = os.urandom(16).hex()
+    base_env = dict(os.environ if env is None else env)
+    body: dict[str, Any] = {"action": "open", "run_id": run_id, "harness": harness, "cwd": str(cwd), "lease_s": lease_s}
+    if harness is None:  # the newest harness of the workstream that can start on this machine
+        body["usable"] = [h for h in HARNESSES if which(BINARIES[h], base_env.get("PATH"))]
+    opened = ingress.post("/hook/workstream/lease", body)["run"]
     harness = opened["harness"]
     lease = Lease(ingress, run_id, lease_s=lease_s, every_s=heartbeat_s)
-    base_env = dict(os.environ if env is None else env)
     home = home or Path(base_env.get("HOME") or Path.home())
     try:
-        binary = shutil.which(BINARIES[harness], path=base_env.get("PATH"))
+        binary = which(BINARIES[harness], base_env.get("PATH"))
         if binary is None:
             raise RunError(f"{BINARIES[harness]} ({harness}) is not on PATH")
         wired = None
@@ -390,21 +416,27 @@ def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str
                 print(f"aimem: wired {harness} into {path}", file=sys.stderr)
             wired = home
         argv, created = native_args(harness, args, opened.get("resume_session_id"))
-        note_checkout(client_dir, opened, ident, created or opened.get("resume_session_id"), wired=wired)
         lease.start()
         started = time.time()
         child_env = {**base_env, "AIMEM_RUN_ID": run_id, "AIMEM_WORKSTREAM_ID": opened["workstream"]["id"]}
         proc = subprocess.Popen([binary, *argv], cwd=cwd, env=child_env)
+        # The local registry is noted while the child starts (nothing of the child reads it).
+        note_checkout(client_dir, opened, ident, created or opened.get("resume_session_id"), wired=wired)
         while True:
             try:
                 code = proc.wait()
                 break
             except KeyboardInterrupt:  # Ctrl-C reaches the child too; wait for it to finish
                 continue
-        events, session, dropped = transcript_events(harness, home, root, started)
-        check = git_checkpoint(root, harness)
-        if check:
-            events.append(check)
+        check: list[dict[str, Any] | None] = []  # git runs while the transcripts are read
+        git = threading.Thread(target=lambda: check.append(git_checkpoint(root, harness)), name="aimem-git")
+        git.start()
+        try:
+            events, session, dropped = transcript_events(harness, home, root, started)
+        finally:
+            git.join()
+        if check and check[0]:
+            events.append(check[0])
         appended = 0
         for chunk in batches(events):
             got = ingress.post("/hook/workstream/append", {"run_id": run_id, "native_session_id": session,

@@ -43,7 +43,7 @@ def backup(
     to: Path = typer.Option(..., "--to", help="Where to write the .tar.gz."),
     server: str = ServerOpt, token: str = TokenOpt,
 ) -> None:
-    """Download a consistent backup (DB snapshot + wiki + config.toml) while the stack runs."""
+    """Download a consistent backup (DB snapshot + wiki + workstream ledger segments + config.toml) while the stack runs."""
     to = to.expanduser()
     if to.is_dir():
         to = to / f"aimem-backup-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}.tar.gz"
@@ -127,11 +127,15 @@ def _aimem_process(data_dir: Path) -> int | None:
 
 
 def verify_staged(staged: Path) -> dict[str, Any]:
-    """Open the staged store: integrity check, schema version, migrations, git repo.
+    """Open the staged store: integrity check, schema version, migrations, git repo; make
+    its workstream ledger segments (``raw/workstreams/``) match its rows
+    (``aimem_common.archive.reconcile_segments``: a segment appended after the snapshot is
+    dropped, one purged meanwhile or missing from an older archive is written from the rows).
 
     Raises:
         CliError: the snapshot is corrupt, newer than this release, or the wiki repo is broken.
     """
+    from aimem_common.archive import reconcile_segments
     from aimem_common.db.connect import open_writer
     from aimem_common.db.schema import SCHEMA_VERSION
 
@@ -153,7 +157,12 @@ def verify_staged(staged: Path) -> dict[str, Any]:
         conn = open_writer(db)  # applies pending migrations to the staged copy only
         pages = conn.execute("SELECT count(*) FROM pages WHERE is_latest = 1").fetchone()[0]
         conn.execute("PRAGMA journal_mode = DELETE")
-        conn.close()
+        try:
+            segments = reconcile_segments(staged, conn)
+        except OSError as exc:
+            raise CliError(f"cannot restore the workstream ledger segments: {exc}") from exc
+        finally:
+            conn.close()
     except sqlite3.Error as exc:
         raise CliError(f"cannot migrate the archive's database: {exc}") from exc
     wiki = staged / "wiki"
@@ -166,11 +175,11 @@ def verify_staged(staged: Path) -> dict[str, Any]:
                 repo.head.peel(pygit2.Commit)
         except (pygit2.GitError, KeyError) as exc:
             raise CliError(f"the archive's wiki repository is broken: {exc}") from exc
-    return {"pages": pages, "schema_version": max(version, SCHEMA_VERSION)}
+    return {"pages": pages, "schema_version": max(version, SCHEMA_VERSION), "segments": segments}
 
 
 def swap_in(data_dir: Path, staged: Path, stamp: str) -> None:
-    """Move the live wiki/, db/ (and config.toml) aside, the staged ones in, then drop the old.
+    """Move the live wiki/, db/, raw/ (and config.toml) aside, the staged ones in, then drop the old.
 
     Raises:
         CliError: a rename failed; moves already made are reversed, or, when that fails
@@ -178,7 +187,7 @@ def swap_in(data_dir: Path, staged: Path, stamp: str) -> None:
     """
     previous = data_dir / f".restore-previous-{stamp}"
     previous.mkdir()
-    names = [n for n in ("wiki", "db", "config.toml") if (staged / n).exists()]
+    names = [n for n in ("wiki", "db", "raw", "config.toml") if (staged / n).exists()]
     done: list[tuple[Path, Path]] = []
     try:
         for n in names:
@@ -268,7 +277,10 @@ def restore(
         fail(str(exc))
     finally:
         shutil.rmtree(staged, ignore_errors=True)
-    typer.echo(f"restored {source} into {ddir}: {info['pages']} pages, schema v{info['schema_version']}")
+    seg = info["segments"]
+    typer.echo(f"restored {source} into {ddir}: {info['pages']} pages, schema v{info['schema_version']}, "
+               f"{seg['kept'] + seg['rewritten']} workstream segment(s)"
+               + (f" ({seg['rewritten']} written back from the database)" if seg["rewritten"] else ""))
 
 
 def reindex(

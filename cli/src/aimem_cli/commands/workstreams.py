@@ -22,7 +22,8 @@ from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS
 
 RUN_HELP = (
     "Launch an agent CLI in this checkout's managed workstream.\n\n"
-    f"HARNESS is one of {', '.join(HARNESSES)}; left out, the newest harness of the workstream. "
+    f"HARNESS is one of {', '.join(HARNESSES)}; left out, the workstream's newest harness whose CLI is "
+    "on your PATH. "
     "Everything after `--` goes to the harness, e.g. `aimem run claude-code -- -p \"fix the test\"`.\n\n"
     "The run holds a renewable lease on the workstream (one run at a time; a killed launcher's lease "
     f"expires after {LEASE_SECONDS} s). Every hook of the child carries AIMEM_RUN_ID, so its session start "
@@ -65,7 +66,7 @@ def _launch(harness: str | None, args: list[str], lease_s: int, heartbeat_s: flo
 
 
 def run_cmd(
-    harness: str = typer.Argument(None, help=f"One of {', '.join(HARNESSES)}; default: the workstream's newest."),
+    harness: str = typer.Argument(None, help=f"One of {', '.join(HARNESSES)}; default: the workstream's newest one installed here."),
     args: list[str] = typer.Argument(None, help="Arguments for the harness, after `--`."),
     lease_s: int = typer.Option(LEASE_SECONDS, "--lease-seconds", min=5, max=600, help="Lease length."),
     heartbeat_s: float = typer.Option(HEARTBEAT_SECONDS, "--heartbeat-seconds", min=0.5, help="Renewal interval."),

@@ -5,11 +5,20 @@ Layout of a backup (a gzipped tarball)::
     aimem-backup.json     manifest: format, created_at, schema_version, counts
     db/memory.sqlite      a consistent snapshot (SQLite online backup API, journal=DELETE)
     wiki/...              the wiki tree including wiki/.git
+    raw/workstreams/<id>/<first>-<last>.jsonl
+                          the managed workstreams' ledger segments (``aimem run``)
     config.toml           when the data dir has one
 
 ``create_backup`` only *reads* the data dir (a ``mode=ro`` connection is the backup
 source), so the writer stays live and keeps accepting writes while it runs. ``extract_archive``
 refuses any entry outside that layout before anything is written.
+
+The ledger segments are copied after the DB snapshot: every segment a snapshot row names
+was written before its command committed, so it is on disk when the copy starts. A segment
+appended after the snapshot is copied too, and a segment a purge removed meanwhile is
+missing; ``reconcile_segments`` (run by a restore on the extracted copy) makes the folder
+match the restored rows again: it removes segments no row names and writes back, from the
+rows, any segment a row names that is missing (the rows hold the same sanitised text).
 """
 
 from __future__ import annotations
@@ -17,6 +26,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import shutil
 import sqlite3
 import tarfile
 from datetime import UTC, datetime
@@ -25,11 +36,15 @@ from typing import Any
 
 from aimem_common.db.connect import open_reader
 from aimem_common.errors import BadRequestError
+from aimem_common.workstreams import SEGMENT_FIELDS, SEGMENTS_DIR, segment_text
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "aimem-backup.json"
 DB_MEMBER = "db/memory.sqlite"
-_TOP_LEVEL = {"db", "wiki", "config.toml", MANIFEST_NAME}
+_TOP_LEVEL = {"db", "wiki", "raw", "config.toml", MANIFEST_NAME}
+_RAW_PARTS = tuple(PurePosixPath(SEGMENTS_DIR).parts)  # the only folder of raw/ a backup carries
+_SEGMENT_NAME = re.compile(r"^\d{10}-\d{10}\.jsonl$")
+_WORKSTREAM_ID = re.compile(r"^[0-9a-f]{32}$")
 _SKIP_SUFFIXES = (".lock",)  # git lock files of an in-flight commit: never restore them
 MAX_MEMBERS = 2_000_000
 
@@ -51,12 +66,36 @@ def snapshot_db(db_path: Path, dest: Path) -> dict[str, Any]:
                 "pages_latest": dst.execute("SELECT count(*) FROM pages WHERE is_latest = 1").fetchone()[0],
                 "sessions": dst.execute("SELECT count(*) FROM sessions").fetchone()[0],
                 "observations": dst.execute("SELECT count(*) FROM observations").fetchone()[0],
+                "workstream_events": _count(dst, "workstream_events"),
             }
         finally:
             dst.close()
     finally:
         src.close()
     return counts
+
+
+def _count(conn: sqlite3.Connection, table: str) -> int:
+    """Rows of ``table``, 0 when the snapshot's schema predates it."""
+    try:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def _segment_files(data_dir: Path) -> list[Path]:
+    """The ledger segments under ``<data_dir>/raw/workstreams/<id>/`` (regular files only,
+    names as the writer writes them; temporary files of an append in flight are left out)."""
+    root = data_dir / SEGMENTS_DIR
+    if not root.is_dir():
+        return []
+    out = []
+    for folder in sorted(root.iterdir()):
+        if not _WORKSTREAM_ID.match(folder.name) or folder.is_symlink() or not folder.is_dir():
+            continue
+        out += [p for p in sorted(folder.iterdir())
+                if _SEGMENT_NAME.match(p.name) and not p.is_symlink() and p.is_file()]
+    return out
 
 
 def _wiki_files(wiki: Path) -> list[Path]:
@@ -124,6 +163,11 @@ def create_backup(data_dir: Path, db_path: Path, out_path: Path, work_dir: Path)
                     tar.add(p, arcname=arc, recursive=False)
                 except FileNotFoundError:
                     continue
+            for p in _segment_files(data_dir):  # after the snapshot: see the module docstring
+                try:
+                    tar.add(p, arcname=p.relative_to(data_dir).as_posix(), recursive=False)
+                except FileNotFoundError:
+                    continue  # purged meanwhile: reconcile_segments writes it back from the rows
     finally:
         snap.unlink(missing_ok=True)
     return manifest
@@ -137,6 +181,8 @@ def _check_member(m: tarfile.TarInfo) -> None:
     if any(part in ("..", "") for part in p.parts) or "\x00" in name:
         raise BadRequestError(f"archive entry {name!r} escapes the data dir", code="bad_archive")
     if p.parts[0] not in _TOP_LEVEL:
+        raise BadRequestError(f"archive entry {name!r} is outside the backup layout", code="bad_archive")
+    if p.parts[0] == "raw" and p.parts[1:len(_RAW_PARTS)] != _RAW_PARTS[1:len(p.parts)]:
         raise BadRequestError(f"archive entry {name!r} is outside the backup layout", code="bad_archive")
     if not (m.isfile() or m.isdir()):
         raise BadRequestError(f"archive entry {name!r} is not a regular file or directory", code="bad_archive")
@@ -174,3 +220,50 @@ def extract_archive(archive: Path, dest: Path) -> dict[str, Any]:
         if manifest.get("format") != FORMAT_VERSION:
             raise BadRequestError(f"unknown backup format {manifest.get('format')!r}", code="bad_archive")
     return manifest
+
+
+def reconcile_segments(data_dir: Path, conn: sqlite3.Connection) -> dict[str, int]:
+    """Make ``<data_dir>/raw/workstreams/`` match the ledger rows of ``conn`` (a restore, on the
+    extracted copy before it is swapped in; see the module docstring).
+
+    Removes every file under it that no ``workstream_events`` row names (a segment appended
+    after the snapshot, one of a rolled-back command, anything else) and folders left empty;
+    writes back each segment a row names that is missing, from the rows. Returns ``{"kept",
+    "removed", "rewritten"}`` (files). A database without the ledger tables keeps nothing.
+    """
+    root = data_dir / SEGMENTS_DIR
+    try:
+        named = {(w, seg) for w, seg in conn.execute("SELECT DISTINCT workstream_id, segment FROM workstream_events")}
+    except sqlite3.OperationalError:
+        named = set()
+    out = {"kept": 0, "removed": 0, "rewritten": 0}
+    if root.is_dir():
+        for folder in sorted(root.iterdir()):
+            files = sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else [folder]
+            for p in files:
+                if p.parent == folder and (folder.name, p.name) in named and p.is_file() and not p.is_symlink():
+                    out["kept"] += 1
+                    continue
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+                out["removed"] += 1
+            if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+                folder.rmdir()
+    root.mkdir(parents=True, exist_ok=True)  # swapped in even when empty: no stale segments stay behind
+    cols = ", ".join(SEGMENT_FIELDS)
+    for wid, seg in sorted(named):
+        if not (_WORKSTREAM_ID.match(wid) and _SEGMENT_NAME.match(seg)):
+            continue  # not a name the writer gives: never a path to write to
+        path = root / wid / seg
+        if path.is_file():
+            continue
+        rows = [dict(zip(SEGMENT_FIELDS, r)) for r in conn.execute(
+            f"SELECT {cols} FROM workstream_events WHERE workstream_id = ? AND segment = ? ORDER BY seq", (wid, seg))]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{seg}.tmp")
+        tmp.write_text(segment_text(wid, rows), encoding="utf-8", errors="surrogatepass")
+        os.replace(tmp, path)
+        out["rewritten"] += 1
+    return out

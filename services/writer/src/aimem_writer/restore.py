@@ -14,7 +14,9 @@ no DB and no wiki yet):
      wiki lacks: the DB's version of those pages is written back into the wiki;
    * scopes whose ``_meta.md`` one side lacks are created on the other.
 
-   Then one git checkpoint records the result (and ``meta.wiki_commit``).
+   Then one git checkpoint records the result (and ``meta.wiki_commit``);
+4. the managed workstreams' ledger segments (``raw/workstreams/``), which neither replica
+   holds, are written from the restored rows (``aimem_common.archive.reconcile_segments``).
 
 With only a git remote the DB is rebuilt from the wiki (``reindex.rebuild``: sessions,
 observations and handoffs are then lost); with only a bucket the wiki is written from the DB.
@@ -35,6 +37,7 @@ from pathlib import Path
 import pygit2
 
 from aimem_common import wikifmt
+from aimem_common.archive import reconcile_segments
 from aimem_common.config import Settings, child_environ
 from aimem_common.read import scopes
 from aimem_common.db.connect import open_writer
@@ -66,6 +69,7 @@ class RestoreReport:
     written_back: list[str] = field(default_factory=list)  # DB → wiki
     scopes_created: int = 0
     final_commit: str | None = None
+    segments: dict[str, int] = field(default_factory=dict)  # workstream ledger files: kept/removed/rewritten
     seconds: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
@@ -173,6 +177,8 @@ def reconcile(settings: Settings, report: RestoreReport | None = None) -> Restor
                 report.reindexed += extra
         wiki.note_ops(Counter({"restore.reconcile": 1}))
         report.final_commit = applier.checkpoint("restore") or wiki.head()
+        # Neither replica holds the workstream ledger's segment files: write them from the rows.
+        report.segments = reconcile_segments(settings.data_dir, conn)
     finally:
         conn.close()
         lock.release()

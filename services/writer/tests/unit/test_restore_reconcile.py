@@ -119,3 +119,20 @@ def test_restore_refuses_a_running_writer_and_a_non_empty_data_dir(tmp_path, rem
         restore_from_replica(settings)
     assert exc.value.code == "data_dir_not_empty"
     assert (settings.wiki_dir / "stray.md").read_text() == "x"  # nothing touched
+
+
+def test_a_replica_restore_writes_the_ledger_segments_from_the_rows(wh, tmp_path, remote):
+    """Neither the git remote nor the DB replica holds ``raw/workstreams``: the rows do."""
+    wh.ok("page.write", {"path": "concepts/a.md", "body": "# A\n\npushed text\n"})
+    wh.ok("workstream.lease", {"action": "open", "run_id": "a" * 32, "harness": "codex", "cwd": "/w/repo"},
+          root="/w/repo")
+    got = wh.ok("workstream.append", {"run_id": "a" * 32, "events": [
+        {"role": "user", "text": "the quoll migration"}, {"role": "assistant", "text": "planned"}]})
+    c1 = wh.applier.checkpoint()
+    push_commit(wh.wiki.root, str(remote), c1, "main")
+    _snapshot(wh.conn, tmp_path / "snap.sqlite")
+
+    settings = _new_node(tmp_path, remote, tmp_path / "snap.sqlite")
+    report = reconcile(settings)
+    assert report.segments == {"kept": 0, "removed": 0, "rewritten": 1}
+    assert (settings.data_dir / got["segment"]).read_text() == (wh.settings.data_dir / got["segment"]).read_text()

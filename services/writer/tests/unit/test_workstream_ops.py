@@ -63,6 +63,19 @@ def test_lease_excludes_a_second_run_until_released_and_cancel_is_idempotent(wh)
     assert _open(wh, RUN_C, harness=None)["harness"] == "codex"
 
 
+def test_no_harness_named_takes_the_newest_one_the_launcher_can_start(wh) -> None:
+    _open(wh, RUN_A)
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A})
+    _open(wh, RUN_B, harness="codex")
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_B})
+    # codex is the newest, but its binary is not on this launcher's PATH: claude-code is taken.
+    assert _open(wh, RUN_C, harness=None, usable=["claude-code", "gemini-cli"])["harness"] == "claude-code"
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_C})
+    err = wh.err("workstream.lease", {"action": "open", "run_id": "d" * 32, "cwd": "/w/repo", "usable": ["gemini-cli"]},
+                 root="/w/repo", origin="github.com/acme/repo")
+    assert err["code"] == "no_harness" and err["data"]["harnesses"] == ["claude-code", "codex"]
+
+
 def test_a_lapsed_lease_expires_at_the_next_open(wh) -> None:
     _open(wh, RUN_A)
     wh.conn.execute("UPDATE managed_runs SET lease_expires_at = '2000-01-01T00:00:00Z' WHERE id = ?", (RUN_A,))

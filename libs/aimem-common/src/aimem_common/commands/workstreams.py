@@ -8,7 +8,7 @@ again in the writer).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,7 +26,9 @@ class WorkstreamLease(OpPayload):
 
     ``open`` creates the workstream when missing and refuses (409 ``workstream_leased``)
     while another run holds an unexpired lease; ``harness`` may be left out on ``open``
-    (the newest harness of the workstream is taken, 400 ``no_harness`` when there is none).
+    (the newest harness of the workstream is taken, 400 ``no_harness`` when there is none);
+    ``usable`` then names the harnesses the launcher can start on its machine (their binary
+    is on its PATH): the newest of those is taken, 400 ``no_harness`` when none is.
     """
 
     action: Literal["open", "renew", "release", "cancel"]
@@ -36,6 +38,7 @@ class WorkstreamLease(OpPayload):
     checkout_root: str | None = Field(None, max_length=4096)
     exit_code: int | None = None
     lease_s: int = Field(LEASE_SECONDS, ge=5, le=600)  # open/renew: how long the lease lasts
+    usable: list[Annotated[str, Field(pattern=HARNESS)]] | None = Field(None, max_length=16)
 
 
 class LedgerEvent(BaseModel):

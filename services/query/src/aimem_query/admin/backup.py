@@ -1,7 +1,8 @@
 """``GET /admin/backup``: a gzipped tarball of the live store, streamed back.
 
 The DB is copied with SQLite's online backup API from a read-only connection, so the
-writer stays live; the wiki tree (with ``.git``) and ``config.toml`` ride along
+writer stays live; the wiki tree (with ``.git``), the managed workstreams' ledger segments
+(``raw/workstreams/``) and ``config.toml`` ride along
 (``aimem_common.archive`` defines the layout). The archive is built in a temp dir and
 deleted once the response has been sent.
 """

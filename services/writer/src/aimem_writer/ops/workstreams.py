@@ -24,7 +24,6 @@ events (a harness is never handed back what it said).
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -33,7 +32,7 @@ from aimem_common.commands import Envelope
 from aimem_common.commands.workstreams import WorkstreamAppend, WorkstreamDeliver, WorkstreamLease, WorkstreamRename
 from aimem_common.errors import BadRequestError, ConflictError, NotFoundError
 from aimem_common.sanitize import storable
-from aimem_common.workstreams import contains_marker
+from aimem_common.workstreams import SEGMENTS_DIR, contains_marker, segment_name, segment_text
 
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
@@ -139,12 +138,17 @@ def _open(tx: Tx, cmd: WorkstreamLease) -> dict:
                                   "lease_expires_at": holder["lease_expires_at"]})
     harness = cmd.harness
     if harness is None:
-        newest = tx.conn.execute("SELECT harness FROM workstream_harnesses WHERE workstream_id = ?"
-                                 " ORDER BY last_run_at DESC, harness LIMIT 1", (ws["id"],)).fetchone()
-        if newest is None:
+        known = [r["harness"] for r in tx.conn.execute("SELECT harness FROM workstream_harnesses WHERE workstream_id = ?"
+                                                        " ORDER BY last_run_at DESC, harness", (ws["id"],))]
+        if not known:
             raise BadRequestError("this workstream has no harness yet: name one (aimem run claude-code)",
                                   code="no_harness", data={"workstream_id": ws["id"]})
-        harness = newest["harness"]
+        usable = [h for h in known if cmd.usable is None or h in cmd.usable]
+        if not usable:
+            raise BadRequestError(f"none of this workstream's harnesses ({', '.join(known)}) can be started here:"
+                                  " name one that is installed", code="no_harness",
+                                  data={"workstream_id": ws["id"], "harnesses": known})
+        harness = usable[0]
     tx.conn.execute(
         "INSERT INTO managed_runs(id, workstream_id, workspace_id, project_id, harness, cwd, state, started_at,"
         " renewed_at, lease_expires_at) VALUES (?, ?, ?, ?, ?, ?, 'active', ?, ?, ?)",
@@ -203,10 +207,9 @@ def workstream_append(tx: Tx, env: Envelope, cmd: WorkstreamAppend) -> dict:
     if not rows:
         return {"appended": 0, "first_seq": None, "last_seq": before, "skipped": skipped, "rejected": rejected,
                 "segment": None}
-    segment = f"{rows[0]['seq']:010d}-{seq:010d}.jsonl"
-    folder = tx.settings.data_dir / "raw" / "workstreams" / ws["id"]
-    atomic_write(folder / segment, "".join(json.dumps({"workstream": ws["id"], **r}, ensure_ascii=False) + "\n"
-                                           for r in rows))
+    segment = segment_name(rows[0]["seq"], seq)
+    folder = tx.settings.data_dir / SEGMENTS_DIR / ws["id"]
+    atomic_write(folder / segment, segment_text(ws["id"], rows))
     fsync_dir(folder)
     tx.conn.executemany(
         "INSERT INTO workstream_events(workstream_id, workspace_id, project_id, seq, harness, run_id, role, text, ts,"
@@ -220,7 +223,7 @@ def workstream_append(tx: Tx, env: Envelope, cmd: WorkstreamAppend) -> dict:
                     (seq, cmd.native_session_id, ws["id"], run["harness"], before))
     tx.emit("workstream.appended", {"workstream_id": ws["id"], "first_seq": rows[0]["seq"], "last_seq": seq})
     return {"appended": len(rows), "first_seq": rows[0]["seq"], "last_seq": seq, "skipped": skipped,
-            "rejected": rejected, "segment": f"raw/workstreams/{ws['id']}/{segment}"}
+            "rejected": rejected, "segment": f"{SEGMENTS_DIR}/{ws['id']}/{segment}"}
 
 
 @handler("workstream.deliver")
