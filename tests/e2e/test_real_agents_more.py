@@ -1,10 +1,12 @@
-"""The agents beyond the first three, as real binaries: Pi and Copilot CLI.
+"""The agents beyond the first three, as real binaries: Pi, Copilot CLI and OpenCode.
 
-Both run from npm (pinned in ``aimem_testing.agents.MORE_PINS``) in a throwaway HOME, against
+Each runs from npm (pinned in ``aimem_testing.agents.MORE_PINS`` and ``OPENCODE_PINS``) in a
+throwaway HOME, against
 the fake Anthropic Messages endpoint (``testing.fake_vendors``): Pi through a provider in
 ``~/.pi/agent/models.json``, Copilot CLI in its BYOK mode (``COPILOT_PROVIDER_BASE_URL``,
-``COPILOT_PROVIDER_TYPE=anthropic``, ``COPILOT_OFFLINE=1``: no GitHub login, no network).
-``aimem install-hooks --client pi`` writes the generated extension
+``COPILOT_PROVIDER_TYPE=anthropic``, ``COPILOT_OFFLINE=1``: no GitHub login, no network),
+OpenCode through its ``anthropic`` provider's ``baseURL`` (``OPENCODE_CONFIG_CONTENT``).
+``aimem install-hooks --client pi`` (``opencode``) writes the generated extension (plugin)
 (``aimem_cli.installers.extension``), which pipes every event into ``aimem hook``; Copilot's
 are command hooks in ``~/.copilot/hooks/aimem.json``. Everything else is real: the binaries'
 own hook runners, ``aimem hook``, ingress, NATS, the writer, SQLite, git, and Claude Code or
@@ -25,7 +27,8 @@ from pathlib import Path
 import pytest
 
 from aimem_common.natsserver import free_port
-from aimem_testing.agents import AgentsUnavailable, ensure_agents, ensure_more_agents, offline_env
+from aimem_testing.agents import (AgentsUnavailable, ensure_agents, ensure_more_agents, ensure_opencode,
+                                  offline_env, opencode_npm_env)
 from aimem_testing.fake_vendors import FakeVendor, Step
 from aimem_testing.probe import db_rows, wait_for
 from aimem_testing.stack import LocalStack
@@ -43,16 +46,6 @@ def bins() -> tuple[Path, Path]:
         return ensure_agents(), ensure_more_agents()
     except AgentsUnavailable as exc:  # a failure, not a skip: CI installs npm for this
         pytest.fail(f"the real agent CLIs are not installable here: {exc}")
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory) -> LocalStack:
-    base = tmp_path_factory.mktemp("stack")
-    stack = LocalStack(base / "data", base / "logs").start()
-    try:
-        yield stack
-    finally:
-        stack.stop()
 
 
 def _env(home: Path, bins: tuple[Path, Path], **extra: str) -> dict[str, str]:
@@ -248,3 +241,90 @@ def test_copilot_cli_session_in_a_subdirectory_hands_off_to_pi(bins, live, tmp_p
     _aimem(home, live, "uninstall-hooks", "--client", "copilot-cli")
     assert [p.name for p in mine.parent.iterdir()] == ["mine.json"] and mine.read_bytes() == before
     assert (home / ".copilot" / "config.json").read_bytes() == config
+
+
+@pytest.fixture(scope="module")
+def opencode_bin() -> Path:
+    """OpenCode's ``.bin`` (with the npm cache its own plugin-package install reads), installed on first use."""
+    try:
+        return ensure_opencode()
+    except AgentsUnavailable as exc:
+        pytest.fail(f"OpenCode is not installable here: {exc}")
+
+
+# What OpenCode itself writes into its config folder (the folder's own .gitignore lists them):
+# the install of its plugin package. Not the user's configuration, not aimem's.
+OPENCODE_STATE = (".gitignore", "package.json", "package-lock.json", "bun.lock", "node_modules/")
+
+
+def _opencode_snapshot(home: Path) -> dict[str, bytes]:
+    root = home / ".config" / "opencode"
+    files = {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file() or p.is_symlink()}
+    return {rel: p.read_bytes() for rel, p in files.items() if not rel.startswith(OPENCODE_STATE)}
+
+
+def _opencode(home: Path, bins: tuple[Path, Path], opencode_bin: Path, vendor: FakeVendor, cwd: Path,
+              prompt: str) -> subprocess.CompletedProcess:
+    """``opencode run`` with its ``anthropic`` provider at the fake (Messages API): models list,
+    autoupdate and LSP downloads off (they fetch from the network), its npm offline on the cache
+    ``ensure_opencode`` filled."""
+    provider = {"provider": {"anthropic": {"options": {"baseURL": f"{vendor.url}/v1", "apiKey": "test-not-a-real-key"}}}}
+    env = offline_env(home, [opencode_bin, bins[1], bins[0]], free_port(), OPENCODE_CONFIG_CONTENT=json.dumps(provider),
+                      OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_AUTOUPDATE="1",
+                      OPENCODE_DISABLE_LSP_DOWNLOAD="1", **opencode_npm_env())
+    # word by word: `opencode run` wraps an argument holding a space in double quotes
+    return _run([str(opencode_bin / "opencode"), "run", "--model", "anthropic/claude-sonnet-4-5", *prompt.split()],
+                cwd, env)
+
+
+def test_opencode_session_in_a_subdirectory_hands_off_to_claude_code(bins, opencode_bin, live, tmp_path):
+    """OpenCode in ``api/`` → its generated plugin pipes every hook through ``aimem hook`` → a
+    session page in the repository's project (the prompt, the failed command, the written file
+    relative to the root, the final message; the end sent by the plugin's ``dispose`` as the
+    process exits) → Claude Code at the root gets the handoff once; uninstalling leaves the
+    user's OpenCode config byte for byte."""
+    repo = tmp_path / "oc-repo"
+    (repo / "api").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    home = _home(tmp_path, "opencode", live)
+    config = home / ".config" / "opencode" / "opencode.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{\n  "$schema": "https://opencode.ai/config.json",\n  "autoupdate": false,\n  "share": "disabled"\n}\n')
+    before = _opencode_snapshot(home)
+
+    _aimem(home, live, "install-hooks", "--client", "opencode")
+    plugin = (home / ".config" / "opencode" / "plugins" / "aimem.ts").read_text()
+    assert "aimem-managed-extension" in plugin and 'const AGENT = "opencode"' in plugin
+    plan = [Step("shell", "ls missing_fixture_dir"), Step("write", str(repo / "api" / "retry.md"), "retries: 3\n"),
+            Step("text", FINAL)]
+    with FakeVendor(plan) as vendor:
+        out = _opencode(home, bins, opencode_bin, vendor, repo / "api", "Document the retry policy for the API")
+    assert FINAL in out.stdout and (repo / "api" / "retry.md").read_text() == "retries: 3\n", out.stdout + out.stderr
+    assert vendor.requests and all(p.startswith("/v1/messages") for p, _ in vendor.requests)
+
+    rows = lambda sql, args=(): db_rows(live.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
+    s = _ended(live, "opencode", "oc-repo")
+    assert s["session_id"].startswith("ses_")
+    page = s["page"]
+    assert "## Task\n\nDocument the retry policy for the API" in page
+    assert "`ls missing_fixture_dir`" in page and "No such file or directory" in page
+    assert "- api/retry.md" in page.split("## Files changed", 1)[1]
+    assert f"## Final message\n\n{FINAL}" in page
+
+    # Claude Code at the repository root: the handoff reaches its model once.
+    cc_home = _home(tmp_path, "claude-after-opencode", live)
+    _aimem(cc_home, live, "install-hooks", "--client", "claude-code")
+    env = _env(cc_home, bins, ANTHROPIC_API_KEY="sk-ant-test-not-a-real-key", DISABLE_AUTOUPDATER="1",
+               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1")
+    with FakeVendor([Step("text", "Picking up the retry policy.")]) as vendor:
+        claude = [str(bins[0] / "claude"), "-p", "Continue where the last session stopped", "--output-format", "text"]
+        _run(claude, repo, {**env, "ANTHROPIC_BASE_URL": vendor.url})
+        sent = json.dumps([b for p, b in vendor.requests if p.startswith("/v1/messages")])
+    assert s["session_id"] in sent and "Document the retry policy for the API" in sent
+    [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (s["session_id"],))
+    assert (h["status"], h["accepted_by"]) == ("accepted", "claude-code")
+
+    # Uninstall: the user's OpenCode config is as it was (OpenCode's own package install aside).
+    _aimem(home, live, "uninstall-hooks", "--client", "opencode")
+    assert _opencode_snapshot(home) == before
+    assert not (home / ".config" / "opencode" / "plugins").exists()

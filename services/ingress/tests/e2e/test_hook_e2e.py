@@ -116,7 +116,7 @@ def test_every_fixture_through_the_real_path(stack, settings, tmp_path):
 
 
 def opencode_envelope(path: Path, raw: dict) -> dict:
-    """The plugin's envelope (installers/opencode.py) around a raw (input, output) fixture."""
+    """The generated plugin's envelope (aimem_common.clients.opencode) around a raw (input, output) fixture."""
     stem = path.stem
     if stem.startswith("event."):
         env = {"event": raw["event"]["type"], "input": raw, "output": None}
