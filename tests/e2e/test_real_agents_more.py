@@ -281,8 +281,8 @@ def test_opencode_session_in_a_subdirectory_hands_off_to_claude_code(bins, openc
     """OpenCode in ``api/`` → its generated plugin pipes every hook through ``aimem hook`` → a
     session page in the repository's project (the prompt, the failed command, the written file
     relative to the root, the final message; the end sent by the plugin's ``dispose`` as the
-    process exits) → Claude Code at the root gets the handoff once; uninstalling leaves the
-    user's OpenCode config byte for byte."""
+    process exits) → Claude Code at the root gets the handoff once → OpenCode again gets Claude
+    Code's in its system prompt; uninstalling leaves the user's OpenCode config byte for byte."""
     repo = tmp_path / "oc-repo"
     (repo / "api").mkdir(parents=True)
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -323,6 +323,19 @@ def test_opencode_session_in_a_subdirectory_hands_off_to_claude_code(bins, openc
     assert s["session_id"] in sent and "Document the retry policy for the API" in sent
     [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (s["session_id"],))
     assert (h["status"], h["accepted_by"]) == ("accepted", "claude-code")
+
+    # OpenCode again, at the root: Claude Code's handoff is in the system prompt of its model
+    # calls (the plugin's session start → `experimental.chat.system.transform`).
+    cc = wait_for(lambda: next(iter(rows(
+        "SELECT s.session_id FROM sessions s JOIN projects p ON p.id = s.project_id JOIN handoffs h"
+        " ON h.from_session_id = s.session_id WHERE s.agent = 'claude-code' AND p.name = 'oc-repo'")), None),
+        timeout_s=90, what="Claude Code's handoff")
+    with FakeVendor([Step("text", "Picking up where Claude Code stopped.")]) as vendor:
+        _opencode(home, bins, opencode_bin, vendor, repo, "Continue where the last session stopped")
+        first = next(b for p, b in vendor.requests if p.startswith("/v1/messages") and b.get("tools"))
+    assert cc["session_id"] in json.dumps(first["system"])
+    [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (cc["session_id"],))
+    assert (h["status"], h["accepted_by"]) == ("accepted", "opencode")
 
     # Uninstall: the user's OpenCode config is as it was (OpenCode's own package install aside).
     _aimem(home, live, "uninstall-hooks", "--client", "opencode")
