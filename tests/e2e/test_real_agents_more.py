@@ -90,6 +90,46 @@ def _ended(stack: LocalStack, agent: str, project: str) -> dict:
     return s
 
 
+def _repository(root: Path, name: str) -> Path:
+    """A fresh git repository ``root/name`` with an empty ``api/`` subdirectory."""
+    repo = root / name
+    (repo / "api").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return repo
+
+
+def _journey_plan(repo: Path) -> list[Step]:
+    """The first session's model turns: a command that fails, a file written in ``api/``, a final message."""
+    return [Step("shell", "ls missing_fixture_dir"), Step("write", str(repo / "api" / "retry.md"), "retries: 3\n"),
+            Step("text", FINAL)]
+
+
+def _check_page(page: str) -> None:
+    """The session page of the journey's first session: the task, the failed command, the file
+    written (relative to the repository root) and the final message."""
+    assert "## Task\n\nDocument the retry policy for the API" in page
+    assert "`ls missing_fixture_dir`" in page and "No such file or directory" in page
+    assert "- api/retry.md" in page.split("## Files changed", 1)[1]
+    assert f"## Final message\n\n{FINAL}" in page
+
+
+def _claude_code_takes_the_handoff(root: Path, bins: tuple[Path, Path], stack: LocalStack, repo: Path,
+                                   session_id: str) -> None:
+    """Claude Code at ``repo``'s root: ``session_id``'s handoff reaches its model, and is accepted once."""
+    home = _home(root, "claude", stack)
+    _aimem(home, stack, "install-hooks", "--client", "claude-code")
+    env = _env(home, bins, ANTHROPIC_API_KEY="sk-ant-test-not-a-real-key", DISABLE_AUTOUPDATER="1",
+               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1")
+    with FakeVendor([Step("text", "Picking up the retry policy.")]) as vendor:
+        claude = [str(bins[0] / "claude"), "-p", "Continue where the last session stopped", "--output-format", "text"]
+        _run(claude, repo, {**env, "ANTHROPIC_BASE_URL": vendor.url})
+        sent = json.dumps([b for p, b in vendor.requests if p.startswith("/v1/messages")])
+    assert session_id in sent and "Document the retry policy for the API" in sent
+    [h] = db_rows(stack.data_dir / "db" / "memory.sqlite",
+                  "SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (session_id,))
+    assert (h["status"], h["accepted_by"]) == ("accepted", "claude-code")
+
+
 def _pi_models(home: Path, vendor: FakeVendor) -> None:
     """A custom provider at the fake (Pi's docs/models.md: ``api: anthropic-messages``)."""
     path = home / ".pi" / "agent" / "models.json"
@@ -117,9 +157,7 @@ def test_pi_session_in_a_subdirectory_hands_off_to_claude_code(bins, live, tmp_p
     """Pi in ``api/`` → a session page in the repository's project (the prompt, the failed
     command, the written file relative to the root, the final message) → Claude Code at the
     root gets the handoff once; uninstalling Pi's hooks leaves its folder byte for byte."""
-    repo = tmp_path / "pi-repo"
-    (repo / "api").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = _repository(tmp_path, "pi-repo")
     home = _home(tmp_path, "pi", live)
     (home / ".pi" / "agent").mkdir(parents=True)
     (home / ".pi" / "agent" / "settings.json").write_text('{"theme": "dark"}\n')  # the user's own
@@ -128,35 +166,18 @@ def test_pi_session_in_a_subdirectory_hands_off_to_claude_code(bins, live, tmp_p
     _aimem(home, live, "install-hooks", "--client", "pi")
     ext = (home / ".pi" / "agent" / "extensions" / "aimem.ts").read_text()
     assert "aimem-managed-extension" in ext and '"--agent", AGENT' in ext
-    plan = [Step("shell", "ls missing_fixture_dir"), Step("write", str(repo / "api" / "retry.md"), "retries: 3\n"),
-            Step("text", FINAL)]
-    with FakeVendor(plan) as vendor:
+    with FakeVendor(_journey_plan(repo)) as vendor:
         _pi_models(home, vendor)
         before = {**before, **{k: v for k, v in _snapshot(home / ".pi").items() if k.endswith("models.json")}}
         out = _pi(home, bins, repo / "api", "Document the retry policy for the API")
     assert FINAL in out.stdout and (repo / "api" / "retry.md").read_text() == "retries: 3\n"
     assert vendor.requests and all(p.startswith("/v1/messages") for p, _ in vendor.requests)
 
-    rows = lambda sql, args=(): db_rows(live.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
     s = _ended(live, "pi", "pi-repo")
-    page = s["page"]
-    assert "## Task\n\nDocument the retry policy for the API" in page
-    assert "`ls missing_fixture_dir`" in page and "No such file or directory" in page
-    assert "- api/retry.md" in page.split("## Files changed", 1)[1]
-    assert f"## Final message\n\n{FINAL}" in page
+    _check_page(s["page"])
 
     # Claude Code at the repository root: the handoff reaches its model once.
-    cc_home = _home(tmp_path, "claude", live)
-    _aimem(cc_home, live, "install-hooks", "--client", "claude-code")
-    env = _env(cc_home, bins, ANTHROPIC_API_KEY="sk-ant-test-not-a-real-key", DISABLE_AUTOUPDATER="1",
-               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1")
-    with FakeVendor([Step("text", "Picking up the retry policy.")]) as vendor:
-        claude = [str(bins[0] / "claude"), "-p", "Continue where the last session stopped", "--output-format", "text"]
-        _run(claude, repo, {**env, "ANTHROPIC_BASE_URL": vendor.url})
-        sent = json.dumps([b for p, b in vendor.requests if p.startswith("/v1/messages")])
-    assert s["session_id"] in sent and "Document the retry policy for the API" in sent
-    [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (s["session_id"],))
-    assert (h["status"], h["accepted_by"]) == ("accepted", "claude-code")
+    _claude_code_takes_the_handoff(tmp_path / "claude", bins, live, repo, s["session_id"])
 
     # Uninstall: Pi's folder is as it was (the user's settings and models untouched).
     _aimem(home, live, "uninstall-hooks", "--client", "pi")
@@ -198,9 +219,7 @@ def test_copilot_cli_session_in_a_subdirectory_hands_off_to_pi(bins, live, tmp_p
     """Copilot CLI (BYOK, offline) in ``api/`` → a session page in the repository's project →
     Pi at the root gets the handoff in its system prompt once; uninstalling Copilot's hooks
     leaves the user's Copilot files byte for byte."""
-    repo = tmp_path / "copilot-repo"
-    (repo / "api").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = _repository(tmp_path, "copilot-repo")
     home = _home(tmp_path, "copilot", live)
     mine = home / ".copilot" / "hooks" / "mine.json"
     mine.parent.mkdir(parents=True)
@@ -210,9 +229,7 @@ def test_copilot_cli_session_in_a_subdirectory_hands_off_to_pi(bins, live, tmp_p
 
     _aimem(home, live, "install-hooks", "--client", "copilot-cli")
     assert (home / ".copilot" / "hooks" / "aimem.json").is_file()
-    plan = [Step("shell", "ls missing_fixture_dir"), Step("write", str(repo / "api" / "retry.md"), "retries: 3\n"),
-            Step("text", FINAL)]
-    with FakeVendor(plan) as vendor:
+    with FakeVendor(_journey_plan(repo)) as vendor:
         out = _copilot(home, bins, vendor, repo / "api", "Document the retry policy for the API")
     assert (repo / "api" / "retry.md").read_text() == "retries: 3\n", out.stdout
     assert vendor.requests and all(p.startswith("/v1/messages") for p, _ in vendor.requests)
@@ -283,9 +300,7 @@ def test_opencode_session_in_a_subdirectory_hands_off_to_claude_code(bins, openc
     relative to the root, the final message; the end sent by the plugin's ``dispose`` as the
     process exits) → Claude Code at the root gets the handoff once → OpenCode again gets Claude
     Code's in its system prompt; uninstalling leaves the user's OpenCode config byte for byte."""
-    repo = tmp_path / "oc-repo"
-    (repo / "api").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = _repository(tmp_path, "oc-repo")
     home = _home(tmp_path, "opencode", live)
     config = home / ".config" / "opencode" / "opencode.json"
     config.parent.mkdir(parents=True)
@@ -295,9 +310,7 @@ def test_opencode_session_in_a_subdirectory_hands_off_to_claude_code(bins, openc
     _aimem(home, live, "install-hooks", "--client", "opencode")
     plugin = (home / ".config" / "opencode" / "plugins" / "aimem.ts").read_text()
     assert "aimem-managed-extension" in plugin and 'const AGENT = "opencode"' in plugin
-    plan = [Step("shell", "ls missing_fixture_dir"), Step("write", str(repo / "api" / "retry.md"), "retries: 3\n"),
-            Step("text", FINAL)]
-    with FakeVendor(plan) as vendor:
+    with FakeVendor(_journey_plan(repo)) as vendor:
         out = _opencode(home, bins, opencode_bin, vendor, repo / "api", "Document the retry policy for the API")
     assert FINAL in out.stdout and (repo / "api" / "retry.md").read_text() == "retries: 3\n", out.stdout + out.stderr
     assert vendor.requests and all(p.startswith("/v1/messages") for p, _ in vendor.requests)
@@ -305,24 +318,10 @@ def test_opencode_session_in_a_subdirectory_hands_off_to_claude_code(bins, openc
     rows = lambda sql, args=(): db_rows(live.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
     s = _ended(live, "opencode", "oc-repo")
     assert s["session_id"].startswith("ses_")
-    page = s["page"]
-    assert "## Task\n\nDocument the retry policy for the API" in page
-    assert "`ls missing_fixture_dir`" in page and "No such file or directory" in page
-    assert "- api/retry.md" in page.split("## Files changed", 1)[1]
-    assert f"## Final message\n\n{FINAL}" in page
+    _check_page(s["page"])
 
     # Claude Code at the repository root: the handoff reaches its model once.
-    cc_home = _home(tmp_path, "claude-after-opencode", live)
-    _aimem(cc_home, live, "install-hooks", "--client", "claude-code")
-    env = _env(cc_home, bins, ANTHROPIC_API_KEY="sk-ant-test-not-a-real-key", DISABLE_AUTOUPDATER="1",
-               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1")
-    with FakeVendor([Step("text", "Picking up the retry policy.")]) as vendor:
-        claude = [str(bins[0] / "claude"), "-p", "Continue where the last session stopped", "--output-format", "text"]
-        _run(claude, repo, {**env, "ANTHROPIC_BASE_URL": vendor.url})
-        sent = json.dumps([b for p, b in vendor.requests if p.startswith("/v1/messages")])
-    assert s["session_id"] in sent and "Document the retry policy for the API" in sent
-    [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (s["session_id"],))
-    assert (h["status"], h["accepted_by"]) == ("accepted", "claude-code")
+    _claude_code_takes_the_handoff(tmp_path / "claude-after-opencode", bins, live, repo, s["session_id"])
 
     # OpenCode again, at the root: Claude Code's handoff is in the system prompt of its model
     # calls (the plugin's session start → `experimental.chat.system.transform`).

@@ -86,7 +86,7 @@ def test_every_fixture_through_the_real_path(stack, settings, tmp_path):
     for path in files:
         agent = path.parent.name
         raw = path.read_bytes()
-        if agent == "opencode":  # what the generated plugin POSTs: its envelope around the hook args
+        if agent == "opencode":  # what the generated plugin pipes into `aimem hook`: its envelope around the hook args
             raw = json.dumps(opencode_envelope(path, json.loads(raw))).encode()
         proc = hook(tmp_path / "client", url, agent, raw)
         assert proc.returncode == 0, proc.stderr
