@@ -37,7 +37,7 @@ def start_without_source(client: Client, session_id: str, cwd: Path) -> str:
 
 def opencode(url: str, event: str, session_id: str, directory: Path, *, parent: str | None = None,
              context: bool = False, **input_: Any) -> httpx.Response:
-    """Post what the generated OpenCode plugin posts for a bus event (``session.created`` …)."""
+    """Post the envelope the generated OpenCode plugin sends for a bus event (``session.created`` …)."""
     info: dict[str, Any] = {"id": session_id, "directory": str(directory), "title": "t",
                             "time": {"created": int(time.time() * 1000)}}
     if parent:

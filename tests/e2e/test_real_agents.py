@@ -47,17 +47,6 @@ def agents_bin() -> Path:
         pytest.fail(f"the real agent CLIs are not installable here: {exc}")
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory) -> LocalStack:
-    """One stack for the module (each test uses its own repository, so its own project)."""
-    base = tmp_path_factory.mktemp("stack")
-    stack = LocalStack(base / "data", base / "logs").start()
-    try:
-        yield stack
-    finally:
-        stack.stop()
-
-
 class Agent:
     """A throwaway HOME wired with ``aimem install-hooks`` and the client's fake-model settings."""
 

@@ -1,10 +1,12 @@
-"""The agents beyond the first three, as real binaries: Pi and Copilot CLI.
+"""The agents beyond the first three, as real binaries: Pi, Copilot CLI and OpenCode.
 
-Both run from npm (pinned in ``aimem_testing.agents.MORE_PINS``) in a throwaway HOME, against
+Each runs from npm (pinned in ``aimem_testing.agents.MORE_PINS`` and ``OPENCODE_PINS``) in a
+throwaway HOME, against
 the fake Anthropic Messages endpoint (``testing.fake_vendors``): Pi through a provider in
 ``~/.pi/agent/models.json``, Copilot CLI in its BYOK mode (``COPILOT_PROVIDER_BASE_URL``,
-``COPILOT_PROVIDER_TYPE=anthropic``, ``COPILOT_OFFLINE=1``: no GitHub login, no network).
-``aimem install-hooks --client pi`` writes the generated extension
+``COPILOT_PROVIDER_TYPE=anthropic``, ``COPILOT_OFFLINE=1``: no GitHub login, no network),
+OpenCode through its ``anthropic`` provider's ``baseURL`` (``OPENCODE_CONFIG_CONTENT``).
+``aimem install-hooks --client pi`` (``opencode``) writes the generated extension (plugin)
 (``aimem_cli.installers.extension``), which pipes every event into ``aimem hook``; Copilot's
 are command hooks in ``~/.copilot/hooks/aimem.json``. Everything else is real: the binaries'
 own hook runners, ``aimem hook``, ingress, NATS, the writer, SQLite, git, and Claude Code or
@@ -25,7 +27,8 @@ from pathlib import Path
 import pytest
 
 from aimem_common.natsserver import free_port
-from aimem_testing.agents import AgentsUnavailable, ensure_agents, ensure_more_agents, offline_env
+from aimem_testing.agents import (AgentsUnavailable, ensure_agents, ensure_more_agents, ensure_opencode,
+                                  offline_env, opencode_npm_env)
 from aimem_testing.fake_vendors import FakeVendor, Step
 from aimem_testing.probe import db_rows, wait_for
 from aimem_testing.stack import LocalStack
@@ -43,16 +46,6 @@ def bins() -> tuple[Path, Path]:
         return ensure_agents(), ensure_more_agents()
     except AgentsUnavailable as exc:  # a failure, not a skip: CI installs npm for this
         pytest.fail(f"the real agent CLIs are not installable here: {exc}")
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory) -> LocalStack:
-    base = tmp_path_factory.mktemp("stack")
-    stack = LocalStack(base / "data", base / "logs").start()
-    try:
-        yield stack
-    finally:
-        stack.stop()
 
 
 def _env(home: Path, bins: tuple[Path, Path], **extra: str) -> dict[str, str]:
@@ -97,6 +90,46 @@ def _ended(stack: LocalStack, agent: str, project: str) -> dict:
     return s
 
 
+def _repository(root: Path, name: str) -> Path:
+    """A fresh git repository ``root/name`` with an empty ``api/`` subdirectory."""
+    repo = root / name
+    (repo / "api").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return repo
+
+
+def _journey_plan(repo: Path) -> list[Step]:
+    """The first session's model turns: a command that fails, a file written in ``api/``, a final message."""
+    return [Step("shell", "ls missing_fixture_dir"), Step("write", str(repo / "api" / "retry.md"), "retries: 3\n"),
+            Step("text", FINAL)]
+
+
+def _check_page(page: str) -> None:
+    """The session page of the journey's first session: the task, the failed command, the file
+    written (relative to the repository root) and the final message."""
+    assert "## Task\n\nDocument the retry policy for the API" in page
+    assert "`ls missing_fixture_dir`" in page and "No such file or directory" in page
+    assert "- api/retry.md" in page.split("## Files changed", 1)[1]
+    assert f"## Final message\n\n{FINAL}" in page
+
+
+def _claude_code_takes_the_handoff(root: Path, bins: tuple[Path, Path], stack: LocalStack, repo: Path,
+                                   session_id: str) -> None:
+    """Claude Code at ``repo``'s root: ``session_id``'s handoff reaches its model, and is accepted once."""
+    home = _home(root, "claude", stack)
+    _aimem(home, stack, "install-hooks", "--client", "claude-code")
+    env = _env(home, bins, ANTHROPIC_API_KEY="sk-ant-test-not-a-real-key", DISABLE_AUTOUPDATER="1",
+               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1")
+    with FakeVendor([Step("text", "Picking up the retry policy.")]) as vendor:
+        claude = [str(bins[0] / "claude"), "-p", "Continue where the last session stopped", "--output-format", "text"]
+        _run(claude, repo, {**env, "ANTHROPIC_BASE_URL": vendor.url})
+        sent = json.dumps([b for p, b in vendor.requests if p.startswith("/v1/messages")])
+    assert session_id in sent and "Document the retry policy for the API" in sent
+    [h] = db_rows(stack.data_dir / "db" / "memory.sqlite",
+                  "SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (session_id,))
+    assert (h["status"], h["accepted_by"]) == ("accepted", "claude-code")
+
+
 def _pi_models(home: Path, vendor: FakeVendor) -> None:
     """A custom provider at the fake (Pi's docs/models.md: ``api: anthropic-messages``)."""
     path = home / ".pi" / "agent" / "models.json"
@@ -124,9 +157,7 @@ def test_pi_session_in_a_subdirectory_hands_off_to_claude_code(bins, live, tmp_p
     """Pi in ``api/`` → a session page in the repository's project (the prompt, the failed
     command, the written file relative to the root, the final message) → Claude Code at the
     root gets the handoff once; uninstalling Pi's hooks leaves its folder byte for byte."""
-    repo = tmp_path / "pi-repo"
-    (repo / "api").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = _repository(tmp_path, "pi-repo")
     home = _home(tmp_path, "pi", live)
     (home / ".pi" / "agent").mkdir(parents=True)
     (home / ".pi" / "agent" / "settings.json").write_text('{"theme": "dark"}\n')  # the user's own
@@ -135,35 +166,18 @@ def test_pi_session_in_a_subdirectory_hands_off_to_claude_code(bins, live, tmp_p
     _aimem(home, live, "install-hooks", "--client", "pi")
     ext = (home / ".pi" / "agent" / "extensions" / "aimem.ts").read_text()
     assert "aimem-managed-extension" in ext and '"--agent", AGENT' in ext
-    plan = [Step("shell", "ls missing_fixture_dir"), Step("write", str(repo / "api" / "retry.md"), "retries: 3\n"),
-            Step("text", FINAL)]
-    with FakeVendor(plan) as vendor:
+    with FakeVendor(_journey_plan(repo)) as vendor:
         _pi_models(home, vendor)
         before = {**before, **{k: v for k, v in _snapshot(home / ".pi").items() if k.endswith("models.json")}}
         out = _pi(home, bins, repo / "api", "Document the retry policy for the API")
     assert FINAL in out.stdout and (repo / "api" / "retry.md").read_text() == "retries: 3\n"
     assert vendor.requests and all(p.startswith("/v1/messages") for p, _ in vendor.requests)
 
-    rows = lambda sql, args=(): db_rows(live.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
     s = _ended(live, "pi", "pi-repo")
-    page = s["page"]
-    assert "## Task\n\nDocument the retry policy for the API" in page
-    assert "`ls missing_fixture_dir`" in page and "No such file or directory" in page
-    assert "- api/retry.md" in page.split("## Files changed", 1)[1]
-    assert f"## Final message\n\n{FINAL}" in page
+    _check_page(s["page"])
 
     # Claude Code at the repository root: the handoff reaches its model once.
-    cc_home = _home(tmp_path, "claude", live)
-    _aimem(cc_home, live, "install-hooks", "--client", "claude-code")
-    env = _env(cc_home, bins, ANTHROPIC_API_KEY="sk-ant-test-not-a-real-key", DISABLE_AUTOUPDATER="1",
-               CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1")
-    with FakeVendor([Step("text", "Picking up the retry policy.")]) as vendor:
-        claude = [str(bins[0] / "claude"), "-p", "Continue where the last session stopped", "--output-format", "text"]
-        _run(claude, repo, {**env, "ANTHROPIC_BASE_URL": vendor.url})
-        sent = json.dumps([b for p, b in vendor.requests if p.startswith("/v1/messages")])
-    assert s["session_id"] in sent and "Document the retry policy for the API" in sent
-    [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (s["session_id"],))
-    assert (h["status"], h["accepted_by"]) == ("accepted", "claude-code")
+    _claude_code_takes_the_handoff(tmp_path / "claude", bins, live, repo, s["session_id"])
 
     # Uninstall: Pi's folder is as it was (the user's settings and models untouched).
     _aimem(home, live, "uninstall-hooks", "--client", "pi")
@@ -205,9 +219,7 @@ def test_copilot_cli_session_in_a_subdirectory_hands_off_to_pi(bins, live, tmp_p
     """Copilot CLI (BYOK, offline) in ``api/`` → a session page in the repository's project →
     Pi at the root gets the handoff in its system prompt once; uninstalling Copilot's hooks
     leaves the user's Copilot files byte for byte."""
-    repo = tmp_path / "copilot-repo"
-    (repo / "api").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = _repository(tmp_path, "copilot-repo")
     home = _home(tmp_path, "copilot", live)
     mine = home / ".copilot" / "hooks" / "mine.json"
     mine.parent.mkdir(parents=True)
@@ -217,9 +229,7 @@ def test_copilot_cli_session_in_a_subdirectory_hands_off_to_pi(bins, live, tmp_p
 
     _aimem(home, live, "install-hooks", "--client", "copilot-cli")
     assert (home / ".copilot" / "hooks" / "aimem.json").is_file()
-    plan = [Step("shell", "ls missing_fixture_dir"), Step("write", str(repo / "api" / "retry.md"), "retries: 3\n"),
-            Step("text", FINAL)]
-    with FakeVendor(plan) as vendor:
+    with FakeVendor(_journey_plan(repo)) as vendor:
         out = _copilot(home, bins, vendor, repo / "api", "Document the retry policy for the API")
     assert (repo / "api" / "retry.md").read_text() == "retries: 3\n", out.stdout
     assert vendor.requests and all(p.startswith("/v1/messages") for p, _ in vendor.requests)
@@ -248,3 +258,85 @@ def test_copilot_cli_session_in_a_subdirectory_hands_off_to_pi(bins, live, tmp_p
     _aimem(home, live, "uninstall-hooks", "--client", "copilot-cli")
     assert [p.name for p in mine.parent.iterdir()] == ["mine.json"] and mine.read_bytes() == before
     assert (home / ".copilot" / "config.json").read_bytes() == config
+
+
+@pytest.fixture(scope="module")
+def opencode_bin() -> Path:
+    """OpenCode's ``.bin`` (with the npm cache its own plugin-package install reads), installed on first use."""
+    try:
+        return ensure_opencode()
+    except AgentsUnavailable as exc:
+        pytest.fail(f"OpenCode is not installable here: {exc}")
+
+
+# What OpenCode itself writes into its config folder (the folder's own .gitignore lists them):
+# the install of its plugin package. Not the user's configuration, not aimem's.
+OPENCODE_STATE = (".gitignore", "package.json", "package-lock.json", "bun.lock", "node_modules/")
+
+
+def _opencode_snapshot(home: Path) -> dict[str, bytes]:
+    root = home / ".config" / "opencode"
+    files = {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file() or p.is_symlink()}
+    return {rel: p.read_bytes() for rel, p in files.items() if not rel.startswith(OPENCODE_STATE)}
+
+
+def _opencode(home: Path, bins: tuple[Path, Path], opencode_bin: Path, vendor: FakeVendor, cwd: Path,
+              prompt: str) -> subprocess.CompletedProcess:
+    """``opencode run`` with its ``anthropic`` provider at the fake (Messages API): models list,
+    autoupdate and LSP downloads off (they fetch from the network), its npm offline on the cache
+    ``ensure_opencode`` filled."""
+    provider = {"provider": {"anthropic": {"options": {"baseURL": f"{vendor.url}/v1", "apiKey": "test-not-a-real-key"}}}}
+    env = offline_env(home, [opencode_bin, bins[1], bins[0]], free_port(), OPENCODE_CONFIG_CONTENT=json.dumps(provider),
+                      OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_AUTOUPDATE="1",
+                      OPENCODE_DISABLE_LSP_DOWNLOAD="1", **opencode_npm_env())
+    # word by word: `opencode run` wraps an argument holding a space in double quotes
+    return _run([str(opencode_bin / "opencode"), "run", "--model", "anthropic/claude-sonnet-4-5", *prompt.split()],
+                cwd, env)
+
+
+def test_opencode_session_in_a_subdirectory_hands_off_to_claude_code(bins, opencode_bin, live, tmp_path):
+    """OpenCode in ``api/`` → its generated plugin pipes every hook through ``aimem hook`` → a
+    session page in the repository's project (the prompt, the failed command, the written file
+    relative to the root, the final message; the end sent by the plugin's ``dispose`` as the
+    process exits) → Claude Code at the root gets the handoff once → OpenCode again gets Claude
+    Code's in its system prompt; uninstalling leaves the user's OpenCode config byte for byte."""
+    repo = _repository(tmp_path, "oc-repo")
+    home = _home(tmp_path, "opencode", live)
+    config = home / ".config" / "opencode" / "opencode.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{\n  "$schema": "https://opencode.ai/config.json",\n  "autoupdate": false,\n  "share": "disabled"\n}\n')
+    before = _opencode_snapshot(home)
+
+    _aimem(home, live, "install-hooks", "--client", "opencode")
+    plugin = (home / ".config" / "opencode" / "plugins" / "aimem.ts").read_text()
+    assert "aimem-managed-extension" in plugin and 'const AGENT = "opencode"' in plugin
+    with FakeVendor(_journey_plan(repo)) as vendor:
+        out = _opencode(home, bins, opencode_bin, vendor, repo / "api", "Document the retry policy for the API")
+    assert FINAL in out.stdout and (repo / "api" / "retry.md").read_text() == "retries: 3\n", out.stdout + out.stderr
+    assert vendor.requests and all(p.startswith("/v1/messages") for p, _ in vendor.requests)
+
+    rows = lambda sql, args=(): db_rows(live.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
+    s = _ended(live, "opencode", "oc-repo")
+    assert s["session_id"].startswith("ses_")
+    _check_page(s["page"])
+
+    # Claude Code at the repository root: the handoff reaches its model once.
+    _claude_code_takes_the_handoff(tmp_path / "claude-after-opencode", bins, live, repo, s["session_id"])
+
+    # OpenCode again, at the root: Claude Code's handoff is in the system prompt of its model
+    # calls (the plugin's session start → `experimental.chat.system.transform`).
+    cc = wait_for(lambda: next(iter(rows(
+        "SELECT s.session_id FROM sessions s JOIN projects p ON p.id = s.project_id JOIN handoffs h"
+        " ON h.from_session_id = s.session_id WHERE s.agent = 'claude-code' AND p.name = 'oc-repo'")), None),
+        timeout_s=90, what="Claude Code's handoff")
+    with FakeVendor([Step("text", "Picking up where Claude Code stopped.")]) as vendor:
+        _opencode(home, bins, opencode_bin, vendor, repo, "Continue where the last session stopped")
+        first = next(b for p, b in vendor.requests if p.startswith("/v1/messages") and b.get("tools"))
+    assert cc["session_id"] in json.dumps(first["system"])
+    [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (cc["session_id"],))
+    assert (h["status"], h["accepted_by"]) == ("accepted", "opencode")
+
+    # Uninstall: the user's OpenCode config is as it was (OpenCode's own package install aside).
+    _aimem(home, live, "uninstall-hooks", "--client", "opencode")
+    assert _opencode_snapshot(home) == before
+    assert not (home / ".config" / "opencode" / "plugins").exists()

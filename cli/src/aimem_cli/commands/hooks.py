@@ -115,15 +115,20 @@ DataDirOpt = typer.Option(None, "--data-dir", help="the server's data dir, where
 CODEX_HOME_HELP = "Codex's user directory (default: $CODEX_HOME, else ~/.codex)"
 
 
-def _run(plan, dry_run: bool) -> None:
+def _run(plan, dry_run: bool, prune_under: tuple[Path, ...] = ()) -> None:
     """Build the installer plan (``plan()``; an ``InstallError`` is one line and exit 1), then
-    print its diff (``dry_run``) or apply it and name the files it changed."""
+    print its diff (``dry_run``) or apply it and name the files it changed; with
+    ``prune_under``, the folders its removals left empty go too, up to those boundaries."""
     try:
         changes = plan()
     except InstallError as exc:
         typer.echo(f"aimem: {exc}", err=True)
         raise typer.Exit(1) from None
     apply_changes(changes, dry_run)
+    if prune_under and not dry_run:
+        from aimem_cli.installers.skills import prune_empty_dirs
+
+        prune_empty_dirs(changes, *prune_under)
 
 
 def apply_changes(changes, dry_run: bool) -> None:
@@ -298,9 +303,10 @@ def register(app: typer.Typer) -> None:
         home: Path = typer.Option(None, "--home", hidden=True),
         codex_home: Path = typer.Option(None, "--codex-home", envvar="CODEX_HOME", help=CODEX_HOME_HELP),
     ) -> None:
-        """Remove only aimem's hook handlers from a client's settings."""
+        """Remove only aimem's hook handlers from a client's settings (and a folder that held
+        nothing but a file aimem deleted, such as OpenCode's or Pi's generated plugin's)."""
         target = _target(scope, project_dir, home, DEFAULT_INGRESS_URL, codex_home)
-        _run(lambda: plan_unhooks(client, target), dry_run)
+        _run(lambda: plan_unhooks(client, target), dry_run, (target.home, target.project_dir))
 
     @app.command("install-mcp")
     def install_mcp(

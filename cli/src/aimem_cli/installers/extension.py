@@ -1,24 +1,27 @@
 """The extension/plugin aimem generates for clients that extend by code, not by command hooks.
 
 Pi and OMP load a TypeScript module that calls ``pi.on(event, handler)``; OpenClaw a plugin
-folder whose entry calls ``api.on(hook, handler)``. The generated module turns each
-subscribed event into one Claude-shaped payload (``aimem_common.clients.pi`` documents it)
-and pipes it into ``aimem hook --agent <client> --event <name>``: the Python hook client then
-resolves the project identity, applies the ``.aimem.toml`` capture rules before anything is
-spooled, spools, sends within its budget and prints the session-start context. Every other
-event is fire-and-forget (bounded by ``EVENT_TIMEOUT_MS``, awaited at session end so the end
-is sent last); only the session start waits (``START_TIMEOUT_MS``) for the context, which
-is appended to the system prompt of the session's first prompt. A failing or missing
-``aimem`` costs the agent nothing but that wait.
+folder whose entry calls ``api.on(hook, handler)``; OpenCode a plugin module whose exported
+function returns its hooks (``aimem_common.clients.opencode``). The generated module turns
+each subscribed event into one payload (Pi, OMP, OpenClaw: Claude-shaped, documented in
+``aimem_common.clients.pi``; OpenCode: its envelope) and pipes it into
+``aimem hook --agent <client> --event <name>``: the Python hook client then resolves the
+project identity, applies the ``.aimem.toml`` capture rules before anything is spooled,
+spools, sends within its budget and prints the session-start context. Every other event is
+fire-and-forget (bounded by ``EVENT_TIMEOUT_MS``, awaited at session end so the end is sent
+last); only the session start waits (``START_TIMEOUT_MS``) for the context, which goes into
+the system prompt. A failing or missing ``aimem`` costs the agent nothing but that wait.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
-from aimem_common.clients import omp, openclaw, pi
+from aimem_common.clients import omp, opencode, openclaw, pi
 
 MARKER = "aimem-managed-extension"
+LEGACY_MARKERS = ("// aimem-managed-plugin",)  # OpenCode plugins of earlier aimem versions (posted to ingress)
 START_TIMEOUT_MS = 5000
 EVENT_TIMEOUT_MS = 3000
 
@@ -168,6 +171,91 @@ export default {
 }
 """
 
+_OPENCODE = """
+// OpenCode calls every function this module exports with its PluginInput and keeps the hooks
+// it returns, so AimemPlugin is the only export. Bus events reach the `event` hook unawaited;
+// the hooks named after what they intercept (`chat.message`, `tool.execute.*`, ...) are awaited.
+const BUS_EVENTS = new Set<string>(__BUS_EVENTS__)
+const starts = new Map<string, Promise<string>>()  // session -> its start hook (stdout: the context)
+const seen = new Set<string>()
+const ended = new Set<string>()
+const assistantMessages = new Set<string>()
+const finalText = new Map<string, string>()  // session -> the assistant's latest text part
+let lastSession: string | undefined  // `file.edited` names no session: the last one active
+
+export const AimemPlugin = async ({ directory }: any) => {
+  const envelope = (event: string, sessionID: string, input: unknown, output: unknown, extra?: Record<string, unknown>) =>
+    ({ agent: AGENT, event, sessionID, directory, timestamp: Date.now(), input, output: output ?? null, ...extra })
+
+  // Fire and forget, but after the session's start hook: the server sees the start first.
+  const send = (event: string, sessionID: unknown, input: unknown, output: unknown, extra?: Record<string, unknown>) => {
+    if (typeof sessionID !== "string" || !sessionID || ended.has(sessionID)) return
+    seen.add(sessionID)
+    lastSession = sessionID
+    const payload = envelope(event, sessionID, input, output, extra)
+    const queued = (starts.get(sessionID) ?? Promise.resolve("")).then(() => hook(event, payload, __EVENT_MS__))
+    pending.add(queued)
+    void queued.finally(() => pending.delete(queued))
+  }
+
+  // A session's end goes last: after every event still on its way.
+  const end = async (event: string, sessionID: string, input: unknown) => {
+    if (ended.has(sessionID)) return
+    ended.add(sessionID)
+    await settle()
+    await hook(event, envelope(event, sessionID, input, null), __EVENT_MS__)
+  }
+
+  return {
+    event: async ({ event }: any) => {
+      const type: string = event?.type ?? ""
+      const props: any = event?.properties ?? {}
+      if (type === "message.updated") {  // which messages are the assistant's (for the final text)
+        if (props.info?.role === "assistant" && typeof props.info.id === "string") assistantMessages.add(props.info.id)
+        return
+      }
+      if (type === "message.part.updated") {
+        const part = props.part
+        if (part?.type === "text" && assistantMessages.has(part.messageID) && typeof part.text === "string" && part.text.trim())
+          finalText.set(part.sessionID, part.text)
+        return
+      }
+      if (!BUS_EVENTS.has(type)) return
+      const sessionID = props.sessionID ?? props.info?.id ?? (type === "file.edited" ? lastSession : undefined)
+      if (typeof sessionID !== "string" || !sessionID) return
+      if (type === "session.created") {
+        if (starts.has(sessionID)) return
+        seen.add(sessionID)
+        starts.set(sessionID, hook(type, envelope(type, sessionID, { event }, null), __START_MS__).then((out) => out.trim()))
+        return
+      }
+      if (type === "session.deleted") return end(type, sessionID, { event })
+      const extra = type === "session.idle" ? { last_assistant_message: finalText.get(sessionID) ?? "" } : undefined
+      send(type, sessionID, { event }, null, extra)
+    },
+    "chat.message": async (input: any, output: any) => send("chat.message", input?.sessionID, input, output),
+    "tool.execute.before": async (input: any, output: any) => send("tool.execute.before", input?.sessionID, input, output),
+    "tool.execute.after": async (input: any, output: any) => send("tool.execute.after", input?.sessionID, input, output),
+    "permission.ask": async (input: any, output: any) => send("permission.ask", input?.sessionID, input, output),
+    "command.execute.before": async (input: any, output: any) =>
+      send("command.execute.before", input?.sessionID, input, output),
+    "experimental.session.compacting": async (input: any, output: any) =>
+      send("experimental.session.compacting", input?.sessionID, input, output),
+    // The session-start context joins the system prompt of every model call of its session.
+    "experimental.chat.system.transform": async (input: any, output: any) => {
+      const start = typeof input?.sessionID === "string" ? starts.get(input.sessionID) : undefined
+      const context = start ? await start : ""
+      if (context && Array.isArray(output?.system)) output.system.push(context)
+    },
+    // OpenCode has no end for a session that is not deleted: the instance going away (the
+    // process exiting, the server disposing the directory) ends every session seen here.
+    dispose: async () => {
+      await Promise.allSettled([...seen].map((sessionID) => end("dispose", sessionID, {})))
+    },
+  }
+}
+"""
+
 OPENCLAW_PACKAGE = {"name": "aimem-openclaw-plugin", "version": "1.0.0", "private": True, "type": "module",
                     "description": f"{MARKER}: generated by `aimem install-hooks --client openclaw`",
                     "openclaw": {"extensions": ["./index.ts"]}}
@@ -177,14 +265,34 @@ OPENCLAW_MANIFEST = {"id": "aimem", "name": "aimem", "description": f"{MARKER}: 
 
 
 def render(agent: str, argv: list[str]) -> str:
-    """The extension module for ``agent`` (``pi``, ``omp`` or ``openclaw``) running ``argv``
-    (``[<aimem>, "hook", ...]`` without ``--agent``/``--event``) for each event."""
-    if agent not in (pi.CLIENT.name, omp.CLIENT.name, openclaw.CLIENT.name):
+    """The extension module for ``agent`` (``pi``, ``omp``, ``openclaw`` or ``opencode``) running
+    ``argv`` (``[<aimem>, "hook", ...]`` without ``--agent``/``--event``) for each event.
+
+    Raises:
+        ValueError: ``agent`` is not a client aimem generates a module for.
+    """
+    bodies = {pi.CLIENT.name: _PI, omp.CLIENT.name: _PI, openclaw.CLIENT.name: _OPENCLAW, opencode.CLIENT.name: _OPENCODE}
+    if agent not in bodies:
         raise ValueError(f"no generated extension for {agent!r}")
-    body = _COMMON + (_OPENCLAW if agent == openclaw.CLIENT.name else _PI)
-    return (body.replace("__MARKER__", MARKER).replace("__AGENT__", agent)
-            .replace("__ARGV__", json.dumps(argv)).replace("__START_MS__", str(START_TIMEOUT_MS))
-            .replace("__EVENT_MS__", str(EVENT_TIMEOUT_MS)))
+    return ((_COMMON + bodies[agent]).replace("__MARKER__", MARKER).replace("__AGENT__", agent)
+            .replace("__ARGV__", json.dumps(argv)).replace("__BUS_EVENTS__", json.dumps(list(opencode.BUS_EVENTS)))
+            .replace("__START_MS__", str(START_TIMEOUT_MS)).replace("__EVENT_MS__", str(EVENT_TIMEOUT_MS)))
+
+
+def is_generated(text: str) -> bool:
+    """True for a module aimem generated (this version's marker or an earlier OpenCode plugin's)."""
+    return MARKER in text or any(marker in text for marker in LEGACY_MARKERS)
+
+
+def argv_of(text: str) -> list[str] | None:
+    """The ``aimem hook`` command line a module aimem generated runs (its ``ARGV``); None for
+    any other file, or a module of an earlier version that posted to ingress itself."""
+    found = re.search(r"^const ARGV: string\[\] = (\[.*\])$", text, re.MULTILINE) if MARKER in text else None
+    try:
+        argv = json.loads(found.group(1)) if found else None
+    except ValueError:
+        return None
+    return argv if isinstance(argv, list) and all(isinstance(w, str) for w in argv) else None
 
 
 def openclaw_files() -> dict[str, str]:

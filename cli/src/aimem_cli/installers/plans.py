@@ -9,12 +9,12 @@ Formats (checked against each vendor's docs):
 * Copilot CLI (github/docs cli-hooks-reference): ``{"version": 1, "hooks": {event:
   [{"type": "command", "bash", "timeoutSec"}]}}`` in a file of its own under
   ``.github/hooks/`` (project) or ``~/.copilot/hooks/`` (user).
-* OpenCode: a plugin file under ``.opencode/plugins/`` or ``~/.config/opencode/plugins/``.
 * Crush ``crush.json`` (its ``docs/hooks/README.md``): ``{"hooks": {Event: [{"matcher"?, "command",
   "timeout"}]}}``, flat entries; ``matcher`` only on tool events. MCP under ``mcp``.
 * Antigravity CLI ``hooks.json`` (``~/.gemini/config/`` or ``.agents/``): ``{name: {Event:
   [...]}}``; aimem owns the hook named ``aimem`` (tool events take ``{matcher, hooks}`` groups).
-* Pi, OMP: a generated extension module; OpenClaw: a generated plugin folder
+* Pi, OMP: a generated extension module; OpenCode: a generated plugin module under
+  ``~/.config/opencode/plugins/`` (``.opencode/plugins/``); OpenClaw: a generated plugin folder
   (``installers.extension``).
 * Codex additionally needs its hooks switched on and each hook trusted by hash in the
   user's ``~/.codex/config.toml`` (``installers.codex``): the same plan writes that block.
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aimem_cli.installers import codex, extension, opencode
+from aimem_cli.installers import codex, extension
 from aimem_common.clients import CLIENTS, INSTALLABLE, K
 from aimem_cli.installers.base import (
     FileChange,
@@ -55,7 +55,7 @@ HOOK_FILES = {  # client -> (user path under HOME, project path under the projec
     "openclaw": (".openclaw/extensions/aimem/index.ts", None),  # OpenClaw plugins are global
     "antigravity": (".gemini/config/hooks.json", ".agents/hooks.json"),
 }
-EXTENSION_CLIENTS = frozenset({"pi", "omp", "openclaw"})  # hooked by a generated module, not by commands
+EXTENSION_CLIENTS = frozenset({"pi", "omp", "openclaw", "opencode"})  # hooked by a generated module, not by commands
 ANTIGRAVITY_HOOK = "aimem"  # the named hook aimem owns in Antigravity's hooks.json
 MCP_FILES = {
     "claude-code": (".claude.json", ".mcp.json"),
@@ -108,8 +108,6 @@ def plan_hooks(client: str, target: Target) -> list[FileChange]:
     _check(client)
     path = target.path(HOOK_FILES[client], client)
     text = read_text(path)
-    if client == "opencode":
-        return [FileChange(path, text, opencode.render(target.ingress_url))] if _opencode_ok(path, text) else []
     if client in EXTENSION_CLIENTS:
         return _extension_changes(client, target, path) + plan_credential(target)
     doc = load_json(path, text)
@@ -139,8 +137,8 @@ def hooks_installed(client: str, target: Target) -> bool:
     text = read_text(path)
     if text is None:
         return False
-    if client == "opencode":
-        return True  # aimem's plugin, or a file of the user's that is never replaced
+    if client in EXTENSION_CLIENTS:
+        return True  # aimem's module, or a file of the user's that is never replaced
     try:
         hooks = _hooks_table(path, load_json(path, text), create=False)
     except InstallError:
@@ -169,14 +167,12 @@ def plan_unhooks(client: str, target: Target) -> list[FileChange]:
     text = read_text(path)
     if text is None:
         return []
-    if client == "opencode":
-        return [FileChange(path, text, None)] if opencode.MARKER in text else []
     if client in EXTENSION_CLIENTS:
-        if extension.MARKER not in text:
+        if not extension.is_generated(text):
             return []
         extra = [path.with_name(name) for name in extension.openclaw_files()] if client == "openclaw" else []
         return [FileChange(p, t, None) for p in (path, *extra)
-                if (t := read_text(p)) is not None and extension.MARKER in t]
+                if (t := read_text(p)) is not None and extension.is_generated(t)]
     doc = load_json(path, text)
     if client == "antigravity":
         if not _antigravity_ours(doc.get(ANTIGRAVITY_HOOK)):
@@ -279,7 +275,7 @@ def _extension_changes(client: str, target: Target, path: Path) -> list[FileChan
     changes = []
     for file, body in files.items():
         text = read_text(file)
-        if text is not None and extension.MARKER not in text:
+        if text is not None and not extension.is_generated(text):
             raise InstallError(f"{file} exists and is not aimem's; move it away first")
         changes.append(FileChange(file, text, body))
     return changes
@@ -308,12 +304,6 @@ def _antigravity_doc(path: Path, doc: dict[str, Any], target: Target) -> dict[st
         hook[event] = [{"matcher": "*", "hooks": [handler]}] if kind in TOOL_KINDS else [handler]
     doc[ANTIGRAVITY_HOOK] = hook
     return doc
-
-
-def _opencode_ok(path: Path, text: str | None) -> bool:
-    if text is not None and opencode.MARKER not in text:
-        raise InstallError(f"{path} exists and is not aimem's plugin; move it away first")
-    return True
 
 
 def _hooks_table(path: Path, doc: dict[str, Any], *, create: bool) -> dict[str, Any] | None:
@@ -474,9 +464,9 @@ def installed_hook_urls(target: Target, default_url: str) -> dict[str, str]:
     The URL is what the hook command itself resolves: its ``--ingress-url`` (written by
     ``install-hooks`` for a stack not on 8701), else ``default_url`` (the hook client's own
     resolution: ``AIMEM_INGRESS_URL``, ``ingress_url`` in the data dir's ``config.toml``, else
-    8701); the OpenCode plugin carries its URL in its source. Unreadable files are skipped.
+    8701); a generated module (Pi, OMP, OpenClaw, OpenCode) carries its command line in its source.
+    Unreadable files are skipped.
     """
-    import re
     import shlex
 
     out: dict[str, str] = {}
@@ -487,10 +477,11 @@ def installed_hook_urls(target: Target, default_url: str) -> dict[str, str]:
             continue
         if not text:
             continue
-        if client == "opencode":
-            found = re.search(r'AIMEM_INGRESS_URL \?\? "([^"]*)"', text) if opencode.MARKER in text else None
-            if found:
-                out[client] = found.group(1).rstrip("/")
+        if client in EXTENSION_CLIENTS:
+            argv = extension.argv_of(text)
+            if argv is not None:
+                url = next((argv[i + 1] for i, w in enumerate(argv[:-1]) if w == "--ingress-url"), None)
+                out[client] = (url or default_url).rstrip("/")
             continue
         try:
             hooks = _hooks_table(Path(client), load_json(Path(client), text), create=False) or {}

@@ -6,7 +6,14 @@ and pinned Claude Code, Codex CLI and Gemini CLI with the machine's ``npm`` into
 call (another test, another run) finds the ``.complete`` marker and returns at once. The
 cache is ``$AIMEM_AGENTS_CACHE``, else ``$XDG_CACHE_HOME/aimem-agents``, else
 ``~/.cache/aimem-agents``. Concurrent callers serialise on a lock file. ``ensure_more_agents()``
-installs the later ones (``MORE_PINS``: Pi, Copilot CLI) into a folder of their own beside it.
+installs the later ones (``MORE_PINS``: Pi, Copilot CLI) into a folder of their own beside it,
+``ensure_opencode()`` OpenCode (``OPENCODE_PINS``) into another.
+
+OpenCode installs ``@opencode-ai/plugin`` (at its own version) into each of its config folders
+when it starts, and a run that loads a plugin waits for that install: offline, npm retries for
+over a minute. ``ensure_opencode()`` therefore installs with an npm cache of its own, which then
+holds that package; ``opencode_npm_env()`` points OpenCode's npm at it, offline, so the install
+OpenCode does is real and takes no network.
 
 ``python -m aimem_testing.agents`` does the same from the Makefile (``make agents``)
 and CI, and prints the folder.
@@ -30,6 +37,10 @@ BINARIES = ("node", "claude", "codex", "gemini")
 # a fake model endpoint are here (README "Supported clients" says why the others are not).
 MORE_PINS = {"@mariozechner/pi-coding-agent": "0.73.1", "@github/copilot": "1.0.102"}
 MORE_BINARIES = ("pi", "copilot")
+# OpenCode, with the plugin package it installs into its config folders at start (same version).
+OPENCODE_PINS = {"opencode-ai": "1.18.33", "@opencode-ai/plugin": "1.18.33"}
+OPENCODE_BINARIES = ("opencode",)
+NPM_CACHE = "npm-cache"  # in an install folder: the npm cache that install filled
 
 
 class AgentsUnavailable(RuntimeError):
@@ -61,6 +72,24 @@ def ensure_more_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
     return _install(install_dir(MORE_PINS), MORE_PINS, MORE_BINARIES, timeout_s, node_bin)
 
 
+def ensure_opencode(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
+    """Install ``OPENCODE_PINS`` with an npm cache of their own; return their ``node_modules/.bin``
+    (OpenCode is a native binary: it needs no Node).
+
+    Raises:
+        AgentsUnavailable: as ``ensure_agents``.
+    """
+    folder = install_dir(OPENCODE_PINS)
+    return _install(folder, OPENCODE_PINS, OPENCODE_BINARIES, timeout_s, None, npm_cache=folder / NPM_CACHE)
+
+
+def opencode_npm_env() -> dict[str, str]:
+    """The environment that makes OpenCode's own npm install (``@opencode-ai/plugin`` into its
+    config folders) read ``ensure_opencode()``'s npm cache, offline."""
+    return {"npm_config_cache": str(install_dir(OPENCODE_PINS) / NPM_CACHE), "npm_config_offline": "true",
+            "npm_config_update_notifier": "false"}
+
+
 def ensure_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
     """Install the pinned CLIs if needed; return their ``node_modules/.bin``.
 
@@ -75,7 +104,7 @@ def ensure_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
 
 
 def _install(folder: Path, pins: dict[str, str], binaries: tuple[str, ...], timeout_s: float,
-             node_bin: Path | None) -> Path:
+             node_bin: Path | None, *, npm_cache: Path | None = None) -> Path:
     bin_dir = folder / "node_modules" / ".bin"
     if (folder / ".complete").is_file():
         return bin_dir
@@ -91,7 +120,8 @@ def _install(folder: Path, pins: dict[str, str], binaries: tuple[str, ...], time
         specs = [f"{name}@{version}" for name, version in pins.items()]
         path = os.pathsep.join(str(p) for p in (bin_dir, node_bin) if p) + os.pathsep + os.environ.get("PATH", "")
         env = {**os.environ, "PATH": path}
-        _run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error", *specs], folder, timeout_s, env)
+        cache = [f"--cache={npm_cache}"] if npm_cache else []
+        _run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error", *cache, *specs], folder, timeout_s, env)
         # Claude Code fetches its native binary in a postinstall that npm may run under another
         # node (or skip); running it again is idempotent.
         claude_pkg = folder / "node_modules" / "@anthropic-ai" / "claude-code"
@@ -140,6 +170,7 @@ def main() -> int:
     try:
         print(ensure_agents())
         print(ensure_more_agents())
+        print(ensure_opencode())
     except AgentsUnavailable as exc:
         print(f"aimem agents: {exc}", file=sys.stderr)
         return 1

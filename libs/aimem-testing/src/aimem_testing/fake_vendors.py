@@ -4,8 +4,9 @@ The only fake in the real-CLI tests. One ``FakeVendor`` HTTP server (a backgroun
 of the test process) answers, on loopback:
 
 * Anthropic Messages API (``POST /v1/messages``, streamed SSE or JSON) for Claude Code
-  (``ANTHROPIC_BASE_URL``), Pi (a ``models.json`` provider, ``api: anthropic-messages``) and
-  Copilot CLI (``COPILOT_PROVIDER_BASE_URL`` with ``COPILOT_PROVIDER_TYPE=anthropic``);
+  (``ANTHROPIC_BASE_URL``), Pi (a ``models.json`` provider, ``api: anthropic-messages``),
+  Copilot CLI (``COPILOT_PROVIDER_BASE_URL`` with ``COPILOT_PROVIDER_TYPE=anthropic``) and
+  OpenCode (its ``anthropic`` provider with ``options.baseURL`` at ``<url>/v1``);
 * OpenAI Responses API (``POST /v1/responses``, streamed SSE) for Codex CLI (a custom
   model provider whose ``base_url`` is ``<url>/v1``);
 * Gemini API (``POST /v1beta/models/<m>:streamGenerateContent?alt=sse`` and
@@ -146,16 +147,20 @@ class FakeVendor:
         done = sum(1 for m in msgs if m.get("role") == "user" and isinstance(m.get("content"), list)
                    for c in m["content"] if isinstance(c, dict) and c.get("type") == "tool_result")
         tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        props = {t.get("name"): (t.get("input_schema") or {}).get("properties") or {}
+                 for t in body.get("tools") or [] if isinstance(t, dict)}
         step = self._step(done) if tools else Step("text", _plain_answer(body))
         block: dict[str, Any]
         if step.kind == "shell" and "Bash" in tools:
             block = _tool_use("Bash", {"command": step.arg, "description": "run a command"})
-        elif step.kind == "shell" and "bash" in tools:  # Pi / OMP: lower-case tools
-            block = _tool_use("bash", {"command": step.arg})
+        elif step.kind == "shell" and "bash" in tools:  # Pi / OMP / OpenCode: lower-case tools
+            described = {"description": "run a command"} if "description" in props["bash"] else {}
+            block = _tool_use("bash", {"command": step.arg, **described})
         elif step.kind == "write" and "Write" in tools:
             block = _tool_use("Write", {"file_path": step.arg, "content": step.content})
-        elif step.kind == "write" and "write" in tools:
-            block = _tool_use("write", {"path": step.arg, "content": step.content})
+        elif step.kind == "write" and "write" in tools:  # OpenCode names the file `filePath`
+            key = "filePath" if "filePath" in props["write"] else "path"
+            block = _tool_use("write", {key: step.arg, "content": step.content})
         elif step.kind == "write" and "create" in tools:  # Copilot CLI (BYOK, provider type anthropic)
             block = _tool_use("create", {"path": step.arg, "file_text": step.content})
         elif step.kind == "mcp":

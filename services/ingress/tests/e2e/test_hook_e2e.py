@@ -86,7 +86,7 @@ def test_every_fixture_through_the_real_path(stack, settings, tmp_path):
     for path in files:
         agent = path.parent.name
         raw = path.read_bytes()
-        if agent == "opencode":  # what the generated plugin POSTs: its envelope around the hook args
+        if agent == "opencode":  # what the generated plugin pipes into `aimem hook`: its envelope around the hook args
             raw = json.dumps(opencode_envelope(path, json.loads(raw))).encode()
         proc = hook(tmp_path / "client", url, agent, raw)
         assert proc.returncode == 0, proc.stderr
@@ -116,7 +116,7 @@ def test_every_fixture_through_the_real_path(stack, settings, tmp_path):
 
 
 def opencode_envelope(path: Path, raw: dict) -> dict:
-    """The plugin's envelope (installers/opencode.py) around a raw (input, output) fixture."""
+    """The generated plugin's envelope (aimem_common.clients.opencode) around a raw (input, output) fixture."""
     stem = path.stem
     if stem.startswith("event."):
         env = {"event": raw["event"]["type"], "input": raw, "output": None}

@@ -35,7 +35,7 @@ DOCUMENTED = {
         postToolUseFailure agentStop subagentStart subagentStop errorOccurred preCompact notification""",
     "opencode": """chat.message tool.execute.before tool.execute.after permission.ask command.execute.before
         experimental.session.compacting session.created session.idle session.compacted session.error
-        file.edited permission.updated todo.updated session.deleted""",
+        file.edited permission.updated todo.updated session.deleted dispose""",
     "crush": """Interrupt PermissionRequest PermissionResult PostCompact PostToolUse PostToolUseFailure
         PreCompact PreToolUse SessionEnd SessionStart StopFailure TurnEnd TurnStart""",
     "pi": """after_provider_response agent_end agent_start before_agent_start before_provider_request

@@ -1,6 +1,11 @@
-"""OpenCode: no stdin hooks; its in-process plugin (``@opencode-ai/plugin``) posts an envelope.
+"""OpenCode: no command hooks; aimem generates a plugin that pipes its envelope into ``aimem hook``.
 
-One object per hook call (``input``/``output`` are the hook's two arguments, verbatim)::
+OpenCode loads every ``plugin/*.{ts,js}`` and ``plugins/*.{ts,js}`` of its config folders
+(``~/.config/opencode/``, a project's ``.opencode/``), calls each exported function with its
+``PluginInput`` and keeps the hooks it returns. aimem's plugin
+(``aimem_cli.installers.extension``) writes one envelope per hook call on the stdin of
+``aimem hook --agent opencode --event <name>`` (``input``/``output`` are the hook's two
+arguments, verbatim)::
 
     {"agent": "opencode",
      "event": "tool.execute.after",    # hook name; for the `event` hook: event.type
@@ -8,9 +13,13 @@ One object per hook call (``input``/``output`` are the hook's two arguments, ver
      "directory": "/home/dev/projects/acme-api",   # PluginInput.directory
      "timestamp": 1773479615004,       # optional, epoch ms
      "input": {...},                   # 1st argument; `event` hook: {"event": {type, properties}}
-     "output": {...} | null}           # 2nd argument (null for `event`)
+     "output": {...} | null,           # 2nd argument (null for `event`)
+     "last_assistant_message": "..."}  # session.idle: the assistant's latest text part
 
-The bare ``event`` hook argument (``{"event": {"type": ..., "properties": ...}}``) works too.
+OpenCode never ends a session it does not delete, so the plugin's ``dispose`` hook (the
+instance going away: the process exiting) sends ``dispose`` for every session it saw that had
+no end. The bare ``event`` hook argument (``{"event": {"type": ..., "properties": ...}}``)
+works too, as does the same envelope POSTed to ``/hook?agent=opencode``.
 """
 
 from __future__ import annotations
@@ -24,10 +33,13 @@ EVENTS = event_table({  # plugin hook names and bus event types
     K.PRE_TOOL_USE: "tool.execute.before", K.POST_TOOL_USE: "tool.execute.after file.edited",
     K.PERMISSION_REQUEST: "permission.ask permission.updated permission.asked",
     K.PRE_COMPACT: "experimental.session.compacting", K.POST_COMPACTION: "session.compacted",
-    K.NOTIFICATION: "session.error", K.STOP: "session.idle", K.SESSION_END: "session.deleted",
+    K.NOTIFICATION: "session.error", K.STOP: "session.idle", K.SESSION_END: "session.deleted dispose",
     K.OTHER: "command.execute.before todo.updated"})
 
 GENERIC_HOOK = "event"  # the plugin hook that carries a bus event: its name is event.type
+# The bus events the generated plugin forwards (the rest carry nothing a session page uses).
+BUS_EVENTS = ("session.created", "session.idle", "session.deleted", "session.compacted", "session.error",
+              "file.edited", "permission.updated", "permission.asked", "todo.updated")
 
 
 def view(payload: dict[str, Any]) -> dict[str, Any]:
@@ -53,10 +65,11 @@ CLIENT = Client(
         "prompt": ("output.parts",), "tool_name": ("input.tool", "input.type", "bus.properties.type"),
         "tool_input": ("output.args", "input.args", "bus.properties.file", "input.metadata",
                        "bus.properties.metadata"),
-        "tool_output": ("output.output",), "text": ("bus.properties.error.data.message",),
+        "tool_output": ("output.output",),
+        "text": ("last_assistant_message", "bus.properties.error.data.message"),
         "summary": (), "error": ("bus.properties.error.data.message", "bus.properties.error.name"),
         "parent": ("bus.properties.info.parentID", "parent_session_id"),  # Session.parentID: a child
         "model": ("input.model", "output.message.model"),
         "timestamp": ("timestamp", "output.message.time.created", "bus.properties.info.time.updated")},
     implied_tools={"file.edited": "edit"},
-    session_start_output=PLAIN_TEXT)  # hooked by a plugin file (aimem_cli.installers.opencode)
+    session_start_output=PLAIN_TEXT)  # hooked by a generated plugin (aimem_cli.installers.extension)
