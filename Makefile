@@ -11,7 +11,7 @@ PACKAGES := libs/aimem-common services/writer services/ingress services/query \
 TEST_PACKAGES := libs/aimem-testing
 PYPROJECTS := $(addsuffix /pyproject.toml,$(PACKAGES) $(TEST_PACKAGES))
 
-.PHONY: install agents up test deploy-test model-check bench clean
+.PHONY: install agents up test deploy-test model-check bench screenshots clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ model-check: install
 
 bench: install
 	$(BIN)/python -m bench
+
+# The README's pictures (docs/pictures-*.png): a seeded local stack shot by Debian's Chromium.
+screenshots: install
+	$(BIN)/python -m aimem_testing.screenshots --out docs
 
 clean:
 	rm -rf $(VENV)

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     cached = {}
 
     def graph_project_cached(conn):  # the route keeps the drawing until a page of the project changes
-        key = pictures.pages_version(conn, scope)
+        key = pictures.graph_version(conn, scope)
         if key not in cached:
             data = pictures.project_graph(conn, scope, max_nodes=150)
             cached[key] = (data, graph_view(data))
@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> None:
     cases = {"activity (28 days)": activity, "session strip": strip, "handoff chains": chains,
              "graph around a page (1 hop)": lambda c: graph_page(c, 1),
              "graph around a page (2 hops)": lambda c: graph_page(c, 2),
-             "graph of the project (150 nodes), first view": graph_project,
-             "graph of the project, unchanged since": graph_project_cached, "status sparklines (1 h ring)": status}
+             "graph of the project (150 nodes), drawn anew": graph_project,
+             "graph of the project, kept drawing": graph_project_cached, "status sparklines (1 h ring)": status}
     rows = []
     with pool.connection() as conn:
         for fn in cases.values():

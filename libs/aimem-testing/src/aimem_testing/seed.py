@@ -30,6 +30,26 @@ CLOCK_START = datetime(2026, 1, 1, tzinfo=UTC)
 _LINK_RE = re.compile(r"\[\[([^\[\]|]+)(?:\|[^\]]*)?\]\]")
 
 
+def recount_degrees(conn) -> dict[int, int]:
+    """Return ``{page id: degree}`` of every live page counted from ``links``: what the
+    writer's ``page_degrees`` keeps (migration 22; a link counts once at each end when both
+    ends are live pages of one project and differ; pages of degree 0 included). Reads every
+    link of the store: a check for tests, not a read path."""
+    out = {r[0]: 0 for r in conn.execute("SELECT id FROM pages WHERE is_latest = 1")}
+    for a, b in conn.execute(
+            "SELECT l.from_page_id, l.to_page_id FROM links l JOIN pages s ON s.id = l.from_page_id"
+            " JOIN pages t ON t.id = l.to_page_id WHERE s.is_latest = 1 AND t.is_latest = 1"
+            " AND s.project_id = t.project_id AND l.from_page_id != l.to_page_id"):
+        out[a] += 1
+        out[b] += 1
+    return out
+
+
+def kept_degrees(conn) -> dict[int, int]:
+    """Return ``{page id: degree}`` as ``page_degrees`` holds them (compare with ``recount_degrees``)."""
+    return {r[0]: r[1] for r in conn.execute("SELECT page_id, degree FROM page_degrees")}
+
+
 def ago(days: float, now: datetime = NOW) -> str:
     """ISO timestamp ``days`` before ``now``."""
     return (now - timedelta(days=days)).isoformat()

@@ -1,8 +1,9 @@
 """The web's pictures in a real browser (Playwright + Debian's Chromium, a real writer + ingress +
 query): activity bars and a session's strip, handoff chains, the link graph, the Status
 sparklines. Each: its content, a link followed, hostile titles inert (no script runs, the
-markup stays text), axe-core with no serious violation. Screenshots go to
-``$AIMEM_WEB_SCREENSHOTS`` (``docs/`` holds the ones the README shows).
+markup stays text), axe-core with no serious violation, Tab and Enter instead of the mouse.
+Screenshots go to ``$AIMEM_WEB_SCREENSHOTS``; the README's (``docs/``) come from
+``make screenshots`` (``aimem_testing.screenshots``), a larger seeded project.
 """
 
 from __future__ import annotations
@@ -283,6 +284,55 @@ def test_a_busy_fortnight_draws_a_bar_per_day_and_agent(browser, web, shots):
     assert len(days) == 6 and agents == {"claude-code", "codex"}
     page.screenshot(path=str(shots / "pictures-activity-busy.png"), full_page=True)
     ctx.close()
+
+
+def tab_to(page, selector: str, limit: int = 400) -> None:
+    """Press Tab until the focused element matches ``selector`` (fails after ``limit`` presses)."""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if page.evaluate("s => !!document.activeElement && document.activeElement.matches(s)", selector):
+            return
+    raise AssertionError(f"Tab never reached {selector}")
+
+
+def focus_ring(page) -> str:
+    """The stroke (or, for a text-only link, the text decoration) the focused SVG link shows."""
+    return page.evaluate("""() => {
+        const a = document.activeElement, shape = a.querySelector('rect, circle, path');
+        return shape ? getComputedStyle(shape).stroke : getComputedStyle(a.querySelector('text')).textDecorationLine;
+    }""")
+
+
+def test_every_picture_is_usable_from_the_keyboard(ann_page, web):
+    """Tab reaches the marks of each picture, the focused one is outlined (not by colour of its
+    own), and Enter follows its link, as a click would."""
+    page, base = ann_page, web.query
+    amber = "rgb(242, 182, 0)"
+    page.goto(f"{base}/web/p/default/app/sessions/sess-1")
+    tab_to(page, "svg.strip a.mark-failure")
+    assert focus_ring(page) == amber
+    oid = page.evaluate("document.activeElement.dataset.id")
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(rf".*#obs-{oid}$"))
+
+    page.goto(f"{base}/web/p/default/app/handoffs/chains")
+    tab_to(page, "svg.chains a.to")
+    assert focus_ring(page) == "underline"
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/sessions/sess-2$"))
+
+    page.goto(f"{base}/web/p/default/app/graph/concepts/hub.md")
+    tab_to(page, "svg.graph a.node[data-path='concepts/backoff.md']")
+    assert focus_ring(page) == amber
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/page/concepts/backoff.md$"))
+
+    page.goto(f"{base}/web/p/default/app/graph")
+    tab_to(page, "svg.graph a.node")  # the first node: the most connected page
+    assert page.evaluate("document.activeElement.dataset.path") == "concepts/hub.md"
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(r".*/page/concepts/hub.md$"))
+    assert page.locator("h1").inner_text() == "Retry hub"
 
 
 def test_pictures_pass_axe(browser, web):

@@ -104,3 +104,25 @@ async def test_a_change_redraws_only_the_drawings_still_kept(store, monkeypatch)
         assert sorted(key[1] for key in graphs._cache) == [20, 30] and sorted(drawn) == [20, 30]
     finally:
         await graphs.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_purge_that_frees_the_newest_id_and_a_rename_both_draw_anew(store):
+    """The key is the writer's graph version, not (newest page id, page count): a purge of the
+    newest page lets the next page take its id back at the same count, and the drawing must
+    still change; a rename changes every node's address, so it is drawn anew too."""
+    graphs = ProjectGraphs(store.pool)
+    seed, big = store.seed, store.big
+    newest = seed.page(big, "n6.md", "# Old title\n[[n0]]")
+    data, _ = await graphs.get(big)
+    assert "Old title" in {n["title"] for n in data["nodes"]}
+    seed.conn.execute("DELETE FROM pages WHERE id = ?", (newest,))  # as a purge does
+    again = seed.page(big, "n7.md", "# New title\n[[n0]]")
+    assert again == newest  # SQLite gave the freed id back: same newest id, same page count
+    fresh, _ = await graphs.get(big)
+    assert {n["title"] for n in fresh["nodes"]} >= {"New title"} and "Old title" not in {n["title"] for n in fresh["nodes"]}
+
+    renamed = big.__class__(big.workspace, "renamed", big.workspace_id, big.project_id)
+    seed.conn.execute("UPDATE projects SET name = 'renamed' WHERE id = ?", (big.project_id,))
+    _, pic = await graphs.get(renamed)
+    assert all("/renamed/" in n["href"] for n in pic["nodes"])

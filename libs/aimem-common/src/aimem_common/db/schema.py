@@ -14,7 +14,7 @@ from aimem_common.db.migrations import (
     m01_core, m02_identity_keys, m03_imported_counts, m04_web_logins, m06_scoped_fts_and_trigrams,
     m07_dead_letters, m08_observations_fts_project, m09_count_indexes, m10_search_outbox, m11_chunk_vectors,
     m12_pages_tri_instances, m13_observations_tri, m14_handoff_lifecycle, m15_purge_tombstones, m16_locations,
-    m17_workstreams, m18_project_backfills, m19_proposal_patches, m20_run_ids, m21_live_page_index,
+    m17_workstreams, m18_project_backfills, m19_proposal_patches, m20_run_ids, m21_live_page_index, m22_page_degrees,
     m23_profile_entries,
 )
 
@@ -42,6 +42,7 @@ MIGRATIONS: list[tuple[int, str]] = [
     (19, m19_proposal_patches.SQL),
     (20, m20_run_ids.SQL),
     (21, m21_live_page_index.SQL),
+    (22, m22_page_degrees.SQL),
     (23, m23_profile_entries.SQL),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -305,21 +305,18 @@ def page_graph(conn: sqlite3.Connection, scope: Scope, path: str, *, hops: int =
 def project_graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = 150) -> dict[str, Any]:
     """Return the ``Graph`` of ``scope``'s most connected live pages (resolved links inside the
     project, either way): the ``max_nodes`` of highest degree; ``hop`` is the degree rank ring
-    (0 for the most connected), ``left_out`` counts the connected pages not drawn."""
+    (0 for the most connected), ``left_out`` counts the connected pages not drawn.
+
+    The degrees are the writer's (``page_degrees``, kept by triggers as links and pages
+    change: migration 22), so the top pages are read from an index rather than counted."""
     max_nodes = max(1, min(max_nodes, MAX_GRAPH))
-    # links of live pages to live pages of the project, either way (counted in SQLite, not Python)
-    # CROSS JOIN fixes the order: the project's live pages, their links, each target by id
-    live = ("SELECT l.from_page_id AS a, l.to_page_id AS b FROM pages s CROSS JOIN links l ON l.from_page_id = s.id"
-            " CROSS JOIN pages t ON t.id = l.to_page_id WHERE s.project_id = ? AND s.is_latest = 1"
-            " AND t.is_latest = 1 AND t.project_id = ? AND l.from_page_id != l.to_page_id")
     pid = scope.project_id
-    ranked = conn.execute(
-        f"WITH live AS MATERIALIZED ({live}) SELECT id, count(*) AS d FROM"
-        " (SELECT a AS id FROM live UNION ALL SELECT b FROM live) GROUP BY id ORDER BY d DESC, id",
-        (pid, pid)).fetchall()
-    total = len(ranked)
-    deg = {r[0]: r[1] for r in ranked[:max_nodes]}
-    keep = sorted(deg, key=lambda i: (-deg[i], i))
+    ranked = conn.execute("SELECT page_id, degree FROM page_degrees WHERE project_id = ? AND degree > 0"
+                          " ORDER BY degree DESC, page_id LIMIT ?", (pid, max_nodes)).fetchall()
+    total = conn.execute("SELECT count(*) FROM page_degrees WHERE project_id = ? AND degree > 0",
+                         (pid,)).fetchone()[0]
+    deg = {r[0]: r[1] for r in ranked}
+    keep = [r[0] for r in ranked]
     marks = ",".join("?" * len(keep))
     kept = set(keep)
     edges = {(a, b, "link") for a, b in conn.execute(
@@ -340,12 +337,13 @@ def project_graph(conn: sqlite3.Connection, scope: Scope, *, max_nodes: int = 15
     return out
 
 
-def pages_version(conn: sqlite3.Connection, scope: Scope) -> tuple[int, int]:
-    """Return ``(newest live page id, live pages)`` of ``scope``: it changes with every page write
-    or delete, so a drawing of the project's links can be kept until it does."""
-    row = conn.execute("SELECT coalesce(max(id), 0), count(*) FROM pages WHERE project_id = ? AND is_latest = 1",
-                       (scope.project_id,)).fetchone()
-    return int(row[0]), int(row[1])
+def graph_version(conn: sqlite3.Connection, scope: Scope) -> int:
+    """Return the version of ``scope``'s link graph: the writer counts it up whenever a page of
+    the project goes live or stops being live, or a link between two of its live pages is
+    added, removed or repointed (migration 22), so a drawing of the project's links can be
+    kept until it changes; 0 for a project without pages."""
+    row = conn.execute("SELECT version FROM link_graph_versions WHERE project_id = ?", (scope.project_id,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 def _assemble(conn: sqlite3.Connection, keep: list[int], hop_of: dict[int, int],

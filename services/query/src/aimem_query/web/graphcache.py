@@ -1,12 +1,14 @@
 """Project link graphs drawn ahead of the first view and kept fresh as pages change.
 
-Ranking a project's pages by their links reads every link of the project (tens of ms at
-10,000 pages), so the drawing (``project_graph`` plus its ring layout) is kept per
-``(project, nodes, pages_version)``. A key holds the project's newest live page id and its
-live page count, so any page write or delete there makes a new key: a kept drawing is never
-shown after its project changed. To spare the next viewer the slow first view, the most
-recently viewed (and, at startup, the largest) projects are drawn again in the background
-when the writer announces a ``page.changed`` for them (at most once per ``settle_s``).
+The writer keeps each page's link degree, so drawing a project anew (``project_graph`` plus
+its ring layout) takes a few tens of ms at 10,000 pages; a drawing is still kept per
+``(project, its names, nodes, graph_version)`` so a viewer mostly gets it in a few ms. The
+writer counts a project's graph version up with every change of what its graph shows (a page
+going live or not, a link between two of its live pages added, removed or repointed), and the
+names are in the key because the drawing's links carry them (a rename draws it anew): a kept
+drawing is never shown after its project changed. The most recently viewed (and, at startup,
+the largest) projects are drawn again in the background when the writer announces a
+``page.changed`` for them (at most once per ``settle_s``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ WARM_PROJECTS = 8  # the largest projects drawn at startup
 
 
 def _largest_projects(conn, limit: int) -> list[Scope]:
-    rows = conn.execute("SELECT project_id FROM pages WHERE is_latest = 1 GROUP BY project_id"
+    rows = conn.execute("SELECT project_id FROM page_degrees WHERE degree > 0 GROUP BY project_id"
                         " ORDER BY count(*) DESC LIMIT ?", (limit,)).fetchall()
     return [s for s in (scopes.find_by_id(conn, r[0]) for r in rows) if s is not None]
 
@@ -54,7 +56,8 @@ class ProjectGraphs:
         ``graph_view``'s ring layout), from the kept drawing while no page of the project changed."""
         from aimem_query.web.pictures import graph_view
 
-        key = (scope.project_id, nodes, *(await self._pool.run(pictures.pages_version, scope)))
+        key = (scope.project_id, nodes, scope.workspace, scope.project,
+               await self._pool.run(pictures.graph_version, scope))
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)

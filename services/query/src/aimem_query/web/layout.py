@@ -87,9 +87,12 @@ def strip(marks: list[dict[str, Any]], *, width: int = 720, page_size: int = 200
             "counts": {c: sum(1 for m in marks if m["category"] == c) for c in CATEGORIES}}
 
 
-def chains(chains: list[list[dict[str, Any]]], *, box_w: int = 150, gap: int = 46, row_h: int = 92,
+def chains(chains: list[list[dict[str, Any]]], *, box_w: int = 190, gap: int = 46, row_h: int = 92,
            max_per_row: int = 6) -> dict[str, Any]:
     """Lay out handoff chains as rows of boxes joined by arrows (a long chain wraps).
+
+    ``box_w`` (px) holds the box's words: "#id " and an 18-character title at 12 px, or an
+    agent name of 12 characters and a date (a narrower box let them run over its border).
 
     Each link gets ``x``, ``y`` and, when it continues, an ``arrow`` (``x1,y1,x2,y2``).
     Returns ``{"width", "height", "boxes": [...], "arrows": [...], "box_w", "box_h"}``.
