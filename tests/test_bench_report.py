@@ -98,3 +98,15 @@ def test_the_wake_cost_row_is_a_reference_without_a_target(tmp_path):
                                          "arrives alone)"]
     assert "216 µs CPU (78 back to back)" in row and "alone costs 40 µs CPU" in row and "p50 267 µs" in row
     assert "met" not in row  # a reference: no verdict
+
+
+def test_locomo_rows_show_the_tuned_and_the_check_half_beside_the_overall_figure(tmp_path):
+    rows_all = [{"category": "all", "n": 757, "hit@5": 0.954, "mrr": 0.836}]
+    halves = [{"half": "tuned 0-2", "n": 452, "hit@1": 0.75, "hit@5": 0.962, "hit@10": 0.98, "mrr": 0.845},
+              {"half": "check 3-4", "n": 305, "hit@1": 0.74, "hit@5": 0.941, "hit@10": 0.97, "mrr": 0.822}]
+    _write(tmp_path, "locomo-none", "20261201T010000", {"rows": rows_all, "halves": halves, "query_ms_p95": 20.0})
+    rows = _rows(report.render(tmp_path))
+    assert "0.954" in rows["LoCoMo dev hit@5, default configuration"]
+    tuned, check = rows["LoCoMo dev, conversations tuned 0-2"], rows["LoCoMo dev, conversations check 3-4"]
+    assert "hit@5 0.962, MRR 0.845" in tuned and "452 questions" in tuned
+    assert "hit@5 0.941, MRR 0.822" in check and "locomo-none-20261201T010000.json" in check
