@@ -202,6 +202,40 @@ def score(questions: list[Question], rankings: list[list[int]]) -> list[dict[str
     return rows
 
 
+HALF_COLUMNS = ["half", "n", "hit@1", "hit@5", "hit@10", "mrr"]
+
+
+def halves(data: Loaded) -> dict[str, set[str]]:
+    """Sample ids of conversations 0–2 (``tuned 0-2``: ranking is tuned on these) and 3–4
+    (``check 3-4``: nobody tunes on them; a ranking change must hold there too), in file order."""
+    ids = [c.sample_id for c in data.conversations]
+    return {"tuned 0-2": set(ids[:3]), "check 3-4": set(ids[3:5])}
+
+
+def score_halves(data: Loaded, rankings: list[list[int]]) -> list[dict[str, Any]]:
+    """The ``all`` row of ``score`` for each half of ``halves`` (``half``, ``n``, hit@k,
+    recall@k, ``mrr``), plus ``indices``: the questions of that half (positions in
+    ``data.questions``), for callers that add per-half figures of their own."""
+    out = []
+    for half, ids in halves(data).items():
+        pick = [i for i, q in enumerate(data.questions) if q.sample_id in ids]
+        if not pick:
+            continue
+        row = score([data.questions[i] for i in pick], [rankings[i] for i in pick])[-1]
+        out.append({"half": half, **{k: v for k, v in row.items() if k != "category"}, "indices": pick})
+    return out
+
+
+def half_table(rows: list[dict[str, Any]]) -> str:
+    """``score_halves`` rows as a markdown table (without their ``indices``)."""
+    return table(rows, HALF_COLUMNS)
+
+
+def strip_indices(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``score_halves`` rows as stored in a result file: figures only."""
+    return [{k: v for k, v in r.items() if k != "indices"} for r in rows]
+
+
 async def ask_all(client: httpx.AsyncClient, query: str, data: Loaded, limit: int = 10,
                   concurrency: int = 1) -> tuple[list[list[int]], list[float]]:
     """Every question over HTTP (``POST /api/v1/search``); returns the rankings and each
@@ -293,6 +327,7 @@ async def run(data_path: Path, ingress: str, query: str, label: str, *, db_path:
                 raise RuntimeError("the query side fused no vector stream: is embedding.provider set for query?")
         rankings, lat = await ask_all(client, query, data)
     rows = score(data.questions, rankings)
+    half_rows = score_halves(data, rankings)
     print(f"\nLoCoMo retrieval ({label}): {len(data.conversations)} conversations, "
           f"{sum(len(c.sessions) for c in data.conversations)} sessions, {events} hook events "
           f"ingested + visible in {ingest_s:.1f} s; {len(data.questions)} questions; skipped: {dict(data.skipped)}")
@@ -300,7 +335,8 @@ async def run(data_path: Path, ingress: str, query: str, label: str, *, db_path:
         print(f"embeddings: {extra['embedded_pages']} pages embedded {extra['embed_wait_s']:.1f} s after visible; "
               f"vector stream fused in {extra['vector_stream_share']:.0%} of sampled questions")
     print(table(rows, ["category", "n", "hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "mrr"]))
-    return {"label": label, "rows": rows, "skipped": dict(data.skipped), "questions": len(data.questions),
+    print(half_table(half_rows))
+    return {"label": label, "rows": rows, "halves": strip_indices(half_rows), "skipped": dict(data.skipped), "questions": len(data.questions),
             "events": events, "ingest_visible_s": ingest_s,
             "query_ms_p50": sorted(lat)[len(lat) // 2] if lat else None,
             "query_ms_p95": sorted(lat)[int(len(lat) * 0.95) - 1] if lat else None, **extra}
@@ -445,8 +481,10 @@ def offline(data_path: Path, db: Path, *, show_misses: int = 40, vectors: bool =
         pool.close()
         side = sides[name]
         rows = score(data.questions, side["rankings"])
+        half_rows = score_halves(data, side["rankings"])
         print(f"-- {name}")
         print(table(rows, ["category", "n", "hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "mrr"]))
+        print(half_table(half_rows))
         lat = {"p50_ms": p(side["wall"], 0.5), "p95_ms": p(side["wall"], 0.95),
                "cpu_p50_ms": p(side["cpu"], 0.5), "cpu_p95_ms": p(side["cpu"], 0.95)}
         if emb_cpu:
@@ -455,7 +493,7 @@ def offline(data_path: Path, db: Path, *, show_misses: int = 40, vectors: bool =
         print("query", lat)
         # Only counts are kept in the results: the questions are the dataset's text (CC BY-NC,
         # read in place from ../shared/data/locomo, never copied into the repository).
-        out[name] = {"rows": rows, "latency": lat, "misses": len(side["misses"])}
+        out[name] = {"rows": rows, "halves": strip_indices(half_rows), "latency": lat, "misses": len(side["misses"])}
     for q, r in sides["text_index"]["misses"][:show_misses]:
         print(f"MISS cat {q.category} want {sorted(q.sessions)} got {r[:5]}: {q.text}")
     return {**out["text_index"], "fts5": out["fts5"], "vectors": vectors, **extra}

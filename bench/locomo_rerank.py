@@ -31,16 +31,10 @@ from typing import Any
 import httpx
 
 from bench.common import table, write_result
-from bench.locomo import DEFAULT_DATA, Loaded, ingest_conversation, load, score, wait_visible
+from bench.locomo import DEFAULT_DATA, Loaded, halves, ingest_conversation, load, score_halves, wait_visible
 
 TOP_N = 30  # the LLM reranker's bound (aimem_common.rerank.LLM_MAX_CANDIDATES)
 COLUMNS = ["run", "half", "n", "hit@1", "hit@5", "hit@10", "mrr", "p50_ms", "p95_ms"]
-
-
-def halves(data: Loaded) -> dict[str, set[str]]:
-    """Sample ids of conversations 0–2 (tuned) and 3–4 (check), in file order."""
-    ids = [c.sample_id for c in data.conversations]
-    return {"tuned 0-2": set(ids[:3]), "check 3-4": set(ids[3:5])}
 
 
 async def ask(client: httpx.AsyncClient, query: str, data: Loaded, limit: int) -> tuple[list[list[int]], list[float]]:
@@ -60,12 +54,9 @@ async def ask(client: httpx.AsyncClient, query: str, data: Loaded, limit: int) -
 
 def rows_for(run: str, data: Loaded, rankings: list[list[int]], lat: list[float]) -> list[dict[str, Any]]:
     out = []
-    for half, ids in halves(data).items():
-        pick = [i for i, q in enumerate(data.questions) if q.sample_id in ids]
-        all_row = score([data.questions[i] for i in pick], [rankings[i] for i in pick])[-1]
-        ls = sorted(lat[i] for i in pick)
-        out.append({"run": run, "half": half, "n": all_row["n"], "hit@1": all_row["hit@1"],
-                    "hit@5": all_row["hit@5"], "hit@10": all_row["hit@10"], "mrr": all_row["mrr"],
+    for row in score_halves(data, rankings):
+        ls = sorted(lat[i] for i in row["indices"])
+        out.append({"run": run, **{k: row[k] for k in ("half", "n", "hit@1", "hit@5", "hit@10", "mrr")},
                     "p50_ms": ls[len(ls) // 2], "p95_ms": ls[int(len(ls) * 0.95) - 1]})
     return out
 

@@ -126,3 +126,15 @@ def test_workstream_start_and_ledger_rows_carry_the_issue_targets(tmp_path):
     start["rows"][1]["p95_ms"] = 150.0
     _write(tmp_path, "workstream_start", "20261205T070000", start)
     assert "**met**" in _rows(report.render(tmp_path))["`aimem run`: until the harness starts, p95 of 40 launches"]
+
+
+def test_locomo_rows_show_the_tuned_and_the_check_half_beside_the_overall_figure(tmp_path):
+    rows_all = [{"category": "all", "n": 757, "hit@5": 0.954, "mrr": 0.836}]
+    halves = [{"half": "tuned 0-2", "n": 452, "hit@1": 0.75, "hit@5": 0.962, "hit@10": 0.98, "mrr": 0.845},
+              {"half": "check 3-4", "n": 305, "hit@1": 0.74, "hit@5": 0.941, "hit@10": 0.97, "mrr": 0.822}]
+    _write(tmp_path, "locomo-none", "20261201T010000", {"rows": rows_all, "halves": halves, "query_ms_p95": 20.0})
+    rows = _rows(report.render(tmp_path))
+    assert "0.954" in rows["LoCoMo dev hit@5, default configuration"]
+    tuned, check = rows["LoCoMo dev, conversations tuned 0-2"], rows["LoCoMo dev, conversations check 3-4"]
+    assert "hit@5 0.962, MRR 0.845" in tuned and "452 questions" in tuned
+    assert "hit@5 0.941, MRR 0.822" in check and "locomo-none-20261201T010000.json" in check

@@ -55,6 +55,7 @@ def memory_query(
     Returns a ``SearchResult``: ``hits`` (``Hit``, score desc, len ≤ ``limit``), ``raw_hits``
     (``RawHit``: project-scoped searches only, len ≤ ``raw_limit``); with ``explain``, its
     ``explain`` (``streams_active``, ``fts_query``, ``trigram_query``, ``trigram_short``,
+    ``recency``? (the question's recency cue, when it asks for the newest of something),
     ``stream_ms``) and per-hit ``score_details``; with ``rerank_docs``, ``rerank``
     (``rerank_input``). ``to_json`` is its wire shape.
 
@@ -72,6 +73,8 @@ def memory_query(
         return out
     if explain is not None:
         explain.update(trigram_query=question.tri.match, trigram_short=question.tri.short)
+        if question.recency:
+            explain["recency"] = question.recency
 
     run = Run(conn, question, scopes, replace(opts, candidates=max(opts.candidates, limit * 3)), vector, vectors)
     active: list[str] = []

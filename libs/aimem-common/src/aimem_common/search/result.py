@@ -19,7 +19,8 @@ class SearchResult:
     the ``_global`` project's hits.
 
     ``explain`` (None unless asked): ``streams_active``, ``fts_query``, ``trigram_query``,
-    ``trigram_short``, ``stream_ms`` (stage → wall ms), and from the service
+    ``trigram_short``, ``recency`` (only when the question asks for the newest of something:
+    its cue words), ``stream_ms`` (stage → wall ms), and from the service
     ``streams_skipped`` (stream → reason) and ``query_embed_ms``. ``rerank`` is the reranker's
     input (``hits.rerank_input``), never sent.
     """

@@ -12,7 +12,7 @@ import importlib
 
 from aimem_common.search.stream import Stream, registered
 
-ORDER = ("fts", "turns", "exact", "trigram", "entity", "vector", "superseded", "links", "passage")
+ORDER = ("fts", "turns", "exact", "trigram", "entity", "vector", "superseded", "links", "passage", "recency")
 
 for _name in ORDER:  # importing a module registers its stream
     importlib.import_module(f"{__name__}.{_name}")
