@@ -6,7 +6,8 @@ and pinned Claude Code, Codex CLI and Gemini CLI with the machine's ``npm`` into
 call (another test, another run) finds the ``.complete`` marker and returns at once. The
 cache is ``$AIMEM_AGENTS_CACHE``, else ``$XDG_CACHE_HOME/aimem-agents``, else
 ``~/.cache/aimem-agents``. Concurrent callers serialise on a lock file. ``ensure_more_agents()``
-installs the later ones (``MORE_PINS``: Pi, Copilot CLI) into a folder of their own beside it.
+installs the later ones (``MORE_PINS``: Pi, Copilot CLI) into a folder of their own beside it,
+``ensure_omp()`` OMP with the Bun it runs on (``OMP_PINS``) into another.
 
 ``python -m aimem_testing.agents`` does the same from the Makefile (``make agents``)
 and CI, and prints the folder.
@@ -30,6 +31,11 @@ BINARIES = ("node", "claude", "codex", "gemini")
 # a fake model endpoint are here (README "Supported clients" says why the others are not).
 MORE_PINS = {"@mariozechner/pi-coding-agent": "0.73.1", "@github/copilot": "1.0.102"}
 MORE_BINARIES = ("pi", "copilot")
+# OMP runs on Bun, not Node: the `bun` package brings its binary from the npm registry
+# (`@oven/bun-linux-x64*`), so it gets a folder of its own. 18.2.3 is the newest OMP whose
+# `@oh-my-pi/*` dependencies are all published (18.3.4 names an `omp-stats` 18.3.4 that is not).
+OMP_PINS = {"bun": "1.4.4", "@oh-my-pi/pi-coding-agent": "18.2.3"}
+OMP_BINARIES = ("bun", "omp")
 
 
 class AgentsUnavailable(RuntimeError):
@@ -59,6 +65,16 @@ def ensure_more_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
     """
     node_bin = ensure_agents(timeout_s)
     return _install(install_dir(MORE_PINS), MORE_PINS, MORE_BINARIES, timeout_s, node_bin)
+
+
+def ensure_omp(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
+    """Install ``OMP_PINS`` (Bun and OMP) if needed; return their ``node_modules/.bin`` (``bun``
+    and ``omp``; OMP's ``#!/usr/bin/env bun`` finds Bun when this folder is first on PATH).
+
+    Raises:
+        AgentsUnavailable: as ``ensure_agents``.
+    """
+    return _install(install_dir(OMP_PINS), OMP_PINS, OMP_BINARIES, timeout_s, None)
 
 
 def ensure_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
@@ -140,6 +156,7 @@ def main() -> int:
     try:
         print(ensure_agents())
         print(ensure_more_agents())
+        print(ensure_omp())
     except AgentsUnavailable as exc:
         print(f"aimem agents: {exc}", file=sys.stderr)
         return 1

@@ -150,12 +150,12 @@ class FakeVendor:
         block: dict[str, Any]
         if step.kind == "shell" and "Bash" in tools:
             block = _tool_use("Bash", {"command": step.arg, "description": "run a command"})
-        elif step.kind == "shell" and "bash" in tools:  # Pi / OMP: lower-case tools
-            block = _tool_use("bash", {"command": step.arg})
+        elif step.kind == "shell" and (name := _first(tools, ("bash", "_bash"))):  # Pi; OMP prefixes `_`
+            block = _tool_use(name, {"command": step.arg})
         elif step.kind == "write" and "Write" in tools:
             block = _tool_use("Write", {"file_path": step.arg, "content": step.content})
-        elif step.kind == "write" and "write" in tools:
-            block = _tool_use("write", {"path": step.arg, "content": step.content})
+        elif step.kind == "write" and (name := _first(tools, ("write", "_write"))):
+            block = _tool_use(name, {"path": step.arg, "content": step.content})
         elif step.kind == "write" and "create" in tools:  # Copilot CLI (BYOK, provider type anthropic)
             block = _tool_use("create", {"path": step.arg, "file_text": step.content})
         elif step.kind == "mcp":
