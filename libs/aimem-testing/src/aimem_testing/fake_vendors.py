@@ -150,7 +150,7 @@ class FakeVendor:
         block: dict[str, Any]
         if step.kind == "shell" and "Bash" in tools:
             block = _tool_use("Bash", {"command": step.arg, "description": "run a command"})
-        elif step.kind == "shell" and (name := _first(tools, ("bash", "_bash"))):  # Pi; OMP prefixes `_`
+        elif step.kind == "shell" and (name := _first(tools, ("bash", "_bash", "exec"))):  # Pi; OMP `_`; OpenClaw
             block = _tool_use(name, {"command": step.arg})
         elif step.kind == "write" and "Write" in tools:
             block = _tool_use("Write", {"file_path": step.arg, "content": step.content})
