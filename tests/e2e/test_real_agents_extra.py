@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from aimem_common.natsserver import free_port
-from aimem_testing.agents import AgentsUnavailable, ensure_agents, ensure_more_agents, ensure_omp, offline_env
+from aimem_testing.agents import (
+    AgentsUnavailable, ensure_agents, ensure_more_agents, ensure_omp, ensure_openclaw, offline_env)
 from aimem_testing.fake_vendors import FakeVendor, Step
 from aimem_testing.probe import db_rows, wait_for
 from aimem_testing.stack import LocalStack
@@ -167,6 +168,24 @@ def _aimem(home: Path, stack: LocalStack, *args: str) -> str:
     return proc.stdout
 
 
+def _pi_picks_up(session_id: str, repo: Path, pi_home: Path, bins: tuple[Path, Path], stack: LocalStack) -> None:
+    """Pi (hooks installed) at ``repo``'s root: the handoff of ``session_id`` is in the system
+    prompt of its first model request."""
+    (pi_home / ".local/share/aimem").mkdir(parents=True)
+    (pi_home / ".local/share/aimem/config.toml").write_text(f'ingress_url = "{stack.url("ingress")}"\n')
+    _aimem(pi_home, stack, "install-hooks", "--client", "pi")
+    with FakeVendor([Step("text", "Picking up the retry policy.")]) as vendor:
+        models = pi_home / ".pi" / "agent" / "models.json"
+        models.write_text(json.dumps({"providers": {"fake": {
+            "baseUrl": vendor.url, "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
+            "models": [{"id": "claude-fake"}]}}}))
+        _run([str(bins[1] / "pi"), "--provider", "fake", "--model", "claude-fake", "-p",
+              "Continue where the last session stopped"], repo, offline_env(pi_home, [bins[1], bins[0]], free_port(),
+                                                                          PI_OFFLINE="1"))
+        first = json.dumps(vendor.requests[0][1]["system"])
+    assert session_id in first and PROMPT in first
+
+
 def test_omp_session_in_a_subdirectory_hands_off_to_pi_and_uninstall_is_byte_for_byte(bins, omp_bin, live,
                                                                                        tmp_path):
     """OMP in ``api/`` (the generated extension, ``--agent omp``) → a session page in the
@@ -207,20 +226,7 @@ def test_omp_session_in_a_subdirectory_hands_off_to_pi_and_uninstall_is_byte_for
     assert "- api/retry.md" in page.split("## Files changed", 1)[1]
 
     # Pi at the repository root: the handoff is in the system prompt of its first request.
-    pi_home = tmp_path / "home-pi-next"
-    (pi_home / ".local/share/aimem").mkdir(parents=True)
-    (pi_home / ".local/share/aimem/config.toml").write_text(f'ingress_url = "{live.url("ingress")}"\n')
-    _aimem(pi_home, live, "install-hooks", "--client", "pi")
-    with FakeVendor([Step("text", "Picking up the retry policy.")]) as vendor:
-        models = pi_home / ".pi" / "agent" / "models.json"
-        models.write_text(json.dumps({"providers": {"fake": {
-            "baseUrl": vendor.url, "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
-            "models": [{"id": "claude-fake"}]}}}))
-        _run([str(bins[1] / "pi"), "--provider", "fake", "--model", "claude-fake", "-p",
-              "Continue where the last session stopped"], repo, offline_env(pi_home, [bins[1], bins[0]], free_port(),
-                                                                          PI_OFFLINE="1"))
-        first = json.dumps(vendor.requests[0][1]["system"])
-    assert s["session_id"] in first and PROMPT in first
+    _pi_picks_up(s["session_id"], repo, tmp_path / "home-pi-next", bins, live)
     [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (s["session_id"],))
     assert (h["status"], h["accepted_by"]) == ("accepted", "pi")
 
@@ -230,3 +236,53 @@ def test_omp_session_in_a_subdirectory_hands_off_to_pi_and_uninstall_is_byte_for
 
     _aimem(home, live, "uninstall", "--client", "omp", "--project-dir", str(repo))
     assert _omp_snapshot(home / ".omp") == before
+
+
+# --- OpenClaw: a real binary here, on Node 24 from the npm registry ---------------------------
+
+
+@pytest.fixture(scope="module")
+def openclaw_bins() -> tuple[Path, Path]:
+    """(OpenClaw's ``.bin``, Node 24's ``.bin``), installed on first use."""
+    try:
+        return ensure_openclaw()
+    except AgentsUnavailable as exc:
+        pytest.fail(f"OpenClaw is not installable here: {exc}")
+
+
+def _openclaw_plugin(openclaw_bins: tuple[Path, Path], home: Path) -> dict:
+    """What the real ``openclaw plugins list --json`` says of the plugin ``aimem`` (``{}``: not found)."""
+    env = offline_env(home, [openclaw_bins[0], openclaw_bins[1]], free_port())
+    out = _run([str(openclaw_bins[0] / "openclaw"), "plugins", "list", "--json"], home, env).stdout
+    return next((p for p in json.loads(out)["plugins"] if p.get("id") == "aimem"), {})
+
+
+def test_openclaw_loads_the_plugin_install_hooks_switched_on_and_uninstall_is_byte_for_byte(
+        openclaw_bins, live, tmp_path):
+    """The real OpenClaw 2026.9.6 with a user's plugin allowlist: aimem's generated plugin is
+    discovered but disabled until ``install-hooks`` names it (``plugins.entries.aimem.enabled``,
+    ``plugins.allow``); then OpenClaw loads it. Uninstall leaves ``openclaw.json`` byte for byte
+    and the plugin gone. (OpenClaw's one-shot runs do not deliver the session hooks to plugins:
+    README client table.)"""
+    home = tmp_path / "home-openclaw"
+    config = home / ".openclaw" / "openclaw.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"plugins": {"allow": ["memory-core"]}, "models": {"providers": {"fake": {
+        "baseUrl": "http://127.0.0.1:9", "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
+        "models": [{"id": "claude-fake", "name": "claude-fake"}]}}}}, indent=2) + "\n")
+    before = config.read_bytes()
+    _aimem(home, live, "install-hooks", "--client", "openclaw")
+    doc = json.loads(config.read_text())
+    doc["plugins"] = {"allow": ["memory-core"]}  # the folder, without the switch: what OpenClaw does then
+    config.write_text(json.dumps(doc, indent=2) + "\n")
+    assert _openclaw_plugin(openclaw_bins, home)["enabled"] is False
+
+    _aimem(home, live, "install-hooks", "--client", "openclaw")
+    _aimem(home, live, "install-mcp", "--client", "openclaw")
+    loaded = _openclaw_plugin(openclaw_bins, home)
+    assert (loaded["enabled"], loaded["status"], loaded["origin"]) == (True, "loaded", "global"), loaded
+    assert json.loads(config.read_text())["mcp"]["servers"]["aimem"]["transport"] == "streamable-http"
+
+    _aimem(home, live, "uninstall", "--client", "openclaw", "--project-dir", str(tmp_path))
+    assert config.read_bytes() == before
+    assert _openclaw_plugin(openclaw_bins, home) == {}
