@@ -48,7 +48,7 @@ CLAIM_TIMEOUT_S = 10.0
 CHUNK_FILES = 10  # files imported between two looks at the clock
 NICE = 10
 # Clients whose transcripts `aimem import` reads (aimem_cli.transcripts.READERS), by hook agent name.
-CLIENTS = ("claude-code", "codex", "gemini-cli", "opencode", "copilot-cli")
+CLIENTS = ("claude-code", "codex", "gemini-cli", "opencode", "copilot-cli", "pi", "omp", "openclaw", "crush")
 _OFF = ("0", "false", "no", "off")
 
 

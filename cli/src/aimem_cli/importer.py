@@ -178,13 +178,13 @@ class Importer:
         state = FileState.from_json(self._state.get(key))
         if st.st_size < state.offset:  # rewritten or replaced: read again (the keys dedupe)
             state = FileState()
-        if st.st_size == state.offset and client not in ("opencode",):
+        reader = READERS[client]
+        if st.st_size == state.offset and not getattr(reader, "ALWAYS_READ", False):
             self.stats.files_unchanged += 1
             return
         rs = ReadStats()
         sessions: dict[str, _Session] = {}
         filtered = False
-        reader = READERS[client]
         events: Iterator[Event] = (reader.read(path, state, rs, self.hints) if client == "gemini-cli"
                                    else reader.read(path, state, rs))
         for ev in events:
@@ -344,14 +344,21 @@ def classify(path: Path) -> str | None:
         return "gemini-cli"
     if name.endswith(".json") and path.parent.parent.name == "session":
         return "opencode"
+    if name == "crush.db":
+        return "crush"
     if name.endswith(".jsonl"):
-        return _sniff(path)
+        found = _sniff(path)
+        if found == "pi":  # one format, three clients: the folder they keep it in says which
+            parts = set(path.parts)
+            return "omp" if ".omp" in parts else "openclaw" if ".openclaw" in parts else "pi"
+        return found
     return None
 
 
 def _sniff(path: Path) -> str | None:
-    """Tell a Codex rollout (``{"timestamp", "type", "payload"}`` lines) from a Claude Code
-    transcript (lines with ``sessionId``) by the first parseable line."""
+    """Tell a Codex rollout (``{"timestamp", "type", "payload"}`` lines), a Claude Code
+    transcript (lines with ``sessionId``), a Copilot CLI event log (``{"type", "data"}``) and
+    a Pi-format session (a ``{"type": "session", "cwd"}`` header) apart by the first parseable line."""
     try:
         with open(path, "rb") as fh:
             for raw in fh:
@@ -365,6 +372,8 @@ def _sniff(path: Path) -> str | None:
                     return "claude-code"
                 if isinstance(obj, dict) and "data" in obj and "type" in obj:
                     return "copilot-cli"
+                if isinstance(obj, dict) and obj.get("type") == "session" and "cwd" in obj:
+                    return "pi"  # Pi's session header (also OMP's and OpenClaw's)
     except OSError:
         return None
     return None

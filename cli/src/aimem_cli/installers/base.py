@@ -134,3 +134,35 @@ def apply(changes: list[FileChange]) -> list[Path]:
                 raise
         touched.append(ch.path)
     return touched
+
+
+def nested_table(path: Path, doc: dict[str, Any], keys: tuple[str, ...], *, create: bool) -> dict[str, Any] | None:
+    """The object at ``doc[keys[0]][keys[1]]...`` (made on the way with ``create``; else None
+    when a level is missing).
+
+    Raises:
+        InstallError: a level exists and is not an object (the user's file is not what the
+            client documents: never overwritten).
+    """
+    node: Any = doc
+    for depth, key in enumerate(keys):
+        child = node.get(key)
+        if child is None:
+            if not create:
+                return None
+            child = node[key] = {}
+        if not isinstance(child, dict):
+            raise InstallError(f"{path}: `{'.'.join(keys[:depth + 1])}` is not an object")
+        node = child
+    return node
+
+
+def prune_empty(doc: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """Drop the objects along ``keys`` that are left empty, innermost first (what an install
+    created around its one entry goes with it)."""
+    for depth in range(len(keys), 0, -1):
+        parent = doc
+        for key in keys[:depth - 1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and parent.get(keys[depth - 1]) == {}:
+            del parent[keys[depth - 1]]

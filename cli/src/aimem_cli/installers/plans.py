@@ -15,7 +15,11 @@ Formats (checked against each vendor's docs):
   [...]}}``; aimem owns the hook named ``aimem`` (tool events take ``{matcher, hooks}`` groups).
 * Pi, OMP: a generated extension module; OpenCode: a generated plugin module under
   ``~/.config/opencode/plugins/`` (``.opencode/plugins/``); OpenClaw: a generated plugin folder
-  (``installers.extension``).
+  (``installers.extension``), switched on in ``~/.openclaw/openclaw.json``
+  (``installers.openclaw``).
+* MCP: ``mcpServers`` (Claude Code, Gemini CLI, Cursor, Copilot CLI, OMP ``mcp.json``,
+  Antigravity ``mcp_config.json`` with ``serverUrl``), ``mcp`` (OpenCode, Crush),
+  ``mcp.servers`` (OpenClaw's ``openclaw.json``), ``[mcp_servers.aimem]`` (Codex).
 * Codex additionally needs its hooks switched on and each hook trusted by hash in the
   user's ``~/.codex/config.toml`` (``installers.codex``): the same plan writes that block.
 """
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aimem_cli.installers import codex, extension
+from aimem_cli.installers import codex, extension, openclaw
 from aimem_common.clients import CLIENTS, INSTALLABLE, K
 from aimem_cli.installers.base import (
     FileChange,
@@ -36,6 +40,8 @@ from aimem_cli.installers.base import (
     is_ours,
     json_change,
     load_json,
+    nested_table,
+    prune_empty,
     read_text,
 )
 
@@ -65,7 +71,11 @@ MCP_FILES = {
     "copilot-cli": (".copilot/mcp-config.json", None),
     "opencode": (".config/opencode/opencode.json", "opencode.json"),
     "crush": (".config/crush/crush.json", "crush.json"),
-}  # Pi has no MCP client; OMP, OpenClaw and Antigravity: not wired by aimem yet
+    "omp": (".omp/agent/mcp.json", ".omp/mcp.json"),
+    "openclaw": (openclaw.CONFIG, None),
+    "antigravity": (".gemini/config/mcp_config.json", ".agents/mcp_config.json"),
+}  # Pi has no MCP client
+MCP_TABLES = {"opencode": ("mcp",), "crush": ("mcp",), "openclaw": ("mcp", "servers")}  # else ("mcpServers",)
 
 
 DEFAULT_INGRESS_URL = "http://127.0.0.1:8701"  # the hook client's own default
@@ -109,7 +119,8 @@ def plan_hooks(client: str, target: Target) -> list[FileChange]:
     path = target.path(HOOK_FILES[client], client)
     text = read_text(path)
     if client in EXTENSION_CLIENTS:
-        return _extension_changes(client, target, path) + plan_credential(target)
+        switch = [openclaw.enable(target.home)] if client == "openclaw" else []
+        return _extension_changes(client, target, path) + switch + plan_credential(target)
     doc = load_json(path, text)
     if client == "antigravity":
         return [json_change(path, text, _antigravity_doc(path, doc, target))] + plan_credential(target)
@@ -165,14 +176,15 @@ def plan_unhooks(client: str, target: Target) -> list[FileChange]:
     _check(client)
     path = target.path(HOOK_FILES[client], client)
     text = read_text(path)
+    switch = openclaw.disable(target.home) if client == "openclaw" else []  # also when the folder is gone
     if text is None:
-        return []
+        return switch
     if client in EXTENSION_CLIENTS:
         if not extension.is_generated(text):
-            return []
+            return []  # someone else's plugin folder, and its switch: not ours
         extra = [path.with_name(name) for name in extension.openclaw_files()] if client == "openclaw" else []
         return [FileChange(p, t, None) for p in (path, *extra)
-                if (t := read_text(p)) is not None and extension.is_generated(t)]
+                if (t := read_text(p)) is not None and extension.is_generated(t)] + switch
     doc = load_json(path, text)
     if client == "antigravity":
         if not _antigravity_ours(doc.get(ANTIGRAVITY_HOOK)):
@@ -239,21 +251,20 @@ def plan_mcp(client: str, target: Target, url: str) -> list[FileChange]:
     doc = load_json(path, text)
     if client == "opencode":
         doc.setdefault("$schema", "https://opencode.ai/config.json")
-        table, entry = doc.setdefault("mcp", {}), {"type": "remote", "url": url, "enabled": True}
-    elif client == "crush":
-        table, entry = doc.setdefault("mcp", {}), {"type": "http", "url": url}
-    else:
-        table = doc.setdefault("mcpServers", {})
-        entry = {
-            "claude-code": {"type": "http", "url": url},
-            "gemini-cli": {"httpUrl": url},
-            "cursor": {"url": url},
-            "copilot-cli": {"type": "http", "url": url, "tools": ["*"]},
-        }[client]
+    entry = {
+        "claude-code": {"type": "http", "url": url},
+        "gemini-cli": {"httpUrl": url},
+        "cursor": {"url": url},
+        "copilot-cli": {"type": "http", "url": url, "tools": ["*"]},
+        "opencode": {"type": "remote", "url": url, "enabled": True},
+        "crush": {"type": "http", "url": url},
+        "omp": {"type": "http", "url": url},
+        "openclaw": {"url": url, "transport": "streamable-http"},
+        "antigravity": {"serverUrl": url},
+    }[client]
     if token:
         entry["headers"] = {"Authorization": f"Bearer {token}"}
-    if not isinstance(table, dict):
-        raise InstallError(f"{path}: the MCP server table is not an object")
+    table = nested_table(path, doc, MCP_TABLES.get(client, ("mcpServers",)), create=True)
     table["aimem"] = entry
     change = json_change(path, text, doc)
     return [FileChange(change.path, change.old, change.new, secret=token)]
@@ -446,11 +457,18 @@ def plan_unmcp(client: str, target: Target) -> list[FileChange]:
         new = (text[:section.start()].rstrip("\n") + "\n" + text[section.end():].lstrip("\n")).lstrip("\n")
         return [FileChange(path, text, new if new.strip() else None)]
     doc = load_json(path, text)
-    key = "mcp" if client in ("opencode", "crush") else "mcpServers"
-    table = doc.get(key)
-    if not isinstance(table, dict) or "aimem" not in table:
+    keys = MCP_TABLES.get(client, ("mcpServers",))
+    try:
+        table = nested_table(path, doc, keys, create=False)
+    except InstallError:
+        return []  # not a table aimem wrote into
+    if table is None or "aimem" not in table:
         return []
     del table["aimem"]
+    if client == "openclaw":  # one file for all of OpenClaw's settings: only what held aimem goes
+        prune_empty(doc, keys)
+        return [json_change(path, text, doc, delete_if_empty=True)]
+    key = keys[0]
     schema = {"$schema": "https://opencode.ai/config.json"} if client == "opencode" else {}
     if doc in ({key: {}}, {key: {}, **schema}):
         return [json_change(path, text, {}, delete_if_empty=True)]

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 from aimem_cli.transcripts.base import PROMPT_CHARS, Event, FileState, ReadStats, bound, event, glob_under
 
 CLIENT = "opencode"
+ALWAYS_READ = True  # the session file stays put while its messages and parts are added beside it
 
 
 def discover(home: Path) -> Iterator[Path]:

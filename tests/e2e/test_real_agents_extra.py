@@ -1,0 +1,288 @@
+"""The new clients' own history, as their real binaries write it: ``aimem import`` reads it.
+
+Pi and Copilot CLI run from npm (``aimem_testing.agents.MORE_PINS``) in a throwaway HOME,
+without aimem's hooks, against the fake Anthropic endpoint (``testing.fake_vendors``), as
+``test_real_agents_more.py`` drives them. The session files they leave behind (Pi's
+``~/.pi/agent/sessions/--<cwd>--/*.jsonl``, Copilot's
+``~/.copilot/session-state/<id>/events.jsonl``) are then imported with ``aimem import
+--home`` into a real stack: the session lands in the repository's project (the run was in a
+subdirectory) with the prompt, the failed command, the written file and the final message
+on its page, and as history (no handoff). A second run adds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aimem_common.natsserver import free_port
+from aimem_testing.agents import (
+    AgentsUnavailable, ensure_agents, ensure_more_agents, ensure_omp, ensure_openclaw, offline_env)
+from aimem_testing.fake_vendors import FakeVendor, Step
+from aimem_testing.probe import db_rows, wait_for
+from aimem_testing.stack import LocalStack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
+
+AIMEM = str(Path(sys.executable).with_name("aimem"))
+FINAL = "All done: api/retry.md records the retry policy."
+PROMPT = "Document the retry policy for the API"
+
+
+@pytest.fixture(scope="module")
+def bins() -> tuple[Path, Path]:
+    """(the first three's ``.bin`` with Node, Pi's and Copilot's ``.bin``), installed on first use."""
+    try:
+        return ensure_agents(), ensure_more_agents()
+    except AgentsUnavailable as exc:  # a failure, not a skip: CI installs npm for this
+        pytest.fail(f"the real agent CLIs are not installable here: {exc}")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory) -> LocalStack:
+    base = tmp_path_factory.mktemp("stack")
+    stack = LocalStack(base / "data", base / "logs").start()
+    try:
+        yield stack
+    finally:
+        stack.stop()
+
+
+def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=180,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, f"{argv[0]} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def _repo(tmp_path: Path, name: str) -> Path:
+    repo = tmp_path / name
+    (repo / "api").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return repo
+
+
+def _plan(repo: Path) -> list[Step]:
+    return [Step("shell", "ls missing_fixture_dir"), Step("write", str(repo / "api" / "retry.md"), "retries: 3\n"),
+            Step("text", FINAL)]
+
+
+def _import(stack: LocalStack, home: Path, client: str) -> dict:
+    env = stack.client_env(AIMEM_DATA_DIR=str(home / ".local" / "share" / "aimem"))
+    proc = subprocess.run([AIMEM, "import", "--client", client, "--home", str(home), "--json"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _imported_page(stack: LocalStack, agent: str, project: str) -> dict:
+    rows = lambda sql, args=(): db_rows(stack.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
+    return wait_for(lambda: next(iter(rows(
+        "SELECT s.*, pg.body AS page FROM sessions s JOIN projects p ON p.id = s.project_id"
+        " JOIN pages pg ON pg.id = s.summary_page_id WHERE s.agent = ? AND p.name = ?", (agent, project))), None),
+        timeout_s=90, what=f"the imported {agent} session page in {project}")
+
+
+def _check_page(stack: LocalStack, s: dict) -> None:
+    page = s["page"]
+    assert f"## Task\n\n{PROMPT}" in page
+    assert "`ls missing_fixture_dir`" in page
+    assert "- api/retry.md" in page.split("## Files changed", 1)[1]
+    assert FINAL in page
+    handoffs = db_rows(stack.data_dir / "db" / "memory.sqlite",
+                       "SELECT 1 FROM handoffs WHERE from_session_id = ?", (s["session_id"],))
+    assert handoffs == []  # imported history opens no handoff
+
+
+def test_a_real_pi_session_file_is_imported_into_the_repositorys_project(bins, live, tmp_path):
+    repo = _repo(tmp_path, "pi-import")
+    home = tmp_path / "home-pi"
+    with FakeVendor(_plan(repo)) as vendor:
+        models = home / ".pi" / "agent" / "models.json"
+        models.parent.mkdir(parents=True)
+        models.write_text(json.dumps({"providers": {"fake": {
+            "baseUrl": vendor.url, "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
+            "models": [{"id": "claude-fake"}]}}}))
+        env = offline_env(home, [bins[1], bins[0]], free_port(), PI_OFFLINE="1")
+        _run([str(bins[1] / "pi"), "--provider", "fake", "--model", "claude-fake", "-p", PROMPT], repo / "api", env)
+    [session_file] = list((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl"))
+    header = json.loads(session_file.read_text().splitlines()[0])
+    assert header["type"] == "session" and header["cwd"] == str(repo / "api")
+
+    first = _import(live, home, "pi")
+    assert first["files"] == 1 and first["events"] >= 4 and first["malformed_lines"] == 0, first
+    s = _imported_page(live, "pi", "pi-import")
+    assert s["session_id"] == header["id"]
+    _check_page(live, s)
+    again = _import(live, home, "pi")
+    assert again["events"] == 0 and again["files_unchanged"] == 1, again
+
+
+def test_a_real_copilot_cli_session_log_is_imported_into_the_repositorys_project(bins, live, tmp_path):
+    repo = _repo(tmp_path, "copilot-import")
+    home = tmp_path / "home-copilot"
+    home.mkdir()
+    with FakeVendor(_plan(repo)) as vendor:
+        env = offline_env(home, [bins[1], bins[0]], free_port(), COPILOT_PROVIDER_BASE_URL=vendor.url,
+                          COPILOT_PROVIDER_TYPE="anthropic", COPILOT_PROVIDER_API_KEY="test-not-a-real-key",
+                          COPILOT_MODEL="claude-sonnet-4", COPILOT_OFFLINE="1", COPILOT_AUTO_UPDATE="false")
+        _run([str(bins[1] / "copilot"), "-p", PROMPT, "--allow-all"], repo / "api", env)
+    logs = list((home / ".copilot" / "session-state").glob("*/events.jsonl"))
+    assert len(logs) == 1, logs
+
+    first = _import(live, home, "copilot-cli")
+    assert first["files"] == 1 and first["events"] >= 4 and first["malformed_lines"] == 0, first
+    s = _imported_page(live, "copilot-cli", "copilot-import")
+    _check_page(live, s)
+    assert _import(live, home, "copilot-cli")["events"] == 0
+
+
+# --- OMP (Oh My Pi): a real binary here, on Bun from the npm registry -------------------------
+
+
+@pytest.fixture(scope="module")
+def omp_bin() -> Path:
+    """OMP's and Bun's ``.bin`` (``aimem_testing.agents.OMP_PINS``), installed on first use."""
+    try:
+        return ensure_omp()
+    except AgentsUnavailable as exc:
+        pytest.fail(f"OMP is not installable here: {exc}")
+
+
+def _omp_snapshot(root: Path) -> dict[str, bytes]:
+    """The user's OMP configuration (what OMP writes for itself while it runs left out)."""
+    files = {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file()}
+    return {rel: p.read_bytes() for rel, p in files.items() if rel.startswith("agent/settings")
+            or rel.startswith("agent/extensions") or rel.startswith("agent/mcp") or rel == "agent/keep.json"}
+
+
+def _aimem(home: Path, stack: LocalStack, *args: str) -> str:
+    where = ["--data-dir", str(stack.data_dir)] if args[0] in ("install-hooks", "install-mcp") else []
+    proc = subprocess.run([AIMEM, *args, *where, "--home", str(home)], capture_output=True, text=True,
+                          timeout=60, env={**stack.client_env(), "HOME": str(home)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def _pi_picks_up(session_id: str, repo: Path, pi_home: Path, bins: tuple[Path, Path], stack: LocalStack) -> None:
+    """Pi (hooks installed) at ``repo``'s root: the handoff of ``session_id`` is in the system
+    prompt of its first model request."""
+    (pi_home / ".local/share/aimem").mkdir(parents=True)
+    (pi_home / ".local/share/aimem/config.toml").write_text(f'ingress_url = "{stack.url("ingress")}"\n')
+    _aimem(pi_home, stack, "install-hooks", "--client", "pi")
+    with FakeVendor([Step("text", "Picking up the retry policy.")]) as vendor:
+        models = pi_home / ".pi" / "agent" / "models.json"
+        models.write_text(json.dumps({"providers": {"fake": {
+            "baseUrl": vendor.url, "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
+            "models": [{"id": "claude-fake"}]}}}))
+        _run([str(bins[1] / "pi"), "--provider", "fake", "--model", "claude-fake", "-p",
+              "Continue where the last session stopped"], repo, offline_env(pi_home, [bins[1], bins[0]], free_port(),
+                                                                          PI_OFFLINE="1"))
+        first = json.dumps(vendor.requests[0][1]["system"])
+    assert session_id in first and PROMPT in first
+
+
+def test_omp_session_in_a_subdirectory_hands_off_to_pi_and_uninstall_is_byte_for_byte(bins, omp_bin, live,
+                                                                                       tmp_path):
+    """OMP in ``api/`` (the generated extension, ``--agent omp``) → a session page in the
+    repository's project → Pi at the root gets the handoff in its first system prompt; its
+    own transcript imported afterwards adds nothing (live capture wins); uninstalling leaves
+    the user's OMP files byte for byte."""
+    repo = _repo(tmp_path, "omp-repo")
+    home = tmp_path / "home-omp"
+    client_dir = home / ".local" / "share" / "aimem"
+    client_dir.mkdir(parents=True)
+    (client_dir / "config.toml").write_text(f'ingress_url = "{live.url("ingress")}"\n')
+    (home / ".omp" / "agent").mkdir(parents=True)
+    (home / ".omp" / "agent" / "mcp.json").write_text(
+        json.dumps({"mcpServers": {"files": {"command": "fs-mcp"}}}, indent=2) + "\n")  # the user's own
+    before = _omp_snapshot(home / ".omp")
+
+    _aimem(home, live, "install-hooks", "--client", "omp")
+    _aimem(home, live, "install-mcp", "--client", "omp")
+    assert "aimem" in json.loads((home / ".omp/agent/mcp.json").read_text())["mcpServers"]
+    with FakeVendor(_plan(repo)) as vendor:
+        models = home / ".omp" / "agent" / "models.yml"  # YAML; JSON is YAML
+        models.write_text(json.dumps({"providers": {"fake": {
+            "baseUrl": vendor.url, "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
+            "models": [{"id": "claude-fake"}]}}}))
+        env = offline_env(home, [omp_bin, bins[0]], free_port())
+        _run([str(omp_bin / "omp"), "--provider", "fake", "--model", "claude-fake", "-p", PROMPT], repo / "api", env)
+    assert (repo / "api" / "retry.md").read_text() == "retries: 3\n"
+
+    rows = lambda sql, args=(): db_rows(live.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
+    s = wait_for(lambda: next(iter(rows(
+        "SELECT s.*, pg.body AS page FROM sessions s JOIN projects p ON p.id = s.project_id"
+        " JOIN pages pg ON pg.id = s.summary_page_id WHERE s.agent = 'omp' AND p.name = 'omp-repo'")), None),
+        timeout_s=90, what="the omp session page in omp-repo")
+    seen = {r["kind"] for r in rows("SELECT kind FROM observations WHERE session_id = ?", (s["session_id"],))}
+    assert {"session-start", "user-prompt", "pre-tool-use", "post-tool-use", "stop", "session-end"} <= seen, seen
+    page = s["page"]
+    assert f"## Task\n\n{PROMPT}" in page and "`ls missing_fixture_dir`" in page
+    assert "- api/retry.md" in page.split("## Files changed", 1)[1]
+
+    # Pi at the repository root: the handoff is in the system prompt of its first request.
+    _pi_picks_up(s["session_id"], repo, tmp_path / "home-pi-next", bins, live)
+    [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (s["session_id"],))
+    assert (h["status"], h["accepted_by"]) == ("accepted", "pi")
+
+    # OMP's own transcript of that session: read, and nothing doubles (live capture wins).
+    imported = _import(live, home, "omp")
+    assert imported["files"] == 1 and imported["events"] >= 4 and imported["new"] == 0, imported
+
+    _aimem(home, live, "uninstall", "--client", "omp", "--project-dir", str(repo))
+    assert _omp_snapshot(home / ".omp") == before
+
+
+# --- OpenClaw: a real binary here, on Node 24 from the npm registry ---------------------------
+
+
+@pytest.fixture(scope="module")
+def openclaw_bins() -> tuple[Path, Path]:
+    """(OpenClaw's ``.bin``, Node 24's ``.bin``), installed on first use."""
+    try:
+        return ensure_openclaw()
+    except AgentsUnavailable as exc:
+        pytest.fail(f"OpenClaw is not installable here: {exc}")
+
+
+def _openclaw_plugin(openclaw_bins: tuple[Path, Path], home: Path) -> dict:
+    """What the real ``openclaw plugins list --json`` says of the plugin ``aimem`` (``{}``: not found)."""
+    env = offline_env(home, [openclaw_bins[0], openclaw_bins[1]], free_port())
+    out = _run([str(openclaw_bins[0] / "openclaw"), "plugins", "list", "--json"], home, env).stdout
+    return next((p for p in json.loads(out)["plugins"] if p.get("id") == "aimem"), {})
+
+
+def test_openclaw_loads_the_plugin_install_hooks_switched_on_and_uninstall_is_byte_for_byte(
+        openclaw_bins, live, tmp_path):
+    """The real OpenClaw 2026.9.6 with a user's plugin allowlist: aimem's generated plugin is
+    discovered but disabled until ``install-hooks`` names it (``plugins.entries.aimem.enabled``,
+    ``plugins.allow``); then OpenClaw loads it. Uninstall leaves ``openclaw.json`` byte for byte
+    and the plugin gone. (OpenClaw's one-shot runs do not deliver the session hooks to plugins:
+    README client table.)"""
+    home = tmp_path / "home-openclaw"
+    config = home / ".openclaw" / "openclaw.json"
+    config.parent.mkdir(parents=True)
+    config.write_text(json.dumps({"plugins": {"allow": ["memory-core"]}, "models": {"providers": {"fake": {
+        "baseUrl": "http://127.0.0.1:9", "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
+        "models": [{"id": "claude-fake", "name": "claude-fake"}]}}}}, indent=2) + "\n")
+    before = config.read_bytes()
+    _aimem(home, live, "install-hooks", "--client", "openclaw")
+    doc = json.loads(config.read_text())
+    doc["plugins"] = {"allow": ["memory-core"]}  # the folder, without the switch: what OpenClaw does then
+    config.write_text(json.dumps(doc, indent=2) + "\n")
+    assert _openclaw_plugin(openclaw_bins, home)["enabled"] is False
+
+    _aimem(home, live, "install-hooks", "--client", "openclaw")
+    _aimem(home, live, "install-mcp", "--client", "openclaw")
+    loaded = _openclaw_plugin(openclaw_bins, home)
+    assert (loaded["enabled"], loaded["status"], loaded["origin"]) == (True, "loaded", "global"), loaded
+    assert json.loads(config.read_text())["mcp"]["servers"]["aimem"]["transport"] == "streamable-http"
+
+    _aimem(home, live, "uninstall", "--client", "openclaw", "--project-dir", str(tmp_path))
+    assert config.read_bytes() == before
+    assert _openclaw_plugin(openclaw_bins, home) == {}
