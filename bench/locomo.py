@@ -372,7 +372,7 @@ async def run(data_path: Path, ingress: str, query: str, label: str, *, db_path:
     print(f"\nLoCoMo retrieval ({label}): {len(data.conversations)} conversations, "
           f"{sum(len(c.sessions) for c in data.conversations)} sessions, {events} hook events "
           f"ingested + visible in {ingest_s:.1f} s; {len(data.questions)} questions; skipped: {dict(data.skipped)}")
-    if extra:
+    if "embedded_pages" in extra:
         print(f"embeddings: {extra['embedded_pages']} pages embedded {extra['embed_wait_s']:.1f} s after visible; "
               f"vector stream fused in {extra['vector_stream_share']:.0%} of sampled questions")
     print(table(rows, ["category", "n", "hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "mrr"]))
