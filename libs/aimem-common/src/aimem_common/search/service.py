@@ -72,9 +72,6 @@ class Searcher:
         ws = validate_name(params.workspace or settings.workspace_default, "workspace")
         if params.project:
             validate_name(params.project, "project")
-        found = await self.pool.run(resolve_search_scopes, workspace=ws, project=params.project,
-                                    scopes=params.scopes, global_=params.global_, reader=principal)
-        scope_list = await readable_scopes(self.pool, principal, found)
         reranking = reranker is not None and reranker.configured
         limit = min(params.limit or settings.query.default_limit, settings.query.max_limit)
         opts = QueryOptions(
@@ -89,9 +86,17 @@ class Searcher:
             raw_limit=settings.retrieval.raw_fallback_limit,
             rerank_docs=reranker.top_n if reranking else 0,
         )
-        qe = await self.embedder.embed(params.query) if self.embedder is not None else QueryEmbedding(None)
-        result = await self.pool.run(_query, params.query, scope_list, opts, qe.vector, principal,
-                                     ws if params.default_scoped else None)
+        where = {"workspace": ws, "project": params.project, "scopes": params.scopes, "global_": params.global_}
+        global_of = ws if params.default_scoped else None
+        if self.embedder is not None and self.embedder.configured:
+            # The scopes first, so a refused search never waits on the embedder.
+            scope_list = await self.pool.run(search_scopes, principal, **where)
+            qe = await self.embedder.embed(params.query)
+            result = await self.pool.run(_query, params.query, scope_list, opts, qe.vector, principal, global_of,
+                                         self.pool.vectors)
+        else:  # no vector to wait for: the scopes and the search in one trip to a reader thread
+            qe = QueryEmbedding(None)
+            result = await self.pool.run(_scoped_query, principal, where, params.query, opts, global_of)
         annotate(result, qe, explain=params.explain)
         rr, result.rerank = result.rerank, None
         if rr is not None and reranking:
@@ -119,22 +124,29 @@ class Searcher:
         return await publish_access(self.bus, self.throttle, hits, actor=actor)
 
 
-async def readable_scopes(pool: ReaderPool, principal: "Principal", found: list[Scope] | None) -> list[Scope] | None:
-    """Keep the scopes ``principal`` may read.
-
-    ``None`` (every project) stays ``None`` for root and becomes the readable projects
-    otherwise; an explicitly named scope that is not readable is refused, never dropped.
+def search_scopes(conn: Any, principal: "Principal", *, workspace: str, project: str | None, scopes: list[str],
+                  global_: bool) -> list[Scope] | None:
+    """The scopes a search of ``principal`` covers (``resolve_search_scopes``), kept to what it
+    may read: ``None`` (every project) stays ``None`` for root and becomes the readable
+    projects otherwise; an explicitly named scope that is not readable is refused, never dropped.
 
     Raises:
+        BadRequestError, NotFoundError: as ``resolve_search_scopes``.
         ForbiddenError: a named scope the principal may not read.
     """
+    found = resolve_search_scopes(conn, workspace=workspace, project=project, scopes=scopes, global_=global_,
+                                  reader=principal)
     if found is None:
-        if principal.is_root:
-            return None
-        return await pool.run(visibility.readable_scopes, principal)
+        return None if principal.is_root else visibility.readable_scopes(conn, principal)
     for s in found:
         principal.require_read(s.workspace, s.project)
     return found
+
+
+def _scoped_query(conn: Any, principal: "Principal", where: dict[str, Any], query: str, opts: QueryOptions,
+                  global_of: str | None) -> SearchResult:
+    """``search_scopes`` then ``_query`` without a vector, in one trip to a reader thread."""
+    return _query(conn, query, search_scopes(conn, principal, **where), opts, None, principal, global_of)
 
 
 def _query(conn: Any, query: str, scope_list: list[Scope] | None, opts: QueryOptions, vector: QueryVector | None,
