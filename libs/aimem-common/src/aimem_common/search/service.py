@@ -11,7 +11,8 @@ what follows a search. Thread: event loop (the reads run on the reader pool).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aimem_common.config import Settings
@@ -45,6 +46,7 @@ class Searcher:
     reranker: RerankStage | None = None
     bus: "Bus | None" = None
     throttle: AccessThrottle | None = None
+    _bumps: set[asyncio.Task] = field(default_factory=set, init=False, repr=False)  # record_access_soon's
 
     async def search(self, principal: "Principal", params: SearchParams, *, record: bool = True) -> SearchResult:
         """Run one search for ``principal``; return its typed result (``to_json``: the wire shape).
@@ -59,7 +61,8 @@ class Searcher:
         stream's pages stay first; explain: ``score_details.rerank`` and ``"rerank"`` in
         ``streams_active``, or ``streams_skipped["rerank"]`` when it failed). With ``record``
         (and a bus and throttle) the page hits get their ``page.access`` bump before it returns
-        (``record_access``); an HTTP route passes ``record=False`` and bumps after its reply.
+        (``record_access``); an interface that answers first passes ``record=False`` and bumps
+        after (an HTTP route in a background task, MCP with ``record_access_soon``).
 
         Raises:
             BadRequestError: an invalid workspace/project name, a malformed scope ref, or no
@@ -122,6 +125,15 @@ class Searcher:
             return 0
         hits = result.hits + (result.global_scope_hits or [])
         return await publish_access(self.bus, self.throttle, hits, actor=actor)
+
+    def record_access_soon(self, result: SearchResult, *, actor: str) -> None:
+        """``record_access`` in a task of its own, so the caller answers without waiting for the
+        PubAck (event loop; the task is kept until it ends)."""
+        if self.bus is None or self.throttle is None:
+            return
+        task = asyncio.get_running_loop().create_task(self.record_access(result, actor=actor))
+        self._bumps.add(task)
+        task.add_done_callback(self._bumps.discard)
 
 
 def search_scopes(conn: Any, principal: "Principal", *, workspace: str, project: str | None, scopes: list[str],
