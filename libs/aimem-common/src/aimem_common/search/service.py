@@ -91,15 +91,13 @@ class Searcher:
         )
         where = {"workspace": ws, "project": params.project, "scopes": params.scopes, "global_": params.global_}
         global_of = ws if params.default_scoped else None
-        if self.embedder is not None and self.embedder.configured:
-            # The scopes first, so a refused search never waits on the embedder.
-            scope_list = await self.pool.run(search_scopes, principal, **where)
-            qe = await self.embedder.embed(params.query)
-            result = await self.pool.run(_query, params.query, scope_list, opts, qe.vector, principal, global_of,
-                                         self.pool.vectors)
-        else:  # no vector to wait for: the scopes and the search in one trip to a reader thread
-            qe = QueryEmbedding(None)
-            result = await self.pool.run(_scoped_query, principal, where, params.query, opts, global_of)
+        # The scopes first, so a refused search never waits on the embedder. (One trip for the
+        # scopes and the search together saved no CPU and measured slower on the wall clock on a
+        # loaded 2-core box: bench/NOTES.md, 2026-12-05.)
+        scope_list = await self.pool.run(search_scopes, principal, **where)
+        qe = await self.embedder.embed(params.query) if self.embedder is not None else QueryEmbedding(None)
+        result = await self.pool.run(_query, params.query, scope_list, opts, qe.vector, principal, global_of,
+                                     self.pool.vectors)
         annotate(result, qe, explain=params.explain)
         rr, result.rerank = result.rerank, None
         if rr is not None and reranking:
@@ -153,12 +151,6 @@ def search_scopes(conn: Any, principal: "Principal", *, workspace: str, project:
     for s in found:
         principal.require_read(s.workspace, s.project)
     return found
-
-
-def _scoped_query(conn: Any, principal: "Principal", where: dict[str, Any], query: str, opts: QueryOptions,
-                  global_of: str | None) -> SearchResult:
-    """``search_scopes`` then ``_query`` without a vector, in one trip to a reader thread."""
-    return _query(conn, query, search_scopes(conn, principal, **where), opts, None, principal, global_of)
 
 
 def _query(conn: Any, query: str, scope_list: list[Scope] | None, opts: QueryOptions, vector: QueryVector | None,
