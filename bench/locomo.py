@@ -6,7 +6,10 @@ one UserPromptSubmit per turn — ``[<date>] <speaker>: <text>`` — then Sessio
 writer's rule-based summary page ``sessions/<id>.md`` is what gets searched. Every question
 (category 5, adversarial, skipped; questions whose evidence ids are malformed or point at a
 missing session skipped and counted) is asked with ``memory_query`` scoped to its
-conversation. A hit counts when its session is one of the evidence sessions.
+conversation, over HTTP (``POST /api/v1/search``) and, with the stack's mcp-gateway, through
+MCP (the official ``mcp`` client), the two taking turns; they must rank alike. A hit counts
+when its session is one of the evidence sessions. Latency: each interface's wall p50/p95 and
+its serving process's CPU per question.
 
 Metrics per category id: hit@1/5/10 (an evidence session in the top k distinct sessions),
 recall@5/10 (share of the evidence sessions in the top k), MRR (first evidence session,
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import tempfile
 import time
@@ -257,6 +261,56 @@ async def ask_all(client: httpx.AsyncClient, query: str, data: Loaded, limit: in
     return list(await asyncio.gather(*(one(q) for q in data.questions))), latencies
 
 
+@dataclass
+class Asked:
+    """One interface's answers to every question: rankings, wall ms each, and the serving
+    process's CPU seconds over all of them (None when its pid is not known)."""
+
+    rankings: list[list[int]] = field(default_factory=list)
+    wall_ms: list[float] = field(default_factory=list)
+    server_cpu_s: float | None = None
+
+
+async def ask_http_and_mcp(client: httpx.AsyncClient, query: str, gateway: str, data: Loaded, *,
+                           token: str | None = None, pids: dict[str, int] | None = None,
+                           limit: int = 10) -> dict[str, Asked]:
+    """Every question over HTTP (``POST /api/v1/search``) and through MCP (``memory_query``
+    with the official ``mcp`` client, one session over the gateway), the two taking turns
+    question by question (an A/B in the same seconds: a shared machine's load moves both
+    alike). One at a time, as one agent asks. With ``pids`` (service name → pid) each side
+    also gets its serving process's CPU seconds (``query``, ``mcp-gateway``: /proc, 10 ms
+    ticks, so only the sum over all questions means something)."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from bench.common import cpu_seconds_of
+
+    projects = {c.sample_id: c.project for c in data.conversations}
+    out = {"http": Asked(), "mcp": Asked()}
+    server = {side: (pids or {}).get(name) for side, name in (("http", "query"), ("mcp", "mcp-gateway"))}
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with create_mcp_http_client(headers=headers) as http:
+        async with Client(streamable_http_client(gateway + "/mcp", http_client=http)) as mcp:
+            cpu0 = {side: cpu_seconds_of([pid]) for side, pid in server.items() if pid}
+            for q in data.questions:
+                args = {"query": q.text, "workspace": "default", "project": projects[q.sample_id], "limit": limit}
+                t0 = time.perf_counter()
+                r = await client.post(f"{query}/api/v1/search", json=args)
+                out["http"].wall_ms.append((time.perf_counter() - t0) * 1000)
+                r.raise_for_status()
+                out["http"].rankings.append(ranked_sessions(r.json(), q.sample_id))
+                t0 = time.perf_counter()
+                res = await mcp.call_tool("memory_query", args)
+                out["mcp"].wall_ms.append((time.perf_counter() - t0) * 1000)
+                if res.is_error:
+                    raise RuntimeError(f"memory_query failed: {res.content}")
+                out["mcp"].rankings.append(ranked_sessions(res.structured_content or {}, q.sample_id))
+            for side, c0 in cpu0.items():  # each process serves only its own side
+                out[side].server_cpu_s = cpu_seconds_of([server[side]]) - c0
+    return out
+
+
 def embedding_backlog(db_path: Path, provider: str) -> tuple[int, int]:
     """``(live pages, live pages without a current vector of provider)`` (read-only DB)."""
     from aimem_common.db.connect import open_reader
@@ -306,8 +360,16 @@ async def check_vector_stream(client: httpx.AsyncClient, query: str, data: Loade
     return used / len(qs) if qs else 0.0
 
 
+def _p50_p95(ms: list[float]) -> tuple[float | None, float | None]:
+    """Median and 95th percentile (nearest rank below) of ``ms``; None for an empty list."""
+    if not ms:
+        return None, None
+    xs = sorted(ms)
+    return xs[len(xs) // 2], xs[int(len(xs) * 0.95) - 1]
+
+
 async def run(data_path: Path, ingress: str, query: str, label: str, *, db_path: Path | None = None,
-              embedder: str = "none", token: str | None = None) -> dict[str, Any]:
+              embedder: str = "none", token: str | None = None, gateway: str | None = None) -> dict[str, Any]:
     data = load(data_path)
     extra: dict[str, Any] = {}
     headers = {"Authorization": f"Bearer {token}"} if token else None
@@ -325,21 +387,39 @@ async def run(data_path: Path, ingress: str, query: str, label: str, *, db_path:
             extra["vector_stream_share"] = await check_vector_stream(client, query, data)
             if extra["vector_stream_share"] == 0:
                 raise RuntimeError("the query side fused no vector stream: is embedding.provider set for query?")
-        rankings, lat = await ask_all(client, query, data)
+        if gateway:
+            from bench.footprint import stack_processes
+
+            pids = stack_processes(db_path.parent.parent) if db_path is not None else None
+            asked = await ask_http_and_mcp(client, query, gateway, data, token=token, pids=pids)
+            rankings, lat = asked["http"].rankings, asked["http"].wall_ms
+            if asked["mcp"].rankings != rankings:
+                raise RuntimeError("memory_query over MCP ranked the sessions differently from /api/v1/search")
+            p50, p95 = _p50_p95(asked["mcp"].wall_ms)
+            extra.update(mcp_query_ms_p50=p50, mcp_query_ms_p95=p95)
+            for side, a in asked.items():
+                if a.server_cpu_s is not None:
+                    extra[f"{side}_server_cpu_ms_per_query"] = a.server_cpu_s * 1000 / len(data.questions)
+        else:
+            rankings, lat = await ask_all(client, query, data)
     rows = score(data.questions, rankings)
     half_rows = score_halves(data, rankings)
     print(f"\nLoCoMo retrieval ({label}): {len(data.conversations)} conversations, "
           f"{sum(len(c.sessions) for c in data.conversations)} sessions, {events} hook events "
           f"ingested + visible in {ingest_s:.1f} s; {len(data.questions)} questions; skipped: {dict(data.skipped)}")
-    if extra:
+    if "embedded_pages" in extra:
         print(f"embeddings: {extra['embedded_pages']} pages embedded {extra['embed_wait_s']:.1f} s after visible; "
               f"vector stream fused in {extra['vector_stream_share']:.0%} of sampled questions")
     print(table(rows, ["category", "n", "hit@1", "hit@5", "hit@10", "recall@5", "recall@10", "mrr"]))
     print(half_table(half_rows))
-    return {"label": label, "rows": rows, "halves": strip_indices(half_rows), "skipped": dict(data.skipped), "questions": len(data.questions),
-            "events": events, "ingest_visible_s": ingest_s,
-            "query_ms_p50": sorted(lat)[len(lat) // 2] if lat else None,
-            "query_ms_p95": sorted(lat)[int(len(lat) * 0.95) - 1] if lat else None, **extra}
+    p50, p95 = _p50_p95(lat)
+    print(f"query wall ms p50/p95: HTTP {p50:.1f} / {p95:.1f}" + (
+        f", MCP {extra['mcp_query_ms_p50']:.1f} / {extra['mcp_query_ms_p95']:.1f}" if "mcp_query_ms_p95" in extra else "")
+        + "".join(f"; {k} {v:.2f}" for k, v in extra.items() if k.endswith("_cpu_ms_per_query"))
+        + f"; load {os.getloadavg()[0]:.2f}")
+    return {"label": label, "rows": rows, "halves": strip_indices(half_rows), "skipped": dict(data.skipped),
+            "questions": len(data.questions), "events": events, "ingest_visible_s": ingest_s,
+            "query_ms_p50": p50, "query_ms_p95": p95, **extra}
 
 
 def keep_db(db: Path, dest: Path) -> None:
@@ -504,6 +584,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--ingress", help="use a running stack (ingress base URL) instead of starting one")
     ap.add_argument("--query", help="query service base URL of that running stack")
+    ap.add_argument("--mcp", help="mcp-gateway base URL of that running stack (also ask every question through MCP)")
     ap.add_argument("--db", type=Path, help="that stack's memory.sqlite (read-only; to wait for embeddings)")
     ap.add_argument("--token", help="that stack's root token (its <data dir>/auth/token)")
     ap.add_argument("--embedder", choices=["none", "local"], default="none",
@@ -523,7 +604,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     label = "fts+entities+links" if args.embedder == "none" else "with local embedder"
     if args.ingress and args.query:
         result = asyncio.run(run(args.data, args.ingress, args.query, label, db_path=args.db, embedder=args.embedder,
-                                 token=args.token))
+                                 token=args.token, gateway=args.mcp))
     else:
         from aimem_testing.stack import LocalStack
 
@@ -534,7 +615,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             with LocalStack(Path(tmp) / "data", Path(tmp) / "logs", extra_env=env) as stack:
                 db = Path(tmp) / "data" / "db" / "memory.sqlite"
                 result = asyncio.run(run(args.data, stack.url("ingress"), stack.url("query"), label,
-                                         db_path=db, embedder=args.embedder, token=stack.token))
+                                         db_path=db, embedder=args.embedder, token=stack.token,
+                                         gateway=stack.url("mcp-gateway")))
                 if args.keep_db:
                     keep_db(db, args.keep_db)
     path = write_result(f"locomo-{args.embedder}", result)

@@ -202,7 +202,12 @@ def _locomo(path: Path, data: dict[str, Any]) -> list[Row]:
         Row("LoCoMo query p95 (HTTP, full stack)", "≤ 30 ms", _ms(data.get("query_ms_p95")),
             f"p50 {_ms(data.get('query_ms_p50'))}" + (f", CPU p95 {_ms(data['query_cpu_ms_p95'])}" if data.get("query_cpu_ms_p95") else ""),
             data.get("query_ms_p95") is not None and data["query_ms_p95"] <= 30, path.name),
-    ]
+    ] + ([
+        Row("LoCoMo `memory_query` p95 (MCP, full stack)", "≤ 12 ms", _ms(data["mcp_query_ms_p95"]),
+            f"p50 {_ms(data.get('mcp_query_ms_p50'))}; asked in turn with HTTP; server CPU per question: "
+            f"gateway {_ms(data.get('mcp_server_cpu_ms_per_query'))}, query {_ms(data.get('http_server_cpu_ms_per_query'))}"
+            f"; {_load(data)}", data["mcp_query_ms_p95"] <= 12, path.name),
+    ] if data.get("mcp_query_ms_p95") is not None else [])
 
 
 # name of the result files → what its targets are

@@ -26,11 +26,14 @@ import secrets
 from datetime import datetime
 import sqlite3
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import Depends, Request
 
 from aimem_common.errors import ForbiddenError, UnauthorizedError, UnavailableError
+
+if TYPE_CHECKING:
+    from aimem_common.readpool import ReaderPool
 
 KEY_PREFIX = "aim_"
 KEY_PREFIX_CHARS = 12  # stored in api_keys.prefix for listings ("aim_AbCdEfGh")
@@ -199,11 +202,12 @@ def _before(a: str, b: str) -> bool:
     return parse(a) < parse(b)
 
 
-def authenticate(conn: sqlite3.Connection, header: str | None, *, root_token: str | None) -> Principal:
+def authenticate(conn: sqlite3.Connection | None, header: str | None, *, root_token: str | None) -> Principal:
     """Return the ``Principal`` of an ``Authorization`` header value (sync, read-only).
 
     Args:
-        conn: a read connection (``ReaderPool``); used for user keys only.
+        conn: a read connection (``ReaderPool``); used for user keys only (None is fine for a
+            header without one: ``authenticate_from_loop``).
         header: the raw ``Authorization`` header value, or None.
         root_token: ``settings.auth.token``; None = auth off.
 
@@ -224,6 +228,20 @@ def authenticate(conn: sqlite3.Connection, header: str | None, *, root_token: st
         if principal is not None:
             return principal
     raise UnauthorizedError("unknown or revoked bearer token", code="unauthorized")
+
+
+async def authenticate_from_loop(pool: "ReaderPool", header: str | None, *, root_token: str | None) -> Principal:
+    """``authenticate`` for a caller on the event loop: the store is read (on a ``pool`` reader
+    thread) only for a user API key (``aim_…``); the root token, a missing or unknown credential
+    and auth off are decided in place, without the trip to a reader thread.
+
+    Raises:
+        UnauthorizedError: as ``authenticate``.
+    """
+    token = bearer(header)
+    if token is None or not token.startswith(KEY_PREFIX):
+        return authenticate(None, header, root_token=root_token)  # never reads the store for these
+    return await pool.run(authenticate, header, root_token=root_token)
 
 
 def check_admin(principal: Principal, has_users: bool) -> None:
@@ -260,9 +278,7 @@ async def get_principal(request: Request) -> Principal:
         return cached
     settings = _app_state(request, "settings")
     pool = _app_state(request, "read_pool")
-    principal = await pool.run(
-        authenticate, request.headers.get("authorization"), root_token=settings.auth.token
-    )
+    principal = await authenticate_from_loop(pool, request.headers.get("authorization"), root_token=settings.auth.token)
     request.state.principal = principal
     return principal
 

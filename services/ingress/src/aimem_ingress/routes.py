@@ -69,7 +69,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from aimem_common import locations
-from aimem_common.auth import KEY_PREFIX, Principal, authenticate, bearer
+from aimem_common.auth import Principal, authenticate_from_loop
 from aimem_common.errors import (
     AimemError,
     BackPressureError,
@@ -242,12 +242,8 @@ async def _authorize(ctx: IngressContext, request: Request) -> Principal:
     cached = getattr(request.state, "principal", None)  # the request gate already looked the key up
     if cached is not None:
         return cached
-    header = request.headers.get("authorization")
-    root_token = ctx.settings.auth.token
-    token = bearer(header)
-    if token is not None and token.startswith(KEY_PREFIX):
-        return await ctx.read_pool.run(authenticate, header, root_token=root_token)
-    return authenticate(None, header, root_token=root_token)  # no user key: the connection is unused
+    return await authenticate_from_loop(ctx.read_pool, request.headers.get("authorization"),
+                                        root_token=ctx.settings.auth.token)
 
 
 async def require_hook_write(ctx: IngressContext, principal: Principal, scope: HookScope) -> None:

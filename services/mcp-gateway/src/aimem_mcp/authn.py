@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aimem_common.auth import Principal, authenticate
+from aimem_common.auth import Principal, authenticate_from_loop
 
 from aimem_mcp.context import GatewayContext
 
@@ -21,4 +21,4 @@ async def principal_from_headers(gw: GatewayContext, headers: Mapping[str, str] 
         if k.lower() == "authorization":
             header = v
             break
-    return await gw.read_pool.run(authenticate, header, root_token=gw.settings.auth.token)
+    return await authenticate_from_loop(gw.read_pool, header, root_token=gw.settings.auth.token)

@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from aimem_common.auth import authenticate
+from aimem_common.auth import authenticate_from_loop
 from aimem_common.config import Settings
 from aimem_common.errors import AimemError, UnauthorizedError
 from aimem_common.readpool import ReaderPool
@@ -109,7 +109,7 @@ class McpEndpoint:
         pool = self.read_pool
         if pool is None:
             raise UnauthorizedError("service not ready", code="not_ready")
-        await pool.run(authenticate, header, root_token=token)
+        await authenticate_from_loop(pool, header, root_token=token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # pragma: no cover - FastAPI only routes http here

@@ -11,7 +11,8 @@ what follows a search. Thread: event loop (the reads run on the reader pool).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aimem_common.config import Settings
@@ -45,6 +46,7 @@ class Searcher:
     reranker: RerankStage | None = None
     bus: "Bus | None" = None
     throttle: AccessThrottle | None = None
+    _bumps: set[asyncio.Task] = field(default_factory=set, init=False, repr=False)  # record_access_soon's
 
     async def search(self, principal: "Principal", params: SearchParams, *, record: bool = True) -> SearchResult:
         """Run one search for ``principal``; return its typed result (``to_json``: the wire shape).
@@ -59,7 +61,8 @@ class Searcher:
         stream's pages stay first; explain: ``score_details.rerank`` and ``"rerank"`` in
         ``streams_active``, or ``streams_skipped["rerank"]`` when it failed). With ``record``
         (and a bus and throttle) the page hits get their ``page.access`` bump before it returns
-        (``record_access``); an HTTP route passes ``record=False`` and bumps after its reply.
+        (``record_access``); an interface that answers first passes ``record=False`` and bumps
+        after (an HTTP route in a background task, MCP with ``record_access_soon``).
 
         Raises:
             BadRequestError: an invalid workspace/project name, a malformed scope ref, or no
@@ -72,9 +75,6 @@ class Searcher:
         ws = validate_name(params.workspace or settings.workspace_default, "workspace")
         if params.project:
             validate_name(params.project, "project")
-        found = await self.pool.run(resolve_search_scopes, workspace=ws, project=params.project,
-                                    scopes=params.scopes, global_=params.global_, reader=principal)
-        scope_list = await readable_scopes(self.pool, principal, found)
         reranking = reranker is not None and reranker.configured
         limit = min(params.limit or settings.query.default_limit, settings.query.max_limit)
         opts = QueryOptions(
@@ -89,9 +89,15 @@ class Searcher:
             raw_limit=settings.retrieval.raw_fallback_limit,
             rerank_docs=reranker.top_n if reranking else 0,
         )
+        where = {"workspace": ws, "project": params.project, "scopes": params.scopes, "global_": params.global_}
+        global_of = ws if params.default_scoped else None
+        # The scopes first, so a refused search never waits on the embedder. (One trip for the
+        # scopes and the search together saved no CPU and measured slower on the wall clock on a
+        # loaded 2-core box: bench/NOTES.md, 2026-12-05.)
+        scope_list = await self.pool.run(search_scopes, principal, **where)
         qe = await self.embedder.embed(params.query) if self.embedder is not None else QueryEmbedding(None)
-        result = await self.pool.run(_query, params.query, scope_list, opts, qe.vector, principal,
-                                     ws if params.default_scoped else None)
+        result = await self.pool.run(_query, params.query, scope_list, opts, qe.vector, principal, global_of,
+                                     self.pool.vectors)
         annotate(result, qe, explain=params.explain)
         rr, result.rerank = result.rerank, None
         if rr is not None and reranking:
@@ -118,20 +124,30 @@ class Searcher:
         hits = result.hits + (result.global_scope_hits or [])
         return await publish_access(self.bus, self.throttle, hits, actor=actor)
 
+    def record_access_soon(self, result: SearchResult, *, actor: str) -> None:
+        """``record_access`` in a task of its own, so the caller answers without waiting for the
+        PubAck (event loop; the task is kept until it ends)."""
+        if self.bus is None or self.throttle is None:
+            return
+        task = asyncio.get_running_loop().create_task(self.record_access(result, actor=actor))
+        self._bumps.add(task)
+        task.add_done_callback(self._bumps.discard)
 
-async def readable_scopes(pool: ReaderPool, principal: "Principal", found: list[Scope] | None) -> list[Scope] | None:
-    """Keep the scopes ``principal`` may read.
 
-    ``None`` (every project) stays ``None`` for root and becomes the readable projects
-    otherwise; an explicitly named scope that is not readable is refused, never dropped.
+def search_scopes(conn: Any, principal: "Principal", *, workspace: str, project: str | None, scopes: list[str],
+                  global_: bool) -> list[Scope] | None:
+    """The scopes a search of ``principal`` covers (``resolve_search_scopes``), kept to what it
+    may read: ``None`` (every project) stays ``None`` for root and becomes the readable
+    projects otherwise; an explicitly named scope that is not readable is refused, never dropped.
 
     Raises:
+        BadRequestError, NotFoundError: as ``resolve_search_scopes``.
         ForbiddenError: a named scope the principal may not read.
     """
+    found = resolve_search_scopes(conn, workspace=workspace, project=project, scopes=scopes, global_=global_,
+                                  reader=principal)
     if found is None:
-        if principal.is_root:
-            return None
-        return await pool.run(visibility.readable_scopes, principal)
+        return None if principal.is_root else visibility.readable_scopes(conn, principal)
     for s in found:
         principal.require_read(s.workspace, s.project)
     return found

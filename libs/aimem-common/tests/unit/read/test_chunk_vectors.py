@@ -4,9 +4,17 @@ and the HNSW path ranks a small set as the exact path does."""
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 
+from aimem_common.auth import ROOT
 from aimem_common.chunking import chunks, units_of
+from aimem_common.config import Settings
+from aimem_common.embed import EmbedIdentity
+from aimem_common.search.params import SearchParams
+from aimem_common.search.query_embed import QueryEmbedder
+from aimem_common.search.service import Searcher
 from aimem_common.search.question import QueryOptions, QueryVector
 from aimem_common.read.vectors import ChunkVectors, Identity
 from aimem_common.search.query import memory_query
@@ -119,3 +127,34 @@ def test_hnsw_and_exact_paths_agree_on_a_small_set(pool, seeder):
                             (pid, 0, "fake", "m", DIM, q.tobytes(), h, seeder.tick()))
         near = index.nearest(conn, q, ident, [app.project_id], 3)
         assert next(iter(near)) == pid and index.n == 1201
+
+
+class _HashEmbedder:
+    """The fake LLM's hashing embedder as an in-process ``Embedder`` (identity fake/m/DIM)."""
+
+    identity = EmbedIdentity("fake", "m", DIM)
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        return [hash_embed(t, DIM) for t in texts]
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_service_search_ranks_on_the_pools_copy(pool, seeder, tmp_path):
+    """``Searcher.search`` hands the pool's kept copy to the vector stream: it loads the rows
+    once and follows new ones, instead of reading every chunk row of the scope per search."""
+    app = seeder.scope("default", "app")
+    page = seeder.page(app, "notes/backup.md", "# Backup\n" + LATE)
+    embed_page(seeder, page, "Backup", LATE)
+    searcher = Searcher(pool=pool, settings=Settings(data_dir=tmp_path),
+                        embedder=QueryEmbedder(_HashEmbedder(), timeout_ms=5000, cooldown_s=1))
+    params = SearchParams(query=LATE, workspace="default", project="app", explain=True)
+    assert pool.vectors.n == 0
+    res = asyncio.run(searcher.search(ROOT, params)).to_json()
+    assert [h["page_id"] for h in res["hits"]] == [page] and "vector" in res["streams_active"]
+    assert pool.vectors.n == 1 and pool.vectors.ident == Identity("fake", "m", DIM)
+    other = seeder.page(app, "notes/restore.md", "# Restore\nrestores the ledger replica")
+    embed_page(seeder, other, "Restore", "restores the ledger replica")
+    asyncio.run(searcher.search(ROOT, params))
+    assert pool.vectors.n == 2  # the new row joined the kept copy

@@ -46,4 +46,7 @@ async def memory_query(call: ToolCall, args: Args) -> dict[str, Any]:
             "project is required (or pass scopes, or global: true): static clients pass workspace + project",
             code="scope_required",
         )
-    return (await call.gw.searcher.search(call.principal, args)).to_json()
+    searcher = call.gw.searcher
+    result = await searcher.search(call.principal, args, record=False)
+    searcher.record_access_soon(result, actor=call.actor)  # the answer does not wait on the bus
+    return result.to_json()
