@@ -74,7 +74,8 @@ class BusSettings(BaseModel):
 
 
 AdmissionOperation = Literal[
-    "delete_page", "purge_session", "purge_project", "purge_workspace", "move_project", "move_session"]
+    "delete_page", "purge_session", "purge_project", "purge_workspace", "move_project", "move_session",
+    "delete_ledger"]
 
 
 class AdmissionWebhook(BaseModel):
