@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
@@ -53,6 +56,13 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """Run the installed ``aimem`` CLI in the test's scope (demo/app)."""
+    return subprocess.run([str(Path(sys.executable).with_name("aimem")), *args, "--workspace", APP["workspace"],
+                           "--project", APP["project"]], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
 
 
 def dead_url() -> str:
@@ -160,9 +170,13 @@ on_failure = "reject"
             assert (r.json()["error"]["code"], r.json()["error"]["message"]) == ("admission_refused", REASON)
             assert [(c["operation"], c["op"], c["payload"]["workstream_id"]) for c in recv.calls] == [
                 ("delete_ledger", "workstream.delete", wid)]
-            preview = http.post("/admin/workstream-delete", json={**body, "confirm": False, "dry_run": True})
-            assert preview.status_code == 200 and preview.json()["workstream_events_deleted"] == 1
+            preview = cli("workstream-delete", wid[:8], "--server", procs["query"].url)  # no --confirm: a preview
+            assert preview.returncode == 1 and "Would delete workstream 'app' " in preview.stdout
+            assert "1 ledger events, 1 runs" in preview.stdout and "--confirm" in preview.stderr
             assert len(recv.calls) == 1  # a preview is not asked about
+            refused = cli("workstream-delete", wid[:8], "--confirm", "--server", procs["query"].url)
+            assert refused.returncode == 1 and refused.stderr == f"aimem: {REASON} (HTTP 409)\n", refused.stderr
+            assert len(recv.calls) == 2
             assert (settings.data_dir / "raw" / "workstreams" / wid).is_dir()  # nothing changed
             shown = http.get(LEDGERS)
             assert [w["id"] for w in shown.json()] == [wid], shown.text
@@ -174,11 +188,10 @@ operations = ["delete_page"]
 """)  # the ledger is no longer governed; a restarted query service reads it
             procs["query"].stop()
             q = services("query")["query"]
-        with httpx.Client(base_url=q.url, timeout=30) as http:
-            r = http.post("/admin/workstream-delete", json=body)
-            assert r.status_code == 200 and r.json()["workstream_events_deleted"] == 1, r.text
-            assert http.get(LEDGERS).json() == []
-        assert len(recv.calls) == 1
+        done = cli("workstream-delete", wid, "--confirm", "--server", q.url)
+        assert done.returncode == 0 and done.stdout.startswith("Deleted workstream 'app' "), done.stderr
+        assert httpx.get(q.url + LEDGERS).json() == []
+        assert len(recv.calls) == 2
         assert not (settings.data_dir / "raw" / "workstreams" / wid).exists()
     finally:
         recv.close()
