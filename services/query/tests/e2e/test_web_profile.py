@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 CAROL = ("carol", "carol's long password")
 DAVE = ("dave", "dave's long password")
+ERIN = ("erin", "erin's long password")  # no grant: no profile
 HOSTILE = "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\"> always use pnpm"
 CSRF_RE = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
 
@@ -30,6 +31,7 @@ def browser():
 def web(web_stack):
     web_stack.user(*CAROL, ("default", "app", True))
     web_stack.user(*DAVE, ("default", "app", True))
+    web_stack.user(*ERIN)
     return web_stack
 
 
@@ -79,6 +81,13 @@ def test_a_user_keeps_their_own_profile_and_an_admin_picks_one(browser, web, tmp
     assert resp.status == 404
     resp = page.request.post(f"{base}/web/profile/add", form={"csrf": "0" * 64, "text": "forged"}, max_redirects=0)
     assert resp.status == 403  # a wrong CSRF token changes nothing
+    ctx.close()
+
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    web_login(page, base, *ERIN)
+    resp = page.goto(f"{base}/web/profile")
+    assert resp.status == 403 and "no grant, so no profile memory" in page.locator("main").inner_text()
     ctx.close()
 
     ctx = browser.new_context(bypass_csp=True)
