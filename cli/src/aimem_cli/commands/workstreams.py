@@ -1,11 +1,12 @@
 """Managed workstreams.
 
 ``aimem run``, ``continue``, ``resume``, ``workstreams``, ``show``, ``workstream-search``,
-``rename-workstream``, ``audit-contamination``.
+``rename-workstream``, ``workstream-delete``, ``audit-contamination``.
 
 ``run``/``continue`` launch a harness in this checkout's workstream (``aimem_cli.managed``)
 and talk to ingress with the hook client's URL and token; the others read the query
-service (``/api/v1/.../workstreams``) or, for a rename, write through ingress.
+service (``/api/v1/.../workstreams``) or, for a rename, write through ingress; a delete goes
+to the admin API (``/admin/workstream-delete``).
 """
 
 from __future__ import annotations
@@ -192,6 +193,32 @@ def rename_cmd(name: str = typer.Argument(..., help="The new name."),
     typer.echo(f"renamed {got['previous']!r} to {got['name']!r}")
 
 
+def delete_cmd(workstream: str = typer.Argument(..., help="Id (or a prefix) or name of the workstream."),
+               confirm: bool = typer.Option(False, "--confirm", help="Delete; without it, only a preview."),
+               force: bool = typer.Option(False, "--force", help="Delete even while a run holds a live lease."),
+               workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
+               token: str | None = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """Delete a workstream and its whole ledger (events, raw segments, runs). Preview without --confirm.
+
+    Refused (exit 1, one line) while a run holds a live lease unless --force, and when an
+    admission webhook of the operation delete_ledger says no.
+    """
+    from aimem_cli.commands.lifecycle import _partial, _preview_then_refuse
+
+    ws, pj = scope(workspace, project)
+    with client(server, token) as c:
+        wid = _resolve_id(c, project_prefix(ws, pj), workstream)
+        body = {"workspace": ws, "project": pj, "workstream_id": wid, "force": force}
+        line = lambda d: (f"{'Would delete' if d['dry_run'] else 'Deleted'} workstream {d['name']!r} ({wid}) of "  # noqa: E731
+                          f"{ws}/{pj}: {d['workstream_events_deleted']} ledger events, "
+                          f"{d['managed_runs_deleted']} runs.")
+        if not confirm:
+            _preview_then_refuse(c, "/admin/workstream-delete", body, line, "workstream-delete")
+        data = c.post("/admin/workstream-delete", {**body, "confirm": True})
+    emit(data, as_json, lambda d: typer.echo(line(d)))
+    _partial(data)
+
+
 def audit_cmd(workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
               token: str | None = TokenOpt, as_json: bool = JsonOpt) -> None:
     """List ledger events that carry an origin marker (an injected packet that got back in); exit 1 when any."""
@@ -209,7 +236,8 @@ def register(app: typer.Typer) -> None:
     app.command("continue", context_settings=ctx)(continue_cmd)
     app.command("resume", context_settings=ctx)(resume_cmd)
     for name, fn in (("workstreams", workstreams_cmd), ("show", show_cmd), ("workstream-search", search_cmd),
-                     ("rename-workstream", rename_cmd), ("audit-contamination", audit_cmd)):
+                     ("rename-workstream", rename_cmd), ("workstream-delete", delete_cmd),
+                     ("audit-contamination", audit_cmd)):
         app.command(name)(fn)
 
 

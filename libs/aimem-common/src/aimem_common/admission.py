@@ -15,6 +15,7 @@ writer op          operation
 ``project.move``   ``move_project``
 ``session.move``   ``move_session``
 ``session.reorg``  ``move_session``
+``workstream.delete`` ``delete_ledger``
 =================  ==================
 
 A dry run (``dry_run: true``) changes nothing and is never asked about. The webhooks of
@@ -52,6 +53,7 @@ OPERATIONS: dict[str, str] = {
     "project.move": "move_project",
     "session.move": "move_session",
     "session.reorg": "move_session",
+    "workstream.delete": "delete_ledger",
 }
 REASON_MAX = 500
 

@@ -45,3 +45,39 @@ def chromium(*extra_args: str) -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+# -- helpers of the web tests ------------------------------------------------------------------
+REPO = Path(__file__).resolve().parents[4]
+AXE_JS = Path(os.environ.get("AIMEM_AXE_JS", REPO / ".cache/npm/node_modules/axe-core/axe.min.js"))
+
+
+def web_login(page: Any, base: str, name: str, password: str) -> None:
+    """Log ``name`` in on ``base``'s ``/web/login`` password form; wait for the projects screen."""
+    import re
+
+    page.goto(f"{base}/web/login")
+    page.fill("#name", name)
+    page.fill("#password", password)
+    page.locator("form[aria-labelledby=pw-h] button").click()
+    page.wait_for_url(re.compile(r".*/web/projects$"))
+
+
+def web_login_root(page: Any, base: str, token: str) -> None:
+    """Log in on ``base``'s ``/web/login`` key form with the root ``token``."""
+    import re
+
+    page.goto(f"{base}/web/login")
+    page.fill("#token", token)
+    page.locator("form[aria-labelledby=key-h] button").click()
+    page.wait_for_url(re.compile(r".*/web/projects$"))
+
+
+def axe_check(page: Any, name: str) -> None:
+    """Inject axe-core (``AXE_JS``; the context needs ``bypass_csp=True``) and fail on any
+    serious or critical violation."""
+    page.add_script_tag(path=str(AXE_JS))
+    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    bad = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in result["violations"]
+           if v["impact"] in ("serious", "critical")]
+    assert not bad, f"{name}: {bad}"

@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import httpx
 import pytest
@@ -18,6 +21,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
 APP = {"workspace": "demo", "project": "app"}
 REASON = "pages under decisions/ are kept by policy AUD-7"
+LEDGERS = f"/api/v1/workspaces/{APP['workspace']}/projects/{APP['project']}/workstreams"
 CSRF_RE = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
 
 
@@ -52,6 +56,13 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """Run the installed ``aimem`` CLI in the test's scope (demo/app)."""
+    return subprocess.run([str(Path(sys.executable).with_name("aimem")), *args, "--workspace", APP["workspace"],
+                           "--project", APP["project"]], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
 
 
 def dead_url() -> str:
@@ -128,3 +139,59 @@ on_failure = "allow"
     assert 'aimem_admission_decisions_total{decision="allowed",operation="delete_page"} 1.0' in metrics
     log = (settings.data_dir.parent / "logs").glob("mcp-gateway*")
     assert any("admission webhook #0 (delete_page) failed" in p.read_text() for p in log)
+
+
+async def test_a_refusing_webhook_blocks_a_ledger_delete_and_a_willing_one_lets_it_through(settings, services, bus):
+    from aimem_common.commands import make_envelope
+
+    recv = Receiver()
+    try:
+        (settings.data_dir / "config.toml").write_text(f"""
+[[admission.webhooks]]
+url = "{recv.url}"
+operations = ["delete_ledger"]
+on_failure = "reject"
+""")
+        procs = services("writer", "query")
+        run = "d" * 32
+
+        async def op(name: str, payload: dict) -> dict:
+            return await bus.request(make_envelope(name, payload, **APP, actor="test"), timeout_s=20)
+
+        opened = await op("workstream.lease", {"action": "open", "run_id": run, "harness": "codex",
+                                               "checkout_root": "/w/app"})
+        wid = opened["run"]["workstream"]["id"]
+        await op("workstream.append", {"run_id": run, "events": [{"role": "user", "text": "ledger kept by policy"}]})
+        await op("workstream.lease", {"action": "release", "run_id": run})
+        body = {**APP, "workstream_id": wid, "confirm": True}
+        with httpx.Client(base_url=procs["query"].url, timeout=30) as http:
+            r = http.post("/admin/workstream-delete", json=body)
+            assert r.status_code == 409, r.text
+            assert (r.json()["error"]["code"], r.json()["error"]["message"]) == ("admission_refused", REASON)
+            assert [(c["operation"], c["op"], c["payload"]["workstream_id"]) for c in recv.calls] == [
+                ("delete_ledger", "workstream.delete", wid)]
+            preview = cli("workstream-delete", wid[:8], "--server", procs["query"].url)  # no --confirm: a preview
+            assert preview.returncode == 1 and "Would delete workstream 'app' " in preview.stdout
+            assert "1 ledger events, 1 runs" in preview.stdout and "--confirm" in preview.stderr
+            assert len(recv.calls) == 1  # a preview is not asked about
+            refused = cli("workstream-delete", wid[:8], "--confirm", "--server", procs["query"].url)
+            assert refused.returncode == 1 and refused.stderr == f"aimem: {REASON} (HTTP 409)\n", refused.stderr
+            assert len(recv.calls) == 2
+            assert (settings.data_dir / "raw" / "workstreams" / wid).is_dir()  # nothing changed
+            shown = http.get(LEDGERS)
+            assert [w["id"] for w in shown.json()] == [wid], shown.text
+
+            (settings.data_dir / "config.toml").write_text(f"""
+[[admission.webhooks]]
+url = "{recv.url}"
+operations = ["delete_page"]
+""")  # the ledger is no longer governed; a restarted query service reads it
+            procs["query"].stop()
+            q = services("query")["query"]
+        done = cli("workstream-delete", wid, "--confirm", "--server", q.url)
+        assert done.returncode == 0 and done.stdout.startswith("Deleted workstream 'app' "), done.stderr
+        assert httpx.get(q.url + LEDGERS).json() == []
+        assert len(recv.calls) == 2
+        assert not (settings.data_dir / "raw" / "workstreams" / wid).exists()
+    finally:
+        recv.close()

@@ -13,12 +13,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aimem_testing.browser import chromium, require
+from aimem_testing.browser import AXE_JS as AXE, axe_check, chromium, require
+from aimem_testing.browser import web_login as login
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
-REPO = Path(__file__).resolve().parents[4]
-AXE = Path(os.environ.get("AIMEM_AXE_JS", REPO / ".cache/npm/node_modules/axe-core/axe.min.js"))
 
 ANN = ("ann", "correct horse battery")
 BOB = ("bob", "bob's long password")
@@ -61,23 +60,6 @@ def web(web_stack):
                                                   "rationale": "seen twice in sess-1", "confidence": 0.9}]},
                 project="app")
     return s
-
-
-def login(page, base: str, name: str, password: str) -> None:
-    page.goto(f"{base}/web/login")
-    page.fill("#name", name)
-    page.fill("#password", password)
-    page.locator("form[aria-labelledby=pw-h] button").click()
-    page.wait_for_url(re.compile(r".*/web/projects$"))
-
-
-def axe_check(page, name: str) -> None:
-    """Inject axe-core and fail on any serious or critical violation."""
-    page.add_script_tag(path=str(AXE))
-    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
-    bad = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in result["violations"]
-           if v["impact"] in ("serious", "critical")]
-    assert not bad, f"{name}: {bad}"
 
 
 def test_a_person_sees_searches_corrects_and_trusts_the_memory(browser, web, shots):

@@ -18,12 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aimem_testing.browser import chromium, require
+from aimem_testing.browser import AXE_JS as AXE, axe_check, chromium, require
+from aimem_testing.browser import web_login as login
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
-REPO = Path(__file__).resolve().parents[4]
-AXE = Path(os.environ.get("AIMEM_AXE_JS", REPO / ".cache/npm/node_modules/axe-core/axe.min.js"))
 ANN = ("ann", "correct horse battery")
 BOB = ("bob", "bob's long password")
 HOSTILE = "<script>alert('t')</script></svg>\"onload=alert(1) x"
@@ -91,23 +90,6 @@ def shots(tmp_path) -> Path:
     d = Path(os.environ.get("AIMEM_WEB_SCREENSHOTS") or tmp_path / "screenshots")
     d.mkdir(parents=True, exist_ok=True)
     return d
-
-
-def login(page, base: str, name: str, password: str) -> None:
-    page.goto(f"{base}/web/login")
-    page.fill("#name", name)
-    page.fill("#password", password)
-    page.locator("form[aria-labelledby=pw-h] button").click()
-    page.wait_for_url(re.compile(r".*/web/projects$"))
-
-
-def axe_check(page, name: str) -> None:
-    """Inject axe-core and fail on any serious or critical violation."""
-    page.add_script_tag(path=str(AXE))
-    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
-    bad = [(v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3]) for v in result["violations"]
-           if v["impact"] in ("serious", "critical")]
-    assert not bad, f"{name}: {bad}"
 
 
 def watch(page, base: str) -> tuple[list[str], list[str]]:

@@ -262,3 +262,28 @@ def test_open_names_the_native_session_the_harness_last_appended_under(wh) -> No
     assert _open(wh, RUN_B, harness="codex")["resume_session_id"] is None  # a harness new here starts fresh
     wh.ok("workstream.lease", {"action": "release", "run_id": RUN_B})
     assert _open(wh, RUN_C)["resume_session_id"] == "claude-1"
+
+
+def test_a_workstream_delete_takes_its_ledger_runs_and_segments_and_leaves_the_other(wh) -> None:
+    wid = _open(wh, RUN_A)["workstream"]["id"]
+    wh.ok("workstream.append", {"run_id": RUN_A, "events": [{"role": "user", "text": "quokka rollout plan"}]})
+    other = _open(wh, RUN_B, root="/w/repo-wt2")["workstream"]["id"]
+    wh.ok("workstream.append", {"run_id": RUN_B, "events": [{"role": "user", "text": "wombat stays"}]})
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_B})
+    preview = wh.ok("workstream.delete", {"workstream_id": wid, "dry_run": True})
+    assert (preview["workstream_events_deleted"], preview["managed_runs_deleted"], preview["name"]) == (1, 1, "repo")
+    assert _segments(wh, wid) == ["0000000001-0000000001.jsonl"]  # a preview removes nothing
+    err = wh.err("workstream.delete", {"workstream_id": wid})
+    assert err["code"] == "live_lease" and err["data"]["runs"][0]["run_id"] == RUN_A
+    assert wh.count("SELECT count(*) FROM workstream_events") == 2  # the refusal changed nothing
+    done = wh.ok("workstream.delete", {"workstream_id": wid, "force": True})
+    assert done["workstream_events_deleted"] == 1 and done["dry_run"] is False
+    assert not (wh.settings.data_dir / "raw" / "workstreams" / wid).exists()
+    assert len(_segments(wh, other)) == 1  # the other checkout's workstream keeps its segment
+    assert [r[0] for r in wh.conn.execute("SELECT text FROM workstream_events")] == ["wombat stays"]
+    assert wh.count("SELECT count(*) FROM workstream_events_fts WHERE workstream_events_fts MATCH 'quokka'") == 0
+    assert wh.count("SELECT count(*) FROM managed_runs") == 1
+    assert wh.conn.execute("SELECT count(*) FROM workstream_harnesses WHERE workstream_id = ?",
+                           (wid,)).fetchone()[0] == 0
+    assert wh.err("workstream.delete", {"workstream_id": wid})["code"] in ("not_found", "workstream_not_found")
+    assert any(e.kind == "workstream.deleted" for e in wh.events)

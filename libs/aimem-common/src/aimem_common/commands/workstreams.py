@@ -80,3 +80,13 @@ class WorkstreamRename(OpPayload):
     workstream_id: str = Field(pattern=r"^[0-9a-f]{32}$")
     name: FreeText = Field(min_length=1, max_length=128)
     force: bool = False  # rename although a run holds a live lease (409 ``live_lease`` otherwise)
+
+
+@register("workstream.delete")
+class WorkstreamDelete(OpPayload):
+    """Delete a workstream of the scope's project with its whole ledger (events, raw JSONL
+    segments, runs and delivery cursors); ``dry_run`` only counts what would go."""
+
+    workstream_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    dry_run: bool = False
+    force: bool = False  # delete although a run holds a live lease (409 ``live_lease`` otherwise)

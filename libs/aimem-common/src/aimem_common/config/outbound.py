@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field
 
 
 AdmissionOperation = Literal[
-    "delete_page", "purge_session", "purge_project", "purge_workspace", "move_project", "move_session"]
+    "delete_page", "purge_session", "purge_project", "purge_workspace", "move_project", "move_session",
+    "delete_ledger"]
 
 
 class AdmissionWebhook(BaseModel):

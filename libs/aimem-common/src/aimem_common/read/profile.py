@@ -69,3 +69,8 @@ def user_id_of(conn: sqlite3.Connection, name: str) -> int | None:
     """Return the id of the user named ``name`` (None when there is none)."""
     row = conn.execute("SELECT id FROM users WHERE name = ?", (name,)).fetchone()
     return int(row[0]) if row is not None else None
+
+
+def user_names(conn: sqlite3.Connection) -> list[str]:
+    """Return every user's name, sorted (the web's profile picker of a root login)."""
+    return [r[0] for r in conn.execute("SELECT name FROM users ORDER BY name")]

@@ -1,6 +1,6 @@
 """Lifecycle routes.
 
-Purge-session, purge-project, purge-workspace, rename-project, rename-workspace, move-project,
+Purge-session, purge-project, purge-workspace, workstream-delete, rename-project, rename-workspace, move-project,
 move-session, reorg (and its input, session-locations).
 
 Each route checks the request shape, then sends one writer op and returns the writer's
@@ -9,7 +9,7 @@ the same transaction that mutates, so a preview and a confirmed run can never di
 
 Confirmation rules:
 
-* purge-session / purge-project / purge-workspace / move-project: ``dry_run: true`` always wins and only
+* purge-session / purge-project / purge-workspace / workstream-delete / move-project: ``dry_run: true`` always wins and only
   previews; otherwise ``confirm: true`` is required (400 ``confirm_required``).
 * move-session and reorg: a dry run unless ``confirm: true`` (and ``dry_run`` still wins).
 """
@@ -58,6 +58,15 @@ class PurgeWorkspaceBody(_Body):
     dry_run: bool = False
     compact: bool = False
     force: bool = False
+
+
+class WorkstreamDeleteBody(_Body):
+    workspace: str = "default"
+    project: str
+    workstream_id: str = Field(pattern=r"^[0-9a-f]{32}$")
+    confirm: bool = False
+    dry_run: bool = False
+    force: bool = False  # delete although a managed run holds a live lease
 
 
 class RenameProjectBody(_Body):
@@ -134,6 +143,22 @@ async def purge_workspace(body: PurgeWorkspaceBody, request: Request) -> dict:
     """Delete a workspace and every project in it (preview with ``dry_run``)."""
     _require_confirm(body.confirm, body.dry_run, "purge-workspace")
     return await send(request, "workspace.purge", body.model_dump(exclude={"confirm"}))
+
+
+@router.post("/workstream-delete")
+async def workstream_delete(body: WorkstreamDeleteBody, request: Request) -> dict:
+    """Delete one workstream of a project and its whole ledger (preview with ``dry_run``).
+
+    Body ``{workspace, project, workstream_id (32 hex), confirm, dry_run, force}``; answers
+    writer op ``workstream.delete``'s ``{workstream_id, name, workstream_events_deleted,
+    managed_runs_deleted, dry_run}``. Errors: 400 ``confirm_required``, 404 ``not_found``,
+    409 ``live_lease`` (a run holds it; ``force`` overrides), 409 ``admission_refused``
+    (an ``[admission]`` webhook for ``delete_ledger`` said no; nothing changed).
+    """
+    _require_confirm(body.confirm, body.dry_run, "workstream-delete")
+    return await send(request, "workstream.delete",
+                      {"workstream_id": body.workstream_id, "dry_run": body.dry_run, "force": body.force},
+                      workspace=body.workspace, project=body.project)
 
 
 @router.post("/rename-project")

@@ -7,6 +7,7 @@ without it, from the keyboard, and nothing is fetched from another origin. Modul
 * ``session`` — cookies, CSRF, the login rate limit; ``login`` — log in/out;
 * ``projects`` — projects, a project's brief, the page tree;
 * ``pages`` — a page, its history/diff/restore, edit (preview, conflict), delete, feedback;
+* ``profile`` — the signed-in user's profile memory (an admin: any user's);
 * ``search`` — search with explain; ``activity`` — sessions, timelines, handoffs, messages;
 * ``admin`` — pending writes, lint, status, audit; ``events`` — live updates (SSE);
 * ``render`` — templates, inert markdown, security headers; ``diff`` — line diffs.

@@ -14,7 +14,8 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from aimem_common.errors import AimemError, BackPressureError, UnauthorizedError
-from aimem_query.web import activity, admin, events, login, pages, pictures, projects, search, session, workstreams
+from aimem_query.web import (activity, admin, events, login, pages, pictures, profile, projects, search, session,
+                             workstreams)
 from aimem_common.config import Settings
 from aimem_query.web.render import Renderer
 
@@ -22,7 +23,7 @@ STATIC = Path(__file__).parent / "static"
 PREFIX = "/web"
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
-for _module in (login, projects, pages, search, pictures, activity, workstreams, admin, events):
+for _module in (login, projects, pages, search, pictures, activity, workstreams, profile, admin, events):
     router.include_router(_module.router)
 
 

@@ -1,6 +1,7 @@
 """Managed-workstream ops.
 
-``workstream.lease``, ``workstream.append``, ``workstream.deliver``, ``workstream.rename``.
+``workstream.lease``, ``workstream.append``, ``workstream.deliver``, ``workstream.rename``,
+``workstream.delete``.
 
 The ledger of a workstream is append-only. Each ``workstream.append`` that stores events
 writes one immutable JSONL segment, ``<data_dir>/raw/workstreams/<id>/<first>-<last>.jsonl``
@@ -29,7 +30,8 @@ from datetime import UTC, datetime, timedelta
 
 from aimem_common import locations
 from aimem_common.commands import Envelope
-from aimem_common.commands.workstreams import WorkstreamAppend, WorkstreamDeliver, WorkstreamLease, WorkstreamRename
+from aimem_common.commands.workstreams import (WorkstreamAppend, WorkstreamDelete, WorkstreamDeliver, WorkstreamLease,
+                                               WorkstreamRename)
 from aimem_common.errors import BadRequestError, ConflictError, NotFoundError
 from aimem_common.sanitize import storable
 from aimem_common.workstreams import SEGMENTS_DIR, contains_marker, segment_name, segment_text
@@ -276,6 +278,42 @@ def workstream_rename(tx: Tx, env: Envelope, cmd: WorkstreamRename) -> dict:
     tx.conn.execute("UPDATE workstreams SET name = ?, updated_at = ? WHERE id = ?", (name, tx.now, cmd.workstream_id))
     tx.audit("workstream.rename", cmd.workstream_id, {"from": row["name"], "to": name}, scope=scope)
     return {"workstream_id": cmd.workstream_id, "name": name, "previous": row["name"]}
+
+
+@handler("workstream.delete")
+def workstream_delete(tx: Tx, env: Envelope, cmd: WorkstreamDelete) -> dict:
+    """Delete a workstream of the scope's project and its ledger: the events (and their text
+    index), the runs, the harness cursors, and after the commit its segment folder
+    ``raw/workstreams/<id>/`` (best effort, as a purge). Result ``{workstream_id, name,
+    workstream_events_deleted, managed_runs_deleted, dry_run}``; a dry run changes nothing.
+    Governed by ``[admission]`` as ``delete_ledger`` (asked by the caller, ahead of the writer).
+
+    Raises:
+        NotFoundError: no such workstream in this project.
+        ConflictError: ``live_lease`` while a run holds it (unless ``force``; a dry run is never refused).
+    """
+    scope = tx.scope(create=False)
+    row = tx.conn.execute("SELECT name FROM workstreams WHERE id = ? AND project_id = ?",
+                          (cmd.workstream_id, scope.project_id)).fetchone()
+    if row is None:
+        raise NotFoundError(f"workstream {cmd.workstream_id} not found", data={"workstream_id": cmd.workstream_id})
+    wid = cmd.workstream_id
+    out = {"workstream_id": wid, "name": row["name"], "dry_run": cmd.dry_run,
+           "workstream_events_deleted": tx.conn.execute(
+               "SELECT count(*) FROM workstream_events WHERE workstream_id = ?", (wid,)).fetchone()[0],
+           "managed_runs_deleted": tx.conn.execute(
+               "SELECT count(*) FROM managed_runs WHERE workstream_id = ?", (wid,)).fetchone()[0]}
+    if cmd.dry_run:
+        return out
+    refuse_live_lease(live_leases(tx.conn, tx.now, workstream_id=wid), f"workstream {row['name']}", "delete",
+                      cmd.force)
+    tx.conn.execute("DELETE FROM workstream_events WHERE workstream_id = ?", (wid,))  # the FTS trigger runs per row
+    tx.conn.execute("DELETE FROM workstreams WHERE id = ?", (wid,))  # runs and cursors cascade
+    tx.wiki.delete_raw(f"workstreams/{wid}")
+    tx.audit("workstream.delete", wid, {"name": row["name"], "events": out["workstream_events_deleted"],
+                                        "forced": cmd.force}, scope=scope)
+    tx.emit("workstream.deleted", {"workstream_id": wid})
+    return out
 
 
 # -- the lease guard of lifecycle operations ---------------------------------------------------
