@@ -24,7 +24,7 @@ import pytest
 from aimem_testing.fake_vendors import FakeVendor, Step
 from aimem_testing.probe import wait_for
 
-from tests.e2e.test_real_agents import (Agent, agents_bin, codex_config, gemini_settings, live,  # noqa: F401
+from tests.e2e.test_real_agents import (Agent, agents_bin, codex_config, gemini_settings,  # noqa: F401
                                         repository, rows)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
