@@ -23,6 +23,11 @@ from typing import Any
 DEFAULT_URL = "http://127.0.0.1:8701"
 
 
+def xdg_data_home() -> str | None:
+    """``$XDG_DATA_HOME`` when set (the base of the users' data folders), else None."""
+    return os.environ.get("XDG_DATA_HOME") or None
+
+
 def client_data_dir(env: Any) -> Path:
     """Return the user's aimem data dir (``AIMEM_DATA_DIR`` or the XDG data home)."""
     if env.get("AIMEM_DATA_DIR"):

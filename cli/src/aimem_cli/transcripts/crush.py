@@ -25,12 +25,13 @@ session's working directory is the project the data directory belongs to
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Iterator
 
+from aimem_common.clients.crush import PART_TOOL_CALL, PART_TOOL_RESULT
+from aimem_cli import hookconfig
 from aimem_cli.transcripts.base import (
     PROMPT_CHARS, Event, FileState, ReadStats, bound, event, flush_stop, hold_stop, remember_call, take_call)
 
@@ -43,7 +44,7 @@ MAX_ROWS = 100_000  # messages read per run and database (the rest next run)
 def projects_file(home: Path) -> Path:
     """Crush's list of the projects it has seen (``$XDG_DATA_HOME/crush`` beats ``~/.local/share/crush``
     only when ``home`` is the real home)."""
-    xdg = os.environ.get("XDG_DATA_HOME")
+    xdg = hookconfig.xdg_data_home()
     if xdg and home == Path.home():
         return Path(xdg) / "crush" / "projects.json"
     return home / ".local" / "share" / "crush" / "projects.json"
@@ -140,14 +141,14 @@ def _message(row: sqlite3.Row, parts: list[dict[str, Any]], ctx: dict[str, Any])
         return
     if row["role"] == "assistant":
         for kind, d in data:
-            if kind == "tool_call" and isinstance(d.get("id"), str):
+            if kind == PART_TOOL_CALL and isinstance(d.get("id"), str):
                 remember_call(ctx, d["id"], str(d.get("name") or "tool"), _args(d.get("input")))
         if text:
             hold_stop(ctx, f"{base}:stop", sid, cwd, ts, text, row["model"])
         return
     n = 0
     for kind, d in data:  # role "tool": the results of the previous assistant message's calls
-        if kind != "tool_result":
+        if kind != PART_TOOL_RESULT:
             continue
         name, args = take_call(ctx, d.get("tool_call_id"))
         out = str(d.get("content") or "")

@@ -28,3 +28,8 @@ CLIENT = Client(
     install_events=("SessionStart", "TurnStart", "PreToolUse", "PostToolUse", "PostToolUseFailure",
                     "PreCompact", "PostCompact", "StopFailure", "Interrupt", "TurnEnd", "SessionEnd"),
     session_start_output=HOOK_SPECIFIC_OUTPUT)
+
+# Part types of a message in Crush's own ``crush.db`` (what ``aimem import`` reads; not hook
+# events, though Pi's events share the first name).
+PART_TOOL_CALL = "tool_call"
+PART_TOOL_RESULT = "tool_result"

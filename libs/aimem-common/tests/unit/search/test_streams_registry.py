@@ -10,11 +10,11 @@ from aimem_common.search.streams import ORDER, STREAMS
 
 def test_streams_run_in_the_documented_order_with_their_weights():
     assert [s.name for s in STREAMS] == list(ORDER) == [
-        "fts", "turns", "exact", "trigram", "entity", "vector", "superseded", "links", "passage"]
+        "fts", "turns", "exact", "trigram", "entity", "vector", "superseded", "links", "passage", "recency"]
     assert {s.name: s.weight for s in STREAMS} == {"fts": 1.0, "turns": 1.5, "exact": 11.0, "trigram": 1.0,
                                                   "entity": 0.8, "vector": 1.0, "superseded": 0.6, "links": 0.5,
-                                                  "passage": 1.5}
-    assert {s.name for s in STREAMS if s.margin} == {"fts", "trigram", "turns", "passage"}
+                                                  "passage": 1.5, "recency": 1.0}
+    assert {s.name for s in STREAMS if s.margin} == {"fts", "trigram", "turns", "passage", "recency"}
     assert [s.name for s in STREAMS if s.certain] == ["exact"]
     assert [(s.name, s.alone_weight) for s in STREAMS if s.alone_weight is not None] == [("vector", 1.0)]
 
