@@ -127,7 +127,7 @@ async def test_bearer_auth(authed_gw, h):
     r = httpx.post(url, json=call, headers={**HEADERS, "Authorization": "Bearer root-s3cret"})
     assert r.status_code == 200 and "result" in r.json()
     # a user key: its grant allows reading app, not secret, and no writes
-    async with _client_with_auth(url, key) as c:
+    async with h.client_with_auth(url, key) as c:
         res = await h.call(c, "memory_recent", {"project": "app"})
         assert res["pages"][0]["path"] == "notes/hello.md"
         err = await h.rpc_error(c, "memory_recent", {"project": "secret"})  # exists, not readable
@@ -139,16 +139,6 @@ async def test_bearer_auth(authed_gw, h):
         assert err.code == -32001
         err = await h.rpc_error(c, "memory_status", {})
         assert err.code == -32001
-
-
-def _client_with_auth(url: str, token: str) -> Client:
-    """The official client over Streamable HTTP with an Authorization header."""
-    from mcp.client.streamable_http import streamable_http_client
-
-    import httpx2
-
-    transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}))
-    return Client(transport, mode="legacy")
 
 
 NPX = shutil.which("npx")
