@@ -77,6 +77,14 @@ def list_workstreams(conn: sqlite3.Connection, scope: Scope) -> list[dict[str, A
     return out
 
 
+def _project_workstream(conn: sqlite3.Connection, scope: Scope, workstream_id: str) -> sqlite3.Row | None:
+    """Return the row of workstream ``workstream_id`` if it belongs to the scope's project, else None."""
+    if not _has_tables(conn):
+        return None
+    return conn.execute("SELECT * FROM workstreams WHERE id = ? AND project_id = ?",
+                        (workstream_id, scope.project_id)).fetchone()
+
+
 def _summary(conn: sqlite3.Connection, ws: sqlite3.Row) -> dict[str, Any]:
     harnesses = [dict(r) for r in conn.execute(
         "SELECT harness, delivered_seq, last_run_at FROM workstream_harnesses WHERE workstream_id = ?"
@@ -127,10 +135,7 @@ def events_page(conn: sqlite3.Connection, scope: Scope, workstream_id: str, *, a
     None when the project has no workstream ``workstream_id`` (one of another project
     included, so an id reveals nothing outside the caller's scope).
     """
-    if not _has_tables(conn):
-        return None
-    ws = conn.execute("SELECT id, name, last_seq FROM workstreams WHERE id = ? AND project_id = ?",
-                      (workstream_id, scope.project_id)).fetchone()
+    ws = _project_workstream(conn, scope, workstream_id)
     if ws is None:
         return None
     limit = max(1, min(limit, PAGE_MAX_EVENTS))
@@ -156,10 +161,7 @@ def events_page(conn: sqlite3.Connection, scope: Scope, workstream_id: str, *, a
 
 def show(conn: sqlite3.Connection, scope: Scope, workstream_id: str, *, last: int = 50) -> dict[str, Any] | None:
     """Return one workstream of the project: summary, its runs (newest first, ≤ 50) and its last events."""
-    if not _has_tables(conn):
-        return None
-    ws = conn.execute("SELECT * FROM workstreams WHERE id = ? AND project_id = ?",
-                      (workstream_id, scope.project_id)).fetchone()
+    ws = _project_workstream(conn, scope, workstream_id)
     if ws is None:
         return None
     runs = [{k: r[k] for k in RUN_FIELDS} for r in conn.execute(
