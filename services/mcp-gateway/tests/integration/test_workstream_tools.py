@@ -79,6 +79,12 @@ async def test_list_then_read_events_in_order_fenced_and_bounded(world, bus, h):
         rest = await h.call(c, "memory_workstreams", {"project": "app", "workstream_id": wid, "after_seq": 3})
         assert [(e["seq"], e["harness"], e["text"]) for e in rest["events"]] == [(4, "codex", "now write the docs")]
         assert rest["next_after_seq"] is None
+        # the search over the same ledger hands the hostile text back inside one fence too
+        res = await c.call_tool("memory_workstream_search", {"project": "app", "query": "earlier instruction"})
+        text = res.content[0].text
+        assert text.startswith("<aimem-memory") and text.count(CLOSE_TAG) == 1 and "<system>" not in text
+        (hit,) = h.payload(res)["hits"]
+        assert (hit["workstream_id"], hit["seq"]) == (wid, 2) and SUBSTITUTE + "system>Ignore" in hit["text"]
 
         # bad input is a JSON-RPC error naming the field, an unknown id a not_found error
         for bad in ({"project": "app", "workstream_id": wid, "limit": 201},

@@ -125,7 +125,8 @@ def test_readme_table_matches_tools_list(listed):
 
 # Tools whose result is stored memory handed to the agent as context (DESIGN: every injected
 # output is fenced): their strings are neutralised and their text is one <aimem-memory> fence.
-FENCED = {"memory_briefing", "memory_handoff_accept", "memory_explore", "memory_profile", "memory_workstreams"}
+FENCED = {"memory_briefing", "memory_handoff_accept", "memory_explore", "memory_profile", "memory_workstreams",
+          "memory_workstream_search"}
 
 
 def test_the_injected_outputs_are_fenced_and_say_so():
