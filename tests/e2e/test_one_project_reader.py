@@ -285,7 +285,7 @@ def test_mcp_tools_show_nothing_of_another_project(walk):
     ok_on_a = sorted(n for n, kinds in table.items() if kinds[0] == "ok")
     print(f"\nMCP: {len(tools)} tools walked ({len(calls)} calls); answered for alpha: {ok_on_a}")
     assert not problems, problems
-    assert len(tools) == 28 and {"memory_query", "memory_read_page", "memory_recent", "memory_briefing",
+    assert len(tools) == 29 and {"memory_query", "memory_read_page", "memory_recent", "memory_briefing",
                                  "memory_status", "memory_message_list", "memory_handoff_list",
                                  "memory_read_session_observations"} <= set(ok_on_a), table
     page = json.loads(outcome(results[[c[0] for c in calls].index("memory_read_page")])[1])

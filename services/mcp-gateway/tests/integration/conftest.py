@@ -75,6 +75,16 @@ async def rpc_error(client: Any, name: str, args: dict[str, Any]) -> MCPError:
     return info.value
 
 
+def client_with_auth(url: str, token: str) -> Client:
+    """The official client over Streamable HTTP with an ``Authorization: Bearer`` header."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    import httpx2
+
+    transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}))
+    return Client(transport, mode="legacy")
+
+
 class Helpers:
     """Test helpers handed out by the ``h`` fixture (conftest modules are not importable)."""
 
@@ -83,6 +93,7 @@ class Helpers:
     payload = staticmethod(payload)
     mcp_url = staticmethod(mcp_url)
     requires_writer_ops = staticmethod(requires_writer_ops)
+    client_with_auth = staticmethod(client_with_auth)
 
 
 @pytest.fixture

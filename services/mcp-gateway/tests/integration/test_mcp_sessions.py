@@ -56,7 +56,7 @@ def test_stale_session_answers_404_and_initialize_with_it_starts_a_new_one(gw):
     url = gw.url + "/mcp"
     sid = open_session(url)
     r = httpx.post(url, json=rpc("tools/list", id_=2), headers=session_headers(sid))
-    assert r.status_code == 200 and len(r.json()["result"]["tools"]) == 28
+    assert r.status_code == 200 and len(r.json()["result"]["tools"]) == 29
     time.sleep(PAST_IDLE_S)
     r = httpx.post(url, json=rpc("tools/list", id_=3), headers=session_headers(sid))
     assert r.status_code == 404, r.text  # reaped after the configured idle time
@@ -64,7 +64,7 @@ def test_stale_session_answers_404_and_initialize_with_it_starts_a_new_one(gw):
     new = open_session(url, {"Mcp-Session-Id": sid})
     assert new != sid
     r = httpx.post(url, json=rpc("tools/list", id_=4), headers=session_headers(new))
-    assert r.status_code == 200 and len(r.json()["result"]["tools"]) == 28
+    assert r.status_code == 200 and len(r.json()["result"]["tools"]) == 29
     assert httpx.post(url, json=rpc("tools/list", id_=5), headers=session_headers(sid)).status_code == 404
 
 

@@ -35,7 +35,7 @@ async def test_session_flow_with_official_client(gw, h):
     async with Client(h.mcp_url(gw), mode="legacy") as c:
         assert c.server_info.name == "aimem"
         names = [t.name for t in (await c.list_tools()).tools]
-        assert len(names) == 28
+        assert len(names) == 29
         res = await h.call(c, "memory_query", {"project": "app", "query": "hello"})
         assert res["hits"][0]["path"] == "notes/hello.md"
 
@@ -51,7 +51,7 @@ def test_session_flow_raw_http(gw):
     r = httpx.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=hdrs)
     assert r.status_code == 202
     r = httpx.post(url, json=rpc("tools/list", id_=2), headers=hdrs)
-    assert r.status_code == 200 and len(r.json()["result"]["tools"]) == 28
+    assert r.status_code == 200 and len(r.json()["result"]["tools"]) == 29
     r = httpx.delete(url, headers=hdrs)
     assert r.status_code in (200, 204)
     r = httpx.post(url, json=rpc("tools/list", id_=3), headers=hdrs)
@@ -127,7 +127,7 @@ async def test_bearer_auth(authed_gw, h):
     r = httpx.post(url, json=call, headers={**HEADERS, "Authorization": "Bearer root-s3cret"})
     assert r.status_code == 200 and "result" in r.json()
     # a user key: its grant allows reading app, not secret, and no writes
-    async with _client_with_auth(url, key) as c:
+    async with h.client_with_auth(url, key) as c:
         res = await h.call(c, "memory_recent", {"project": "app"})
         assert res["pages"][0]["path"] == "notes/hello.md"
         err = await h.rpc_error(c, "memory_recent", {"project": "secret"})  # exists, not readable
@@ -139,16 +139,6 @@ async def test_bearer_auth(authed_gw, h):
         assert err.code == -32001
         err = await h.rpc_error(c, "memory_status", {})
         assert err.code == -32001
-
-
-def _client_with_auth(url: str, token: str) -> Client:
-    """The official client over Streamable HTTP with an Authorization header."""
-    from mcp.client.streamable_http import streamable_http_client
-
-    import httpx2
-
-    transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}))
-    return Client(transport, mode="legacy")
 
 
 NPX = shutil.which("npx")
@@ -164,7 +154,7 @@ def test_mcp_inspector_cli(gw):
     out = subprocess.run([*base, "--method", "tools/list"], capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-2000:]
     tools = json.loads(out.stdout)["tools"]
-    assert len(tools) == 28 and all(t.get("annotations") for t in tools)
+    assert len(tools) == 29 and all(t.get("annotations") for t in tools)
     out = subprocess.run(
         [*base, "--method", "tools/call", "--tool-name", "memory_recent", "--tool-arg", "project=app"],
         capture_output=True, text=True, timeout=180,

@@ -52,12 +52,13 @@ PINNED: dict[str, list[str]] = {
     "memory_lint": ["workspace", "project", "project_id", "llm"],
     "memory_install_self_routing": ["client", "workspace", "project"],
     "memory_workstream_search": ["workspace", "project", "project_id", "query", "limit", "n", "top_k"],
+    "memory_workstreams": ["workspace", "project", "project_id", "workstream_id", "after_seq", "limit", "n", "top_k"],
 }
 
 READ_ONLY = {
     "memory_query", "memory_recent", "memory_read_page", "memory_read_session_observations", "memory_status",
     "memory_briefing", "memory_explore", "memory_handoff_list", "memory_message_list", "memory_install_self_routing",
-    "memory_workstream_search",
+    "memory_workstream_search", "memory_workstreams",
     "memory_resolve_write_target",
 }
 
@@ -124,7 +125,8 @@ def test_readme_table_matches_tools_list(listed):
 
 # Tools whose result is stored memory handed to the agent as context (DESIGN: every injected
 # output is fenced): their strings are neutralised and their text is one <aimem-memory> fence.
-FENCED = {"memory_briefing", "memory_handoff_accept", "memory_explore", "memory_profile"}
+FENCED = {"memory_briefing", "memory_handoff_accept", "memory_explore", "memory_profile", "memory_workstreams",
+          "memory_workstream_search"}
 
 
 def test_the_injected_outputs_are_fenced_and_say_so():

@@ -12,11 +12,14 @@ from typing import Any
 
 from aimem_common.models import Scope
 from aimem_common.read.text import fts_query, query_terms
+from aimem_common.text import cap_utf8
 from aimem_common.workstreams import MARKER_PREFIX, MAX_PACKET_EVENTS
 
 WS_FIELDS = ("id", "name", "checkout_root", "last_seq", "created_at", "updated_at")
 EVENT_FIELDS = ("seq", "harness", "run_id", "role", "text", "ts", "segment")
 SEARCH_POOL = 1_000  # best FTS rows ranked before the project filter
+PAGE_MAX_EVENTS = 200  # events in one page of a workstream read by an agent (MCP)
+PAGE_MAX_BYTES = 64 * 1024  # UTF-8 bytes of event text in one such page
 RUN_FIELDS = ("id", "harness", "cwd", "state", "started_at", "renewed_at", "lease_expires_at", "ended_at", "exit_code")
 
 
@@ -74,6 +77,14 @@ def list_workstreams(conn: sqlite3.Connection, scope: Scope) -> list[dict[str, A
     return out
 
 
+def _project_workstream(conn: sqlite3.Connection, scope: Scope, workstream_id: str) -> sqlite3.Row | None:
+    """Return the row of workstream ``workstream_id`` if it belongs to the scope's project, else None."""
+    if not _has_tables(conn):
+        return None
+    return conn.execute("SELECT * FROM workstreams WHERE id = ? AND project_id = ?",
+                        (workstream_id, scope.project_id)).fetchone()
+
+
 def _summary(conn: sqlite3.Connection, ws: sqlite3.Row) -> dict[str, Any]:
     harnesses = [dict(r) for r in conn.execute(
         "SELECT harness, delivered_seq, last_run_at FROM workstream_harnesses WHERE workstream_id = ?"
@@ -85,12 +96,72 @@ def _summary(conn: sqlite3.Connection, ws: sqlite3.Row) -> dict[str, Any]:
             "live_run": {k: live[k] for k in RUN_FIELDS} if live else None}
 
 
+def agent_listing(conn: sqlite3.Connection, scope: Scope, *, limit: int = PAGE_MAX_EVENTS) -> list[dict[str, Any]]:
+    """Return ≤ ``limit`` of the project's workstreams as an agent needs them, newest activity first.
+
+    Shape: ``[{id, name, harnesses: [name, newest run first], runs: int, events: int,
+    last_event_at: ISO-8601|null, updated_at}]``. No checkout path: where a repository lives
+    on a user's machine is not handed out by a server.
+    """
+    if not _has_tables(conn):
+        return []
+    rows = conn.execute(
+        "SELECT w.id, w.name, w.last_seq AS events, w.updated_at,"
+        " (SELECT count(*) FROM managed_runs r WHERE r.workstream_id = w.id) AS runs,"
+        " (SELECT e.ts FROM workstream_events e WHERE e.workstream_id = w.id AND e.seq = w.last_seq) AS last_event_at"
+        " FROM workstreams w WHERE w.project_id = ? ORDER BY w.updated_at DESC, w.id LIMIT ?",
+        (scope.project_id, limit)).fetchall()
+    out = []
+    for r in rows:
+        harnesses = [h[0] for h in conn.execute(
+            "SELECT harness FROM workstream_harnesses WHERE workstream_id = ? ORDER BY last_run_at DESC, harness",
+            (r["id"],))]
+        out.append({"id": r["id"], "name": r["name"], "harnesses": harnesses, "runs": r["runs"],
+                    "events": r["events"], "last_event_at": r["last_event_at"], "updated_at": r["updated_at"]})
+    return out
+
+
+def events_page(conn: sqlite3.Connection, scope: Scope, workstream_id: str, *, after_seq: int = 0,
+                limit: int = PAGE_MAX_EVENTS, max_bytes: int = PAGE_MAX_BYTES) -> dict[str, Any] | None:
+    """Return one bounded page of a project's workstream events, oldest first, or None.
+
+    The page holds the events with ``seq > after_seq``, at most ``limit`` of them
+    (capped at ``PAGE_MAX_EVENTS``) and at most ``max_bytes`` UTF-8 bytes of text: the
+    page stops before the event that would pass the byte budget; a first event alone
+    over it is cut (``cap_utf8``, marked ``cut: true``) so a page always moves on.
+
+    Shape: ``{workstream: {id, name, events}, events: [{...EVENT_FIELDS}], next_after_seq:
+    int|null}``; ``next_after_seq`` is the ``after_seq`` of the next page, null at the end.
+    None when the project has no workstream ``workstream_id`` (one of another project
+    included, so an id reveals nothing outside the caller's scope).
+    """
+    ws = _project_workstream(conn, scope, workstream_id)
+    if ws is None:
+        return None
+    limit = max(1, min(limit, PAGE_MAX_EVENTS))
+    rows = conn.execute(f"SELECT {', '.join(EVENT_FIELDS)} FROM workstream_events WHERE workstream_id = ? AND seq > ?"
+                        " ORDER BY seq LIMIT ?", (workstream_id, after_seq, limit))
+    events: list[dict[str, Any]] = []
+    used = 0
+    for row in rows:
+        ev = dict(row)
+        size = len(ev["text"].encode("utf-8", "replace"))
+        if used + size > max_bytes:
+            if events:
+                break
+            ev["text"], ev["cut"], size = cap_utf8(ev["text"], max_bytes), True, max_bytes
+        events.append(ev)
+        used += size
+    last = events[-1]["seq"] if events else None
+    more = last is not None and conn.execute("SELECT 1 FROM workstream_events WHERE workstream_id = ? AND seq > ?"
+                                             " LIMIT 1", (workstream_id, last)).fetchone() is not None
+    return {"workstream": {"id": ws["id"], "name": ws["name"], "events": ws["last_seq"]}, "events": events,
+            "next_after_seq": last if more else None}
+
+
 def show(conn: sqlite3.Connection, scope: Scope, workstream_id: str, *, last: int = 50) -> dict[str, Any] | None:
     """Return one workstream of the project: summary, its runs (newest first, ≤ 50) and its last events."""
-    if not _has_tables(conn):
-        return None
-    ws = conn.execute("SELECT * FROM workstreams WHERE id = ? AND project_id = ?",
-                      (workstream_id, scope.project_id)).fetchone()
+    ws = _project_workstream(conn, scope, workstream_id)
     if ws is None:
         return None
     runs = [{k: r[k] for k in RUN_FIELDS} for r in conn.execute(

@@ -36,6 +36,7 @@ from aimem_mcp.tools import (
     memory_status,
     memory_write_page,
     memory_workstream_search,
+    memory_workstreams,
     memory_write_pages_batch,
 )
 
@@ -68,4 +69,5 @@ ALL_TOOLS: list[ToolSpec] = [
     memory_lint.memory_lint,
     memory_install_self_routing.memory_install_self_routing,
     memory_workstream_search.memory_workstream_search,
+    memory_workstreams.memory_workstreams,
 ]
