@@ -11,6 +11,7 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
+from itertools import filterfalse
 
 MAX_TERMS = 32
 MAX_QUERY_CHARS = 4096  # longer input is cut before tokenising (a 10 KB paste stays cheap)
@@ -234,7 +235,7 @@ def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
     holds it); only the words where a stem or CJK term occurs are tested (``_hit_words``).
     """
     body = strip_frontmatter(text)
-    ws = [w for w in body.split(None, MAX_SNIPPET_SCAN_WORDS)[:MAX_SNIPPET_SCAN_WORDS] if w not in _MARKUP_TOKENS]
+    ws = list(filterfalse(_MARKUP_TOKENS.__contains__, body.split(None, MAX_SNIPPET_SCAN_WORDS)[:MAX_SNIPPET_SCAN_WORDS]))
     if len(ws) <= n_words:
         return " ".join(ws)
     hits = _hit_words(ws, tuple(_stem(t) for t in terms), tuple(t for t in terms if _CJK_RE.match(t)))
@@ -269,13 +270,20 @@ def _hit_words(ws: list[str], stems: tuple[str, ...], cjk: tuple[str, ...]) -> l
     if "" in stems or low.count("\0") != len(ws) - 1:  # an empty stem, or a NUL inside a word: test every word
         candidates: list[int] | range = range(len(ws))
     else:
-        found: set[int] = set()
+        at: list[int] = []  # positions of every occurrence
         for needle in dict.fromkeys(stems + cjk):
             i = low.find(needle)
             while i >= 0:
-                found.add(low.count("\0", 0, i))  # the index of the word holding position i
+                at.append(i)
                 i = low.find(needle, i + 1)
-        candidates = sorted(found)
+        at.sort()
+        candidates = []
+        word = pos = 0
+        for i in at:  # the index of the word holding position i: the NULs before it, counted once
+            word += low.count("\0", pos, i)
+            pos = i
+            if not candidates or candidates[-1] != word:
+                candidates.append(word)
     hits = []
     for i in candidates:
         lw = ws[i].casefold().strip(_STRIP_CHARS)
