@@ -9,9 +9,13 @@ Stopwords are dropped unless nothing else is left.
 from __future__ import annotations
 
 import bisect
+import functools
+import operator
 import re
 import unicodedata
-from itertools import filterfalse
+from array import array
+from itertools import accumulate, filterfalse
+from typing import NamedTuple
 
 MAX_TERMS = 32
 MAX_QUERY_CHARS = 4096  # longer input is cut before tokenising (a 10 KB paste stays cheap)
@@ -226,6 +230,45 @@ _STRIP_CHARS = "`*_()[]{}\"',.:;!?"
 MAX_SNIPPET_SCAN_WORDS = 4000  # windows are searched in the first 4000 words only
 
 
+# Pages whose words are kept for snippets, by their text: the pages a project's searches show
+# again (an agent asks a project several questions). ~3.5× the text a page (its text, the words
+# NUL-joined, case-folded, the word breaks); a longer text is not kept. A page is ~90 µs to split again.
+SNIPPET_MEMO = 256
+SNIPPET_MEMO_CHARS = 16_384
+
+
+class _Words(NamedTuple):
+    """A text's snippet words (frontmatter and markup dropped, the first ``MAX_SNIPPET_SCAN_WORDS``)."""
+
+    n: int  # how many
+    joined: str  # NUL-joined
+    low: str  # ``joined`` case-folded (casefold maps each character alone: NULs stay where they are)
+    breaks: array | None  # the positions of the NULs in ``low``, ascending; None: a word holds a NUL
+    ws: list[str] | None  # the words themselves when ``breaks`` is None (else ``joined`` split again)
+
+
+def _scan(text: str) -> _Words:
+    body = strip_frontmatter(text)
+    ws = list(filterfalse(_MARKUP_TOKENS.__contains__, body.split(None, MAX_SNIPPET_SCAN_WORDS)[:MAX_SNIPPET_SCAN_WORDS]))
+    joined = "\0".join(ws)
+    ascii_ = joined.isascii()
+    low = joined.lower() if ascii_ else joined.casefold()  # the same for ASCII, 10× faster
+    if ws and low.count("\0") == len(ws) - 1:
+        if ascii_:  # lower() keeps every length: the NUL after word k sits at len(ws[0..k]) + k
+            breaks = array("i", map(operator.add, accumulate(map(len, ws[:-1])), range(len(ws) - 1)))
+        else:
+            breaks = array("i")
+            i = low.find("\0")
+            while i >= 0:
+                breaks.append(i)
+                i = low.find("\0", i + 1)
+        return _Words(len(ws), joined, low, breaks, None)
+    return _Words(len(ws), joined, low, None, ws)
+
+
+_scan_kept = functools.lru_cache(maxsize=SNIPPET_MEMO)(_scan)
+
+
 def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
     """Return a ~``n_words``-word window of ``text`` holding the most query-term hits.
 
@@ -233,17 +276,18 @@ def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
     whitespace collapses. With no hit the window is the start of the text. A word hits when,
     case-folded and stripped of punctuation, it starts with a term's crude stem (a CJK term:
     holds it); only the words where a stem or CJK term occurs are tested (``_hit_words``).
+    A text's words are kept for the next call (``SNIPPET_MEMO`` texts of ≤ ``SNIPPET_MEMO_CHARS``).
     """
-    body = strip_frontmatter(text)
-    ws = list(filterfalse(_MARKUP_TOKENS.__contains__, body.split(None, MAX_SNIPPET_SCAN_WORDS)[:MAX_SNIPPET_SCAN_WORDS]))
-    if len(ws) <= n_words:
+    w = _scan_kept(text) if len(text) <= SNIPPET_MEMO_CHARS else _scan(text)
+    ws = w.ws if w.ws is not None else w.joined.split("\0")
+    if w.n <= n_words:
         return " ".join(ws)
-    hits = _hit_words(ws, tuple(_stem(t) for t in terms), tuple(t for t in terms if _CJK_RE.match(t)))
+    hits = _hit_words(w, ws, tuple(_stem(t) for t in terms), tuple(t for t in terms if _CJK_RE.match(t)))
     start = 0
     if hits:
         best = -1
         for j, h in enumerate(hits):
-            s = max(0, min(h - n_words // 4, len(ws) - n_words))
+            s = max(0, min(h - n_words // 4, w.n - n_words))
             # hits in [s, s + n_words) among hits[j - n_words : j + n_words] (hits ascend)
             lo, hi = max(0, j - n_words), min(len(hits), j + n_words)
             count = bisect.bisect_left(hits, s + n_words, lo, hi) - bisect.bisect_left(hits, s, lo, hi)
@@ -251,39 +295,30 @@ def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
                 best, start = count, s
     end = start + n_words
     out = " ".join(ws[start:end])
-    return ("… " if start > 0 else "") + out + (" …" if end < len(ws) else "")
+    return ("… " if start > 0 else "") + out + (" …" if end < w.n else "")
 
 
-def _hit_words(ws: list[str], stems: tuple[str, ...], cjk: tuple[str, ...]) -> list[int]:
-    """Indices (ascending) of the words of ``ws`` that hit: ``w.casefold().strip(_STRIP_CHARS)``
+def _hit_words(w: _Words, ws: list[str], stems: tuple[str, ...], cjk: tuple[str, ...]) -> list[int]:
+    """Indices (ascending) of the words ``ws`` (of ``w``) that hit: ``w.casefold().strip(_STRIP_CHARS)``
     starts with one of ``stems`` or holds one of ``cjk``.
 
     A hit's stem or CJK term occurs inside its case-folded word, so the occurrences of each in
-    the case-folded text (words joined by NUL; casefold maps each character alone) name every
-    candidate word, and only those are tested: a long page costs its occurrences, not a Python
-    step per word.
+    ``w.low`` name every candidate word (the NULs before an occurrence count the words before
+    it), and only those are tested: a long page costs its occurrences, not a Python step per word.
     """
     if not stems:
         return []
-    joined = "\0".join(ws)
-    low = joined.lower() if joined.isascii() else joined.casefold()  # the same for ASCII, 10× faster
-    if "" in stems or low.count("\0") != len(ws) - 1:  # an empty stem, or a NUL inside a word: test every word
-        candidates: list[int] | range = range(len(ws))
+    if "" in stems or w.breaks is None:  # an empty stem, or a NUL inside a word: test every word
+        candidates: list[int] | range = range(w.n)
     else:
-        at: list[int] = []  # positions of every occurrence
+        low, breaks = w.low, w.breaks
+        found: set[int] = set()
         for needle in dict.fromkeys(stems + cjk):
             i = low.find(needle)
             while i >= 0:
-                at.append(i)
+                found.add(bisect.bisect_right(breaks, i))  # the index of the word holding position i
                 i = low.find(needle, i + 1)
-        at.sort()
-        candidates = []
-        word = pos = 0
-        for i in at:  # the index of the word holding position i: the NULs before it, counted once
-            word += low.count("\0", pos, i)
-            pos = i
-            if not candidates or candidates[-1] != word:
-                candidates.append(word)
+        candidates = sorted(found)
     hits = []
     for i in candidates:
         lw = ws[i].casefold().strip(_STRIP_CHARS)
