@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import bisect
 import functools
-import operator
 import re
 import unicodedata
-from array import array
-from itertools import accumulate, filterfalse
+from itertools import filterfalse
 from typing import NamedTuple
 
 MAX_TERMS = 32
@@ -231,39 +229,25 @@ MAX_SNIPPET_SCAN_WORDS = 4000  # windows are searched in the first 4000 words on
 
 
 # Pages whose words are kept for snippets, by their text: the pages a project's searches show
-# again (an agent asks a project several questions). ~3.5× the text a page (its text, the words
-# NUL-joined, case-folded, the word breaks); a longer text is not kept. A page is ~90 µs to split again.
-SNIPPET_MEMO = 256
+# again (an agent asks a project several questions). ~50 KB a page of 750 words (its words and
+# their case-folded text); a text longer than SNIPPET_MEMO_CHARS is not kept. ~90 µs a page saved.
+SNIPPET_MEMO = 128
 SNIPPET_MEMO_CHARS = 16_384
 
 
 class _Words(NamedTuple):
     """A text's snippet words (frontmatter and markup dropped, the first ``MAX_SNIPPET_SCAN_WORDS``)."""
 
-    n: int  # how many
-    joined: str  # NUL-joined
-    low: str  # ``joined`` case-folded (casefold maps each character alone: NULs stay where they are)
-    breaks: array | None  # the positions of the NULs in ``low``, ascending; None: a word holds a NUL
-    ws: list[str] | None  # the words themselves when ``breaks`` is None (else ``joined`` split again)
+    ws: list[str]  # the words (shared: read, never change)
+    low: str | None  # the words NUL-joined and case-folded; None when a word holds a NUL
 
 
 def _scan(text: str) -> _Words:
     body = strip_frontmatter(text)
     ws = list(filterfalse(_MARKUP_TOKENS.__contains__, body.split(None, MAX_SNIPPET_SCAN_WORDS)[:MAX_SNIPPET_SCAN_WORDS]))
     joined = "\0".join(ws)
-    ascii_ = joined.isascii()
-    low = joined.lower() if ascii_ else joined.casefold()  # the same for ASCII, 10× faster
-    if ws and low.count("\0") == len(ws) - 1:
-        if ascii_:  # lower() keeps every length: the NUL after word k sits at len(ws[0..k]) + k
-            breaks = array("i", map(operator.add, accumulate(map(len, ws[:-1])), range(len(ws) - 1)))
-        else:
-            breaks = array("i")
-            i = low.find("\0")
-            while i >= 0:
-                breaks.append(i)
-                i = low.find("\0", i + 1)
-        return _Words(len(ws), joined, low, breaks, None)
-    return _Words(len(ws), joined, low, None, ws)
+    low = joined.lower() if joined.isascii() else joined.casefold()  # the same for ASCII, 10× faster
+    return _Words(ws, low if low.count("\0") == len(ws) - 1 else None)
 
 
 _scan_kept = functools.lru_cache(maxsize=SNIPPET_MEMO)(_scan)
@@ -279,15 +263,15 @@ def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
     A text's words are kept for the next call (``SNIPPET_MEMO`` texts of ≤ ``SNIPPET_MEMO_CHARS``).
     """
     w = _scan_kept(text) if len(text) <= SNIPPET_MEMO_CHARS else _scan(text)
-    ws = w.ws if w.ws is not None else w.joined.split("\0")
-    if w.n <= n_words:
+    ws = w.ws
+    if len(ws) <= n_words:
         return " ".join(ws)
-    hits = _hit_words(w, ws, tuple(_stem(t) for t in terms), tuple(t for t in terms if _CJK_RE.match(t)))
+    hits = _hit_words(w, tuple(_stem(t) for t in terms), tuple(t for t in terms if _CJK_RE.match(t)))
     start = 0
     if hits:
         best = -1
         for j, h in enumerate(hits):
-            s = max(0, min(h - n_words // 4, w.n - n_words))
+            s = max(0, min(h - n_words // 4, len(ws) - n_words))
             # hits in [s, s + n_words) among hits[j - n_words : j + n_words] (hits ascend)
             lo, hi = max(0, j - n_words), min(len(hits), j + n_words)
             count = bisect.bisect_left(hits, s + n_words, lo, hi) - bisect.bisect_left(hits, s, lo, hi)
@@ -295,30 +279,38 @@ def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
                 best, start = count, s
     end = start + n_words
     out = " ".join(ws[start:end])
-    return ("… " if start > 0 else "") + out + (" …" if end < w.n else "")
+    return ("… " if start > 0 else "") + out + (" …" if end < len(ws) else "")
 
 
-def _hit_words(w: _Words, ws: list[str], stems: tuple[str, ...], cjk: tuple[str, ...]) -> list[int]:
-    """Indices (ascending) of the words ``ws`` (of ``w``) that hit: ``w.casefold().strip(_STRIP_CHARS)``
+def _hit_words(w: _Words, stems: tuple[str, ...], cjk: tuple[str, ...]) -> list[int]:
+    """Indices (ascending) of the words ``w.ws`` that hit: ``w.casefold().strip(_STRIP_CHARS)``
     starts with one of ``stems`` or holds one of ``cjk``.
 
     A hit's stem or CJK term occurs inside its case-folded word, so the occurrences of each in
-    ``w.low`` name every candidate word (the NULs before an occurrence count the words before
-    it), and only those are tested: a long page costs its occurrences, not a Python step per word.
+    ``w.low`` (casefold maps each character alone: the NULs between the words stay) name every
+    candidate word, and only those are tested: a long page costs its occurrences, not a Python
+    step per word.
     """
     if not stems:
         return []
-    if "" in stems or w.breaks is None:  # an empty stem, or a NUL inside a word: test every word
-        candidates: list[int] | range = range(w.n)
+    ws, low = w.ws, w.low
+    if "" in stems or low is None:  # an empty stem, or a NUL inside a word: test every word
+        candidates: list[int] | range = range(len(ws))
     else:
-        low, breaks = w.low, w.breaks
-        found: set[int] = set()
+        at: list[int] = []  # positions of every occurrence
         for needle in dict.fromkeys(stems + cjk):
             i = low.find(needle)
             while i >= 0:
-                found.add(bisect.bisect_right(breaks, i))  # the index of the word holding position i
+                at.append(i)
                 i = low.find(needle, i + 1)
-        candidates = sorted(found)
+        at.sort()
+        candidates = []
+        word = pos = 0
+        for i in at:  # the index of the word holding position i: the NULs before it, counted once
+            word += low.count("\0", pos, i)
+            pos = i
+            if not candidates or candidates[-1] != word:
+                candidates.append(word)
     hits = []
     for i in candidates:
         lw = ws[i].casefold().strip(_STRIP_CHARS)

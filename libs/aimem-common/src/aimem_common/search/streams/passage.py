@@ -14,7 +14,6 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-import sys
 from collections import Counter
 from typing import Any
 
@@ -33,8 +32,8 @@ PASSAGE_CHARS = 2000  # characters of one turn or one run of lines read (bounds 
 PASSAGE_WINDOWS = 50  # runs of lines read per page
 # Analysed runs kept per process, by their text: the stored turns and pages a project's searches
 # read again (an agent asks a project several questions; its best sessions answer most of them).
-# ~6 KB a run (the text and its token counts); a run is ~45 µs to analyse again.
-RUN_MEMO = 1024
+# ~12 KB a run (its text and tokens); a run is ~45 µs to analyse again.
+RUN_MEMO = 512
 
 _ANALYZER: list[Any] = []
 
@@ -70,8 +69,9 @@ def rank(run: Run) -> Ranked | None:
     n = 0  # runs, read or not
 
     def add(pid: int, text: str) -> None:
-        length, toks = _analysed(text)
-        passages.append((pid, {t: toks[t] for t in want if t in toks}, length))
+        toks = _analysed(text)
+        held = want.intersection(toks)  # usually none or one of the question's tokens
+        passages.append((pid, {t: toks.count(t) for t in want if t in held} if held else {}, len(toks)))
 
     size = PASSAGE_SIZE
     anchored = {pid: a for pid, _pj, session_id, _b in rows if session_id and (a := run.turn_ids.get(pid))}
@@ -128,11 +128,9 @@ def _session_ids(conn, pages: list[tuple[int, str, str]]) -> dict[int, list[int]
 
 
 @functools.lru_cache(maxsize=RUN_MEMO)
-def _analysed(text: str) -> tuple[int, Counter[str]]:
-    """``text``'s token count and its tokens' counts, analysed as the page text index analyses
-    it (``index_form``, ``textindex.analyzer``). The result is shared: read it, never change it."""
-    toks = _analyzer().analyze(index_form(text))
-    return len(toks), Counter(map(sys.intern, toks))
+def _analysed(text: str) -> tuple[str, ...]:
+    """``text``'s tokens as the page text index analyses it (``index_form``, ``textindex.analyzer``)."""
+    return tuple(_analyzer().analyze(index_form(text)))
 
 
 def _analyzer():
