@@ -9,8 +9,11 @@ Stopwords are dropped unless nothing else is left.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 import unicodedata
+from itertools import filterfalse
+from typing import NamedTuple
 
 MAX_TERMS = 32
 MAX_QUERY_CHARS = 4096  # longer input is cut before tokenising (a 10 KB paste stays cheap)
@@ -225,6 +228,31 @@ _STRIP_CHARS = "`*_()[]{}\"',.:;!?"
 MAX_SNIPPET_SCAN_WORDS = 4000  # windows are searched in the first 4000 words only
 
 
+# Pages whose words are kept for snippets, by their text: the pages a project's searches show
+# again (an agent asks a project several questions). ~50 KB a page of 750 words (its words and
+# their case-folded text); a text longer than SNIPPET_MEMO_CHARS is not kept. ~90 µs a page saved.
+SNIPPET_MEMO = 128
+SNIPPET_MEMO_CHARS = 16_384
+
+
+class _Words(NamedTuple):
+    """A text's snippet words (frontmatter and markup dropped, the first ``MAX_SNIPPET_SCAN_WORDS``)."""
+
+    ws: list[str]  # the words (shared: read, never change)
+    low: str | None  # the words NUL-joined and case-folded; None when a word holds a NUL
+
+
+def _scan(text: str) -> _Words:
+    body = strip_frontmatter(text)
+    ws = list(filterfalse(_MARKUP_TOKENS.__contains__, body.split(None, MAX_SNIPPET_SCAN_WORDS)[:MAX_SNIPPET_SCAN_WORDS]))
+    joined = "\0".join(ws)
+    low = joined.lower() if joined.isascii() else joined.casefold()  # the same for ASCII, 10× faster
+    return _Words(ws, low if low.count("\0") == len(ws) - 1 else None)
+
+
+_scan_kept = functools.lru_cache(maxsize=SNIPPET_MEMO)(_scan)
+
+
 def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
     """Return a ~``n_words``-word window of ``text`` holding the most query-term hits.
 
@@ -232,12 +260,13 @@ def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
     whitespace collapses. With no hit the window is the start of the text. A word hits when,
     case-folded and stripped of punctuation, it starts with a term's crude stem (a CJK term:
     holds it); only the words where a stem or CJK term occurs are tested (``_hit_words``).
+    A text's words are kept for the next call (``SNIPPET_MEMO`` texts of ≤ ``SNIPPET_MEMO_CHARS``).
     """
-    body = strip_frontmatter(text)
-    ws = [w for w in body.split(None, MAX_SNIPPET_SCAN_WORDS)[:MAX_SNIPPET_SCAN_WORDS] if w not in _MARKUP_TOKENS]
+    w = _scan_kept(text) if len(text) <= SNIPPET_MEMO_CHARS else _scan(text)
+    ws = w.ws
     if len(ws) <= n_words:
         return " ".join(ws)
-    hits = _hit_words(ws, tuple(_stem(t) for t in terms), tuple(t for t in terms if _CJK_RE.match(t)))
+    hits = _hit_words(w, tuple(_stem(t) for t in terms), tuple(t for t in terms if _CJK_RE.match(t)))
     start = 0
     if hits:
         best = -1
@@ -253,29 +282,35 @@ def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
     return ("… " if start > 0 else "") + out + (" …" if end < len(ws) else "")
 
 
-def _hit_words(ws: list[str], stems: tuple[str, ...], cjk: tuple[str, ...]) -> list[int]:
-    """Indices (ascending) of the words of ``ws`` that hit: ``w.casefold().strip(_STRIP_CHARS)``
+def _hit_words(w: _Words, stems: tuple[str, ...], cjk: tuple[str, ...]) -> list[int]:
+    """Indices (ascending) of the words ``w.ws`` that hit: ``w.casefold().strip(_STRIP_CHARS)``
     starts with one of ``stems`` or holds one of ``cjk``.
 
     A hit's stem or CJK term occurs inside its case-folded word, so the occurrences of each in
-    the case-folded text (words joined by NUL; casefold maps each character alone) name every
+    ``w.low`` (casefold maps each character alone: the NULs between the words stay) name every
     candidate word, and only those are tested: a long page costs its occurrences, not a Python
     step per word.
     """
     if not stems:
         return []
-    joined = "\0".join(ws)
-    low = joined.lower() if joined.isascii() else joined.casefold()  # the same for ASCII, 10× faster
-    if "" in stems or low.count("\0") != len(ws) - 1:  # an empty stem, or a NUL inside a word: test every word
+    ws, low = w.ws, w.low
+    if "" in stems or low is None:  # an empty stem, or a NUL inside a word: test every word
         candidates: list[int] | range = range(len(ws))
     else:
-        found: set[int] = set()
+        at: list[int] = []  # positions of every occurrence
         for needle in dict.fromkeys(stems + cjk):
             i = low.find(needle)
             while i >= 0:
-                found.add(low.count("\0", 0, i))  # the index of the word holding position i
+                at.append(i)
                 i = low.find(needle, i + 1)
-        candidates = sorted(found)
+        at.sort()
+        candidates = []
+        word = pos = 0
+        for i in at:  # the index of the word holding position i: the NULs before it, counted once
+            word += low.count("\0", pos, i)
+            pos = i
+            if not candidates or candidates[-1] != word:
+                candidates.append(word)
     hits = []
     for i in candidates:
         lw = ws[i].casefold().strip(_STRIP_CHARS)

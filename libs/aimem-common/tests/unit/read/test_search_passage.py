@@ -67,3 +67,22 @@ def test_passage_statistics_come_from_the_candidates_runs(pool, seeder):
         ranked = passage.rank(Run(conn, question, [app], QueryOptions(), cands=cands, turn_ids=turn_ids))
     assert [pid for pid, _ in ranked] == [rare, name_only]
     assert ranked[0][1] > 0.5 and ranked[1][1] < 1e-4  # "priya" is in every run: idf floored at 1e-6
+
+
+def test_kept_runs_and_words_answer_as_fresh_ones(pool, seeder):
+    """The analysed runs and the snippet words kept from one search (by their text) give the
+    next search the same answer as analysing and splitting again."""
+    from aimem_common.read import text
+
+    app = seeder.scope("default", "app")
+    _session(seeder, app, "s-far", {6: "the ledger moved to postgres", 25: "partitions of the old disk"})
+    _session(seeder, app, "s-near", {6: "the ledger moved to postgres", 7: "with monthly partitions"})
+    passage._analysed.cache_clear()
+    text._scan_kept.cache_clear()
+    fresh = _q(pool, Q, [app])
+    assert passage._analysed.cache_info().currsize > 0 and text._scan_kept.cache_info().currsize > 0
+    again = _q(pool, Q, [app])
+    assert passage._analysed.cache_info().hits > 0 and text._scan_kept.cache_info().hits > 0
+    fresh.pop("stream_ms")
+    again.pop("stream_ms")
+    assert again == fresh

@@ -51,6 +51,16 @@ def test_snippet_matches_testing_every_word():
         terms = rng.sample(["retry", "migrations", "strasse", "straße", "istanbul", "缓存", "数据", "redis",
                             "payment", "pool", "err_4711", "2.3.1", "", "ss", "σας", "file"], rng.randint(0, 4))
         n = rng.choice([3, 8, 24, 120])
-        assert snippet(body, terms, n_words=n) == reference(body, terms, n_words=n), (terms, n, body[:200])
+        want = reference(body, terms, n_words=n)
+        assert snippet(body, terms, n_words=n) == want, (terms, n, body[:200])
+        assert snippet(body, terms, n_words=n) == want  # the page's words kept from the first call
         cases += 1
     assert cases == 3000
+
+
+def test_a_text_too_long_to_keep_gives_the_same_window():
+    rng = random.Random(29)
+    body = " ".join(rng.choice(VOCAB) for _ in range(text.SNIPPET_MEMO_CHARS // 4))
+    assert len(body) > text.SNIPPET_MEMO_CHARS
+    for terms in (["payment", "pool"], ["缓存"], ["err_4711", "file"]):
+        assert snippet(body, terms) == reference(body, terms)

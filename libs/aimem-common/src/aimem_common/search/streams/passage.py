@@ -12,6 +12,7 @@ LoCoMo dev (bench/locomo.py --offline, 757 questions; before: hit@5 0.956, MRR 0
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections import Counter
 from typing import Any
@@ -29,6 +30,10 @@ PASSAGE_ANCHORS = 12  # matching turns of one session whose runs are read (its b
 PASSAGE_SCAN = 10_000  # observation ids of one session cut into runs (a covering-index scan)
 PASSAGE_CHARS = 2000  # characters of one turn or one run of lines read (bounds the tokenising)
 PASSAGE_WINDOWS = 50  # runs of lines read per page
+# Analysed runs kept per process, by their text: the stored turns and pages a project's searches
+# read again (an agent asks a project several questions; its best sessions answer most of them).
+# ~12 KB a run (its text and tokens); a run is ~45 µs to analyse again.
+RUN_MEMO = 512
 
 _ANALYZER: list[Any] = []
 
@@ -54,8 +59,7 @@ def rank(run: Run) -> Ranked | None:
     best_pages = top(run.cands, PASSAGE_PAGES)
     if not best_pages or not terms:
         return []
-    an = _analyzer()
-    want = set(query_tokens(terms, an))
+    want = set(query_tokens(terms, _analyzer()))
     if not want:
         return []
     ids = [c.page_id for c in best_pages]
@@ -65,21 +69,26 @@ def rank(run: Run) -> Ranked | None:
     n = 0  # runs, read or not
 
     def add(pid: int, text: str) -> None:
-        toks = Counter(an.analyze(index_form(text)))
-        passages.append((pid, {t: toks[t] for t in want if t in toks}, toks.total()))
+        toks = _analysed(text)
+        held = want.intersection(toks)  # usually none or one of the question's tokens
+        passages.append((pid, {t: toks.count(t) for t in want if t in held} if held else {}, len(toks)))
 
     size = PASSAGE_SIZE
-    for pid, project_id, session_id, body in rows:
-        anchors = run.turn_ids.get(pid) if session_id else None
-        if anchors:
-            seq = [r[0] for r in conn.execute("SELECT id FROM observations WHERE project_id = ? AND session_id = ?"
-                                              " ORDER BY id LIMIT ?", (project_id, session_id, PASSAGE_SCAN))]
+    anchored = {pid: a for pid, _pj, session_id, _b in rows if session_id and (a := run.turn_ids.get(pid))}
+    seqs = _session_ids(conn, [(pid, pj, sid) for pid, pj, sid, _b in rows if pid in anchored])
+    picked: dict[int, list[int]] = {}  # page id -> the run numbers read, ascending
+    for pid, anchors in anchored.items():
+        seq = seqs.get(pid, [])
+        picked[pid] = sorted({i // size for oid in anchors[:PASSAGE_ANCHORS]
+                              if (i := bisect.bisect_left(seq, oid)) < len(seq) and seq[i] == oid})
+    run_ids = [oid for pid, runs in picked.items() for r in runs for oid in seqs[pid][r * size:(r + 1) * size]]
+    text = dict(conn.execute(f"SELECT id, substr(body, 1, ?) FROM observations WHERE id IN"
+                             f" ({marks(len(run_ids))})", [PASSAGE_CHARS, *run_ids]).fetchall()) if run_ids else {}
+    for pid, _project_id, _session_id, body in rows:
+        runs = picked.get(pid)
+        if runs is not None:
+            seq = seqs.get(pid, [])
             n += (len(seq) + size - 1) // size
-            runs = sorted({i // size for oid in anchors[:PASSAGE_ANCHORS]
-                           if (i := bisect.bisect_left(seq, oid)) < len(seq) and seq[i] == oid})
-            run_ids = [oid for r in runs for oid in seq[r * size:(r + 1) * size]]
-            text = dict(conn.execute(f"SELECT id, substr(body, 1, ?) FROM observations WHERE id IN"
-                                     f" ({marks(len(run_ids))})", [PASSAGE_CHARS, *run_ids]).fetchall())
             for r in runs:
                 add(pid, "\n".join(text.get(oid) or "" for oid in seq[r * size:(r + 1) * size]))
         else:
@@ -99,6 +108,29 @@ def rank(run: Run) -> Ranked | None:
         if sc > best.get(pid, 0.0):
             best[pid] = sc
     return sorted(best.items(), key=lambda kv: (-round(kv[1], 9), kv[0]))
+
+
+def _session_ids(conn, pages: list[tuple[int, str, str]]) -> dict[int, list[int]]:
+    """Each session page's first ``PASSAGE_SCAN`` observation ids, ascending (page id -> ids).
+
+    One statement for all the pages (a compound SELECT of one covering-index range each).
+    """
+    if not pages:
+        return {}
+    sql = " UNION ALL ".join(["SELECT * FROM (SELECT ? AS page, id FROM observations WHERE project_id = ?"
+                              " AND session_id = ? ORDER BY id LIMIT ?)"] * len(pages))
+    out: dict[int, list[int]] = {pid: [] for pid, _pj, _sid in pages}
+    for pid, oid in conn.execute(sql, [v for pid, pj, sid in pages for v in (pid, pj, sid, PASSAGE_SCAN)]):
+        out[pid].append(oid)
+    for ids in out.values():
+        ids.sort()  # already ascending: the compound's order, made certain
+    return out
+
+
+@functools.lru_cache(maxsize=RUN_MEMO)
+def _analysed(text: str) -> tuple[str, ...]:
+    """``text``'s tokens as the page text index analyses it (``index_form``, ``textindex.analyzer``)."""
+    return tuple(_analyzer().analyze(index_form(text)))
 
 
 def _analyzer():
