@@ -8,7 +8,8 @@ as live hooks, idempotency keys from where each event came from, historical sess
 (``summary``), ``--json`` for scripts.
 
 Exit status: 0 when everything read was imported, was there already or was skipped on
-purpose; 1 with a one-line message when the server refused or could not be reached (what it
+purpose; 1 with a one-line message naming the path and why when the input cannot be read
+(``_inputs``), or when the server refused or could not be reached (what it
 acknowledged so far stays, and a re-run goes on from there); 2 when the run finished but some
 lines could not be read (malformed) or the server rejected some events. One import runs at a
 time per client data dir (``import.lock``, shared with the backfill on start).
@@ -79,7 +80,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Import the agents' own transcripts: idempotent, incremental, historical (no handoffs).
 
-        Exit status: 0 all imported (or there already, or skipped on purpose); 1 the server refused
+        Exit status: 0 all imported (or there already, or skipped on purpose); 1 the input cannot be
+        read (a missing --path or client folder, a file that is no transcript), or the server refused
         or is down; 2 some lines were malformed or some events rejected (named in the summary).
         """
         if client not in CLIENTS:
