@@ -110,11 +110,13 @@ def test_fresh_files_and_project_scope(tmp_path):
     assert (proj / ".claude/settings.json").is_file() and (proj / ".github/hooks/aimem.json").is_file()
     assert (proj / ".cursor/hooks.json").is_file() and (proj / ".opencode/plugins/aimem.ts").is_file()
     assert json.loads((proj / ".github/hooks/aimem.json").read_text())["version"] == 1
-    # only Codex touches the home: its hook trust lives in the user's config.toml
-    assert [p.relative_to(tmp_path / "home").as_posix() for p in (tmp_path / "home").rglob("*") if p.is_file()] \
-        == [".codex/config.toml"]
+    # only Codex touches the home: its hook trust lives in the user's config.toml (beside the
+    # installers' ledger of what they changed, in the hook client's data dir)
+    assert sorted(p.relative_to(tmp_path / "home").as_posix() for p in (tmp_path / "home").rglob("*")
+                  if p.is_file()) == [".codex/config.toml", ".local/share/aimem/installers/originals.json"]
     assert f'[projects."{proj.resolve()}"]' in (tmp_path / "home/.codex/config.toml").read_text()
-    code, _ = cli("uninstall-hooks", "--client", "copilot-cli", "--scope", "project", "--project-dir", str(proj))
+    code, _ = cli("uninstall-hooks", "--client", "copilot-cli", "--scope", "project", "--project-dir", str(proj),
+                  "--home", str(tmp_path / "home"))
     assert code == 0 and not (proj / ".github/hooks/aimem.json").exists()  # our own file: deleted
 
 

@@ -6,6 +6,7 @@ message when there is one), which the commands print and turn into exit code 1.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,10 @@ class Client:
     def download(self, path: str, dest: Path) -> int:
         """Stream a binary response to ``dest`` (atomically: tmp + rename); return bytes.
 
+        The file is created owner-only (0600) whatever the umask: the one download is
+        ``/admin/backup``, whose archive holds the whole store (memory, key and session
+        hashes, profiles).
+
         Raises:
             CliError: as ``request``; ``dest`` is left untouched on failure.
         """
@@ -80,7 +85,9 @@ class Client:
                 if resp.status_code >= 400:
                     resp.read()
                     self._decode(resp)
-                with open(tmp, "wb") as f:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.fchmod(fd, 0o600)  # a stale .part left by an older run keeps its own mode
+                with os.fdopen(fd, "wb") as f:
                     for chunk in resp.iter_bytes(1 << 20):
                         f.write(chunk)
                         n += len(chunk)

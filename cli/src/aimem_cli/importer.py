@@ -214,7 +214,8 @@ class Importer:
         self.stats.malformed_lines += rs.malformed
         for line in rs.malformed_at:
             if len(self.stats.malformed_at) < MAX_LOCATED:
-                self.stats.malformed_at.append(f"{path}:{line}" if line else str(path))
+                self.stats.malformed_at.append(f"{path}:{line}" if line else
+                                               f"{path} ({rs.why})" if rs.why else str(path))
         self.stats.truncated_files += rs.truncated
         if not filtered:
             self._pending_state[key] = state.to_json()

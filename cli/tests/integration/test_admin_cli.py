@@ -87,6 +87,7 @@ def test_backup_restore_round_trip(stack2, settings, services, tmp_path: Path) -
     archive = tmp_path / "b.tar.gz"
     r = cli("backup", "--to", str(archive))
     assert r.exit_code == 0, r.output
+    assert archive.stat().st_mode & 0o777 == 0o600  # it holds the whole store: owner-only
     # The backup first has the writer commit its pending checkpoint: the store as backed up.
     before = snapshot(url)
     assert before["jetstream retention"] and before["git"]

@@ -37,16 +37,18 @@ def _instruction_change(path: Path, remove: bool) -> list[FileChange]:
     return [FileChange(path, old, upsert_block(old, INSTRUCTIONS))]
 
 
-def _in_order(first: list[FileChange], then, dry_run: bool) -> list[FileChange]:
+def _in_order(first: list[FileChange], then, dry_run: bool, home: Path | None) -> list[FileChange]:
     """``first`` plus the plan ``then()`` makes. When both touch one file (Codex config.toml
     holds the hook trust and the MCP server; Gemini CLI settings.json and Crush crush.json hold
     hooks and MCP), ``first`` is written before ``then`` is planned, so the second write keeps
-    the first's edit; a dry run shows each diff against the file as it is."""
+    the first's edit; a dry run shows each diff against the file as it is. The deletions
+    already written stay in the result as no-op changes, so that the folders they leave
+    empty are pruned with the rest (OpenClaw's plugin folder)."""
     second = then()
     if dry_run or not ({c.path for c in first} & {c.path for c in second}):
         return first + second
-    apply_changes(first, False)
-    return then()
+    apply_changes(first, False, home)
+    return [FileChange(c.path, None, None) for c in first if c.new is None] + then()
 
 
 def setup_agent(
@@ -72,14 +74,14 @@ def setup_agent(
     ingress, mcp_url = stack_urls(None, port_base, data_dir)
     target = _target(scope, project_dir, home, ingress, codex_home, token, _hook_target(token, home))
     try:
-        changes = _in_order(plan_hooks(client, target), lambda: plan_mcp(client, target, mcp_url), dry_run)
+        changes = _in_order(plan_hooks(client, target), lambda: plan_mcp(client, target, mcp_url), dry_run, home)
         if not no_skills:
             changes += plan_skills(client, _skills_base(scope, target.home, project_dir))
     except InstallError as exc:
         fail(str(exc))
     if not no_instructions:
         changes += _instruction_change((project_dir or Path.cwd()).resolve() / INSTRUCTION_FILES[client], False)
-    apply_changes(changes, dry_run)
+    apply_changes(changes, dry_run, home)
 
 
 def _skills_base(scope: str, home: Path, project_dir: Path | None) -> Path:
@@ -112,7 +114,7 @@ def install_skills(
                         if ch.path not in {x.path for x in changes}]
     except InstallError as exc:
         fail(str(exc))
-    apply_changes(changes, dry_run)
+    apply_changes(changes, dry_run, home)
     if not dry_run:
         prune_empty_dirs(changes, base)
 
@@ -166,7 +168,7 @@ def uninstall(
                 if "no " not in str(exc):  # a client without a file in this scope: nothing installed
                     raise
                 unhooks = []
-            changes += _in_order(unhooks, lambda c=c: plan_unmcp(c, target), dry_run)
+            changes += _in_order(unhooks, lambda c=c: plan_unmcp(c, target), dry_run, home)
             changes += [ch for ch in plan_skills(c, _skills_base(scope, target.home, project_dir), remove=True)
                         if ch.path not in {x.path for x in changes}]
     except InstallError as exc:
@@ -174,7 +176,7 @@ def uninstall(
     where = (project_dir or Path.cwd()).resolve()
     for name in dict.fromkeys(INSTRUCTION_FILES[c] for c in clients):
         changes += _instruction_change(where / name, True)
-    apply_changes(changes, dry_run)
+    apply_changes(changes, dry_run, home)
     if not dry_run:
         prune_empty_dirs(changes, target.home, where)
     if not purge_data:

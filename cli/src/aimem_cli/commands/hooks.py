@@ -28,6 +28,7 @@ import typer
 from aimem_cli.commands.base import port_base_option
 from aimem_cli.installers import InstallError, apply, diff, plan_hooks, plan_mcp, plan_unhooks
 from aimem_cli.installers.plans import Target
+from aimem_cli.installers.base import LEDGER, Ledger
 from aimem_common.clients import INSTALLABLE
 
 DEFAULT_MCP_URL = "http://127.0.0.1:8703/mcp"
@@ -115,7 +116,7 @@ DataDirOpt = typer.Option(None, "--data-dir", help="the server's data dir, where
 CODEX_HOME_HELP = "Codex's user directory (default: $CODEX_HOME, else ~/.codex)"
 
 
-def _run(plan, dry_run: bool, prune_under: tuple[Path, ...] = ()) -> None:
+def _run(plan, dry_run: bool, prune_under: tuple[Path, ...] = (), home: Path | None = None) -> None:
     """Build the installer plan (``plan()``; an ``InstallError`` is one line and exit 1), then
     print its diff (``dry_run``) or apply it and name the files it changed; with
     ``prune_under``, the folders its removals left empty go too, up to those boundaries."""
@@ -124,21 +125,32 @@ def _run(plan, dry_run: bool, prune_under: tuple[Path, ...] = ()) -> None:
     except InstallError as exc:
         typer.echo(f"aimem: {exc}", err=True)
         raise typer.Exit(1) from None
-    apply_changes(changes, dry_run)
+    apply_changes(changes, dry_run, home)
     if prune_under and not dry_run:
         from aimem_cli.installers.skills import prune_empty_dirs
 
         prune_empty_dirs(changes, *prune_under)
 
 
-def apply_changes(changes, dry_run: bool) -> None:
+def apply_changes(changes, dry_run: bool, home: Path | None = None) -> None:
     """Print the diff of ``changes`` (``dry_run``), or write them and name each file updated
-    (``updated <path>``) or deleted (``removed <path>``)."""
+    (``updated <path>``) or deleted (``removed <path>``).
+
+    Writes go through the installers' ledger in the hook client's data dir of ``home`` (None:
+    the real home), so that an uninstall gives back the user's files as they were
+    (``installers.base.Ledger``); an unreadable ledger is one line and exit 1."""
+    from aimem_cli.hookconfig import client_settings
+
     text = diff(changes)
     if dry_run:
         typer.echo(text or "no changes", nl=not text)
         return
-    touched = apply(changes)
+    try:
+        ledger = Ledger(client_settings(home, installed=True)[0] / LEDGER)
+    except InstallError as exc:
+        typer.echo(f"aimem: {exc}", err=True)
+        raise typer.Exit(1) from None
+    touched = apply(changes, ledger)
     deleted = {ch.path for ch in changes if ch.new is None}
     for path in touched:
         typer.echo(f"{'removed' if path in deleted else 'updated'} {path}")
@@ -292,7 +304,7 @@ def register(app: typer.Typer) -> None:
         token = server_credential(api_key, data_dir, create=not dry_run)
         url, _ = stack_urls(ingress_url, port_base, data_dir)
         target = _target(scope, project_dir, home, url, codex_home, token, _hook_target(token, home))
-        _run(lambda: plan_hooks(client, target), dry_run)
+        _run(lambda: plan_hooks(client, target), dry_run, home=home)
 
     @app.command("uninstall-hooks")
     def uninstall_hooks(
@@ -306,7 +318,7 @@ def register(app: typer.Typer) -> None:
         """Remove only aimem's hook handlers from a client's settings (and a folder that held
         nothing but a file aimem deleted, such as OpenCode's or Pi's generated plugin's)."""
         target = _target(scope, project_dir, home, DEFAULT_INGRESS_URL, codex_home)
-        _run(lambda: plan_unhooks(client, target), dry_run, (target.home, target.project_dir))
+        _run(lambda: plan_unhooks(client, target), dry_run, (target.home, target.project_dir), home)
 
     @app.command("install-mcp")
     def install_mcp(
@@ -329,7 +341,7 @@ def register(app: typer.Typer) -> None:
         if token and scope == "project":
             typer.echo("aimem: note: the project's MCP file gets no token (it is usually committed); add an "
                        "Authorization header by hand or use --scope user", err=True)
-        _run(lambda: plan_mcp(client, target, url), dry_run)
+        _run(lambda: plan_mcp(client, target, url), dry_run, home=home)
 
     @app.command("finalize-session")
     def finalize_session(

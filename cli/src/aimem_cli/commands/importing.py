@@ -8,7 +8,8 @@ as live hooks, idempotency keys from where each event came from, historical sess
 (``summary``), ``--json`` for scripts.
 
 Exit status: 0 when everything read was imported, was there already or was skipped on
-purpose; 1 with a one-line message when the server refused or could not be reached (what it
+purpose; 1 with a one-line message naming the path and why when the input cannot be read
+(``_inputs``), or when the server refused or could not be reached (what it
 acknowledged so far stays, and a re-run goes on from there); 2 when the run finished but some
 lines could not be read (malformed) or the server rejected some events. One import runs at a
 time per client data dir (``import.lock``, shared with the backfill on start).
@@ -79,7 +80,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Import the agents' own transcripts: idempotent, incremental, historical (no handoffs).
 
-        Exit status: 0 all imported (or there already, or skipped on purpose); 1 the server refused
+        Exit status: 0 all imported (or there already, or skipped on purpose); 1 the input cannot be
+        read (a missing --path or client folder, a file that is no transcript), or the server refused
         or is down; 2 some lines were malformed or some events rejected (named in the summary).
         """
         if client not in CLIENTS:
@@ -99,7 +101,7 @@ def register(app: typer.Typer) -> None:
             os.nice(IMPORT_NICE)
         except OSError:  # not permitted here: the import runs at the caller's priority
             pass
-        files = (files_under(path, client) if path else discover(client, home or Path.home()))
+        files = _inputs(client, path, home or Path.home())
         importer = Importer(sender=None if dry_run else ingress_sender(url, tok),
                             state_path=None if dry_run else data_dir / "import-state.json",
                             since=parse_since(since), project=project)
@@ -108,6 +110,39 @@ def register(app: typer.Typer) -> None:
         typer.echo(json.dumps(out) if as_json else summary(stats, dry_run=dry_run))
         if stats.failed and not dry_run:  # a dry run attempts nothing, so nothing failed
             raise typer.Exit(2)
+
+
+def _inputs(client: str, path: Path | None, home: Path) -> list[tuple[str, Path]]:
+    """The transcripts to read: under ``--path``, else where ``client`` keeps them.
+
+    Input that cannot be read is one line on stderr and exit 1, never "nothing new": a
+    ``--path`` that does not exist, cannot be read, or holds no transcript of ``client``
+    (a file: which format it is not); a named client whose folder does not exist; Crush's
+    ``projects.json`` that is not JSON or not its shape (with ``all``, a note on stderr and
+    the other clients are imported)."""
+    who = "any client's" if client == "all" else f"a {client}"
+    if path is not None:
+        path = path.expanduser()
+        if not path.exists():
+            _fail(f"--path {path}: no such file or folder")
+        if not os.access(path, os.R_OK | (os.X_OK if path.is_dir() else 0)):
+            _fail(f"--path {path}: not readable (permission denied)")
+        files = files_under(path, client)
+        if not files and path.is_file():
+            _fail(f"--path {path}: not {who} transcript (known by its name and first lines: rollout-*.jsonl, "
+                  "session-*.json, crush.db, or JSON lines of Claude Code, Codex, Copilot CLI or Pi)")
+        if not files:
+            _fail(f"--path {path}: no file in it is {who} transcript")
+        return files
+    crush = READERS["crush"]
+    if client in ("crush", "all") and (why := crush.problem(home)):
+        if client == "crush":
+            _fail(why)
+        typer.echo(f"note: Crush's sessions skipped: {why}", err=True)
+    files = discover(client, home)
+    if not files and client != "all" and not READERS[client].root(home).exists():
+        _fail(f"no {client} transcripts: {READERS[client].root(home)} does not exist")
+    return files
 
 
 def summary(stats: ImportStats, *, dry_run: bool = False) -> str:

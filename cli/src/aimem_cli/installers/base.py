@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import difflib
 import json
 import os
@@ -106,34 +107,201 @@ def diff(changes: list[FileChange]) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in out)
 
 
-def apply(changes: list[FileChange]) -> list[Path]:
+def apply(changes: list[FileChange], ledger: "Ledger | None" = None) -> list[Path]:
     """Write every changed file atomically (tmp + fsync + rename); return the paths touched.
 
-    A file keeps its mode; one carrying a credential (``FileChange.secret``) is made 0600."""
+    A file keeps its mode (a new one gets the umask's); one carrying a credential
+    (``FileChange.secret``) is made 0600.
+    With ``ledger``, the first change aimem makes to a user's file records its original bytes
+    and mode, and a later change that leaves nothing of aimem's in it (``Ledger.restoring``)
+    puts those original bytes and mode back instead of re-serialising the document; folders
+    created for a new file are recorded and removed again when its deletion leaves them empty.
+    """
     touched = []
+    removing = False  # an uninstall step: the token files may have lost their last user
     for ch in changes:
         if not ch.changed:
             continue
-        if ch.new is None:
+        back = ledger.restoring(ch) if ledger else None
+        if back is not None:
+            _write(ch.path, back[0], back[1])
+            ledger.forget(ch.path)
+            removing = True
+        elif ch.new is None:
             ch.path.unlink(missing_ok=True)
+            removing = True
+            if ledger:
+                ledger.forget(ch.path)
         else:
-            ch.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{ch.path.name}.", dir=ch.path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(ch.new)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                if ch.secret:  # a credential: owner only, whatever the file's mode was
-                    os.chmod(tmp, 0o600)
-                elif ch.path.exists():
-                    os.chmod(tmp, ch.path.stat().st_mode & 0o777)
-                os.replace(tmp, ch.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            if ledger:
+                ledger.before_write(ch.path)
+            mode = 0o600 if ch.secret else (ch.path.stat().st_mode & 0o7777 if ch.path.exists() else None)
+            _write(ch.path, ch.new.encode("utf-8"), mode)
+            if ledger and ledger.files.get(str(ch.path), {}).get("original") is not None and "aimem" not in ch.new:
+                ledger.forget(ch.path)  # edited by the user since, and nothing of aimem's left: theirs now
+                removing = True
+            elif ledger:
+                ledger.written(ch.path, ch.new)
         touched.append(ch.path)
+    if ledger:
+        ledger.save(removing)
     return touched
+
+
+def _write(path: Path, data: bytes, mode: int | None) -> None:
+    """Replace ``path`` with ``data`` atomically (tmp + fsync + rename); ``mode`` None: the
+    umask's default for a new file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+LEDGER = Path("installers") / "originals.json"  # under the hook client's data dir
+
+
+class Ledger:
+    """What aimem's installers changed on this machine, so that uninstalling gives the user's
+    files back byte for byte (content and mode) and takes away what aimem created.
+
+    Kept at ``<client data dir>/installers/originals.json`` (mode 0600: the originals may hold
+    the user's own secrets), as ``{"files": {path: {"original": base64 | null, "mode": int,
+    "written": text}}, "dirs": [folder, ...]}``: ``original`` null for a file aimem created,
+    ``written`` the last text aimem wrote there, ``dirs`` the folders aimem created. When the
+    only files left are the hook client's token files (``auth/client-token``) and each still
+    holds what aimem wrote, the last client using them is gone: they are deleted, then the
+    ledger, then every recorded folder left empty.
+
+    Raises:
+        InstallError: the ledger file exists and is not readable JSON.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except FileNotFoundError:
+            data = {}
+        except (OSError, ValueError) as exc:
+            raise InstallError(f"{path}: unreadable ({exc}); move it away to install without it") from None
+        if not isinstance(data, dict):
+            raise InstallError(f"{path}: expected a JSON object; move it away to install without it")
+        self.files: dict[str, dict[str, Any]] = data.get("files") if isinstance(data.get("files"), dict) else {}
+        self.dirs: list[str] = [d for d in data.get("dirs", []) if isinstance(d, str)]
+
+    def before_write(self, path: Path) -> None:
+        """Record ``path``'s original bytes and mode (or that it did not exist, and which of
+        its folders are missing) unless an earlier write already did."""
+        key = str(path)
+        if key in self.files:
+            return
+        if path.exists():
+            self.files[key] = {"original": base64.b64encode(path.read_bytes()).decode(),
+                               "mode": path.stat().st_mode & 0o7777}
+        else:
+            self.files[key] = {"original": None}
+            self._note_missing_dirs(path.parent)
+
+    def written(self, path: Path, text: str) -> None:
+        self.files.setdefault(str(path), {"original": None})["written"] = text
+
+    def forget(self, path: Path) -> None:
+        self.files.pop(str(path), None)
+
+    def restoring(self, ch: FileChange) -> tuple[bytes, int] | None:
+        """``(original bytes, mode)`` when ``ch`` leaves nothing of aimem's in a file that
+        existed before aimem first wrote it, else None (the change is written as planned).
+
+        Nothing of aimem's is left when the planned text is the original text, or when the
+        planned JSON document minus what aimem added (keys the original lacks holding an
+        empty object or list, or the scalar aimem wrote, e.g. OpenCode's ``$schema``) is the
+        original document. A planned deletion of such a file always restores it (a plan
+        deletes a file only when nothing but aimem's entries is left). An original that
+        mentions aimem is never restored (it held aimem's entries of an earlier install)."""
+        rec = self.files.get(str(ch.path))
+        if not rec or rec.get("original") is None:
+            return None
+        raw = base64.b64decode(rec["original"])
+        back = raw, int(rec.get("mode", 0o644))
+        if b"aimem" in raw:
+            return None  # the original held aimem's own entries (an install older than the ledger)
+        if ch.new is None:
+            return back
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if ch.new == text:
+            return back
+        try:
+            orig = json.loads(text) if text.strip() else {}
+            new = json.loads(ch.new)
+            written = json.loads(rec["written"]) if rec.get("written") else {}
+        except ValueError:
+            return None
+        return back if _without_additions(new, orig, written) == orig else None
+
+    def save(self, removing: bool = False) -> None:
+        """Write the ledger (0600). After a removal (``removing``) that left aimem nothing
+        here but the token files, delete them, the ledger and the folders aimem created that
+        are left empty (an install that only writes a token keeps it)."""
+        for key in [k for k, rec in self.files.items() if not Path(k).exists()]:
+            del self.files[key]  # gone meanwhile (removed by hand): nothing to give back
+        tokens = [k for k in self.files if Path(k).parts[-2:] == ("auth", "client-token")]
+        if removing and len(tokens) == len(self.files):
+            for key in tokens:
+                rec, path = self.files[key], Path(key)
+                if rec.get("original") is None and read_text(path) == rec.get("written"):
+                    path.unlink(missing_ok=True)
+                    del self.files[key]
+        if self.files:
+            self._note_missing_dirs(self.path.parent)
+            body = json.dumps({"files": self.files, "dirs": self.dirs}, indent=1).encode("utf-8")
+            _write(self.path, body, 0o600)
+            return
+        self.path.unlink(missing_ok=True)
+        for folder in sorted(self.dirs, key=lambda d: len(Path(d).parts), reverse=True):
+            try:
+                Path(folder).rmdir()  # only an empty folder goes
+            except OSError:
+                pass
+        self.dirs = []
+
+    def _note_missing_dirs(self, folder: Path) -> None:
+        while not folder.exists() and folder != folder.parent:
+            if str(folder) not in self.dirs:
+                self.dirs.append(str(folder))
+            folder = folder.parent
+
+
+def _without_additions(new: Any, orig: Any, written: Any) -> Any:
+    """``new`` without aimem's leftovers: at every level, the keys ``orig`` lacks whose value
+    is an empty object or list, or the scalar aimem wrote at that place (``written``)."""
+    if not (isinstance(new, dict) and isinstance(orig, dict)):
+        return new
+    out = {}
+    for key, value in new.items():
+        was = written.get(key) if isinstance(written, dict) else None
+        if key in orig:
+            out[key] = _without_additions(value, orig[key], was)
+        elif value in ({}, []) or (not isinstance(value, (dict, list)) and isinstance(written, dict)
+                                    and key in written and was == value):
+            continue
+        else:
+            out[key] = value
+    return out
 
 
 def nested_table(path: Path, doc: dict[str, Any], keys: tuple[str, ...], *, create: bool) -> dict[str, Any] | None:

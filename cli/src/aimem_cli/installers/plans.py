@@ -465,12 +465,11 @@ def plan_unmcp(client: str, target: Target) -> list[FileChange]:
     if table is None or "aimem" not in table:
         return []
     del table["aimem"]
+    prune_empty(doc, keys)  # the MCP table left empty goes (an unchanged file gets its original back)
     if client == "openclaw":  # one file for all of OpenClaw's settings: only what held aimem goes
-        prune_empty(doc, keys)
         return [json_change(path, text, doc, delete_if_empty=True)]
-    key = keys[0]
     schema = {"$schema": "https://opencode.ai/config.json"} if client == "opencode" else {}
-    if doc in ({key: {}}, {key: {}, **schema}):
+    if doc in ({}, schema):
         return [json_change(path, text, {}, delete_if_empty=True)]
     return [json_change(path, text, doc)]
 

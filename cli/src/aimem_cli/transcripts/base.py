@@ -73,12 +73,16 @@ class ReadStats:
     malformed: int = 0
     truncated: int = 0
     malformed_at: list[int] = field(default_factory=list)
+    why: str = ""  # why the file as a whole could not be read (``bad(0, why)``), for the summary
 
-    def bad(self, line: int = 0) -> None:
-        """Count a malformed line (or document: ``line`` 0) and keep where it is, for the first few."""
+    def bad(self, line: int = 0, why: str = "") -> None:
+        """Count a malformed line (or document: ``line`` 0, with ``why`` it could not be read)
+        and keep where it is, for the first few."""
         self.malformed += 1
         if len(self.malformed_at) < MAX_LOCATED:
             self.malformed_at.append(line)
+        if why and not self.why:
+            self.why = why
 
 
 MAX_LOCATED = 5  # malformed lines located (file:line) per file; the rest are counted

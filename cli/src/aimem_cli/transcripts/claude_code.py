@@ -29,9 +29,14 @@ from aimem_cli.transcripts.base import (
 CLIENT = "claude-code"
 
 
+def root(home: Path) -> Path:
+    """Where the client keeps its transcripts (``~/.claude/projects``; ``aimem import`` names it when missing)."""
+    return home / ".claude" / "projects"
+
+
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.claude/projects/*/*.jsonl`` (subagent files live deeper and are not sessions)."""
-    yield from glob_under(home / ".claude" / "projects", "*/*.jsonl")
+    yield from glob_under(root(home), "*/*.jsonl")
 
 
 def read(path: Path, state: FileState, stats: ReadStats) -> Iterator[Event]:

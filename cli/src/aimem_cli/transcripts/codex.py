@@ -32,9 +32,14 @@ from aimem_cli.transcripts.base import (
 CLIENT = "codex"
 
 
+def root(home: Path) -> Path:
+    """Where the client keeps its transcripts (``~/.codex/sessions``; ``aimem import`` names it when missing)."""
+    return home / ".codex" / "sessions"
+
+
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.codex/sessions/**/rollout-*.jsonl`` (``$CODEX_HOME`` is the caller's ``home``)."""
-    yield from glob_under(home / ".codex" / "sessions", "rollout-*.jsonl", recursive=True)
+    yield from glob_under(root(home), "rollout-*.jsonl", recursive=True)
 
 
 def read(path: Path, state: FileState, stats: ReadStats) -> Iterator[Event]:

@@ -21,9 +21,14 @@ from aimem_cli.transcripts.base import (
 CLIENT = "copilot-cli"
 
 
+def root(home: Path) -> Path:
+    """Where the client keeps its transcripts (``~/.copilot/session-state``; ``aimem import`` names it when missing)."""
+    return home / ".copilot" / "session-state"
+
+
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.copilot/session-state/*/events.jsonl``."""
-    yield from glob_under(home / ".copilot" / "session-state", "*/events.jsonl")
+    yield from glob_under(root(home), "*/events.jsonl")
 
 
 def read(path: Path, state: FileState, stats: ReadStats) -> Iterator[Event]:

@@ -60,6 +60,30 @@ def _projects(home: Path) -> list[dict[str, Any]]:
         if isinstance(items, list) else []
 
 
+def root(home: Path) -> Path:
+    """Where Crush lists its projects (``projects_file``; ``aimem import`` names it when missing)."""
+    return projects_file(home)
+
+
+def problem(home: Path) -> str | None:
+    """Why Crush's ``projects.json`` cannot be used (None when it can, or is absent): not
+    readable, not JSON, or not ``{"projects": [{"data_dir": ...}, ...]}``."""
+    path = projects_file(home)
+    try:
+        doc = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{path}: cannot read it ({exc.strerror or exc})"
+    except (ValueError, RecursionError) as exc:
+        return f"{path}: not JSON ({exc})"
+    items = doc.get("projects") if isinstance(doc, dict) else None
+    if not isinstance(items, list) or not all(isinstance(p, dict) and isinstance(p.get("data_dir"), str)
+                                              for p in items):
+        return f'{path}: not the shape Crush writes ({{"projects": [{{"path", "data_dir"}}, ...]}})'
+    return None
+
+
 def discover(home: Path) -> Iterator[Path]:
     """Yield the ``crush.db`` of every project in Crush's ``projects.json`` that has one."""
     seen: set[Path] = set()
@@ -88,8 +112,8 @@ def read(path: Path, state: FileState, stats: ReadStats) -> Iterator[Event]:
     ctx.setdefault("cwd", project_dir(path))
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-    except sqlite3.Error:
-        stats.bad()
+    except sqlite3.Error as exc:
+        stats.bad(why=f"cannot open it as SQLite: {exc}")
         return
     try:
         conn.row_factory = sqlite3.Row
@@ -99,8 +123,8 @@ def read(path: Path, state: FileState, stats: ReadStats) -> Iterator[Event]:
                 " m.finished_at, m.is_summary_message, s.parent_session_id FROM messages m"
                 " JOIN sessions s ON s.id = m.session_id WHERE m.rowid > ? ORDER BY m.rowid LIMIT ?",
                 (int(ctx.get("rowid", 0)), MAX_ROWS)).fetchall()
-        except sqlite3.Error:
-            stats.bad()
+        except sqlite3.Error as exc:  # "file is not a database", "no such table: messages", ...
+            stats.bad(why=f"not a Crush database: {exc}")
             return
         for row in rows:
             if row["role"] == "assistant" and row["finished_at"] is None:

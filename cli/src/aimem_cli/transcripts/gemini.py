@@ -27,10 +27,15 @@ CLIENT = "gemini-cli"
 MAX_FILE_BYTES = 256 * 1024 * 1024
 
 
+def root(home: Path) -> Path:
+    """Where the client keeps its transcripts (``~/.gemini/tmp``; ``aimem import`` names it when missing)."""
+    return home / ".gemini" / "tmp"
+
+
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.gemini/tmp/*/chats/session-*.json`` and ``session-*.jsonl`` (newer releases)."""
-    yield from glob_under(home / ".gemini" / "tmp", "*/chats/session-*.json")
-    yield from glob_under(home / ".gemini" / "tmp", "*/chats/session-*.jsonl")
+    yield from glob_under(root(home), "*/chats/session-*.json")
+    yield from glob_under(root(home), "*/chats/session-*.jsonl")
 
 
 def read(path: Path, state: FileState, stats: ReadStats, hints: dict[str, str] | None = None) -> Iterator[Event]:
@@ -52,7 +57,7 @@ def read(path: Path, state: FileState, stats: ReadStats, hints: dict[str, str] |
     state.offset = size
     sid = doc.get("sessionId")
     if not isinstance(sid, str) or not sid:
-        stats.bad()
+        stats.bad(why="no sessionId")
         return
     cwd = (hints or {}).get(str(doc.get("projectHash") or ""))
     seen = int(state.ctx.get("seen", 0))

@@ -15,9 +15,14 @@ from aimem_cli.transcripts.pi import make_read
 CLIENT = "omp"
 
 
+def root(home: Path) -> Path:
+    """Where the client keeps its transcripts (``~/.omp/agent/sessions``; ``aimem import`` names it when missing)."""
+    return home / ".omp" / "agent" / "sessions"
+
+
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.omp/agent/sessions/*/*.jsonl``."""
-    yield from glob_under(home / ".omp" / "agent" / "sessions", "*/*.jsonl")
+    yield from glob_under(root(home), "*/*.jsonl")
 
 
 read = make_read(CLIENT)

@@ -23,9 +23,14 @@ from aimem_cli.transcripts.pi import make_read
 CLIENT = "openclaw"
 
 
+def root(home: Path) -> Path:
+    """Where the client keeps its transcripts (``~/.openclaw/agents``; ``aimem import`` names it when missing)."""
+    return home / ".openclaw" / "agents"
+
+
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.openclaw/agents/*/sessions/*.jsonl``."""
-    yield from glob_under(home / ".openclaw" / "agents", "*/sessions/*.jsonl")
+    yield from glob_under(root(home), "*/sessions/*.jsonl")
 
 
 read = make_read(CLIENT)

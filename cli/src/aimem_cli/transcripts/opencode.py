@@ -21,17 +21,22 @@ CLIENT = "opencode"
 ALWAYS_READ = True  # the session file stays put while its messages and parts are added beside it
 
 
+def root(home: Path) -> Path:
+    """Where the client keeps its transcripts (``~/.local/share/opencode/storage/session``; ``aimem import`` names it when missing)."""
+    return home / ".local" / "share" / "opencode" / "storage" / "session"
+
+
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.local/share/opencode/storage/session/*/*.json``."""
-    yield from glob_under(home / ".local" / "share" / "opencode" / "storage" / "session", "*/*.json")
+    yield from glob_under(root(home), "*/*.json")
 
 
 def _load(path: Path, stats: ReadStats) -> dict[str, Any] | None:
     stats.lines += 1
     try:
         doc = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
-        stats.bad()
+    except (OSError, ValueError, RecursionError) as exc:
+        stats.bad(why=f"not readable JSON: {exc}")
         return None
     return doc if isinstance(doc, dict) else None
 

@@ -34,9 +34,14 @@ from aimem_cli.transcripts.base import (
 CLIENT = "pi"
 
 
+def root(home: Path) -> Path:
+    """Where the client keeps its transcripts (``~/.pi/agent/sessions``; ``aimem import`` names it when missing)."""
+    return home / ".pi" / "agent" / "sessions"
+
+
 def discover(home: Path) -> Iterator[Path]:
     """Yield ``~/.pi/agent/sessions/*/*.jsonl`` (one folder per working directory)."""
-    yield from glob_under(home / ".pi" / "agent" / "sessions", "*/*.jsonl")
+    yield from glob_under(root(home), "*/*.jsonl")
 
 
 def make_read(client: str) -> Callable[[Path, FileState, ReadStats], Iterator[Event]]:
