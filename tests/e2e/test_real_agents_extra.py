@@ -268,7 +268,8 @@ def test_openclaw_loads_the_plugin_install_hooks_switched_on_and_uninstall_is_by
     home = tmp_path / "home-openclaw"
     config = home / ".openclaw" / "openclaw.json"
     config.parent.mkdir(parents=True)
-    config.write_text(json.dumps({"plugins": {"allow": ["memory-core"]}, "models": {"providers": {"fake": {
+    config.write_text(json.dumps({"plugins": {"allow": ["memory-core"]}, "logging": {
+        "file": str(tmp_path / "openclaw-file.log")}, "models": {"providers": {"fake": {
         "baseUrl": "http://127.0.0.1:9", "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
         "models": [{"id": "claude-fake", "name": "claude-fake"}]}}}}, indent=2) + "\n")
     before = config.read_bytes()
