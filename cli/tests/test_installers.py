@@ -398,6 +398,26 @@ def test_generated_extension_pipes_into_aimem_hook_and_is_removed(tmp_path, clie
     assert code == 1 and "not aimem's" in out and module.read_text() == "// the user's own extension\n"
 
 
+def test_openclaw_plugin_takes_the_hooks_openclaw_fires_keyed_by_the_per_session_id():
+    """OpenClaw 2026.9.6 fires ``session_start``/``session_end`` from its gateway with a context of
+    ``{sessionId, sessionKey, agentId}`` only; ``sessionKey`` (``agent:main:main``) outlives many
+    sessions. The generated plugin subscribes exactly the hooks of ``clients.openclaw``, keys a
+    session by ``sessionId``, places it in the agent's workspace and keeps its state per process."""
+    import re
+
+    from aimem_cli.installers import extension
+    from aimem_common.clients import openclaw
+    from aimem_common.clients.base import K
+
+    text = extension.render("openclaw", ["aimem", "hook"])
+    assert tuple(re.findall(r'api\.on\("([a-z_]+)"', text)) == openclaw.SUBSCRIBED
+    assert all(openclaw.EVENTS[name] != K.OTHER for name in openclaw.SUBSCRIBED)  # each one has its kind
+    assert "session_id: ctx?.sessionId ?? ctx?.sessionKey" in text
+    assert "ctx?.workspaceDir ?? workspaceOf(ctx?.agentId)" in text
+    assert 'resolveAgentWorkspaceDir?.(api?.config' in text
+    assert 'Symbol.for("aimem.openclaw.sessions")' in text and 'Symbol.for("aimem.hook.pending")' in text
+
+
 def test_install_hooks_with_the_data_dir_in_the_environment_still_hands_the_hooks_the_token(tmp_path, monkeypatch):
     """``AIMEM_DATA_DIR=$D install-hooks`` is ``install-hooks --data-dir $D``: the hook commands carry
     no data dir, so the hooks read the user's default client dir and must find the token there."""

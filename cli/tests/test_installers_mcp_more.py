@@ -119,8 +119,9 @@ def test_a_table_that_is_not_an_object_is_refused_and_left_alone(tmp_path):
 
 def test_openclaw_install_hooks_enables_its_plugin_and_uninstall_takes_only_that_out(tmp_path):
     """OpenClaw loads a discovered plugin only when ``plugins.entries.<id>.enabled`` says so
-    (and, with a non-empty allowlist, only a listed one): install-hooks switches aimem's on,
-    uninstall-hooks switches exactly that off; the user's plugins and allowlist stay."""
+    (and, with a non-empty allowlist, only a listed one), and hands a non-bundled plugin the
+    conversation hooks only with ``hooks.allowConversationAccess``: install-hooks sets those for
+    aimem, uninstall-hooks takes exactly that out; the user's plugins and allowlist stay."""
     path = tmp_path / ".openclaw/openclaw.json"
     path.parent.mkdir(parents=True)
     mine = {"plugins": {"allow": ["voice-call"], "entries": {"voice-call": {"enabled": True, "config": {"x": 1}}}},
@@ -130,7 +131,7 @@ def test_openclaw_install_hooks_enables_its_plugin_and_uninstall_takes_only_that
     code, out = cli("install-hooks", "--client", "openclaw", "--home", str(tmp_path))
     assert code == 0, out
     doc = json.loads(path.read_text())
-    assert doc["plugins"]["entries"]["aimem"] == {"enabled": True}
+    assert doc["plugins"]["entries"]["aimem"] == {"enabled": True, "hooks": {"allowConversationAccess": True}}
     assert doc["plugins"]["allow"] == ["voice-call", "aimem"]
     assert doc["plugins"]["entries"]["voice-call"] == mine["plugins"]["entries"]["voice-call"]
     assert (tmp_path / ".openclaw/extensions/aimem/index.ts").is_file()
@@ -151,7 +152,7 @@ def test_openclaw_setup_agent_writes_plugin_switch_and_mcp_into_one_file_and_uni
                     "--no-instructions", "--no-skills")
     assert code == 0, out
     doc = json.loads((tmp_path / ".openclaw/openclaw.json").read_text())
-    assert doc["plugins"] == {"entries": {"aimem": {"enabled": True}}}
+    assert doc["plugins"] == {"entries": {"aimem": {"enabled": True, "hooks": {"allowConversationAccess": True}}}}
     assert doc["mcp"]["servers"]["aimem"]["url"] == URL
     code, out = cli("uninstall", "--client", "openclaw", "--home", str(tmp_path), "--project-dir", str(repo))
     assert code == 0, out
@@ -159,14 +160,26 @@ def test_openclaw_setup_agent_writes_plugin_switch_and_mcp_into_one_file_and_uni
 
 
 def test_openclaw_plugin_settings_of_the_user_survive_uninstall(tmp_path):
-    """A user who configured aimem's plugin entry (``config``) keeps it; only ``enabled`` goes."""
+    """A user who configured aimem's plugin entry (``config``, another hook policy) keeps it;
+    only ``enabled`` and ``hooks.allowConversationAccess`` go."""
     path = tmp_path / ".openclaw/openclaw.json"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"plugins": {"entries": {"aimem": {"config": {}}}}}, indent=2) + "\n")
+    mine = {"plugins": {"entries": {"aimem": {"config": {}, "hooks": {"allowPromptInjection": True}}}}}
+    path.write_text(json.dumps(mine, indent=2) + "\n")
     assert cli("install-hooks", "--client", "openclaw", "--home", str(tmp_path))[0] == 0
-    assert json.loads(path.read_text())["plugins"]["entries"]["aimem"] == {"config": {}, "enabled": True}
+    assert json.loads(path.read_text())["plugins"]["entries"]["aimem"] == {
+        "config": {}, "enabled": True, "hooks": {"allowPromptInjection": True, "allowConversationAccess": True}}
     assert cli("uninstall-hooks", "--client", "openclaw", "--home", str(tmp_path))[0] == 0
-    assert json.loads(path.read_text()) == {"plugins": {"entries": {"aimem": {"config": {}}}}}
+    assert json.loads(path.read_text()) == mine
+
+
+def test_openclaw_plugin_hooks_that_are_not_an_object_are_refused(tmp_path):
+    path = tmp_path / ".openclaw/openclaw.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"plugins": {"entries": {"aimem": {"hooks": true}}}}\n')
+    code, out = cli("install-hooks", "--client", "openclaw", "--home", str(tmp_path))
+    assert code == 1 and "plugins.entries.aimem.hooks is not an object" in out, out
+    assert path.read_text() == '{"plugins": {"entries": {"aimem": {"hooks": true}}}}\n'
 
 
 def test_openclaw_empty_allowlist_is_not_turned_into_aimem_only(tmp_path):

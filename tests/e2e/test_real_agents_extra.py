@@ -13,6 +13,8 @@ on its page, and as history (no handoff). A second run adds nothing.
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -262,12 +264,12 @@ def test_openclaw_loads_the_plugin_install_hooks_switched_on_and_uninstall_is_by
     """The real OpenClaw 2026.9.6 with a user's plugin allowlist: aimem's generated plugin is
     discovered but disabled until ``install-hooks`` names it (``plugins.entries.aimem.enabled``,
     ``plugins.allow``); then OpenClaw loads it. Uninstall leaves ``openclaw.json`` byte for byte
-    and the plugin gone. (OpenClaw's one-shot runs do not deliver the session hooks to plugins:
-    README client table.)"""
+    and the plugin gone. (A session through OpenClaw's gateway: the next test.)"""
     home = tmp_path / "home-openclaw"
     config = home / ".openclaw" / "openclaw.json"
     config.parent.mkdir(parents=True)
-    config.write_text(json.dumps({"plugins": {"allow": ["memory-core"]}, "models": {"providers": {"fake": {
+    config.write_text(json.dumps({"plugins": {"allow": ["memory-core"]}, "logging": {
+        "file": str(tmp_path / "openclaw-file.log")}, "models": {"providers": {"fake": {
         "baseUrl": "http://127.0.0.1:9", "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
         "models": [{"id": "claude-fake", "name": "claude-fake"}]}}}}, indent=2) + "\n")
     before = config.read_bytes()
@@ -286,3 +288,129 @@ def test_openclaw_loads_the_plugin_install_hooks_switched_on_and_uninstall_is_by
     _aimem(home, live, "uninstall", "--client", "openclaw", "--project-dir", str(tmp_path))
     assert config.read_bytes() == before
     assert _openclaw_plugin(openclaw_bins, home) == {}
+
+
+def _openclaw_gateway(openclaw_bins: tuple[Path, Path], home: Path, env: dict[str, str], port: int,
+                      log: Path) -> subprocess.Popen:
+    """The real OpenClaw gateway on ``127.0.0.1:<port>`` (token auth, token from its config),
+    started from ``home`` and waited for until it says ``ready`` (plugins loaded)."""
+    out = open(log, "w")
+    proc = subprocess.Popen([str(openclaw_bins[0] / "openclaw"), "gateway", "run", "--port", str(port),
+                             "--bind", "loopback"], cwd=home, env=env, stdout=out, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL)
+    out.close()
+    try:
+        wait_for(lambda: proc.poll() is not None or "[gateway] ready" in _plain(log),
+                 timeout_s=180, what="the OpenClaw gateway to be ready", poll_s=0.5)
+        assert proc.poll() is None, f"the OpenClaw gateway exited {proc.returncode}\n{log.read_text()[-3000:]}"
+    except BaseException:
+        _stop(proc)
+        raise
+    return proc
+
+
+def _plain(log: Path) -> str:
+    """A log's text without terminal colours."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", log.read_text(errors="replace"))
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM (OpenClaw then ends its active sessions: ``session_end``), SIGKILL after 60 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _openclaw_turn(openclaw_bins: tuple[Path, Path], home: Path, port: int, log: Path, cwd: Path,
+                   *args: str) -> dict:
+    """One ``openclaw agent`` turn (``args`` added) through a gateway started for it and stopped
+    after it (which ends its sessions); the turn's JSON. No typed hook of a plugin was refused."""
+    env = offline_env(home, [openclaw_bins[0], openclaw_bins[1]], free_port())
+    gateway = _openclaw_gateway(openclaw_bins, home, env, port, log)
+    try:
+        out = _run([str(openclaw_bins[0] / "openclaw"), "agent", "--agent", "main", "--json", "--timeout", "150",
+                    *args], cwd, env).stdout
+    finally:
+        _stop(gateway)
+    turn = json.loads(out[out.index("{"):])
+    assert turn["status"] == "ok", turn
+    assert "blocked" not in _plain(log), _plain(log)[-3000:]  # e.g. "typed hook ... blocked"
+    return turn
+
+
+def test_openclaw_session_through_its_gateway_hands_off_to_pi_and_back_and_uninstall_is_byte_for_byte(
+        bins, openclaw_bins, live, tmp_path):
+    """OpenClaw fires its session hooks from the gateway only (a session's first turn starts
+    it, the gateway stopping ends it), so the real gateway runs here on a free loopback port
+    and ``openclaw agent`` drives one turn through it; the agent's workspace is the
+    repository's ``api/``. The generated plugin (``install-hooks``) then leaves a session page
+    in the repository's project with the prompt, the failed command, the written file and the
+    final answer; Pi at the root gets the handoff; a new OpenClaw session gets Pi's handoff
+    before its first prompt; uninstall leaves ``openclaw.json`` byte for byte."""
+    repo = _repo(tmp_path, "openclaw-repo")
+    home = tmp_path / "home-openclaw-live"
+    client_dir = home / ".local" / "share" / "aimem"
+    client_dir.mkdir(parents=True)
+    (client_dir / "config.toml").write_text(f'ingress_url = "{live.url("ingress")}"\n')
+    config = home / ".openclaw" / "openclaw.json"
+    config.parent.mkdir(parents=True)
+    port = free_port()
+    rows = lambda sql, args=(): db_rows(live.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
+    with FakeVendor(_plan(repo)) as vendor:
+        config.write_text(json.dumps({
+            "gateway": {"mode": "local", "port": port, "auth": {"mode": "token", "token": "test-gateway-token"}},
+            "logging": {"file": str(tmp_path / "openclaw-file.log")},
+            "agents": {"defaults": {"workspace": str(repo / "api"), "model": {"primary": "fake/claude-fake"},
+                                    "skipBootstrap": True}},  # else OpenClaw `git init`s a new workspace
+            "models": {"providers": {"fake": {
+                "baseUrl": vendor.url, "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
+                "models": [{"id": "claude-fake", "name": "claude-fake"}]}}}}, indent=2) + "\n")
+        before = config.read_bytes()
+        _aimem(home, live, "install-hooks", "--client", "openclaw")
+        entry = json.loads(config.read_text())["plugins"]["entries"]["aimem"]
+        assert entry == {"enabled": True, "hooks": {"allowConversationAccess": True}}
+
+        turn = _openclaw_turn(openclaw_bins, home, port, tmp_path / "openclaw-gateway.log", repo / "api",
+                              "--message", PROMPT)
+        session_id = turn["result"]["meta"]["agentMeta"]["sessionId"]  # not the key agent:main:main
+        assert (repo / "api" / "retry.md").read_text() == "retries: 3\n"
+
+        s = wait_for(lambda: next(iter(rows(
+            "SELECT s.*, pg.body AS page FROM sessions s JOIN projects p ON p.id = s.project_id"
+            " JOIN pages pg ON pg.id = s.summary_page_id WHERE s.agent = 'openclaw' AND p.name = 'openclaw-repo'")),
+            None), timeout_s=90, what="the openclaw session page in openclaw-repo")
+        assert s["session_id"] == session_id
+        kinds = [r["kind"] for r in rows("SELECT kind FROM observations WHERE session_id = ? ORDER BY id",
+                                         (session_id,))]
+        assert kinds.count("session-start") == 1 and kinds[-1] == "session-end", kinds
+        assert {"user-prompt", "pre-tool-use", "post-tool-use", "stop"} <= set(kinds), kinds
+        page = s["page"]
+        assert f"## Task\n\n{PROMPT}" in page
+        assert "- `ls missing_fixture_dir` — failed (ls: cannot access 'missing_fixture_dir'" in page  # its text
+        assert "- api/retry.md" in page.split("## Files changed", 1)[1]
+        assert FINAL in page
+
+        _pi_picks_up(session_id, repo, tmp_path / "home-pi-after-openclaw", bins, live)
+        [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (session_id,))
+        assert (h["status"], h["accepted_by"]) == ("accepted", "pi")
+
+        # Back to OpenClaw, a new session (another key): Pi's handoff is before its first prompt.
+        pi_session = wait_for(lambda: next(iter(rows(
+            "SELECT h.from_session_id FROM handoffs h JOIN sessions s ON s.session_id = h.from_session_id"
+            " JOIN projects p ON p.id = s.project_id WHERE s.agent = 'pi' AND p.name = 'openclaw-repo'"
+            " AND h.status = 'open'")), None), timeout_s=90, what="Pi's open handoff")
+        vendor.plan, asked = [Step("text", "Picking up after Pi.")], len(vendor.requests)
+        _openclaw_turn(openclaw_bins, home, port, tmp_path / "openclaw-gateway-2.log", repo / "api",
+                       "--session-key", "agent:main:next", "--message", "What did the last session do?")
+        first = json.dumps(vendor.requests[asked][1]["messages"])
+    assert pi_session["from_session_id"] in first and "Continue where the last session stopped" in first
+    [h] = rows("SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (pi_session["from_session_id"],))
+    assert (h["status"], h["accepted_by"]) == ("accepted", "openclaw")
+
+    _aimem(home, live, "uninstall", "--client", "openclaw", "--project-dir", str(repo))
+    assert config.read_bytes() == before
+    assert not (home / ".openclaw" / "extensions" / "aimem" / "index.ts").exists()

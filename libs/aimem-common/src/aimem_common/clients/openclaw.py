@@ -4,8 +4,16 @@ OpenClaw's ``docs/plugins/hooks/reference.md`` lists the typed hook catalog; a n
 plugin is a folder with ``package.json`` (``"openclaw": {"extensions": ["./index.ts"]}``),
 ``openclaw.plugin.json`` and the entry module. aimem's plugin
 (``aimem_cli.installers.extension``) pipes the same Claude-shaped payload as for Pi
-(``aimem_common.clients.pi``) into ``aimem hook --agent openclaw --event <hook>``; the
-session id is the hook context's ``sessionKey``/``sessionId``, the cwd its workspace dir.
+(``aimem_common.clients.pi``) into ``aimem hook --agent openclaw --event <hook>``.
+
+In 2026.9.6 ``session_start`` and ``session_end`` come from the gateway only (a session's first
+turn, a reset, the gateway stopping: ``active-sessions-shutdown-tracker``); one-shot runs
+(``openclaw agent exec``, ``agent --local``) fire only the tool hooks. Their context is
+``{sessionId, sessionKey, agentId}``: the session id is ``sessionId`` (``sessionKey``, e.g.
+``agent:main:main``, names a conversation that outlives many sessions) and the cwd is the
+hook context's ``workspaceDir`` or else the agent's workspace. A plugin OpenClaw did not bundle
+gets ``before_prompt_build`` and ``agent_end`` only with
+``plugins.entries.<id>.hooks.allowConversationAccess`` (``aimem_cli.installers.openclaw``).
 """
 
 from __future__ import annotations
