@@ -83,3 +83,90 @@ def test_a_real_prefix_still_deletes(one_workstream) -> None:
     assert f"Deleted workstream 'wsrepo' ({WID}) of w/proj: 11 ledger events, 3 runs." in r.output
     assert ("POST", "/admin/workstream-delete") in one_workstream.requests
 
+
+class LeaseIngress:
+    """Stands in for ingress's ``/hook/workstream/*`` routes: records every body it gets."""
+
+    def __init__(self, appended: int = 1):
+        self.bodies: list[tuple[str, dict]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                path = self.path.split("?", 1)[0]
+                outer.bodies.append((path, body))
+                if path == "/hook/workstream/lease":
+                    ws = {"id": WID, "name": "wt", "checkout_root": body.get("checkout_root") or ""}
+                    out = {"run": {"harness": body.get("harness") or "claude-code", "workstream": ws,
+                                   "started_at": "2026-01-01T00:00:00Z",
+                                   "resume_session_id": None}}
+                else:
+                    out = {"appended": outer.appended if path == "/hook/workstream/append" else 0}
+                data = json.dumps(out).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        self.appended = appended
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _git(repo, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@e", "-c", "user.name=t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _stub_bin(tmp_path, name: str):
+    d = tmp_path / "bin"
+    d.mkdir(exist_ok=True)
+    (d / name).write_text("#!/bin/sh\nexit 0\n")
+    (d / name).chmod(0o755)
+    return d
+
+
+def test_a_run_in_a_linked_worktree_keeps_its_own_workstream_and_checkpoint(tmp_path) -> None:
+    import os
+
+    from aimem_cli.managed import run
+
+    repo = tmp_path / "wsrepo"
+    repo.mkdir()
+    _git(repo, "init", "-q", "-b", "master")
+    (repo / "a.txt").write_text("a\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "init")
+    wt = tmp_path / "wsrepo-wt2"
+    _git(repo, "worktree", "add", "-q", "-b", "wsrepo-wt2", str(wt))
+    (repo / "sub").mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"PATH": f"{_stub_bin(tmp_path, 'claude')}:{os.environ['PATH']}", "HOME": str(home)}
+    for cwd, root, branch in ((wt, wt, "wsrepo-wt2"), (repo / "sub", repo, "master"), (repo, repo, "master")):
+        with LeaseIngress() as ing:
+            got = run("claude-code", [], cwd=cwd, url=ing.url, token=None, home=home, env=env, wire=False,
+                      client_dir=tmp_path / "client")
+        assert got.exit_code == 0
+        opened = next(b for p, b in ing.bodies if p == "/hook/workstream/lease" and b["action"] == "open")
+        assert opened["checkout_root"] == os.path.realpath(root), cwd
+        events = [e for p, b in ing.bodies if p == "/hook/workstream/append" for e in b["events"]]
+        assert [e["role"] for e in events] == ["checkpoint"]
+        assert f"branch {branch}, HEAD" in events[0]["text"], cwd
+

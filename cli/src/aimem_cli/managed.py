@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from aimem_cli import hooknet
-from aimem_cli.identity import Identity, resolve
+from aimem_cli.identity import Identity, resolve, workstream_root
 from aimem_common import locations
 from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS, contains_marker, strip_injected, strip_packets
 
@@ -395,11 +395,12 @@ def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str
     if harness is not None and harness not in HARNESSES:
         raise RunError(f"unknown harness {harness!r} (one of {', '.join(HARNESSES)})")
     ident = resolve(cwd)
-    root = ident.root or str(cwd)
+    root = workstream_root(cwd, ident) or str(cwd)  # a linked worktree is its own workstream
     ingress = Ingress(url, token, ident)
     run_id = os.urandom(16).hex()
     base_env = dict(os.environ if env is None else env)
-    body: dict[str, Any] = {"action": "open", "run_id": run_id, "harness": harness, "cwd": str(cwd), "lease_s": lease_s}
+    body: dict[str, Any] = {"action": "open", "run_id": run_id, "harness": harness, "cwd": str(cwd),
+                            "checkout_root": root, "lease_s": lease_s}
     if harness is None:  # the newest harness of the workstream that can start on this machine
         body["usable"] = [h for h in HARNESSES if which(BINARIES[h], base_env.get("PATH"))]
     opened = ingress.post("/hook/workstream/lease", body)["run"]
