@@ -170,3 +170,35 @@ def test_a_run_in_a_linked_worktree_keeps_its_own_workstream_and_checkpoint(tmp_
         assert [e["role"] for e in events] == ["checkpoint"]
         assert f"branch {branch}, HEAD" in events[0]["text"], cwd
 
+
+def test_run_and_import_find_the_ingress_of_the_running_stack(tmp_path, monkeypatch) -> None:
+    """``aimem run`` and ``aimem import`` post to the ingress of the ``aimem up`` running on the
+    data dir (its ``run/up.json``), like the query commands; an explicit URL still wins."""
+    import subprocess
+    import sys
+
+    import time
+
+    from aimem_cli.hookconfig import DEFAULT_URL, client_settings
+    from aimem_common.runstate import is_supervisor
+
+    for k in ("AIMEM_INGRESS_URL", "AIMEM_AUTH__TOKEN", "AIMEM_PORT_BASE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("AIMEM_DATA_DIR", str(tmp_path))
+    assert client_settings()[1]["url"] == DEFAULT_URL  # nothing runs there
+    sup = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "aimem", "up"])
+    try:
+        deadline = time.monotonic() + 10  # a busy machine: wait until the child has exec'd
+        while not is_supervisor(sup.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (tmp_path / "run").mkdir()
+        (tmp_path / "run" / "up.json").write_text(json.dumps({"pid": sup.pid, "port_base": 19701}))
+        assert client_settings()[1]["url"] == "http://127.0.0.1:19701"
+        monkeypatch.setenv("AIMEM_INGRESS_URL", "http://127.0.0.1:9")
+        assert client_settings()[1]["url"] == "http://127.0.0.1:9"
+    finally:
+        sup.kill()
+        sup.wait(10)
+    monkeypatch.delenv("AIMEM_INGRESS_URL")
+    assert client_settings()[1]["url"] == DEFAULT_URL  # its supervisor is gone: the record is ignored
+
