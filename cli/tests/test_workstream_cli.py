@@ -202,3 +202,15 @@ def test_run_and_import_find_the_ingress_of_the_running_stack(tmp_path, monkeypa
     monkeypatch.delenv("AIMEM_INGRESS_URL")
     assert client_settings()[1]["url"] == DEFAULT_URL  # its supervisor is gone: the record is ignored
 
+
+def test_a_harness_that_is_not_installed_fails_before_the_lease_is_opened(tmp_path) -> None:
+    """Nothing reaches the server: no workstream is created and the missing harness is not
+    recorded as the workstream's (a later bare ``aimem run`` would otherwise pick it)."""
+    from aimem_cli.managed import RunError, run
+
+    env = {"PATH": str(_stub_bin(tmp_path, "claude")), "HOME": str(tmp_path)}
+    with LeaseIngress() as ing:
+        with pytest.raises(RunError, match=r"^gemini \(gemini-cli\) is not on PATH$"):
+            run("gemini-cli", [], cwd=tmp_path, url=ing.url, token=None, home=tmp_path, env=env,
+                client_dir=tmp_path / "client")
+    assert ing.bodies == []

@@ -401,21 +401,29 @@ def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str
     base_env = dict(os.environ if env is None else env)
     body: dict[str, Any] = {"action": "open", "run_id": run_id, "harness": harness, "cwd": str(cwd),
                             "checkout_root": root, "lease_s": lease_s}
+    home = home or Path(base_env.get("HOME") or Path.home())
+
+    def prepare(name: str) -> tuple[str, Path | None]:
+        """The harness's binary, wired when it never was (raises RunError: not on PATH, not wirable)."""
+        binary = which(BINARIES[name], base_env.get("PATH"))
+        if binary is None:
+            raise RunError(f"{BINARIES[name]} ({name}) is not on PATH")
+        if not wire or was_wired(client_dir, name, home):  # checked once per harness and HOME
+            return binary, None
+        for path in autowire(name, home, cwd, url, token, _codex_home(base_env)):
+            print(f"aimem: wired {name} into {path}", file=sys.stderr)
+        return binary, home
+
+    # A named harness that cannot start fails before the lease is opened: nothing is created or
+    # recorded as the workstream's harness (a later bare `aimem run` would pick it).
+    ready = prepare(harness) if harness is not None else None
     if harness is None:  # the newest harness of the workstream that can start on this machine
         body["usable"] = [h for h in HARNESSES if which(BINARIES[h], base_env.get("PATH"))]
     opened = ingress.post("/hook/workstream/lease", body)["run"]
     harness = opened["harness"]
     lease = Lease(ingress, run_id, lease_s=lease_s, every_s=heartbeat_s)
-    home = home or Path(base_env.get("HOME") or Path.home())
     try:
-        binary = which(BINARIES[harness], base_env.get("PATH"))
-        if binary is None:
-            raise RunError(f"{BINARIES[harness]} ({harness}) is not on PATH")
-        wired = None
-        if wire and not was_wired(client_dir, harness, home):  # checked once per harness and HOME
-            for path in autowire(harness, home, cwd, url, token, _codex_home(base_env)):
-                print(f"aimem: wired {harness} into {path}", file=sys.stderr)
-            wired = home
+        binary, wired = ready or prepare(harness)
         argv, created = native_args(harness, args, opened.get("resume_session_id"))
         lease.start()
         started = time.time()
