@@ -62,7 +62,12 @@ MTIME_SLACK_S = 2.0
 
 
 class RunError(Exception):
-    """A launcher failure with a message for the user (the lease is cancelled)."""
+    """A launcher failure with a message for the user (the lease is cancelled); ``code``: the
+    error code of the server's answer, when it gave one."""
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 class Ingress:
@@ -90,7 +95,8 @@ class Ingress:
             data = {}
         if status >= 400:
             err = data.get("error", data) if isinstance(data, dict) else {}
-            raise RunError(f"{route}: {status} {err.get('code', '')}: {err.get('message', raw[:300])}")
+            raise RunError(f"{route}: {status} {err.get('code', '')}: {err.get('message', raw[:300])}",
+                           code=err.get("code"))
         return data
 
 
@@ -447,12 +453,21 @@ def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str
         if check and check[0]:
             events.append(check[0])
         appended = 0
-        for chunk in batches(events):
-            got = ingress.post("/hook/workstream/append", {"run_id": run_id, "native_session_id": session,
-                                                           "events": chunk})
-            appended += got.get("appended", 0)
-        lease.stop()
-        ingress.post("/hook/workstream/lease", {"action": "release", "run_id": run_id, "exit_code": code})
+        try:
+            for chunk in batches(events):
+                got = ingress.post("/hook/workstream/append", {"run_id": run_id, "native_session_id": session,
+                                                               "events": chunk})
+                appended += got.get("appended", 0)
+            lease.stop()
+            ingress.post("/hook/workstream/lease", {"action": "release", "run_id": run_id, "exit_code": code})
+        except RunError as exc:
+            if exc.code != "run_not_found":
+                raise
+            # The workstream was deleted under the run (workstream-delete --force): never report
+            # events as added to a ledger that no longer exists.
+            raise RunError(f"workstream {opened['workstream']['id']} was deleted while run {run_id} held it: "
+                           f"none of its {len(events)} event(s) are stored (the harness exited {code})",
+                           code="run_not_found") from None
         if session:
             note_checkout(client_dir, opened, ident, session)
         return RunResult(run_id, opened["workstream"]["id"], harness, code, appended, dropped)
