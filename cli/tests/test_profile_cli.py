@@ -1,0 +1,51 @@
+"""``aimem profile`` is the admin API's: its help says so, and a user's key gets one line
+saying where a user reaches their own profile (a stand-in server answering 403 on loopback)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from typer.testing import CliRunner
+
+from aimem_cli.main import build_app
+
+
+@pytest.fixture
+def forbidding():
+    class Handler(BaseHTTPRequestHandler):
+        def _deny(self):
+            out = json.dumps({"error": {"code": "forbidden", "message": "the admin API needs a root credential"}})
+            self.send_response(403)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out.encode())
+
+        do_GET = do_POST = do_DELETE = _deny  # noqa: N815
+
+        def log_message(self, *a):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_profile_help_says_it_needs_a_root_credential() -> None:
+    r = CliRunner().invoke(build_app(), ["profile", "--help"], env={"COLUMNS": "300"})
+    assert r.exit_code == 0
+    text = " ".join(r.output.split())
+    assert "need a root credential" in text and "memory_profile MCP tool" in text and "Yours" not in text
+
+
+@pytest.mark.parametrize("verb", [["list"], ["add", "prefer tabs"], ["remove", "3"]])
+def test_a_user_key_is_told_where_its_own_profile_is(verb, forbidding) -> None:
+    r = CliRunner().invoke(build_app(), ["profile", *verb, "--server", forbidding, "--token", "aim_user"])
+    assert r.exit_code == 1
+    assert r.output.strip() == ("aimem: aimem profile needs a root credential (HTTP 403); a user manages their own "
+                                "profile with the memory_profile MCP tool or on the web (/web/profile)"), r.output
