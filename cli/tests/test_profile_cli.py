@@ -49,3 +49,35 @@ def test_a_user_key_is_told_where_its_own_profile_is(verb, forbidding) -> None:
     assert r.exit_code == 1
     assert r.output.strip() == ("aimem: aimem profile needs a root credential (HTTP 403); a user manages their own "
                                 "profile with the memory_profile MCP tool or on the web (/web/profile)"), r.output
+
+
+@pytest.fixture
+def purge_preview():
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+            out = json.dumps({"dry_run": body.get("dry_run", False), "observations_deleted": 4, "handoffs_deleted": 1,
+                              "pages_deleted": 2, "sessions_deleted": 1, "profile_entries_deleted": 2}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *a):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("verb", [["purge-session", "--session-id", "s1"], ["purge-project"]])
+@pytest.mark.parametrize("confirm", [False, True])
+def test_purge_previews_and_results_count_the_profile_entries_forgotten(verb, confirm, purge_preview) -> None:
+    r = CliRunner().invoke(build_app(), [*verb, "-w", "w", "-p", "proj", "--server", purge_preview, "--token", "t",
+                                         *(["--confirm"] if confirm else [])])
+    assert r.exit_code == (0 if confirm else 1), r.output
+    assert "Plus 2 profile entries stated there, forgotten for every project" in r.output
