@@ -46,9 +46,23 @@ def user_create(name: str, root: bool = typer.Option(False, "--root", help="May 
 
 
 @user_app.command("delete")
-def user_delete(name: str, server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
-    """Delete a user with its keys and grants."""
+def user_delete(name: str, confirm: bool = typer.Option(False, "--confirm", help="Delete; without it, only a preview."),
+                server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """Delete a user with its keys, grants and profile. Preview without --confirm.
+
+    The preview (exit 1) counts what goes: active API keys, grants, profile entries; an
+    unknown user is one line and exit 1 either way.
+    """
     with client(server, token) as c:
+        row = next((u for u in c.get("/admin/users")["users"] if u["name"] == name), None)
+        if row is None:
+            fail(f"no user named {name!r}")
+        if not confirm:
+            grants = c.get("/admin/grants", user=name)["count"]
+            entries = c.get("/admin/profile", user=name)["count"]
+            typer.echo(f"Would delete user {name}{' (root)' if row.get('is_root') else ''}: {row.get('keys', 0)} "
+                       f"active API keys, {grants} grants, {entries} profile entries.")
+            fail("user delete is irreversible; re-run with --confirm")
         data = c.request("DELETE", f"/admin/users/{name}")
     emit(data, as_json, lambda d: typer.echo(f"deleted user {name} ({d.get('api_keys_deleted')} keys)"))
 
