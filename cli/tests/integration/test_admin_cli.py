@@ -319,3 +319,14 @@ def test_user_delete_previews_what_goes_and_needs_confirm(stack2) -> None:
     assert not any(u["name"] == "bob" for u in api(url, "GET", "/admin/users").json()["users"])
     r = cli("user", "delete", "bob", "--confirm")
     assert r.exit_code == 1 and r.output.strip() == "aimem: no user named 'bob'", r.output
+
+
+def test_profile_add_refuses_a_user_who_holds_no_profile(stack2) -> None:
+    url, cli, _ = stack2
+    assert cli("user", "create", "nogrant").exit_code == 0
+    r = cli("profile", "add", "Never seen.", "--user", "nogrant")
+    assert r.exit_code == 1 and "nogrant has no grant, so no profile memory" in r.output, r.output
+    assert api(url, "GET", "/admin/profile", params={"user": "nogrant"}).json()["count"] == 0
+    assert cli("user", "grant", "nogrant", "-w", "default", "-p", "*").exit_code == 0
+    r = cli("profile", "add", "Now seen.", "--user", "nogrant")
+    assert r.exit_code == 0 and "added entry" in r.output, r.output
