@@ -3,10 +3,6 @@ saying where a user reaches their own profile (a stand-in server answering 403 o
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 from typer.testing import CliRunner
 
@@ -14,26 +10,10 @@ from aimem_cli.main import build_app
 
 
 @pytest.fixture
-def forbidding():
-    class Handler(BaseHTTPRequestHandler):
-        def _deny(self):
-            out = json.dumps({"error": {"code": "forbidden", "message": "the admin API needs a root credential"}})
-            self.send_response(403)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out.encode())
-
-        do_GET = do_POST = do_DELETE = _deny  # noqa: N815
-
-        def log_message(self, *a):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+def forbidding(json_server):
+    deny = {"error": {"code": "forbidden", "message": "the admin API needs a root credential"}}
+    with json_server(lambda method, path, body: (403, deny)) as s:
+        yield s.url
 
 
 def test_profile_help_says_it_needs_a_root_credential() -> None:
@@ -52,26 +32,13 @@ def test_a_user_key_is_told_where_its_own_profile_is(verb, forbidding) -> None:
 
 
 @pytest.fixture
-def purge_preview():
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-            out = json.dumps({"dry_run": body.get("dry_run", False), "observations_deleted": 4, "handoffs_deleted": 1,
-                              "pages_deleted": 2, "sessions_deleted": 1, "profile_entries_deleted": 2}).encode()
-            self.send_response(200)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
+def purge_preview(json_server):
+    def answer(method, path, body):
+        return 200, {"dry_run": body.get("dry_run", False), "observations_deleted": 4, "handoffs_deleted": 1,
+                     "pages_deleted": 2, "sessions_deleted": 1, "profile_entries_deleted": 2}
 
-        def log_message(self, *a):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with json_server(answer) as s:
+        yield s.url
 
 
 @pytest.mark.parametrize("verb", [["purge-session", "--session-id", "s1"], ["purge-project"]])

@@ -4,8 +4,6 @@ loopback): what they refuse before asking, and what they print after a run."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from typer.testing import CliRunner
@@ -15,52 +13,18 @@ from aimem_cli.main import build_app
 WID = "b54b" + "0" * 28
 
 
-class OneWorkstream:
-    """Answers ``GET …/workstreams`` with one workstream and records every request."""
-
-    def __init__(self):
-        self.requests: list[tuple[str, str]] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self, body: object) -> None:
-                out = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def do_GET(self):  # noqa: N802
-                outer.requests.append(("GET", self.path))
-                self._answer([{"id": WID, "name": "wsrepo", "checkout_root": "/nowhere", "harnesses": [],
-                               "live_run": None, "events": 11}])
-
-            def do_POST(self):  # noqa: N802
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                outer.requests.append(("POST", self.path))
-                self._answer({"dry_run": False, "name": "wsrepo", "workstream_id": WID,
-                              "workstream_events_deleted": 11, "managed_runs_deleted": 3})
-
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+def _one_workstream(method: str, path: str, body: object) -> tuple[int, object]:
+    """Answers ``GET …/workstreams`` with one workstream, a delete with its counts."""
+    if method == "GET":
+        return 200, [{"id": WID, "name": "wsrepo", "checkout_root": "/nowhere", "harnesses": [], "live_run": None,
+                      "events": 11}]
+    return 200, {"dry_run": False, "name": "wsrepo", "workstream_id": WID, "workstream_events_deleted": 11,
+                 "managed_runs_deleted": 3}
 
 
 @pytest.fixture
-def one_workstream():
-    with OneWorkstream() as s:
+def one_workstream(json_server):
+    with json_server(_one_workstream) as s:
         yield s
 
 
@@ -81,50 +45,21 @@ def test_a_real_prefix_still_deletes(one_workstream) -> None:
                                          "--server", one_workstream.url, "--token", "t"])
     assert r.exit_code == 0, r.output
     assert f"Deleted workstream 'wsrepo' ({WID}) of w/proj: 11 ledger events, 3 runs." in r.output
-    assert ("POST", "/admin/workstream-delete") in one_workstream.requests
+    assert ("POST", "/admin/workstream-delete") in [(m, p) for m, p, _ in one_workstream.requests]
 
 
-class LeaseIngress:
-    """Stands in for ingress's ``/hook/workstream/*`` routes: records every body it gets."""
+def _lease_ingress(method: str, path: str, body: dict) -> tuple[int, dict]:
+    """Stands in for ingress's ``/hook/workstream/*`` routes."""
+    path = path.split("?", 1)[0]
+    if path == "/hook/workstream/lease":
+        ws = {"id": WID, "name": "wt", "checkout_root": body.get("checkout_root") or ""}
+        return 200, {"run": {"harness": body.get("harness") or "claude-code", "workstream": ws,
+                             "started_at": "2026-01-01T00:00:00Z", "resume_session_id": None}}
+    return 200, {"appended": 1 if path == "/hook/workstream/append" else 0}
 
-    def __init__(self, appended: int = 1):
-        self.bodies: list[tuple[str, dict]] = []
-        outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-                path = self.path.split("?", 1)[0]
-                outer.bodies.append((path, body))
-                if path == "/hook/workstream/lease":
-                    ws = {"id": WID, "name": "wt", "checkout_root": body.get("checkout_root") or ""}
-                    out = {"run": {"harness": body.get("harness") or "claude-code", "workstream": ws,
-                                   "started_at": "2026-01-01T00:00:00Z",
-                                   "resume_session_id": None}}
-                else:
-                    out = {"appended": outer.appended if path == "/hook/workstream/append" else 0}
-                data = json.dumps(out).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *a):
-                pass
-
-        self.appended = appended
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+def _bodies(server) -> list[tuple[str, dict]]:
+    return [(p.split("?", 1)[0], b) for _, p, b in server.requests]
 
 
 def _git(repo, *args: str) -> str:
@@ -142,7 +77,7 @@ def _stub_bin(tmp_path, name: str):
     return d
 
 
-def test_a_run_in_a_linked_worktree_keeps_its_own_workstream_and_checkpoint(tmp_path) -> None:
+def test_a_run_in_a_linked_worktree_keeps_its_own_workstream_and_checkpoint(tmp_path, json_server) -> None:
     import os
 
     from aimem_cli.managed import run
@@ -160,13 +95,13 @@ def test_a_run_in_a_linked_worktree_keeps_its_own_workstream_and_checkpoint(tmp_
     home.mkdir()
     env = {"PATH": f"{_stub_bin(tmp_path, 'claude')}:{os.environ['PATH']}", "HOME": str(home)}
     for cwd, root, branch in ((wt, wt, "wsrepo-wt2"), (repo / "sub", repo, "master"), (repo, repo, "master")):
-        with LeaseIngress() as ing:
+        with json_server(_lease_ingress) as ing:
             got = run("claude-code", [], cwd=cwd, url=ing.url, token=None, home=home, env=env, wire=False,
                       client_dir=tmp_path / "client")
         assert got.exit_code == 0
-        opened = next(b for p, b in ing.bodies if p == "/hook/workstream/lease" and b["action"] == "open")
+        opened = next(b for p, b in _bodies(ing) if p == "/hook/workstream/lease" and b["action"] == "open")
         assert opened["checkout_root"] == os.path.realpath(root), cwd
-        events = [e for p, b in ing.bodies if p == "/hook/workstream/append" for e in b["events"]]
+        events = [e for p, b in _bodies(ing) if p == "/hook/workstream/append" for e in b["events"]]
         assert [e["role"] for e in events] == ["checkpoint"]
         assert f"branch {branch}, HEAD" in events[0]["text"], cwd
 
@@ -203,14 +138,14 @@ def test_run_and_import_find_the_ingress_of_the_running_stack(tmp_path, monkeypa
     assert client_settings()[1]["url"] == DEFAULT_URL  # its supervisor is gone: the record is ignored
 
 
-def test_a_harness_that_is_not_installed_fails_before_the_lease_is_opened(tmp_path) -> None:
+def test_a_harness_that_is_not_installed_fails_before_the_lease_is_opened(tmp_path, json_server) -> None:
     """Nothing reaches the server: no workstream is created and the missing harness is not
     recorded as the workstream's (a later bare ``aimem run`` would otherwise pick it)."""
     from aimem_cli.managed import RunError, run
 
     env = {"PATH": str(_stub_bin(tmp_path, "claude")), "HOME": str(tmp_path)}
-    with LeaseIngress() as ing:
+    with json_server(_lease_ingress) as ing:
         with pytest.raises(RunError, match=r"^gemini \(gemini-cli\) is not on PATH$"):
             run("gemini-cli", [], cwd=tmp_path, url=ing.url, token=None, home=tmp_path, env=env,
                 client_dir=tmp_path / "client")
-    assert ing.bodies == []
+    assert ing.requests == []
