@@ -60,6 +60,45 @@ class FakeIngress:
         self.server.server_close()
 
 
+class JsonServer:
+    """A stand-in server on loopback (stdlib HTTP in a thread): ``answer(method, path, body)``
+    returns ``(status, JSON-able)`` for every request; ``requests`` records ``(method, path, body)``."""
+
+    def __init__(self, answer):
+        self.requests: list[tuple[str, str, object]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _any(self):
+                raw = self.rfile.read(int(self.headers.get("content-length", 0) or 0))
+                body = json.loads(raw) if raw else None
+                outer.requests.append((self.command, self.path, body))
+                status, obj = answer(self.command, self.path, body)
+                out = json.dumps(obj).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _any  # noqa: N815
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class HangingServer:
     """Accepts TCP connections and never answers (the server that hangs)."""
 
@@ -128,6 +167,12 @@ def hanging_server():
 def hook():
     """The ``run_hook`` helper (importlib mode: tests cannot import conftest directly)."""
     return run_hook
+
+
+@pytest.fixture
+def json_server():
+    """``JsonServer`` itself (importlib mode: tests cannot import conftest directly)."""
+    return JsonServer
 
 
 @pytest.fixture

@@ -216,11 +216,16 @@ def test_a_killed_launcher_leaves_a_lease_that_expires(agents_bin, live, tmp_pat
     env2 = cc.env()
     env2["PATH"] = f"{gone}{os.pathsep}/usr/bin:/bin"
     nxt = aimem(cc, repo, "run", "claude-code", env=env2, check=False)
-    assert nxt.returncode == 1 and "not on PATH" in nxt.stderr  # a handled failure ...
-    states = {r["id"]: r["state"] for r in rows(live, "SELECT id, state FROM managed_runs WHERE workstream_id = ?",
-                                                 (run["workstream_id"],))}
+    assert nxt.returncode == 1 and "not on PATH" in nxt.stderr  # a handled failure, before any lease
+    runs = "SELECT id, state FROM managed_runs WHERE workstream_id = ?"
+    assert [r["id"] for r in rows(live, runs, (run["workstream_id"],))] == [run["id"]]
+    (gone / "claude").write_text("#!/bin/sh\nexit 0\n")  # a harness that starts and ends at once
+    (gone / "claude").chmod(0o755)
+    nxt = aimem(cc, repo, "run", "claude-code", env=env2, check=False)
+    assert nxt.returncode == 0, nxt.stderr
+    states = {r["id"]: r["state"] for r in rows(live, runs, (run["workstream_id"],))}
     assert states[run["id"]] == "expired"
-    assert sorted(s for i, s in states.items() if i != run["id"]) == ["cancelled"]  # ... cancels its lease
+    assert sorted(s for i, s in states.items() if i != run["id"]) == ["released"]  # ... and ends its own
 
 
 def test_codex_exec_resumes_its_own_native_session(agents_bin, live, tmp_path):  # noqa: F811

@@ -5,7 +5,9 @@ costs ~100 ms to import); ``aimem import`` and the operator commands read it too
 ingress URL: ``--ingress-url`` (what ``install-hooks``
 writes into the hook command for a stack on another port; spooled entries keep it), else
 ``AIMEM_INGRESS_URL``, else
-``ingress_url`` in ``<data_dir>/config.toml``, else ``http://127.0.0.1:8701``; the bearer
+``ingress_url`` in ``<data_dir>/config.toml``, else the ingress of the ``aimem up`` running on
+``<data_dir>`` (its ``run/up.json`` port base, so a stack started with ``--port-base`` is
+found), else ``http://127.0.0.1:8701``; the bearer
 token from ``AIMEM_AUTH__TOKEN``, else ``<data_dir>/auth/client-token`` (the root token or
 user API key the installers wrote, mode 0600), else ``[auth] token``, else
 ``<data_dir>/auth/token`` (the root token ``aimem up`` generates when this is also the
@@ -82,7 +84,17 @@ def client_config(env: Any, data_dir: Path) -> dict[str, str | None]:
             auth = doc.get("auth")
             token = token or (auth.get("token") if isinstance(auth, dict) else None)
     token = token or read_secret(data_dir / SERVER_TOKEN)
-    return {"url": str(url or DEFAULT_URL), "token": token}
+    return {"url": str(url or running_ingress(data_dir) or DEFAULT_URL), "token": token}
+
+
+def running_ingress(data_dir: Path) -> str | None:
+    """The ingress URL of the ``aimem up`` running on ``data_dir`` (``run/up.json``'s port
+    base: ingress is the stack's first port); None when none runs there or it recorded no base."""
+    from aimem_common.runstate import read_record  # stdlib only: no pydantic on the hook path
+
+    rec = read_record(data_dir)
+    base = rec.get("port_base") if rec else None
+    return f"http://127.0.0.1:{base}" if isinstance(base, int) and not isinstance(base, bool) else None
 
 
 def hooks_setting(data_dir: Path, name: str) -> Any:

@@ -201,6 +201,29 @@ def checkout_top(cwd: str | os.PathLike[str]) -> str | None:
     return top
 
 
+def workstream_root(cwd: str | os.PathLike[str], ident: Identity | None = None) -> str | None:
+    """The checkout root of ``cwd``'s managed workstream: the project root (``ident``, else
+    ``resolve(cwd)``) seen from the checkout that holds ``cwd``.
+
+    A linked worktree is its own workstream: where the project root points into the main
+    repository (every worktree shares one project root), the same place inside the linked
+    worktree is answered, so a run there keeps its own ledger, checkpoint and transcripts.
+    In the main checkout (or a subdirectory of it) this is the project root itself; None
+    when the project has no root (a plain directory).
+    """
+    ident = ident or resolve(cwd)
+    if ident.root is None or ident.cwd is None or locations.is_windows(ident.cwd):
+        return ident.root
+    top, common = _git_top(ident.cwd)
+    if top is None or common is None:
+        return ident.root
+    repo_root = _repo_root(top, common)
+    if top == repo_root or not _under(ident.root, repo_root):
+        return ident.root
+    rel = os.path.relpath(ident.root, repo_root)
+    return top if rel == "." else os.path.join(top, rel)
+
+
 def render_marker(*, project: str, workspace: str | None = None, capture: bool = True,
                   exclude: list[str] | tuple[str, ...] = ()) -> str:
     """Return the text of a ``.aimem.toml`` marker (TOML, with a comment per key)."""
@@ -424,4 +447,5 @@ def _glob_regex(glob: str) -> re.Pattern[str]:
     return re.compile(f"^{head}{body}(?:/.*)?$")
 
 
-__all__ = ["MARKER", "Identity", "checkout_top", "normalize_origin", "render_marker", "resolve", "should_capture"]
+__all__ = ["MARKER", "Identity", "checkout_top", "normalize_origin", "render_marker", "resolve", "should_capture",
+           "workstream_root"]

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from aimem_cli import hooknet
-from aimem_cli.identity import Identity, resolve
+from aimem_cli.identity import Identity, resolve, workstream_root
 from aimem_common import locations
 from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS, contains_marker, strip_injected, strip_packets
 
@@ -62,7 +62,12 @@ MTIME_SLACK_S = 2.0
 
 
 class RunError(Exception):
-    """A launcher failure with a message for the user (the lease is cancelled)."""
+    """A launcher failure with a message for the user (the lease is cancelled); ``code``: the
+    error code of the server's answer, when it gave one."""
+
+    def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 class Ingress:
@@ -90,7 +95,8 @@ class Ingress:
             data = {}
         if status >= 400:
             err = data.get("error", data) if isinstance(data, dict) else {}
-            raise RunError(f"{route}: {status} {err.get('code', '')}: {err.get('message', raw[:300])}")
+            raise RunError(f"{route}: {status} {err.get('code', '')}: {err.get('message', raw[:300])}",
+                           code=err.get("code"))
         return data
 
 
@@ -395,26 +401,35 @@ def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str
     if harness is not None and harness not in HARNESSES:
         raise RunError(f"unknown harness {harness!r} (one of {', '.join(HARNESSES)})")
     ident = resolve(cwd)
-    root = ident.root or str(cwd)
+    root = workstream_root(cwd, ident) or str(cwd)  # a linked worktree is its own workstream
     ingress = Ingress(url, token, ident)
     run_id = os.urandom(16).hex()
     base_env = dict(os.environ if env is None else env)
-    body: dict[str, Any] = {"action": "open", "run_id": run_id, "harness": harness, "cwd": str(cwd), "lease_s": lease_s}
+    body: dict[str, Any] = {"action": "open", "run_id": run_id, "harness": harness, "cwd": str(cwd),
+                            "checkout_root": root, "lease_s": lease_s}
+    home = home or Path(base_env.get("HOME") or Path.home())
+
+    def prepare(name: str) -> tuple[str, Path | None]:
+        """The harness's binary, wired when it never was (raises RunError: not on PATH, not wirable)."""
+        binary = which(BINARIES[name], base_env.get("PATH"))
+        if binary is None:
+            raise RunError(f"{BINARIES[name]} ({name}) is not on PATH")
+        if not wire or was_wired(client_dir, name, home):  # checked once per harness and HOME
+            return binary, None
+        for path in autowire(name, home, cwd, url, token, _codex_home(base_env)):
+            print(f"aimem: wired {name} into {path}", file=sys.stderr)
+        return binary, home
+
+    # A named harness that cannot start fails before the lease is opened: nothing is created or
+    # recorded as the workstream's harness (a later bare `aimem run` would pick it).
+    ready = prepare(harness) if harness is not None else None
     if harness is None:  # the newest harness of the workstream that can start on this machine
         body["usable"] = [h for h in HARNESSES if which(BINARIES[h], base_env.get("PATH"))]
     opened = ingress.post("/hook/workstream/lease", body)["run"]
     harness = opened["harness"]
     lease = Lease(ingress, run_id, lease_s=lease_s, every_s=heartbeat_s)
-    home = home or Path(base_env.get("HOME") or Path.home())
     try:
-        binary = which(BINARIES[harness], base_env.get("PATH"))
-        if binary is None:
-            raise RunError(f"{BINARIES[harness]} ({harness}) is not on PATH")
-        wired = None
-        if wire and not was_wired(client_dir, harness, home):  # checked once per harness and HOME
-            for path in autowire(harness, home, cwd, url, token, _codex_home(base_env)):
-                print(f"aimem: wired {harness} into {path}", file=sys.stderr)
-            wired = home
+        binary, wired = ready or prepare(harness)
         argv, created = native_args(harness, args, opened.get("resume_session_id"))
         lease.start()
         started = time.time()
@@ -438,12 +453,21 @@ def run(harness: str | None, args: list[str], *, cwd: Path, url: str, token: str
         if check and check[0]:
             events.append(check[0])
         appended = 0
-        for chunk in batches(events):
-            got = ingress.post("/hook/workstream/append", {"run_id": run_id, "native_session_id": session,
-                                                           "events": chunk})
-            appended += got.get("appended", 0)
-        lease.stop()
-        ingress.post("/hook/workstream/lease", {"action": "release", "run_id": run_id, "exit_code": code})
+        try:
+            for chunk in batches(events):
+                got = ingress.post("/hook/workstream/append", {"run_id": run_id, "native_session_id": session,
+                                                               "events": chunk})
+                appended += got.get("appended", 0)
+            lease.stop()
+            ingress.post("/hook/workstream/lease", {"action": "release", "run_id": run_id, "exit_code": code})
+        except RunError as exc:
+            if exc.code != "run_not_found":
+                raise
+            # The workstream was deleted under the run (workstream-delete --force): never report
+            # events as added to a ledger that no longer exists.
+            raise RunError(f"workstream {opened['workstream']['id']} was deleted while run {run_id} held it: "
+                           f"none of its {len(events)} event(s) are stored (the harness exited {code})",
+                           code="run_not_found") from None
         if session:
             note_checkout(client_dir, opened, ident, session)
         return RunResult(run_id, opened["workstream"]["id"], harness, code, appended, dropped)

@@ -302,3 +302,32 @@ def test_purge_workspace_purges_and_lifts(stack2) -> None:
     r = api(url, "POST", "/admin/purges/lift", json={"session_id": "never"})
     assert r.status_code == 404 and r.json()["error"]["code"] == "no_tombstone"
     assert api(url, "GET", "/api/v1/search", params={"q": "alpha", "project": "api"}).status_code == 200
+
+
+def test_user_delete_previews_what_goes_and_needs_confirm(stack2) -> None:
+    url, cli, _ = stack2
+    for args in (("user", "create", "bob"), ("user", "grant", "bob", "-w", "default", "-p", "*"),
+                 ("profile", "add", "Bob wants short answers.", "--user", "bob")):
+        r = cli(*args)
+        assert r.exit_code == 0, r.output
+    r = cli("user", "delete", "bob")
+    assert r.exit_code == 1
+    assert "Would delete user bob: 0 active API keys, 1 grants, 1 profile entries." in r.output
+    assert "re-run with --confirm" in r.output
+    assert any(u["name"] == "bob" for u in api(url, "GET", "/admin/users").json()["users"])  # the preview kept bob
+    r = cli("user", "delete", "bob", "--confirm")
+    assert r.exit_code == 0 and "deleted user bob" in r.output, r.output
+    assert not any(u["name"] == "bob" for u in api(url, "GET", "/admin/users").json()["users"])
+    r = cli("user", "delete", "bob", "--confirm")
+    assert r.exit_code == 1 and r.output.strip() == "aimem: no user named 'bob'", r.output
+
+
+def test_profile_add_refuses_a_user_who_holds_no_profile(stack2) -> None:
+    url, cli, _ = stack2
+    assert cli("user", "create", "nogrant").exit_code == 0
+    r = cli("profile", "add", "Never seen.", "--user", "nogrant")
+    assert r.exit_code == 1 and "nogrant has no grant, so no profile memory" in r.output, r.output
+    assert api(url, "GET", "/admin/profile", params={"user": "nogrant"}).json()["count"] == 0
+    assert cli("user", "grant", "nogrant", "-w", "default", "-p", "*").exit_code == 0
+    r = cli("profile", "add", "Now seen.", "--user", "nogrant")
+    assert r.exit_code == 0 and "added entry" in r.output, r.output

@@ -60,14 +60,15 @@ def load_settings(data_dir: Path | None = None) -> config.Settings:
 
 
 @contextmanager
-def client(server: str | None, token: str | None) -> Iterator[Client]:
-    """Yield a ``Client`` for the configured server; turn ``CliError`` into exit 1."""
+def client(server: str | None, token: str | None, *, forbidden: str | None = None) -> Iterator[Client]:
+    """Yield a ``Client`` for the configured server; turn ``CliError`` into exit 1 (its one
+    line, or ``forbidden`` for an answer of HTTP 403 when given)."""
     s = load_settings()
     c = Client(server or s.server_url, token if token is not None else default_token(s))
     try:
         yield c
     except CliError as exc:
-        fail(str(exc))
+        fail(forbidden if forbidden is not None and exc.status == 403 else str(exc))
     finally:
         c.close()
 

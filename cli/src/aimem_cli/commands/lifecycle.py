@@ -43,6 +43,9 @@ def _collateral(d: dict) -> str:
         extra.append(f"Plus {d['collateral_observations_deleted']} observations in other projects")
     if d.get("collateral_handoffs_denulled"):
         extra.append(f"Plus {d['collateral_handoffs_denulled']} handoffs in other projects lose their session link")
+    if d.get("profile_entries_deleted"):  # preferences stated there are forgotten with it
+        n = d["profile_entries_deleted"]
+        extra.append(f"Plus {n} profile entr{'y' if n == 1 else 'ies'} stated there, forgotten for every project")
     return ("\n" + "\n".join(extra)) if extra else ""
 
 

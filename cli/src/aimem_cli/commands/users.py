@@ -14,11 +14,18 @@ from aimem_cli.commands.base import JsonOpt, ServerOpt, TokenOpt, client, emit, 
 
 user_app = typer.Typer(help="Manage users (and their grants).", no_args_is_help=True)
 key_app = typer.Typer(help="Manage API keys (aim_...).", no_args_is_help=True)
+PROFILE_ELSEWHERE = ("a user manages their own profile with the memory_profile MCP tool or on the web "
+                     "(/web/profile)")
 profile_app = typer.Typer(
     help="Profile memory: preferences stated once that every later session of the same user sees, in any "
-         "project (injected, fenced, after the handoff at session start). Yours, or --user NAME's.",
+         "project (injected, fenced, after the handoff at session start). These commands use the admin API, "
+         "so they need a root credential: --user NAME acts on NAME's profile, without it the root's own; "
+         f"{PROFILE_ELSEWHERE}.",
     no_args_is_help=True)
-UserOpt = typer.Option(None, "--user", "-u", help="Act on this user's profile (default: your own).")
+UserOpt = typer.Option(None, "--user", "-u", help="Act on this user's profile (default: the root credential's own).")
+
+
+PROFILE_FORBIDDEN = f"aimem profile needs a root credential (HTTP 403); {PROFILE_ELSEWHERE}"
 
 
 @user_app.command("list")
@@ -39,9 +46,23 @@ def user_create(name: str, root: bool = typer.Option(False, "--root", help="May 
 
 
 @user_app.command("delete")
-def user_delete(name: str, server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
-    """Delete a user with its keys and grants."""
+def user_delete(name: str, confirm: bool = typer.Option(False, "--confirm", help="Delete; without it, only a preview."),
+                server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
+    """Delete a user with its keys, grants and profile. Preview without --confirm.
+
+    The preview (exit 1) counts what goes: active API keys, grants, profile entries; an
+    unknown user is one line and exit 1 either way.
+    """
     with client(server, token) as c:
+        row = next((u for u in c.get("/admin/users")["users"] if u["name"] == name), None)
+        if row is None:
+            fail(f"no user named {name!r}")
+        if not confirm:
+            grants = c.get("/admin/grants", user=name)["count"]
+            entries = c.get("/admin/profile", user=name)["count"]
+            typer.echo(f"Would delete user {name}{' (root)' if row.get('is_root') else ''}: {row.get('keys', 0)} "
+                       f"active API keys, {grants} grants, {entries} profile entries.")
+            fail("user delete is irreversible; re-run with --confirm")
         data = c.request("DELETE", f"/admin/users/{name}")
     emit(data, as_json, lambda d: typer.echo(f"deleted user {name} ({d.get('api_keys_deleted')} keys)"))
 
@@ -123,7 +144,7 @@ def key_revoke(key_id: int, server: str = ServerOpt, token: str = TokenOpt, as_j
 @profile_app.command("list")
 def profile_list(user: str = UserOpt, server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt) -> None:
     """List a profile's entries, oldest first."""
-    with client(server, token) as c:
+    with client(server, token, forbidden=PROFILE_FORBIDDEN) as c:
         data = c.get("/admin/profile", user=user)
     emit(data, as_json, lambda d: table(d["entries"], ["id", "body", "source_project", "created_at"]))
 
@@ -138,7 +159,7 @@ def profile_add(
     """Add one preference (secrets are redacted; an identical entry is not added twice)."""
     if not text.strip():
         fail("the preference is empty")
-    with client(server, token) as c:
+    with client(server, token, forbidden=PROFILE_FORBIDDEN) as c:
         data = c.post("/admin/profile", {"text": text, "user": user, "workspace": workspace, "project": project})
     emit(data, as_json, lambda d: typer.echo(
         f"{'added' if d.get('created') else 'already there:'} entry {d['entry']['id']}"))
@@ -148,7 +169,7 @@ def profile_add(
 def profile_remove(entry_id: int, user: str = UserOpt, server: str = ServerOpt, token: str = TokenOpt,
                    as_json: bool = JsonOpt) -> None:
     """Remove one entry by id (from `aimem profile list`)."""
-    with client(server, token) as c:
+    with client(server, token, forbidden=PROFILE_FORBIDDEN) as c:
         data = c.request("DELETE", f"/admin/profile/{entry_id}", params={"user": user})
     emit(data, as_json, lambda d: typer.echo(f"removed entry {d['removed']}"))
 

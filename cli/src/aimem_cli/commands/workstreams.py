@@ -120,6 +120,15 @@ def workstreams_cmd(workspace: str | None = WsOpt, project: str | None = PjOpt, 
 
 
 def _resolve_id(c: Any, prefix: str, ref: str | None) -> str:
+    """Return the one workstream id that ``ref`` names: an id, a prefix of one, or a name.
+
+    ``None`` means this checkout's workstream (the innermost one whose checkout holds the
+    current directory). A blank ``ref`` is refused (one line, exit 1) before the server is
+    asked: an empty prefix would match every id, so an unset shell variable would pick a
+    workstream. No match or more than one is also one line and exit 1.
+    """
+    if ref is not None and not ref.strip():
+        fail("the workstream is empty; pass its id (or a prefix) or its name")
     rows = c.get(prefix + "/workstreams")
     if ref is None:
         here = str(Path.cwd().resolve())

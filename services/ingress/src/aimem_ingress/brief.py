@@ -70,7 +70,7 @@ def render_context(handoff: dict[str, Any] | None, pages: list[BriefPage], *, ma
 
     The handoff gets up to 60 % of the budget; the profile (``profile``: entry texts, oldest
     first) follows it with up to a quarter of what is left and never more than
-    ``PROFILE_MAX_CHARS``; the pages share the rest. Each part is cut on a line boundary with
+    ``PROFILE_MAX_CHARS`` (the newest entries first, ``_profile_text``); the pages share the rest. Each part is cut on a line boundary with
     an ellipsis. Result length ≤ ``max_chars`` (≤ ``HARD_CAP_CHARS``).
     """
     max_chars = min(max_chars, HARD_CAP_CHARS)
@@ -88,8 +88,7 @@ def render_context(handoff: dict[str, Any] | None, pages: list[BriefPage], *, ma
         room -= len(parts[-1]) + 2
     if profile and room > 80:
         share = min(PROFILE_MAX_CHARS, room if not pages else max(room // 4, min(room, 400)))
-        lines = "\n".join("- " + " ".join(p.split()) for p in profile)
-        parts.append(_clip(f"{PROFILE_HEADER}\n{lines}", share))
+        parts.append(_profile_text(profile, share))
         room -= len(parts[-1]) + 2
     if pages and room > 80:
         header = f"## Project brief ({project})"
@@ -133,6 +132,32 @@ def _one_handoff(h: dict[str, Any], lead: str) -> str:
     title = h.get("title") or "Handoff"
     body = str(h.get("body") or "").strip()
     return f"## {lead} {who}{f' ({meta})' if meta else ''}\n### {title}\n{body}"
+
+
+def _profile_text(profile: list[str], limit: int) -> str:
+    """The profile section, ≤ ``limit`` chars: the newest entries win the room (a later
+    preference is the one a user expects to apply), listed oldest first; one entry takes at
+    most half the room (cut with an ellipsis); older entries that do not fit are left out
+    and counted on the last line, never dropped silently."""
+    lines = ["- " + " ".join(p.split()) for p in profile]
+    whole = f"{PROFILE_HEADER}\n" + "\n".join(lines)
+    if len(whole) <= limit:
+        return whole
+    note = f"({len(lines)} older preferences left out for room; `aimem profile list` shows all)"
+    room = limit - len(PROFILE_HEADER) - len(note) - 2
+    kept: list[str] = []
+    for line in reversed(lines):
+        line = _clip(line, max(40, room // 2))
+        if len(line) + 1 > room and kept:
+            break
+        kept.insert(0, _clip(line, max(0, room - 1)))
+        room -= len(kept[0]) + 1
+        if room <= 0:
+            break
+    left_out = len(lines) - len(kept)
+    tail = [f"({left_out} older preference{'s' if left_out != 1 else ''} left out for room; "
+            "`aimem profile list` shows all)"] if left_out else []
+    return _clip("\n".join([PROFILE_HEADER, *kept, *tail]), limit)
 
 
 def _clip(text: str, limit: int) -> str:

@@ -3,6 +3,8 @@ dated by event time, parallel sessions handed on with their own text (docs/lifec
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from aimem_common.fence import CLOSE_TAG, fence_counts, find_tags
@@ -78,3 +80,20 @@ def test_the_profile_follows_the_handoff_inside_the_one_fence_and_is_bounded() -
     alone = render_context(None, [], max_chars=9000, project="p", profile=["Answer in French."])
     assert "- Answer in French." in alone and _inside_tags(alone) == [("aimem", False), ("aimem", True)]
     assert render_context(None, [], max_chars=9000, project="p", profile=["  "]) == ""
+
+
+def test_a_full_profile_keeps_the_newest_entries_and_says_how_many_older_ones_were_left_out() -> None:
+    from aimem_ingress.brief import PROFILE_HEADER, PROFILE_MAX_CHARS
+
+    profile = [f"Preference number {i:02d}: " + "keep the build green and the diffs small " * 2 for i in range(40)]
+    profile[0] = "OLDEST: use tabs."
+    profile[-1] = "NEWEST: use four spaces, never tabs."
+    out = render_context(None, [BriefPage("_rules/r.md", "Rule", "Run make test.")], max_chars=12000,
+                         project="p", profile=profile)
+    section = out[out.index(PROFILE_HEADER):out.index("## Project brief")].rstrip()
+    assert len(section) <= PROFILE_MAX_CHARS
+    assert "- NEWEST: use four spaces, never tabs." in section and "OLDEST" not in section
+    kept = [int(x) for x in re.findall(r"Preference number (\d\d)", section)]
+    assert kept == list(range(40 - len(kept) - 1, 39)) and len(kept) >= 5  # the newest, oldest first
+    assert section.endswith(f"({40 - len(kept) - 1} older preferences left out for room; "
+                            "`aimem profile list` shows all)")

@@ -81,6 +81,9 @@ def test_a_user_keeps_their_own_profile_and_an_admin_picks_one(browser, web, tmp
     assert resp.status == 404
     resp = page.request.post(f"{base}/web/profile/add", form={"csrf": "0" * 64, "text": "forged"}, max_redirects=0)
     assert resp.status == 403  # a wrong CSRF token changes nothing
+    resp = page.request.post(f"{base}/web/profile/add", form={"csrf": csrf, "text": "t" * 600}, max_redirects=0)
+    assert resp.status == 400 and "a preference is at most 500 characters; this one has 600" in resp.text()
+    assert "payload" not in resp.text()  # the form's words, not the writer op's
     ctx.close()
 
     ctx = browser.new_context()

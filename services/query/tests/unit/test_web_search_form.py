@@ -103,3 +103,18 @@ def test_the_form_reads_back_by_the_model_s_names(query, expected):
     values = search.read_form(request)
     assert values == expected
     SearchParams.model_validate(values)  # what the form sends, the model takes
+
+
+@pytest.mark.parametrize("given, expected", [(None, True), ("false", False), ("true", True), ("maybe", "error")])
+def test_the_all_projects_screen_validates_a_submitted_global_value(given, expected):
+    from pydantic import ValidationError
+
+    from aimem_common.search.params import SearchQuery
+
+    submitted = {"query": "retry"} | ({"global": given} if given is not None else {})
+    values = search.search_values(submitted, None, None)
+    if expected == "error":
+        with pytest.raises(ValidationError, match="global"):
+            SearchQuery.model_validate(values)
+    else:
+        assert SearchQuery.model_validate(values).global_ is expected

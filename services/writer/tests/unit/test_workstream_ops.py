@@ -287,3 +287,15 @@ def test_a_workstream_delete_takes_its_ledger_runs_and_segments_and_leaves_the_o
                            (wid,)).fetchone()[0] == 0
     assert wh.err("workstream.delete", {"workstream_id": wid})["code"] in ("not_found", "workstream_not_found")
     assert any(e.kind == "workstream.deleted" for e in wh.events)
+
+
+def test_a_run_of_a_deleted_workstream_appends_nothing_and_is_told_so(wh) -> None:
+    _open(wh, RUN_A)
+    wid = _open(wh, RUN_A.replace("a", "d"), root="/w/other")["workstream"]["id"]
+    wh.ok("workstream.lease", {"action": "release", "run_id": RUN_A.replace("a", "d")})
+    own = wsread.run_with_workstream(wh.conn, RUN_A)["workstream"]["id"]
+    wh.ok("workstream.delete", {"workstream_id": own, "force": True})
+    err = wh.err("workstream.append", {"run_id": RUN_A, "events": [{"role": "checkpoint", "text": "Git checkpoint"}]})
+    assert err["code"] == "run_not_found"
+    assert wh.count("SELECT count(*) FROM workstream_events") == 0
+    assert wid != own

@@ -37,6 +37,14 @@ def holds_profile(principal: "Principal", *, write: bool = False) -> bool:
     return any(g.can_write or (g.can_read and not write) for g in principal.grants)
 
 
+def user_holds_profile(conn: sqlite3.Connection, user_id: int) -> bool:
+    """``holds_profile`` for a stored user, by id: a root user, or one with at least one grant
+    (what the user's keys would be given; a user granted nothing never sees a profile)."""
+    return conn.execute("SELECT 1 FROM users u WHERE u.id = ? AND (u.is_root = 1 OR EXISTS (SELECT 1 FROM grants g"
+                        " WHERE g.user_id = u.id AND (g.can_read = 1 OR g.can_write = 1)))", (user_id,)).fetchone() \
+        is not None
+
+
 def require_profile(principal: "Principal", *, write: bool = False) -> int | None:
     """Return the owner of ``principal``'s profile (``owner_of``).
 

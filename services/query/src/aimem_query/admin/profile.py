@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from aimem_common.auth import get_principal
 from aimem_common.commands.profile import MAX_ENTRY_CHARS
-from aimem_common.errors import NotFoundError
+from aimem_common.errors import ConflictError, NotFoundError
 from aimem_common.models import DbId, validate_name
 from aimem_common.read import profile
 from aimem_query.deps import read, resolve_scope, send
@@ -45,8 +45,15 @@ async def profile_list(request: Request, user: str | None = None) -> dict:
 
 @router.post("/profile")
 async def profile_add(body: AddBody, request: Request) -> dict:
-    """Add one preference (secrets redacted); ``project`` (must exist) records where it was stated."""
+    """Add one preference (secrets redacted); ``project`` (must exist) records where it was stated.
+
+    409 ``no_profile`` for a ``user`` who holds no profile (not root, no grant): nobody would
+    ever see the entry."""
     owner = await _owner(request, body.user)
+    if body.user is not None and not await read(request, profile.user_holds_profile, owner):
+        raise ConflictError(f"{body.user} has no grant, so no profile memory: an entry would never be seen "
+                            f"(grant a project first: aimem user grant {body.user} ...)", code="no_profile",
+                            data={"user": body.user})
     scope = {}
     if body.project is not None:
         validate_name(body.workspace, "workspace")

@@ -71,6 +71,9 @@ async def profile_add(request: Request, user: UserDep) -> Response:
     text = (data.get("text") or "").strip()
     if not text:
         raise BadRequestError("a preference needs some text", code="bad_request")
+    if len(text) > MAX_ENTRY_CHARS:  # said in the form's words, before the writer's payload check
+        raise BadRequestError(f"a preference is at most {MAX_ENTRY_CHARS} characters; this one has {len(text)}",
+                              code="too_long", data={"max_chars": MAX_ENTRY_CHARS, "chars": len(text)})
     await send(request, user, "profile.add", {"user_id": owner, "body": text})
     return _back(name, "added")
 

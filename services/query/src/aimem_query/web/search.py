@@ -53,15 +53,24 @@ def read_form(request: Request) -> dict[str, Any]:
     return values
 
 
+def search_values(submitted: dict[str, Any], workspace: str | None, project: str | None) -> dict[str, Any]:
+    """The ``SearchQuery`` input of one submitted form: a project's screen searches its path's
+    project; the all-projects screen searches every readable project (``global``) unless the
+    form names a project, scopes or its own ``global`` value (validated as submitted, so a
+    value that is not a boolean is a 400, never read as true)."""
+    values = dict(submitted)
+    if project is not None:
+        values.update(workspace=workspace, project=project)
+    elif "global" not in values and not values.get("project") and not values.get("scopes"):
+        values["global"] = "true"
+    return values
+
+
 async def _search(request: Request, user: UserDep, tasks: BackgroundTasks,
                   workspace: str | None, project: str | None) -> Response:
     scope = await scope_for(request, user, workspace, project) if project else None
     submitted = read_form(request)
-    values = dict(submitted)
-    if project is not None:
-        values.update(workspace=workspace, project=project)
-    elif not values.get("project") and not values.get("scopes"):
-        values["global"] = "true"  # this screen searches every readable project unless told where
+    values = search_values(submitted, workspace, project)
     result, error, status = None, None, 200
     try:
         params = SearchQuery.model_validate(values)
