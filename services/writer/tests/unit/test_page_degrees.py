@@ -21,6 +21,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
                                  run_state_machine_as_test)
 
 from aimem_common.db.connect import migrate, open_writer
+from aimem_common.db.schema import SCHEMA_VERSION
 from aimem_testing.seed import Seeder, kept_degrees, recount_degrees
 from aimem_writer.reindex import index_hand_edits, rebuild
 
@@ -282,6 +283,7 @@ def test_migration_22_back_fills_the_degrees_of_an_existing_store(tmp_path) -> N
         c.execute(f"DROP TRIGGER {trig}")
     c.execute("DROP TABLE page_degrees")
     c.execute("DROP TABLE link_graph_versions")
+    c.execute("DROP TABLE profile_entries")  # migration 23, after 22: back to what 21 had
     c.execute("PRAGMA user_version = 21")
     app, lab = seed.scope("default", "app"), seed.scope("default", "lab")
     for i in range(30):
@@ -289,7 +291,7 @@ def test_migration_22_back_fills_the_degrees_of_an_existing_store(tmp_path) -> N
         seed.page(lab, f"x{i % 4}.md", f"# X\n[[x{(i + 1) % 4}]]")
     seed.page(app, "n5.md", "# N5 again\n[[n1]]")
     expected = recount_degrees(c)
-    assert migrate(c) == 22
+    assert migrate(c) == SCHEMA_VERSION
     assert kept_degrees(c) == expected and max(expected.values()) > 3
     assert {r[0] for r in c.execute("SELECT project_id FROM link_graph_versions")} == {app.project_id, lab.project_id}
     seed.page(app, "n6.md", "# N6\n[[n0]]")  # the triggers from here on
