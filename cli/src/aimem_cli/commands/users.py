@@ -1,5 +1,6 @@
-"""Users, their grants, API keys and profiles over ``/admin``: ``aimem user ...``,
-``aimem api-key ...``, ``aimem profile ...``.
+"""Users, their grants, API keys and profiles over ``/admin``.
+
+``aimem user ...``, ``aimem api-key ...``, ``aimem profile ...``.
 """
 
 from __future__ import annotations

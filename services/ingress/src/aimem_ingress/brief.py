@@ -1,5 +1,6 @@
-"""Session-start context: the claimed handoff, the caller's profile and a short project brief,
-fenced and bounded.
+"""Session-start context, fenced and bounded.
+
+The claimed handoff, the caller's profile and a short project brief.
 
 The profile is the preferences the calling user (or the operator) stated once for every
 session in any project (``aimem_common.read.profile``), at most ``PROFILE_MAX_CHARS``, after

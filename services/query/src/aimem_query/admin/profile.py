@@ -1,5 +1,6 @@
-"""Profile memory for the operator CLI (``aimem profile list|add|remove``): the caller's own
-profile, or with ``user`` a user's (an admin sees and removes any; nobody else reaches
+"""Profile memory for the operator CLI.
+
+``aimem profile list|add|remove``: the caller's own profile, or with ``user`` a user's (an admin sees and removes any; nobody else reaches
 ``/admin``). Agents use the ``memory_profile`` MCP tool for their own."""
 
 from __future__ import annotations
