@@ -311,3 +311,19 @@ def test_a_user_key_never_creates_a_project_under_another_name(fresh) -> None:
     assert httpx.post(hook, params={"project": "acme-api", "root": "/srv/other", "origin": "github.com/other/api"},
                       json=prompt("acme-api", "root second repo"), headers=fresh.headers, timeout=10).status_code == 202
     assert stored(fresh, "root second repo") == ["acme-api-2"]
+
+
+def test_a_project_the_server_has_not_seen_lists_no_workstreams(fresh, tmp_path) -> None:
+    """``aimem workstreams`` in a brand-new checkout is an empty list (``--json``: ``[]``) or one
+    line saying how to start one, exit 0: not the server's 404 for a project it has not seen."""
+    env = clean_env(AIMEM_DATA_DIR=str(fresh.data_dir), AIMEM_SERVER_URL=fresh.url("query"))
+    repo = tmp_path / "brand-new-checkout"
+    repo.mkdir()
+    out = aimem(env, "workstreams", "--json", cwd=repo)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == []
+    out = aimem(env, "workstreams", cwd=repo)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "no workstreams in default/brand-new-checkout yet (start one with `aimem run HARNESS`)"
+    out = aimem(env, "workstreams", "--workspace", "no-such-space", "--json", cwd=repo)
+    assert out.returncode == 0 and json.loads(out.stdout) == [], out.stderr

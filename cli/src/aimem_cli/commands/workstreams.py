@@ -18,6 +18,7 @@ from typing import Any
 
 import typer
 
+from aimem_cli.client import CliError
 from aimem_cli.commands.base import JsonOpt, PjOpt, ServerOpt, TokenOpt, WsOpt, client, emit, fail, project_prefix, scope, table
 from aimem_common.workstreams import HARNESSES, HEARTBEAT_SECONDS, LEASE_SECONDS
 
@@ -110,9 +111,22 @@ def _here(workspace: str | None, project: str | None) -> str:
 
 def workstreams_cmd(workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
                     token: str | None = TokenOpt, as_json: bool = JsonOpt) -> None:
-    """List this project's workstreams (checkout, events, harness cursors, live run)."""
+    """List this project's workstreams (checkout, events, harness cursors, live run).
+
+    A project (or workspace) the server has not seen yet has none: ``[]`` with ``--json``,
+    else one line saying how to start one (exit 0).
+    """
+    ws, pj = scope(workspace, project)
     with client(server, token) as c:
-        rows = c.get(_here(workspace, project) + "/workstreams")
+        try:
+            rows = c.get(project_prefix(ws, pj) + "/workstreams")
+        except CliError as exc:
+            if exc.code not in ("workspace_not_found", "project_not_found"):
+                raise
+            rows = []
+    if not rows and not as_json:
+        typer.echo(f"no workstreams in {ws}/{pj} yet (start one with `aimem run HARNESS`)")
+        return
     for r in rows:
         r["cursors"] = ", ".join(f"{h['harness']}@{h['delivered_seq']}" for h in r["harnesses"])
         r["leased_by"] = (r["live_run"] or {}).get("harness")
