@@ -233,6 +233,10 @@ MAX_SNIPPET_SCAN_WORDS = 4000  # windows are searched in the first 4000 words on
 # their case-folded text); a text longer than SNIPPET_MEMO_CHARS is not kept. ~90 µs a page saved.
 SNIPPET_MEMO = 128
 SNIPPET_MEMO_CHARS = 16_384
+# Per kept page, the words each question term hits (``_Words.hits``), at most this many terms: the
+# questions about one project share most of their terms (its people, its modules), and finding a
+# term's words again costs ~10-40 µs a page where a kept answer costs one lookup.
+SNIPPET_TERMS_KEPT = 64
 
 
 class _Words(NamedTuple):
@@ -240,6 +244,7 @@ class _Words(NamedTuple):
 
     ws: list[str]  # the words (shared: read, never change)
     low: str | None  # the words NUL-joined and case-folded; None when a word holds a NUL
+    hits: dict[tuple[bool, str], list[int]]  # (is a CJK term, stem or term) -> the words it hits
 
 
 def _scan(text: str) -> _Words:
@@ -247,7 +252,7 @@ def _scan(text: str) -> _Words:
     ws = list(filterfalse(_MARKUP_TOKENS.__contains__, body.split(None, MAX_SNIPPET_SCAN_WORDS)[:MAX_SNIPPET_SCAN_WORDS]))
     joined = "\0".join(ws)
     low = joined.lower() if joined.isascii() else joined.casefold()  # the same for ASCII, 10× faster
-    return _Words(ws, low if low.count("\0") == len(ws) - 1 else None)
+    return _Words(ws, low if low.count("\0") == len(ws) - 1 else None, {})
 
 
 _scan_kept = functools.lru_cache(maxsize=SNIPPET_MEMO)(_scan)
@@ -260,7 +265,9 @@ def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
     whitespace collapses. With no hit the window is the start of the text. A word hits when,
     case-folded and stripped of punctuation, it starts with a term's crude stem (a CJK term:
     holds it); only the words where a stem or CJK term occurs are tested (``_hit_words``).
-    A text's words are kept for the next call (``SNIPPET_MEMO`` texts of ≤ ``SNIPPET_MEMO_CHARS``).
+    The window is the first one, scanning the hits in order, that holds the most hits.
+    A text's words are kept for the next call (``SNIPPET_MEMO`` texts of ≤ ``SNIPPET_MEMO_CHARS``),
+    with the words each term hit in it (``SNIPPET_TERMS_KEPT`` terms a text).
     """
     w = _scan_kept(text) if len(text) <= SNIPPET_MEMO_CHARS else _scan(text)
     ws = w.ws
@@ -269,51 +276,64 @@ def snippet(text: str, terms: list[str], *, n_words: int = 24) -> str:
     hits = _hit_words(w, tuple(_stem(t) for t in terms), tuple(t for t in terms if _CJK_RE.match(t)))
     start = 0
     if hits:
-        best = -1
-        for j, h in enumerate(hits):
-            s = max(0, min(h - n_words // 4, len(ws) - n_words))
-            # hits in [s, s + n_words) among hits[j - n_words : j + n_words] (hits ascend)
-            lo, hi = max(0, j - n_words), min(len(hits), j + n_words)
-            count = bisect.bisect_left(hits, s + n_words, lo, hi) - bisect.bisect_left(hits, s, lo, hi)
-            if count > best:
-                best, start = count, s
+        best, last = -1, len(ws) - n_words
+        lo = hi = 0  # hits[lo:hi] are the hits inside the window [s, s + n_words)
+        for h in hits:  # each hit's window starts a quarter before it; s never goes back
+            s = max(0, min(h - n_words // 4, last))
+            while hits[lo] < s:
+                lo += 1
+            while hi < len(hits) and hits[hi] < s + n_words:
+                hi += 1
+            if hi - lo > best:
+                best, start = hi - lo, s
     end = start + n_words
     out = " ".join(ws[start:end])
     return ("… " if start > 0 else "") + out + (" …" if end < len(ws) else "")
 
 
 def _hit_words(w: _Words, stems: tuple[str, ...], cjk: tuple[str, ...]) -> list[int]:
-    """Indices (ascending) of the words ``w.ws`` that hit: ``w.casefold().strip(_STRIP_CHARS)``
-    starts with one of ``stems`` or holds one of ``cjk``.
-
-    A hit's stem or CJK term occurs inside its case-folded word, so the occurrences of each in
-    ``w.low`` (casefold maps each character alone: the NULs between the words stay) name every
-    candidate word, and only those are tested: a long page costs its occurrences, not a Python
-    step per word.
-    """
+    """Indices (ascending, distinct) of the words ``w.ws`` that hit: ``w.casefold().strip(_STRIP_CHARS)``
+    starts with one of ``stems`` or holds one of ``cjk``: the union of each term's words
+    (``_term_words``, kept in ``w.hits``)."""
     if not stems:
         return []
+    found: list[list[int]] = []
+    for key in dict.fromkeys([(False, t) for t in stems] + [(True, t) for t in cjk]):
+        words = w.hits.get(key)
+        if words is None:
+            words = _term_words(w, *key)
+            if len(w.hits) >= SNIPPET_TERMS_KEPT:
+                w.hits.clear()
+            w.hits[key] = words
+        if words:
+            found.append(words)
+    if len(found) == 1:
+        return found[0]
+    return sorted(set().union(*found))
+
+
+def _term_words(w: _Words, cjk: bool, needle: str) -> list[int]:
+    """Indices (ascending) of the words of ``w`` that start with the stem ``needle`` (``cjk``:
+    that hold the CJK term ``needle``), case-folded and stripped of ``_STRIP_CHARS``.
+
+    A hit's ``needle`` occurs inside its case-folded word, so its occurrences in ``w.low``
+    (casefold maps each character alone: the NULs between the words stay) name every
+    candidate word, and only those are tested: a long page costs the occurrences, not a
+    Python step per word. An empty needle, or a NUL inside a word, tests every word.
+    """
     ws, low = w.ws, w.low
-    if "" in stems or low is None:  # an empty stem, or a NUL inside a word: test every word
+    if not needle or low is None:
         candidates: list[int] | range = range(len(ws))
     else:
-        at: list[int] = []  # positions of every occurrence
-        for needle in dict.fromkeys(stems + cjk):
-            i = low.find(needle)
-            while i >= 0:
-                at.append(i)
-                i = low.find(needle, i + 1)
-        at.sort()
         candidates = []
         word = pos = 0
-        for i in at:  # the index of the word holding position i: the NULs before it, counted once
+        i = low.find(needle)
+        while i >= 0:  # the index of the word holding position i: the NULs before it, counted once
             word += low.count("\0", pos, i)
             pos = i
             if not candidates or candidates[-1] != word:
                 candidates.append(word)
-    hits = []
-    for i in candidates:
-        lw = ws[i].casefold().strip(_STRIP_CHARS)
-        if lw.startswith(stems) or (cjk and any(t in lw for t in cjk)):
-            hits.append(i)
-    return hits
+            i = low.find(needle, i + 1)
+    if cjk:
+        return [i for i in candidates if needle in ws[i].casefold().strip(_STRIP_CHARS)]
+    return [i for i in candidates if ws[i].casefold().strip(_STRIP_CHARS).startswith(needle)]

@@ -157,7 +157,7 @@ def page_hits(run: Run, limit: int) -> list[Hit]:
         hits.append(hit)
     hits.sort(key=lambda h: (-h.score, h.page_id))
     hits = hits[:limit]
-    _fill_snippets(run.conn, hits, run.question.terms, opts.snippet_words)
+    _fill_snippets(run.conn, hits, run.question.terms, opts.snippet_words, run.bodies)
     return hits
 
 
@@ -179,10 +179,14 @@ def _bodies(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
     return dict(conn.execute(f"SELECT id, body FROM pages WHERE id IN ({marks(len(ids))})", ids).fetchall())
 
 
-def _fill_snippets(conn: sqlite3.Connection, hits: list[Hit], terms: list[str], n_words: int) -> None:
+def _fill_snippets(conn: sqlite3.Connection, hits: list[Hit], terms: list[str], n_words: int,
+                   read: dict[int, str]) -> None:
+    """Fill each hit's snippet from its page body; ``read``: live bodies this query read already
+    (page id -> body, same snapshot); the others are read here (a superseded hit's too)."""
     if not hits:
         return
-    bodies = _bodies(conn, [h.page_id for h in hits])
+    missing = [h.page_id for h in hits if h.page_id not in read]
+    bodies = {**read, **_bodies(conn, missing)} if missing else read
     for h in hits:
         h.snippet = snippet(bodies.get(h.page_id) or "", terms, n_words=n_words)
 

@@ -91,13 +91,16 @@ class Searcher:
         )
         where = {"workspace": ws, "project": params.project, "scopes": params.scopes, "global_": params.global_}
         global_of = ws if params.default_scoped else None
-        # The scopes first, so a refused search never waits on the embedder. (One trip for the
-        # scopes and the search together saved no CPU and measured slower on the wall clock on a
-        # loaded 2-core box: bench/NOTES.md, 2026-12-05.)
-        scope_list = await self.pool.run(search_scopes, principal, **where)
-        qe = await self.embedder.embed(params.query) if self.embedder is not None else QueryEmbedding(None)
-        result = await self.pool.run(_query, params.query, scope_list, opts, qe.vector, principal, global_of,
-                                     self.pool.vectors)
+        if self.embedder is not None and self.embedder.configured:
+            # The scopes first, so a refused search never waits on the embedder.
+            scope_list = await self.pool.run(search_scopes, principal, **where)
+            qe = await self.embedder.embed(params.query)
+            result = await self.pool.run(_query, params.query, scope_list, opts, qe.vector, principal, global_of,
+                                         self.pool.vectors)
+        else:  # nothing to wait for between them: one trip to a reader thread, one snapshot
+            qe = QueryEmbedding(None)
+            result = await self.pool.run(_scoped_query, params.query, where, opts, principal, global_of,
+                                         self.pool.vectors)
         annotate(result, qe, explain=params.explain)
         rr, result.rerank = result.rerank, None
         if rr is not None and reranking:
@@ -151,6 +154,13 @@ def search_scopes(conn: Any, principal: "Principal", *, workspace: str, project:
     for s in found:
         principal.require_read(s.workspace, s.project)
     return found
+
+
+def _scoped_query(conn: Any, query: str, where: dict[str, Any], opts: QueryOptions, principal: "Principal",
+                  global_of: str | None, vectors: Any = None) -> SearchResult:
+    """``search_scopes`` then ``_query`` without a vector, in one read (raises as ``search_scopes``)."""
+    scope_list = search_scopes(conn, principal, **where)
+    return _query(conn, query, scope_list, opts, None, principal, global_of, vectors)
 
 
 def _query(conn: Any, query: str, scope_list: list[Scope] | None, opts: QueryOptions, vector: QueryVector | None,

@@ -49,6 +49,7 @@ class Run:
     matched_entities: dict[int, list[str]] = field(default_factory=dict)  # explain: page -> entity names
     chunks: dict[int, list[tuple[int, float]]] = field(default_factory=dict)  # explain: page -> (chunk, cosine)
     via: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # explain: link neighbour -> its seeds
+    bodies: dict[int, str] = field(default_factory=dict)  # live page bodies read so far (passage), for the snippets
 
 
 class Ranker(Protocol):

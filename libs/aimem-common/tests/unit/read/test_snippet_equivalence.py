@@ -64,3 +64,20 @@ def test_a_text_too_long_to_keep_gives_the_same_window():
     assert len(body) > text.SNIPPET_MEMO_CHARS
     for terms in (["payment", "pool"], ["缓存"], ["err_4711", "file"]):
         assert snippet(body, terms) == reference(body, terms)
+
+
+def test_one_kept_page_asked_with_many_term_sets_gives_the_reference_window_each_time():
+    """The words each term hits are kept per page (``_Words.hits``, at most ``SNIPPET_TERMS_KEPT``
+    terms, then forgotten): questions sharing some terms and not others, more terms than are
+    kept, and the same question again all get the window of testing every word."""
+    rng = random.Random(30)
+    body = " ".join(rng.choice(VOCAB) for _ in range(900))
+    pool = ["retry", "migrations", "strasse", "straße", "istanbul", "缓存", "数据", "redis", "payment", "pool",
+            "err_4711", "2.3.1", "ss", "σας", "file", "worker", "timeout"] + [f"w{i}" for i in range(text.SNIPPET_TERMS_KEPT)]
+    kept = text._scan_kept(body)
+    for _ in range(400):
+        terms = rng.sample(pool, rng.randint(1, 5))
+        n = rng.choice([8, 24])
+        assert snippet(body, terms, n_words=n) == reference(body, terms, n_words=n), terms
+        assert len(kept.hits) <= text.SNIPPET_TERMS_KEPT
+    assert kept.hits  # the page's term words are kept between calls

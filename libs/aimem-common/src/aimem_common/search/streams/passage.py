@@ -65,6 +65,7 @@ def rank(run: Run) -> Ranked | None:
     ids = [c.page_id for c in best_pages]
     rows = conn.execute(f"SELECT id, project_id, session_id, body FROM pages WHERE id IN ({marks(len(ids))})"
                         " AND is_latest = 1", ids).fetchall()
+    run.bodies.update((r[0], r[3]) for r in rows)  # the hits' snippets read them again
     passages: list[tuple[int, dict[str, int], int]] = []  # (page id, counts of the question's tokens, length)
     n = 0  # runs, read or not
 
@@ -82,8 +83,12 @@ def rank(run: Run) -> Ranked | None:
         picked[pid] = sorted({i // size for oid in anchors[:PASSAGE_ANCHORS]
                               if (i := bisect.bisect_left(seq, oid)) < len(seq) and seq[i] == oid})
     run_ids = [oid for pid, runs in picked.items() for r in runs for oid in seqs[pid][r * size:(r + 1) * size]]
-    text = dict(conn.execute(f"SELECT id, substr(body, 1, ?) FROM observations WHERE id IN"
-                             f" ({marks(len(run_ids))})", [PASSAGE_CHARS, *run_ids]).fetchall()) if run_ids else {}
+    text: dict[int, str] = {}
+    if run_ids:
+        cur = conn.cursor()
+        cur.row_factory = None  # plain tuples
+        text = dict(cur.execute(f"SELECT id, substr(body, 1, ?) FROM observations WHERE id IN ({marks(len(run_ids))})",
+                                [PASSAGE_CHARS, *run_ids]).fetchall())
     for pid, _project_id, _session_id, body in rows:
         runs = picked.get(pid)
         if runs is not None:
@@ -113,17 +118,18 @@ def rank(run: Run) -> Ranked | None:
 def _session_ids(conn, pages: list[tuple[int, str, str]]) -> dict[int, list[int]]:
     """Each session page's first ``PASSAGE_SCAN`` observation ids, ascending (page id -> ids).
 
-    One statement for all the pages (a compound SELECT of one covering-index range each).
+    One statement for all the pages (a compound SELECT of one covering-index range each, its
+    ids joined in SQLite: one row a page instead of one an observation).
     """
     if not pages:
         return {}
-    sql = " UNION ALL ".join(["SELECT * FROM (SELECT ? AS page, id FROM observations WHERE project_id = ?"
-                              " AND session_id = ? ORDER BY id LIMIT ?)"] * len(pages))
-    out: dict[int, list[int]] = {pid: [] for pid, _pj, _sid in pages}
-    for pid, oid in conn.execute(sql, [v for pid, pj, sid in pages for v in (pid, pj, sid, PASSAGE_SCAN)]):
-        out[pid].append(oid)
-    for ids in out.values():
-        ids.sort()  # already ascending: the compound's order, made certain
+    sql = " UNION ALL ".join(["SELECT ?, (SELECT group_concat(id) FROM (SELECT id FROM observations"
+                              " WHERE project_id = ? AND session_id = ? ORDER BY id LIMIT ?))"] * len(pages))
+    cur = conn.cursor()
+    cur.row_factory = None  # plain tuples
+    out: dict[int, list[int]] = {}
+    for pid, ids in cur.execute(sql, [v for pid, pj, sid in pages for v in (pid, pj, sid, PASSAGE_SCAN)]):
+        out[pid] = sorted(map(int, ids.split(","))) if ids else []  # ascending, made certain
     return out
 
 
