@@ -139,12 +139,14 @@ def test_crashed_service_is_restarted(stack, tmp_path: Path) -> None:
 AIMEM = str(Path(sys.executable).with_name("aimem"))
 
 
-def _start_up(data_dir: Path, base: int, nats_port: int, log: Path) -> subprocess.Popen:
-    """``aimem up`` in its own session (its log in ``log``), with no AIMEM_* from the caller."""
+def _start_up(data_dir: Path, base: int, nats_port: int | None, log: Path) -> subprocess.Popen:
+    """``aimem up`` in its own session (its log in ``log``), with no AIMEM_* from the caller
+    (``nats_port`` None: no ``--nats-port``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIMEM_")}
+    nats = [] if nats_port is None else ["--nats-port", str(nats_port)]
     with open(log, "ab") as out:
-        return subprocess.Popen([AIMEM, "up", "--data-dir", str(data_dir), "--port-base", str(base),
-                                 "--nats-port", str(nats_port), "--health-timeout", "90"],
+        return subprocess.Popen([AIMEM, "up", "--data-dir", str(data_dir), "--port-base", str(base), *nats,
+                                 "--health-timeout", "90"],
                                 env=env, stdout=out, stderr=out, stdin=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -236,4 +238,26 @@ def test_a_stale_nats_server_of_the_data_dir_is_stopped_by_the_next_up(tmp_path:
             os.kill(stale, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    assert _left_running(data_dir) == []
+
+
+def test_a_stack_moved_with_port_base_takes_a_free_nats_port(tmp_path: Path) -> None:
+    """``aimem up --port-base B`` without ``--nats-port`` (a second stack beside the usual one)
+    does not take NATS's default 4222, which the first stack holds: it picks a free port and
+    records it in ``run/up.json``, where the CLI's NATS verbs find it."""
+    import json
+
+    from aimem_testing.stack import free_port_block
+
+    data_dir, log = tmp_path / "d", tmp_path / "up.log"
+    base = free_port_block()
+    proc = _start_up(data_dir, base, None, log)
+    try:
+        _wait_healthy(base, log, proc)
+        nats_url = json.loads((data_dir / "run" / "up.json").read_text())["nats_url"]
+        port = int(nats_url.rsplit(":", 1)[1])
+        assert port != 4222, nats_url
+        assert f"nats://127.0.0.1:{port}" in log.read_text()  # the one it started
+    finally:
+        _stop(proc)
     assert _left_running(data_dir) == []

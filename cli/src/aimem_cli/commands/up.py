@@ -318,7 +318,8 @@ class Supervisor:
 def up(
     data_dir: Path = typer.Option(None, "--data-dir", help="Data directory (default ./data or $AIMEM_DATA_DIR)."),
     port_base: int = port_base_option("First service port (default 8701)."),
-    nats_port: int = typer.Option(None, "--nats-port", help="NATS client port (default from bus.nats_url, 4222; 0 = any free)."),
+    nats_port: int = typer.Option(None, "--nats-port", help="NATS client port (default from bus.nats_url, 4222; a free one with a "
+                                   "--port-base other than 8701 unless bus.nats_url is set; 0 = any free)."),
     host: str = typer.Option(None, "--host", help="Bind address of the services (default 127.0.0.1)."),
     log_dir: Path = typer.Option(None, "--log-dir", help="Write each process's log to <dir>/<name>.log instead of the terminal."),
     log_format: str = typer.Option(None, "--log-format", help="Service logs as text or json (default log_format, auto: "
@@ -355,7 +356,12 @@ def up(
         typer.echo("aimem up: --nats-cluster needs 1 or at least 3 servers (2 cannot elect a leader after a loss)", err=True)
         raise typer.Exit(2)
     if nats_port is None:
-        nats_port = urlparse(settings.bus.nats_urls[0]).port or 4222
+        # A stack moved with --port-base (say a second one beside the usual) must not meet the
+        # first one's NATS on the default port: it takes a free one, unless bus.nats_url names a
+        # port. Its clients read the port from run/up.json.
+        moved = port_base is not None and port_base != config.Settings.model_fields["port_base"].default
+        default_url = settings.bus.nats_url == type(settings.bus).model_fields["nats_url"].default
+        nats_port = 0 if moved and default_url else urlparse(settings.bus.nats_urls[0]).port or 4222
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
     nats_logs = log_dir or settings.data_dir / "logs"  # nats-server's log is always kept
