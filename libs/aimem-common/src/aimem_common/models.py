@@ -130,6 +130,20 @@ def validate_name(value: str, what: str = "project") -> str:
     return value
 
 
+_WINDOWS_DEVICES = frozenset(["CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)),
+                              *(f"LPT{i}" for i in range(1, 10))])
+_WINDOWS_FORBIDDEN = re.compile(r'[<>:"|?*]')
+
+
+def windows_unsafe(segment: str) -> bool:
+    """True when ``segment`` cannot be a file or directory name on Windows: it holds one of
+    ``<>:"|?*``, ends in ``.`` or a space, or its part before the first ``.`` is a device name
+    (``CON``, ``PRN``, ``AUX``, ``NUL``, ``COM1``–``COM9``, ``LPT1``–``LPT9``, any case; Git for
+    Windows refuses to check such a path out)."""
+    return (bool(_WINDOWS_FORBIDDEN.search(segment)) or segment.endswith((".", " "))
+            or segment.split(".", 1)[0].rstrip(" ").upper() in _WINDOWS_DEVICES)
+
+
 def validate_page_path(path: str) -> str:
     """Normalise and check a page path relative to a project directory.
 

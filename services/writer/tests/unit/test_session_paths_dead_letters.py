@@ -7,6 +7,8 @@ from aimem_common.bus import REPLAY_HEADER
 from aimem_common.commands import Envelope, ScopeRef
 
 from aimem_writer.commands import Incoming
+from aimem_common.models import windows_unsafe
+
 from aimem_writer.ops.sessions import session_slug
 
 
@@ -18,6 +20,16 @@ def _work(wh, sid: str, prompt: str) -> dict:
 def test_a_safe_session_id_keeps_its_path() -> None:
     for sid in ("s1", "0b1e2c3d-4f5a-6b7c-8d9e-0f1a2b3c4d5e", "ses_01JX.abc", "a-b"):
         assert session_slug(sid) == sid
+
+
+def test_a_session_id_windows_cannot_name_gets_a_hashed_path(wh) -> None:
+    """The wiki is a git repository a Windows user may clone: no session page is named like a
+    device (``CON``, ``nul``, ``COM1``, ``con.x``: the name before the first dot counts)."""
+    for sid in ("CON", "nul", "COM1", "con.x", "Aux", "LPT9"):
+        stem = session_slug(sid)
+        assert stem != sid and stem.startswith("session-") and not windows_unsafe(stem + ".md"), (sid, stem)
+    assert _work(wh, "CON", "device-named session")["path"] == f"sessions/{session_slug('CON')}.md"
+    assert session_slug("console") == "console" and session_slug("LPT10") == "LPT10"  # not device names
 
 
 def test_distinct_session_ids_get_distinct_pages(wh) -> None:

@@ -23,6 +23,7 @@ import hashlib
 import re
 
 from aimem_common.errors import NotFoundError
+from aimem_common.models import windows_unsafe
 from aimem_common.sanitize import storable
 from aimem_common.commands import Envelope
 from aimem_common.commands.observations import SessionEnd
@@ -49,17 +50,23 @@ def session_slug(session_id: str) -> str:
     and distinct for distinct ids.
 
     An id that is already a safe stem (``[A-Za-z0-9._-]``, not starting or ending in ``.``/``-``,
-    ≤ 200 chars: every UUID-like client id) is its own stem, so existing pages keep their paths.
+    ≤ 200 chars, not a Windows device name such as ``CON``: every UUID-like client id) is its own
+    stem, so existing pages keep their paths.
     Any other id gets its safe form (unsafe runs → ``-``, cut to 200 chars; ``session`` when
     nothing is left) plus ``-`` and the first ``SLUG_HASH_CHARS`` hex chars of the SHA-256 of
     the id (UTF-8, lone surrogates kept): ``a b`` → ``a-b-<hash>``, never ``a-b`` itself, and
-    ``../../etc/passwd`` → ``etc-passwd-<hash>``. Pure; the stem is at most 211 chars.
+    ``../../etc/passwd`` → ``etc-passwd-<hash>``; a Windows device name gets a prefix too (``CON`` →
+    ``session-CON-<hash>``: the wiki is a git repository a Windows user may clone). Pure; the
+    stem is at most 219 chars.
     """
     slug = _UNSAFE.sub("-", session_id).strip(".-")[:200]
-    if slug == session_id:
+    if slug == session_id and not windows_unsafe(slug):
         return slug
     digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:SLUG_HASH_CHARS]
-    return f"{slug.rstrip('.-') or 'session'}-{digest}"
+    base = slug.rstrip(".-") or "session"
+    if windows_unsafe(base):  # CON, con.x: a device name before the first dot stays one with the hash
+        base = f"session-{base}"
+    return f"{base}-{digest}"
 
 
 def _substantive(rows) -> list:
