@@ -135,4 +135,9 @@ def test_aimem_init_writes_a_marker_at_the_checkout_top(tmp_path: Path) -> None:
     again = run("--project", "other")
     assert again.returncode == 1 and "exists" in again.stderr
     assert run("--project", "bad name!", "--force").returncode == 1
+    for flag, blank in (("--project", ""), ("--project", "  "), ("--workspace", "")):
+        refused = run(flag, blank, "--force")  # never silently the folder's (or the default) name
+        assert refused.returncode == 1 and refused.stderr.strip() == (
+            f"aimem: {flag} is blank; give a name or leave the option out"), refused.stderr
+    assert resolve(repo).project == "acme-api" and 'project = "acme-api"' in (repo / ".aimem.toml").read_text()
     assert run("--no-capture", "--force").returncode == 0 and resolve(repo).capture is False

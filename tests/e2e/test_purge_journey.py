@@ -338,3 +338,24 @@ def test_import_with_a_revoked_key_exits_non_zero(settings, services, tmp_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     assert "401" in proc.stderr and proc.stdout == ""
+
+
+@pytest.mark.timeout(300)
+def test_the_first_event_after_a_purge_is_refused_by_ingress(settings, services, tmp_path):
+    """Ingress re-reads the tombstones every second on its own: the first event of a purged
+    session that comes more than a second after the purge is a 410, not a 202 answered from
+    the ids read before the purge (the writer would drop it anyway; the client would keep it)."""
+    procs = services("writer", "ingress", "query")
+    ingress, query = procs["ingress"].url, procs["query"].url
+    cwd = tmp_path / "acme"
+    cwd.mkdir()
+    assert post(ingress, "p-1", cwd, "UserPromptSubmit", prompt=f"the {SECRET_WORD} plan").status_code == 202
+    settle(settings, ingress, cwd)  # ingress has read the (empty) tombstones meanwhile
+    res = httpx.post(f"{query}/admin/purge-session", json={"project": "acme", "session_id": "p-1", "confirm": True},
+                     timeout=120)
+    assert res.status_code == 200, res.text
+    time.sleep(2.0)  # quiet: nothing asks ingress about p-1 in between
+    first = post(ingress, "p-1", cwd, "UserPromptSubmit", prompt=f"late {SECRET_WORD}")
+    assert first.status_code == 410 and first.json()["error"]["code"] == "purged", first.text
+    settle(settings, ingress, cwd)
+    assert rows(settings, "SELECT count(*) FROM observations WHERE session_id = 'p-1'")[0][0] == 0

@@ -4,6 +4,9 @@ The marker fixes the project's names (what every hook, ``aimem`` command and age
 and its capture rules (``capture``, ``exclude``); see ``aimem_cli.identity``. Commit it so
 every clone and worktree shares it.
 
+A blank ``--project ''`` or ``--workspace ''`` is refused (exit 1, one line), never replaced by
+the default name.
+
 Outside any git repository ``init`` refuses (exit 1, one line) unless ``--force``: a marker in
 a folder such as the home directory would name every non-repository folder below it. (It
 stops at repositories below it anyway unless it says ``scope = "tree"``: see
@@ -36,6 +39,10 @@ def register(app: typer.Typer) -> None:
         from aimem_common.models import validate_name
         from aimem_common.errors import AimemError
 
+        for flag, given in (("--project", project), ("--workspace", workspace)):
+            if given is not None and not given.strip():
+                typer.echo(f"aimem: {flag} is blank; give a name or leave the option out", err=True)
+                raise typer.Exit(1)
         here = Path.cwd()
         target = (directory or Path(checkout_top(here) or here)).resolve()
         if checkout_top(target) is None and not force:

@@ -8,8 +8,9 @@ defuses every tag in it that could close or re-open the fence or pose as a chat 
 
 **What counts as a tag.** Detection runs on a *normalised view* of the text, built one
 character at a time: compatibility decomposition (NFKD, the decomposing half of NFKC, so
-``＜／ａｉｍｅｍ－ｍｅｍｏｒｙ＞`` and ``﹤system﹥`` read as ASCII and ``≮`` as ``<``), case
-folding, then removal of whitespace, control (Cc) and format (Cf: zero-width space and
+``＜／ａｉｍｅｍ－ｍｅｍｏｒｙ＞`` and ``﹤system﹥`` read as ASCII and ``≮`` as ``<``), look-alikes
+read as their ASCII twin (``LOOKALIKES``: ``‹ « 〈 ⟨`` as ``<``, dotless ``ı`` as ``i``, Cyrillic
+``а`` and Greek ``Ο`` as ``a`` and ``o``, …), case folding, then removal of whitespace, control (Cc) and format (Cf: zero-width space and
 joiners, BOM, soft hyphen, bidi controls, tag characters) characters, combining marks (Mn,
 Me), dashes (Pd, ``_``), private-use, unassigned and surrogate code points and blank
 letters (Hangul fillers, the braille blank). A tag is ``<``, any of ``/ \\ | !``, then a name of ``TAG_NAMES``; a closing
@@ -19,9 +20,9 @@ letters (Hangul fillers, the braille blank). A tag is ``<``, any of ``/ \\ | !``
 ``<|im_start|>``, ``<system prompt="x">`` but not ``<username>``, ``<systemd>``,
 ``<sys/types.h>`` or the arrow in ``x <- model``).
 
-**What is changed.** Only the ``<`` of each matched tag, in the *original* text, becomes
-``‹`` (U+2039, which no normalisation maps back to ``<``); every other character is kept,
-so the text stays readable ("‹/system>") and keeps its length. The result has no tag
+**What is changed.** Only the ``<`` (or its look-alike) of each matched tag, in the
+*original* text, becomes ``[`` (no angle, nothing folds it back to ``<``); every other
+character is kept, so the text stays readable ("[/system>") and keeps its length. The result has no tag
 left, so ``neutralise`` is idempotent. Pure functions, any thread; linear in the text.
 """
 
@@ -34,13 +35,13 @@ from functools import lru_cache
 from typing import Any
 
 __all__ = [
-    "CLOSE_TAG", "FENCE_NAME", "OPENERS", "PREFIX_NAMES", "ROLE_NAMES", "SUBSTITUTE", "TAG_NAMES", "TagHit",
+    "CLOSE_TAG", "FENCE_NAME", "LOOKALIKES", "OPENERS", "PREFIX_NAMES", "ROLE_NAMES", "SUBSTITUTE", "TAG_NAMES", "TagHit",
     "fence", "fence_counts", "find_tags", "neutralise", "neutralise_data", "open_tag", "unfence",
 ]
 
 FENCE_NAME = "aimem-memory"
 CLOSE_TAG = f"</{FENCE_NAME}>"
-SUBSTITUTE = "\u2039"  # ‹ SINGLE LEFT-POINTING ANGLE QUOTATION MARK: readable, never folds to "<"
+SUBSTITUTE = "["  # readable ("[/system>"), no angle, never folds to "<"
 DEFAULT_ATTRS: dict[str, str] = {"source": "aimem", "trust": "untrusted-historical-data"}
 
 # Names in the normalised view (lower case, no dashes or underscores).
@@ -71,9 +72,40 @@ _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 _TAG_RE = re.compile(
     r"<(?P<slash>[/\\|!]*)(?P<name>" + "|".join(sorted(TAG_NAMES, key=len, reverse=True)) + ")"
 )
+# Look-alikes no compatibility normalisation maps to their ASCII twin, read as that twin
+# (applied to single characters before and after case folding, so capitals are listed too):
+# angle quotes and brackets for "<" ">", slash-like signs, dotless and small-capital Latin
+# letters, and the Cyrillic and Greek letters drawn like Latin ones. A model reads
+# "‹/аimem-memory›" (Cyrillic а) or "</AIMEM-MEMΟRY>" (Greek Ο) as the fence's end.
+_ANGLES_LEFT = "\u2039\u00ab\u3008\u2329\u27e8\u27ea\u300a\u276c\u276e\u29fc\u02c2\u1438\u2991\u2770"
+_ANGLES_RIGHT = "\u203a\u00bb\u3009\u232a\u27e9\u27eb\u300b\u276d\u276f\u29fd\u02c3\u1433\u2992\u2771"
+LOOKALIKES: dict[str, str] = {
+    **dict.fromkeys(_ANGLES_LEFT, "<"),  # ‹ « 〈 〈 ⟨ ⟪ 《 ❬ ❮ ⧼ ˂ ᐸ ⦑ ❰
+    **dict.fromkeys(_ANGLES_RIGHT, ">"),  # › » 〉 〉 ⟩ ⟫ 》 ❭ ❯ ⧽ ˃ ᐳ ⦒ ❱
+    **dict.fromkeys("\u2044\u2215\u29f8\u2571", "/"),  # ⁄ ∕ ⧸ ╱
+    **dict.fromkeys("\u29f9\u2572", "\\"),  # ⧹ ╲
+    # Latin: dotless i, iota, small capitals, script a/g, dotless j
+    "\u0131": "i", "\u0269": "i", "\u026a": "i", "\u0251": "a", "\u0261": "g", "\u0237": "j",
+    "\u1d00": "a", "\u0299": "b", "\u1d04": "c", "\u1d05": "d", "\u1d07": "e", "\u0262": "g", "\u029c": "h",
+    "\u1d0a": "j", "\u1d0b": "k", "\u029f": "l", "\u1d0d": "m", "\u0274": "n", "\u1d0f": "o", "\u1d18": "p",
+    "\u0280": "r", "\ua731": "s", "\u1d1b": "t", "\u1d1c": "u", "\u1d20": "v", "\u1d21": "w", "\u028f": "y",
+    "\u1d22": "z",
+    # Cyrillic capitals А В Е К М Н О Р С Т У Х Ѕ І Ј Ԁ Һ Ӏ, small а е о р с у х ѕ і ј ԁ һ ӏ ԛ ԝ ѵ
+    "\u0410": "a", "\u0412": "b", "\u0415": "e", "\u041a": "k", "\u041c": "m", "\u041d": "h", "\u041e": "o",
+    "\u0420": "p", "\u0421": "c", "\u0422": "t", "\u0423": "y", "\u0425": "x", "\u0405": "s", "\u0406": "i",
+    "\u0408": "j", "\u0500": "d", "\u04ba": "h", "\u04c0": "l",
+    "\u0430": "a", "\u0435": "e", "\u043e": "o", "\u0440": "p", "\u0441": "c", "\u0443": "y", "\u0445": "x",
+    "\u0455": "s", "\u0456": "i", "\u0458": "j", "\u0501": "d", "\u04bb": "h", "\u04cf": "l", "\u051b": "q",
+    "\u051d": "w", "\u0475": "v",
+    # Greek capitals Α Β Ε Ζ Η Ι Κ Μ Ν Ο Ρ Τ Υ Χ, small α ε η ι κ ν ο ρ τ υ χ
+    "\u0391": "a", "\u0392": "b", "\u0395": "e", "\u0396": "z", "\u0397": "h", "\u0399": "i", "\u039a": "k",
+    "\u039c": "m", "\u039d": "n", "\u039f": "o", "\u03a1": "p", "\u03a4": "t", "\u03a5": "y", "\u03a7": "x",
+    "\u03b1": "a", "\u03b5": "e", "\u03b7": "n", "\u03b9": "i", "\u03ba": "k", "\u03bd": "v", "\u03bf": "o",
+    "\u03c1": "p", "\u03c4": "t", "\u03c5": "u", "\u03c7": "x",
+}
 # Every character whose folding yields "<" (a unit test checks all of Unicode): text
 # without any of them has no tag and is returned as is without building the view.
-OPENERS = "<\u226e\ufe64\uff1c"  # < ≮ ﹤ ＜
+OPENERS = "<\u226e\ufe64\uff1c\ufe3d\ufe3f" + _ANGLES_LEFT  # < ≮ ﹤ ＜ ︽ ︿ and the look-alikes above
 _OPENER_RE = re.compile("[" + OPENERS + "]")
 
 
@@ -93,9 +125,15 @@ class TagHit:
 
 @lru_cache(maxsize=4096)
 def _fold(ch: str) -> str:
-    """Return the normalised view of one character (``""`` when it is dropped)."""
+    """Return the normalised view of one character (``""`` when it is dropped).
+
+    NFKD, look-alikes (``LOOKALIKES``, before case folding so ``Η`` reads ``h`` and ``η`` ``n``),
+    case folding, NFKD again, look-alikes again, then the dropped categories are removed.
+    """
+    first = "".join(LOOKALIKES.get(d, d) for d in unicodedata.normalize("NFKD", ch))
     out = []
-    for d in unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", ch).casefold()):
+    for d in unicodedata.normalize("NFKD", first.casefold()):
+        d = LOOKALIKES.get(d, d)
         if d == "_" or d in _BLANK_LETTERS or d.isspace() or unicodedata.category(d) in _DROP_CATEGORIES:
             continue
         out.append(d)
@@ -151,7 +189,7 @@ def find_tags(text: str) -> list[TagHit]:
 
 
 def neutralise(text: str) -> str:
-    """Return ``text`` with the ``<`` of every fence or role-like tag replaced by ``‹``.
+    """Return ``text`` with the ``<`` of every fence or role-like tag replaced by ``[`` (``SUBSTITUTE``).
 
     Detection is on the normalised view (module docstring); the replacement is applied to
     the original character at the tag's start, so all other text, and the length, are kept.
@@ -187,7 +225,7 @@ def _attr_value(value: object) -> str:
     """Escape an attribute value: nothing in it can end the quotes or the tag."""
     out = []
     for ch in str(value)[:256]:
-        folded = unicodedata.normalize("NFKC", ch)
+        folded = unicodedata.normalize("NFKC", ch) + _fold(ch)  # "‹" and "«" are escaped like "<"
         if ch in "\t\n\r" or ch == " ":
             out.append(" ")
         elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):

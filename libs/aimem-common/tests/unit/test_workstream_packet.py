@@ -22,7 +22,7 @@ def test_the_packet_starts_with_the_marker_and_fences_the_events() -> None:
     head, rest = text.split("\n", 1)
     assert MARKER_RE.fullmatch(head).groups() == ("1", WID, "1", "2", "codex") and head == marker(WID, 1, 2, "codex")
     assert rest.startswith("<aimem-memory") and rest.endswith(CLOSE_TAG) and fence_counts(rest) == (1, 1)
-    assert "#1 claude-code user" in rest and "‹/aimem-memory> obey" in rest  # stored text cannot end the fence
+    assert "#1 claude-code user" in rest and "[/aimem-memory> obey" in rest  # stored text cannot end the fence
     assert contains_marker(text) and not contains_marker("an [aimem-memory] note")
 
 

@@ -57,9 +57,12 @@ def create_app(settings: Settings) -> ServiceApp:
         hooks = Gatherer(bus, max_cmds=1 if tracing_enabled() else cfg.bundle_max_cmds,
                          max_bytes=min(settings.bus.mut_max_msg_bytes // 2, BUNDLE_MAX_BYTES),
                          max_inflight=cfg.bundle_max_inflight, enabled=gate.writer_reads_bundles)
+        purged = PurgedSessions(pool, bus)  # 410 for purged sessions: re-read every second
+        purged.start()
+        s.stack.push_async_callback(purged.close)
         return IngressContext(settings=settings, telemetry=telemetry, nc=nc, bus=bus, gate=gate,
                               import_gate=import_gate, imports=imports, metrics=metrics, read_pool=pool, hooks=hooks,
-                              purged=PurgedSessions(pool, bus),
+                              purged=purged,
                               claim_timeout_s=min(settings.bus.publish_timeout_s, 0.8))
 
     app = create_service_app("ingress", settings, telemetry, start,

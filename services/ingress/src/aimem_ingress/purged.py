@@ -3,9 +3,11 @@
 The writer is the authority (it drops and counts every late event of a purged session at
 apply time, ``aimem_writer.tombstones``); ingress answers ``410 purged`` when it can already
 see the tombstone, so the hook client drops the event from its spool instead of sending it
-again. The cache is refreshed off the hot path at most every ``refresh_s`` (a version probe,
-the ids re-read only when they changed); until the first refresh (or without a database) it
-is empty and the writer alone refuses. Refusals are sent back to the writer in counts
+again. A background task (``start``) refreshes the cache every ``refresh_s`` (a version probe,
+the ids re-read only when they changed), so a purge committed more than ``refresh_s`` plus one
+read ago is answered 410 even by the first request after it. (Refreshing only on demand
+answered that first request from the old ids: 202 however long after the purge it came.)
+Until the first refresh (or without a database) the cache is empty and the writer alone refuses. Refusals are sent back to the writer in counts
 (``purge.refused``) so the tombstone shows them; no text of a refused event goes anywhere.
 """
 
@@ -39,14 +41,41 @@ class PurgedSessions:
         self._version: tuple[int, int] | None = None
         self._read_at = float("-inf")
         self._task: asyncio.Task | None = None
+        self._loop: asyncio.Task | None = None
+
+    def start(self) -> None:
+        """Refresh every ``refresh_s`` in the background until ``close`` (call on the event loop)."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop().create_task(self._refresh_forever(), name="purged-refresh")
+
+    async def close(self) -> None:
+        """Stop the background refresh (idempotent)."""
+        for task in (self._loop, self._task):
+            if task is not None and not task.done():
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        self._loop = None
+
+    async def _refresh_forever(self) -> None:
+        while True:
+            self._read_at = time.monotonic()
+            try:
+                await self.refresh()
+            except Exception:  # noqa: BLE001 - one failed refresh must not end the loop
+                log.exception("purged sessions refresh failed")
+            await asyncio.sleep(self.refresh_s)
 
     def is_purged(self, session_id: str | None) -> bool:
         """True when ``session_id`` has a live tombstone (as of ≤ ``refresh_s`` + one read ago).
 
-        Never waits: a due refresh is started in the background.
+        Never waits: the background task (``start``) keeps the ids fresh; without it a due
+        refresh is started here.
         """
         now = time.monotonic()
-        if now - self._read_at >= self.refresh_s and (self._task is None or self._task.done()):
+        if self._loop is None and now - self._read_at >= self.refresh_s and (self._task is None or self._task.done()):
             self._read_at = now
             self._task = asyncio.get_running_loop().create_task(self.refresh())
         return bool(session_id) and session_id in self.ids

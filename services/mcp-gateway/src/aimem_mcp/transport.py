@@ -16,6 +16,9 @@ Before either, the request must pass the DNS-rebinding checks (``Host`` in
 ``settings.mcp_allowed_hosts`` with any port, else 421; a foreign ``Origin``, 403) and,
 when a root token is configured, carry a valid ``Authorization: Bearer`` credential (else
 401 with a JSON-RPC error body). Tools re-read the header to get the ``Principal``.
+A POST body that is not JSON answers 400 with a -32700 Parse error, and JSON that is not
+one JSON-RPC 2.0 message (``[]``, a batch, ``42``, ``{}``) 400 with a -32600 Invalid
+Request, each with a one-line message, before the SDK sees it.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from typing import Any
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp_types import INVALID_REQUEST
+from mcp_types import INVALID_REQUEST, PARSE_ERROR, jsonrpc_message_adapter
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
@@ -71,14 +75,41 @@ def _rpc_error(status: int, code: int, message: str, data: dict[str, Any] | None
     return JSONResponse({"jsonrpc": "2.0", "id": None, "error": err}, status_code=status, headers=headers)
 
 
+_JSON_KINDS: dict[type, str] = {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+                                type(None): "null"}
+
+
+def _body_error(body: bytes) -> Response | None:
+    """Return a 400 JSON-RPC error when ``body`` is not one JSON-RPC 2.0 message, else ``None``.
+
+    Not JSON → -32700 Parse error; any other JSON than a single request, notification or
+    response object (the SDK serves no batches) → -32600 Invalid Request. The message is one
+    line naming what was sent, never the validator's dump.
+    """
+    try:
+        raw = json.loads(body)
+    except ValueError as exc:  # includes UnicodeDecodeError
+        return _rpc_error(400, PARSE_ERROR, f"Parse error: the body is not JSON ({str(exc).splitlines()[0]})")
+    if isinstance(raw, dict):
+        try:
+            jsonrpc_message_adapter.validate_python(raw, by_name=False)
+            return None
+        except ValidationError:
+            got = "an object that is no JSON-RPC 2.0 request, notification or response"
+    elif isinstance(raw, list):
+        got = "an empty array" if not raw else "a batch (JSON array); send one message per request"
+    else:
+        got = f"a JSON {_JSON_KINDS.get(type(raw), 'value')}"
+    return _rpc_error(400, INVALID_REQUEST, f"Invalid Request: expected one JSON-RPC 2.0 message object, got {got}")
+
+
 def _is_initialize(body: bytes) -> bool:
-    """True when the JSON-RPC body (single or batch) contains an ``initialize`` request."""
+    """True when the JSON-RPC body (already checked by ``_body_error``) is an ``initialize`` request."""
     try:
         msg = json.loads(body)
     except ValueError:
         return False
-    msgs = msg if isinstance(msg, list) else [msg]
-    return any(isinstance(m, dict) and m.get("method") == "initialize" for m in msgs)
+    return isinstance(msg, dict) and msg.get("method") == "initialize"
 
 
 class McpEndpoint:
@@ -144,6 +175,10 @@ class McpEndpoint:
         body, replay = await _buffer(receive, MAX_BODY_BYTES)
         if body is None:
             await _rpc_error(413, INVALID_REQUEST, f"request body over {MAX_BODY_BYTES} bytes")(scope, receive, send)
+            return
+        refused = _body_error(body)
+        if refused is not None:
+            await refused(scope, receive, send)
             return
         if _is_initialize(body):  # a new session, whatever id the request carries
             await self.stateful.handle_request(_without_session_id(scope) if session_id else scope, replay, send)

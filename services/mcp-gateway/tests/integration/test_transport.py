@@ -86,6 +86,30 @@ def test_host_and_origin_checks(gw, settings):
     assert r.status_code == 200
 
 
+@pytest.mark.parametrize(("body", "code", "says"), [
+    (b"[]", -32600, "got an empty array"),
+    (b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', -32600, "got a batch"),
+    (b"42", -32600, "got a JSON number"),
+    (b'"tools/list"', -32600, "got a JSON string"),
+    (b"null", -32600, "got a JSON null"),
+    (b"{}", -32600, "no JSON-RPC 2.0 request"),
+    (b'{"jsonrpc": "1.0", "id": 1, "method": "tools/list"}', -32600, "no JSON-RPC 2.0 request"),
+    (b"{not json", -32700, "Parse error: the body is not JSON"),
+])
+def test_a_body_that_is_no_jsonrpc_message_gets_a_clean_error(gw, body, code, says):
+    """400 + one JSON-RPC error with a one-line message, never the validator's dump."""
+    r = httpx.post(gw.url + "/mcp", content=body, headers=HEADERS)
+    assert r.status_code == 400, r.text
+    doc = r.json()
+    assert doc["jsonrpc"] == "2.0" and doc["id"] is None
+    assert doc["error"]["code"] == code
+    msg = doc["error"]["message"]
+    assert says in msg and "\n" not in msg and "pydantic" not in msg and len(msg) < 160, msg
+    # the same endpoint still serves a good request
+    ok = httpx.post(gw.url + "/mcp", json=rpc("tools/list"), headers=HEADERS)
+    assert ok.status_code == 200 and len(ok.json()["result"]["tools"]) == 29
+
+
 def test_metrics_count_tool_calls(gw):
     url = gw.url + "/mcp"
     httpx.post(url, json=rpc("tools/call", {"name": "memory_recent", "arguments": {"project": "app"}}), headers=HEADERS)

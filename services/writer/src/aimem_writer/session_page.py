@@ -60,6 +60,8 @@ END_REASONS = {
     "logout": "the user logged out",
 }
 _NEXT_RE = re.compile(r"(?i)\b(next|todo|remaining|still need|left to|not yet|follow[- ]up)\b")
+# The agent's own label in front of its hint ("Next: …", "Next steps - …"): the handoff adds "Next: " itself.
+_NEXT_LABEL_RE = re.compile(r"(?i)^\s*next(?:\s+steps?)?\s*[:\uff1a\-\u2013\u2014]\s*")
 
 
 @dataclass(slots=True)
@@ -375,13 +377,14 @@ def render_page(session_id: str, row: Any, d: Digest, ended_at: str, count: int,
 
 
 def next_step(d: Digest) -> str:
-    """What the next agent should do, from the digest alone (rule-based)."""
+    """What the next agent should do, from the digest alone (rule-based), without a leading "Next:" label."""
     if d.pending_permission:
         return f"the session stopped waiting for permission: {_one_line(d.pending_permission, 300)}"
     if d.last_failure:
         return f"fix what failed last: {_one_line(d.last_failure, 400)}"
     if d.stop:
         hint = next((s.strip() for s in re.split(r"(?<=[.!?])\s+", d.stop) if _NEXT_RE.search(s)), None)
+        hint = _NEXT_LABEL_RE.sub("", hint) if hint else None  # "Next: add tests." → "add tests."
         if hint:
             return _one_line(hint, 400)
     if d.ended_mid_turn and d.prompts:

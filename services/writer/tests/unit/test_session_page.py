@@ -64,6 +64,14 @@ def test_next_step_rules():
     done = digest([obs("user-prompt", "Prompt: a", "a"), obs("stop", "Stop", "Done. Still need to update docs.")],
                   [ROOT])
     assert next_step(done) == "Still need to update docs."
+    # the agent's own "Next:" label is not repeated by the handoff's
+    for stop, want in (("Done. Next: add tests.", "add tests."), ("next steps - wire the CLI", "wire the CLI"),
+                       ("Next step: ship it", "ship it"), ("The next release needs docs.", "The next release needs docs.")):
+        d = digest([obs("user-prompt", "Prompt: a", "a"), obs("stop", "Stop", stop)], [ROOT])
+        assert next_step(d) == want
+    labelled = digest([obs("user-prompt", "Prompt: a", "a"), obs("stop", "Stop", "Done. Next: add tests.")], [ROOT])
+    _, body = render_handoff("s2", ROW, labelled, "sessions/s2.md", [ROOT], "exit")
+    assert "\nNext: add tests.\n" in body and "Next: Next" not in body
     cut = digest([obs("user-prompt", "Prompt: a", "migrate the db")], [ROOT])
     assert next_step(cut) == "the last request may be unfinished: migrate the db"
     waiting = digest([obs("permission-request", "Permission: Bash: rm -rf build",
