@@ -1,21 +1,21 @@
-"""Helpers for the CLI tests: a fake ingress (stdlib HTTP server in a thread), hook runs."""
+"""Helpers for the CLI tests: a fake ingress (stdlib HTTP server in a thread), hook runs,
+and the empty working folder the installer tests run from (``no_server_here``)."""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from aimem_testing.loopback import HangingServer, LoopbackHTTP, QuietHandler, reply
 
-class FakeIngress:
+
+class FakeIngress(LoopbackHTTP):
     """Records every request; answers ``/hook`` with ``status`` and the context endpoint
     with ``{"context": context}``."""
 
@@ -25,7 +25,7 @@ class FakeIngress:
         self.requests: list[dict] = []
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
@@ -33,34 +33,15 @@ class FakeIngress:
                     code, out = 200, json.dumps({"context": outer.context, "handoff_id": None}).encode()
                 else:
                     code, out = outer.status, json.dumps({"accepted": "c"}).encode()
-                self.send_response(code)
-                self.send_header("content-length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                reply(self, code, out)
 
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        super().__init__(Handler)
 
     def hook_requests(self) -> list[dict]:
         return [r for r in self.requests if r["path"].startswith("/hook?")]
 
-    def __enter__(self):
-        self.thread.start()
-        return self
 
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class JsonServer:
+class JsonServer(LoopbackHTTP):
     """A stand-in server on loopback (stdlib HTTP in a thread): ``answer(method, path, body)``
     returns ``(status, JSON-able)`` for every request; ``requests`` records ``(method, path, body)``."""
 
@@ -68,71 +49,17 @@ class JsonServer:
         self.requests: list[tuple[str, str, object]] = []
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def _any(self):
                 raw = self.rfile.read(int(self.headers.get("content-length", 0) or 0))
                 body = json.loads(raw) if raw else None
                 outer.requests.append((self.command, self.path, body))
                 status, obj = answer(self.command, self.path, body)
-                out = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                reply(self, status, json.dumps(obj).encode(), "application/json")
 
             do_GET = do_POST = do_PUT = do_DELETE = _any  # noqa: N815
 
-            def log_message(self, *a):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-class HangingServer:
-    """Accepts TCP connections and never answers (the server that hangs)."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.conns: list[socket.socket] = []
-        self.stop = False
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-
-    def _accept(self):
-        self.sock.settimeout(0.1)
-        while not self.stop:
-            try:
-                conn, _ = self.sock.accept()
-                self.conns.append(conn)
-            except OSError:
-                continue
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop = True
-        self.thread.join(1)
-        for c in self.conns:
-            c.close()
-        self.sock.close()
+        super().__init__(Handler)
 
 
 def run_hook(args: list[str], payload: dict | bytes | None, *, data_dir: Path, url: str,
@@ -179,3 +106,17 @@ def json_server():
 def ingress_factory():
     """``FakeIngress`` itself, for tests that need several with other answers."""
     return FakeIngress
+
+
+@pytest.fixture
+def no_server_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run from an empty folder ``tmp_path/cwd`` (returned), with no aimem data dir, token,
+    ingress URL or ``XDG_DATA_HOME`` in the environment: the installers' default server data
+    dir is ``./data``, and a developer's own stack there (or in their environment) must not
+    hand its token or address to the tests."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    for name in ("AIMEM_DATA_DIR", "AIMEM_AUTH__TOKEN", "AIMEM_INGRESS_URL", "XDG_DATA_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    return cwd

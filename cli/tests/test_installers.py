@@ -28,15 +28,7 @@ FOREIGN = {  # a user's own hook in each client's format, which we must never to
 GENERATED = ("opencode", "pi", "omp", "openclaw", "antigravity")  # no `hooks` table of commands
 
 
-@pytest.fixture(autouse=True)
-def _no_server_here(tmp_path, monkeypatch):
-    """Run from an empty folder: the installers' default server data dir is ``./data``, and
-    a developer's own stack there must not hand its token to these tests."""
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    monkeypatch.delenv("AIMEM_DATA_DIR", raising=False)
-    monkeypatch.delenv("AIMEM_AUTH__TOKEN", raising=False)
+pytestmark = pytest.mark.usefixtures("no_server_here")  # conftest: an empty cwd, no server data dir or token
 
 
 def cli(*args: str) -> tuple[int, str]:

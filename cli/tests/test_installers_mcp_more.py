@@ -16,14 +16,7 @@ URL = "http://127.0.0.1:8703/mcp"
 KEY = "aim_k0123456789abcdef"
 
 
-@pytest.fixture(autouse=True)
-def _no_server_here(tmp_path, monkeypatch):
-    """Run from an empty folder, so no developer's ``./data`` stack hands its token to the tests."""
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    monkeypatch.delenv("AIMEM_DATA_DIR", raising=False)
-    monkeypatch.delenv("AIMEM_AUTH__TOKEN", raising=False)
+pytestmark = pytest.mark.usefixtures("no_server_here")  # conftest: an empty cwd, no server data dir or token
 
 
 def cli(*args: str) -> tuple[int, str]:

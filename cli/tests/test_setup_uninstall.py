@@ -14,13 +14,7 @@ from aimem_common.clients import INSTALLABLE as CLIENTS
 from aimem_cli.main import build_app
 
 
-@pytest.fixture(autouse=True)
-def _here(tmp_path, monkeypatch):
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    monkeypatch.delenv("AIMEM_DATA_DIR", raising=False)
-    monkeypatch.delenv("AIMEM_AUTH__TOKEN", raising=False)
+pytestmark = pytest.mark.usefixtures("no_server_here")  # conftest: an empty cwd, no server data dir or token
 
 
 def cli(*args: str):

@@ -17,12 +17,9 @@ KEY = "aim_bytes_for_bytes_test_key"
 
 
 @pytest.fixture(autouse=True)
-def _here(tmp_path, monkeypatch):
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    monkeypatch.chdir(cwd)
-    for name in ("AIMEM_DATA_DIR", "AIMEM_AUTH__TOKEN", "XDG_DATA_HOME", "AIMEM_INGRESS_URL"):
-        monkeypatch.delenv(name, raising=False)
+def _here(no_server_here):
+    """The conftest's empty cwd without a server's environment, and the usual umask (the modes
+    compared below are the ones a user's files get)."""
     old = os.umask(0o022)
     yield
     os.umask(old)

@@ -7,13 +7,13 @@ import gzip
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 
 import promql
+from aimem_testing.loopback import LoopbackHTTP, QuietHandler, reply
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "deploy/prometheus/rules/aimem.rules.yml"
@@ -60,7 +60,7 @@ def writer_applied(writer_url: str, op: str, timeout_s: float = 20) -> bool:
 
 
 # -- tracing ---------------------------------------------------------------------------
-class OtlpReceiver:
+class OtlpReceiver(LoopbackHTTP):
     """A tiny OTLP/HTTP trace receiver on loopback: POST /v1/traces (protobuf) → spans."""
 
     def __init__(self):
@@ -70,7 +70,7 @@ class OtlpReceiver:
         self._lock = threading.Lock()
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - http.server API
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
@@ -88,29 +88,9 @@ class OtlpReceiver:
                                     "parent_id": s.parent_span_id.hex(), "kind": s.kind,
                                 })
                 out = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                reply(self, 200, out, "application/x-protobuf")
 
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> "OtlpReceiver":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
     def snapshot(self) -> list[dict]:
         with self._lock:

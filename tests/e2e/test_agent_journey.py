@@ -17,13 +17,14 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pygit2
 import pytest
+
+from aimem_testing.probe import wait_for as probe_wait_for
 
 pytestmark = [pytest.mark.e2e]
 
@@ -45,13 +46,8 @@ def hook(stack, tmp_path: Path, agent: str, event_file: Path) -> subprocess.Comp
 
 
 def wait_for(fn, timeout_s: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    """``aimem_testing.probe.wait_for`` polling every 0.2 s, with this module's 30 s default."""
+    return probe_wait_for(fn, timeout_s, what, poll_s=0.2)
 
 
 def git_messages(stack) -> list[str]:

@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import pytest
 
 from aimem_testing.stack import LocalStack
 from aimem_testing.transcripts import make_corpus
+from aimem_testing.probe import wait_for as probe_wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 QUERIES = ["retry policy with backoff", "cache invalidation", "invoice pagination cursor",
@@ -67,13 +67,8 @@ def live_pages(stack: LocalStack) -> dict[str, tuple[str, str]]:
 
 
 def wait_for(fn, timeout_s: float = 120.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    """``aimem_testing.probe.wait_for`` polling every 0.2 s, with this module's 120 s default."""
+    return probe_wait_for(fn, timeout_s, what, poll_s=0.2)
 
 
 def wait_applied(stack: LocalStack, timeout_s: float = 120.0) -> None:

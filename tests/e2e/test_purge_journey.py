@@ -33,6 +33,8 @@ import httpx
 import pygit2
 import pytest
 
+from aimem_testing.probe import db_rows, wait_for
+
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.slow]
 
 AIMEM = str(Path(sys.executable).with_name("aimem"))
@@ -40,22 +42,8 @@ SECRET_WORD = "zanzibar"  # the purged session's text; appears in nothing that s
 
 
 def rows(settings, sql: str, *args) -> list[sqlite3.Row]:
-    conn = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
-
-
-def wait_for(fn, timeout_s: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = fn()
-        if out:
-            return out
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+    """``sql``'s rows on the stack's DB, read-only."""
+    return db_rows(settings.db_path, sql, args)
 
 
 def client_env(client_dir: Path, url: str, budget_ms: int = 3000) -> dict[str, str]:

@@ -25,6 +25,7 @@ from mcp import Client
 
 from aimem_common.db.connect import open_reader
 from aimem_common.commands import make_envelope
+from aimem_testing.probe import wait_for_async
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.asyncio]
 
@@ -53,13 +54,9 @@ def current_vectors(settings, model: str, dim: int) -> int:
         conn.close()
 
 
-async def wait_for(fn, timeout_s: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if out := fn():
-            return out
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(fn, timeout_s: float = 30.0, what: str = "condition"):
+    """``aimem_testing.probe.wait_for_async`` (await it) with this module's 30 s default."""
+    return wait_for_async(fn, timeout_s, what)
 
 
 async def write_pages(bus) -> None:

@@ -23,7 +23,7 @@ import pytest
 
 from aimem_common.natsserver import free_port
 from aimem_testing.agents import (
-    AgentsUnavailable, ensure_agents, ensure_more_agents, ensure_omp, ensure_openclaw, offline_env)
+    AgentsUnavailable, agent_repository, ensure_omp, ensure_openclaw, offline_env, run_agent)
 from aimem_testing.fake_vendors import FakeVendor, Step
 from aimem_testing.probe import db_rows, wait_for
 from aimem_testing.stack import LocalStack
@@ -33,39 +33,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 AIMEM = str(Path(sys.executable).with_name("aimem"))
 FINAL = "All done: api/retry.md records the retry policy."
 PROMPT = "Document the retry policy for the API"
-
-
-@pytest.fixture(scope="module")
-def bins() -> tuple[Path, Path]:
-    """(the first three's ``.bin`` with Node, Pi's and Copilot's ``.bin``), installed on first use."""
-    try:
-        return ensure_agents(), ensure_more_agents()
-    except AgentsUnavailable as exc:  # a failure, not a skip: CI installs npm for this
-        pytest.fail(f"the real agent CLIs are not installable here: {exc}")
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory) -> LocalStack:
-    base = tmp_path_factory.mktemp("stack")
-    stack = LocalStack(base / "data", base / "logs").start()
-    try:
-        yield stack
-    finally:
-        stack.stop()
-
-
-def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=180,
-                          stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, f"{argv[0]} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
-
-
-def _repo(tmp_path: Path, name: str) -> Path:
-    repo = tmp_path / name
-    (repo / "api").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    return repo
 
 
 def _plan(repo: Path) -> list[Step]:
@@ -101,7 +68,7 @@ def _check_page(stack: LocalStack, s: dict) -> None:
 
 
 def test_a_real_pi_session_file_is_imported_into_the_repositorys_project(bins, live, tmp_path):
-    repo = _repo(tmp_path, "pi-import")
+    repo = agent_repository(tmp_path, "pi-import")
     home = tmp_path / "home-pi"
     with FakeVendor(_plan(repo)) as vendor:
         models = home / ".pi" / "agent" / "models.json"
@@ -110,7 +77,7 @@ def test_a_real_pi_session_file_is_imported_into_the_repositorys_project(bins, l
             "baseUrl": vendor.url, "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
             "models": [{"id": "claude-fake"}]}}}))
         env = offline_env(home, [bins[1], bins[0]], free_port(), PI_OFFLINE="1")
-        _run([str(bins[1] / "pi"), "--provider", "fake", "--model", "claude-fake", "-p", PROMPT], repo / "api", env)
+        run_agent([str(bins[1] / "pi"), "--provider", "fake", "--model", "claude-fake", "-p", PROMPT], repo / "api", env)
     [session_file] = list((home / ".pi" / "agent" / "sessions").glob("*/*.jsonl"))
     header = json.loads(session_file.read_text().splitlines()[0])
     assert header["type"] == "session" and header["cwd"] == str(repo / "api")
@@ -125,14 +92,14 @@ def test_a_real_pi_session_file_is_imported_into_the_repositorys_project(bins, l
 
 
 def test_a_real_copilot_cli_session_log_is_imported_into_the_repositorys_project(bins, live, tmp_path):
-    repo = _repo(tmp_path, "copilot-import")
+    repo = agent_repository(tmp_path, "copilot-import")
     home = tmp_path / "home-copilot"
     home.mkdir()
     with FakeVendor(_plan(repo)) as vendor:
         env = offline_env(home, [bins[1], bins[0]], free_port(), COPILOT_PROVIDER_BASE_URL=vendor.url,
                           COPILOT_PROVIDER_TYPE="anthropic", COPILOT_PROVIDER_API_KEY="test-not-a-real-key",
                           COPILOT_MODEL="claude-sonnet-4", COPILOT_OFFLINE="1", COPILOT_AUTO_UPDATE="false")
-        _run([str(bins[1] / "copilot"), "-p", PROMPT, "--allow-all"], repo / "api", env)
+        run_agent([str(bins[1] / "copilot"), "-p", PROMPT, "--allow-all"], repo / "api", env)
     logs = list((home / ".copilot" / "session-state").glob("*/events.jsonl"))
     assert len(logs) == 1, logs
 
@@ -181,7 +148,7 @@ def _pi_picks_up(session_id: str, repo: Path, pi_home: Path, bins: tuple[Path, P
         models.write_text(json.dumps({"providers": {"fake": {
             "baseUrl": vendor.url, "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
             "models": [{"id": "claude-fake"}]}}}))
-        _run([str(bins[1] / "pi"), "--provider", "fake", "--model", "claude-fake", "-p",
+        run_agent([str(bins[1] / "pi"), "--provider", "fake", "--model", "claude-fake", "-p",
               "Continue where the last session stopped"], repo, offline_env(pi_home, [bins[1], bins[0]], free_port(),
                                                                           PI_OFFLINE="1"))
         first = json.dumps(vendor.requests[0][1]["system"])
@@ -194,7 +161,7 @@ def test_omp_session_in_a_subdirectory_hands_off_to_pi_and_uninstall_is_byte_for
     repository's project → Pi at the root gets the handoff in its first system prompt; its
     own transcript imported afterwards adds nothing (live capture wins); uninstalling leaves
     the user's OMP files byte for byte."""
-    repo = _repo(tmp_path, "omp-repo")
+    repo = agent_repository(tmp_path, "omp-repo")
     home = tmp_path / "home-omp"
     client_dir = home / ".local" / "share" / "aimem"
     client_dir.mkdir(parents=True)
@@ -213,7 +180,7 @@ def test_omp_session_in_a_subdirectory_hands_off_to_pi_and_uninstall_is_byte_for
             "baseUrl": vendor.url, "api": "anthropic-messages", "apiKey": "test-not-a-real-key",
             "models": [{"id": "claude-fake"}]}}}))
         env = offline_env(home, [omp_bin, bins[0]], free_port())
-        _run([str(omp_bin / "omp"), "--provider", "fake", "--model", "claude-fake", "-p", PROMPT], repo / "api", env)
+        run_agent([str(omp_bin / "omp"), "--provider", "fake", "--model", "claude-fake", "-p", PROMPT], repo / "api", env)
     assert (repo / "api" / "retry.md").read_text() == "retries: 3\n"
 
     rows = lambda sql, args=(): db_rows(live.data_dir / "db" / "memory.sqlite", sql, args)  # noqa: E731
@@ -255,7 +222,7 @@ def openclaw_bins() -> tuple[Path, Path]:
 def _openclaw_plugin(openclaw_bins: tuple[Path, Path], home: Path) -> dict:
     """What the real ``openclaw plugins list --json`` says of the plugin ``aimem`` (``{}``: not found)."""
     env = offline_env(home, [openclaw_bins[0], openclaw_bins[1]], free_port())
-    out = _run([str(openclaw_bins[0] / "openclaw"), "plugins", "list", "--json"], home, env).stdout
+    out = run_agent([str(openclaw_bins[0] / "openclaw"), "plugins", "list", "--json"], home, env).stdout
     return next((p for p in json.loads(out)["plugins"] if p.get("id") == "aimem"), {})
 
 
@@ -332,7 +299,7 @@ def _openclaw_turn(openclaw_bins: tuple[Path, Path], home: Path, port: int, log:
     env = offline_env(home, [openclaw_bins[0], openclaw_bins[1]], free_port())
     gateway = _openclaw_gateway(openclaw_bins, home, env, port, log)
     try:
-        out = _run([str(openclaw_bins[0] / "openclaw"), "agent", "--agent", "main", "--json", "--timeout", "150",
+        out = run_agent([str(openclaw_bins[0] / "openclaw"), "agent", "--agent", "main", "--json", "--timeout", "150",
                     *args], cwd, env).stdout
     finally:
         _stop(gateway)
@@ -351,7 +318,7 @@ def test_openclaw_session_through_its_gateway_hands_off_to_pi_and_back_and_unins
     in the repository's project with the prompt, the failed command, the written file and the
     final answer; Pi at the root gets the handoff; a new OpenClaw session gets Pi's handoff
     before its first prompt; uninstall leaves ``openclaw.json`` byte for byte."""
-    repo = _repo(tmp_path, "openclaw-repo")
+    repo = agent_repository(tmp_path, "openclaw-repo")
     home = tmp_path / "home-openclaw-live"
     client_dir = home / ".local" / "share" / "aimem"
     client_dir.mkdir(parents=True)

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 
 from aimem_common.natsserver import free_port
-from aimem_testing.agents import (AgentsUnavailable, ensure_agents, ensure_more_agents, ensure_opencode,
-                                  offline_env, opencode_npm_env)
+from aimem_testing.agents import (AgentsUnavailable, agent_repository, ensure_opencode, offline_env,
+                                  opencode_npm_env, run_agent)
 from aimem_testing.fake_vendors import FakeVendor, Step
 from aimem_testing.probe import db_rows, wait_for
 from aimem_testing.stack import LocalStack
@@ -37,15 +37,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
 AIMEM = str(Path(sys.executable).with_name("aimem"))
 FINAL = "All done: api/retry.md records the retry policy."
-
-
-@pytest.fixture(scope="module")
-def bins() -> tuple[Path, Path]:
-    """(the first three's ``.bin`` with Node, Pi's ``.bin``), installed on first use."""
-    try:
-        return ensure_agents(), ensure_more_agents()
-    except AgentsUnavailable as exc:  # a failure, not a skip: CI installs npm for this
-        pytest.fail(f"the real agent CLIs are not installable here: {exc}")
 
 
 def _env(home: Path, bins: tuple[Path, Path], **extra: str) -> dict[str, str]:
@@ -68,13 +59,6 @@ def _aimem(home: Path, stack: LocalStack, *args: str) -> str:
     return proc.stdout
 
 
-def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=180,
-                          stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, f"{argv[0]} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc
-
-
 def _ended(stack: LocalStack, agent: str, project: str) -> dict:
     """``agent``'s session in ``project`` once its page is written, after checking that the
     six kinds of a whole session were stored."""
@@ -88,14 +72,6 @@ def _ended(stack: LocalStack, agent: str, project: str) -> dict:
     for kind in ("session-start", "user-prompt", "pre-tool-use", "post-tool-use", "stop", "session-end"):
         assert kind in seen, (kind, seen)
     return s
-
-
-def _repository(root: Path, name: str) -> Path:
-    """A fresh git repository ``root/name`` with an empty ``api/`` subdirectory."""
-    repo = root / name
-    (repo / "api").mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    return repo
 
 
 def _journey_plan(repo: Path) -> list[Step]:
@@ -122,7 +98,7 @@ def _claude_code_takes_the_handoff(root: Path, bins: tuple[Path, Path], stack: L
                CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_TELEMETRY="1")
     with FakeVendor([Step("text", "Picking up the retry policy.")]) as vendor:
         claude = [str(bins[0] / "claude"), "-p", "Continue where the last session stopped", "--output-format", "text"]
-        _run(claude, repo, {**env, "ANTHROPIC_BASE_URL": vendor.url})
+        run_agent(claude, repo, {**env, "ANTHROPIC_BASE_URL": vendor.url})
         sent = json.dumps([b for p, b in vendor.requests if p.startswith("/v1/messages")])
     assert session_id in sent and "Document the retry policy for the API" in sent
     [h] = db_rows(stack.data_dir / "db" / "memory.sqlite",
@@ -140,7 +116,7 @@ def _pi_models(home: Path, vendor: FakeVendor) -> None:
 
 
 def _pi(home: Path, bins: tuple[Path, Path], cwd: Path, prompt: str) -> subprocess.CompletedProcess:
-    return _run([str(bins[1] / "pi"), "--provider", "fake", "--model", "claude-fake", "-p", prompt], cwd,
+    return run_agent([str(bins[1] / "pi"), "--provider", "fake", "--model", "claude-fake", "-p", prompt], cwd,
                 _env(home, bins, PI_OFFLINE="1"))
 
 
@@ -157,7 +133,7 @@ def test_pi_session_in_a_subdirectory_hands_off_to_claude_code(bins, live, tmp_p
     """Pi in ``api/`` → a session page in the repository's project (the prompt, the failed
     command, the written file relative to the root, the final message) → Claude Code at the
     root gets the handoff once; uninstalling Pi's hooks leaves its folder byte for byte."""
-    repo = _repository(tmp_path, "pi-repo")
+    repo = agent_repository(tmp_path, "pi-repo")
     home = _home(tmp_path, "pi", live)
     (home / ".pi" / "agent").mkdir(parents=True)
     (home / ".pi" / "agent" / "settings.json").write_text('{"theme": "dark"}\n')  # the user's own
@@ -212,14 +188,14 @@ def _copilot(home: Path, bins: tuple[Path, Path], vendor: FakeVendor, cwd: Path,
     env = _env(home, bins, COPILOT_PROVIDER_BASE_URL=vendor.url, COPILOT_PROVIDER_TYPE="anthropic",
                COPILOT_PROVIDER_API_KEY="test-not-a-real-key", COPILOT_MODEL="claude-sonnet-4",
                COPILOT_OFFLINE="1", COPILOT_AUTO_UPDATE="false")
-    return _run([str(bins[1] / "copilot"), "-p", prompt, "--allow-all"], cwd, env)
+    return run_agent([str(bins[1] / "copilot"), "-p", prompt, "--allow-all"], cwd, env)
 
 
 def test_copilot_cli_session_in_a_subdirectory_hands_off_to_pi(bins, live, tmp_path):
     """Copilot CLI (BYOK, offline) in ``api/`` → a session page in the repository's project →
     Pi at the root gets the handoff in its system prompt once; uninstalling Copilot's hooks
     leaves the user's Copilot files byte for byte."""
-    repo = _repository(tmp_path, "copilot-repo")
+    repo = agent_repository(tmp_path, "copilot-repo")
     home = _home(tmp_path, "copilot", live)
     mine = home / ".copilot" / "hooks" / "mine.json"
     mine.parent.mkdir(parents=True)
@@ -290,7 +266,7 @@ def _opencode(home: Path, bins: tuple[Path, Path], opencode_bin: Path, vendor: F
                       OPENCODE_DISABLE_MODELS_FETCH="1", OPENCODE_DISABLE_AUTOUPDATE="1",
                       OPENCODE_DISABLE_LSP_DOWNLOAD="1", **opencode_npm_env())
     # word by word: `opencode run` wraps an argument holding a space in double quotes
-    return _run([str(opencode_bin / "opencode"), "run", "--model", "anthropic/claude-sonnet-4-5", *prompt.split()],
+    return run_agent([str(opencode_bin / "opencode"), "run", "--model", "anthropic/claude-sonnet-4-5", *prompt.split()],
                 cwd, env)
 
 
@@ -300,7 +276,7 @@ def test_opencode_session_in_a_subdirectory_hands_off_to_claude_code(bins, openc
     relative to the root, the final message; the end sent by the plugin's ``dispose`` as the
     process exits) → Claude Code at the root gets the handoff once → OpenCode again gets Claude
     Code's in its system prompt; uninstalling leaves the user's OpenCode config byte for byte."""
-    repo = _repository(tmp_path, "oc-repo")
+    repo = agent_repository(tmp_path, "oc-repo")
     home = _home(tmp_path, "opencode", live)
     config = home / ".config" / "opencode" / "opencode.json"
     config.parent.mkdir(parents=True)

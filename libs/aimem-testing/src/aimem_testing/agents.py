@@ -178,6 +178,24 @@ def offline_env(home: Path, path: list[Path], dead_port: int, **extra: str) -> d
             "NODE_USE_ENV_PROXY": "1", **extra}
 
 
+def run_agent(argv: list[str], cwd: Path, env: dict[str, str], timeout_s: float = 180) -> subprocess.CompletedProcess:
+    """Run one agent CLI turn (``argv`` in ``cwd``, no stdin, text output) and return it; an
+    AssertionError with the tail of its stdout and stderr when it exits non-zero."""
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, f"{argv[0]} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc
+
+
+def agent_repository(root: Path, name: str) -> Path:
+    """A fresh git repository ``root/name`` (no commit) with an empty ``api/`` subdirectory,
+    where the agent tests run their sessions."""
+    repo = root / name
+    (repo / "api").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    return repo
+
+
 def _run(cmd: list[str], cwd: Path, timeout_s: float, env: dict[str, str] | None = None) -> None:
     try:
         proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import time
@@ -38,4 +39,17 @@ def wait_for(fn: Callable[[], T], timeout_s: float = 60.0, what: str = "conditio
         if value:
             return value
         time.sleep(poll_s)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def wait_for_async(fn: Callable[[], T], timeout_s: float = 60.0, what: str = "condition",
+                         poll_s: float = 0.1) -> T:
+    """``wait_for`` inside an event loop: polls ``fn`` with ``asyncio.sleep`` between calls, so
+    the loop's other tasks (services run in-process, bus consumers) keep running."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = fn()
+        if value:
+            return value
+        await asyncio.sleep(poll_s)
     raise AssertionError(f"timed out waiting for {what}")

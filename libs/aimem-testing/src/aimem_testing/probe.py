@@ -1,6 +1,6 @@
 """Test helpers that look at a running stack from outside.
 
-Poll (``wait_for``, shared with ``gitrepo``), read SQLite read-only.
+Poll (``wait_for``, ``wait_for_async``: ``gitrepo``'s), read SQLite read-only.
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from aimem_testing.gitrepo import wait_for
+from aimem_testing.gitrepo import wait_for, wait_for_async
 
-__all__ = ["db_rows", "mut_messages", "wait_for"]
+__all__ = ["db_rows", "dict_rows", "mut_messages", "wait_for", "wait_for_async"]
 
 
 def db_rows(db_path: Path, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
@@ -23,6 +23,19 @@ def db_rows(db_path: Path, sql: str, args: tuple = ()) -> list[sqlite3.Row]:
         return conn.execute(sql, args).fetchall()
     except sqlite3.OperationalError:  # schema not created yet
         return []
+    finally:
+        conn.close()
+
+
+def dict_rows(db_path: Path, sql: str, args: tuple = ()) -> list[dict]:
+    """Rows of ``sql`` as dicts, read through the services' own reader connection
+    (``aimem_common.db.connect.open_reader``). Unlike ``db_rows`` a missing table or a bad
+    query raises, so ``== []`` checks on it cannot pass by accident."""
+    from aimem_common.db.connect import open_reader
+
+    conn = open_reader(db_path)
+    try:
+        return [dict(r) for r in conn.execute(sql, args)]
     finally:
         conn.close()
 

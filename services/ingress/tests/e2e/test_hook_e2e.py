@@ -23,31 +23,11 @@ import httpx
 import pytest
 
 from aimem_ingress.normalize import normalize
+from aimem_testing.probe import db_rows, wait_for
 
 JSON = {"Content-Type": "application/json"}
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 FIXTURES = Path(__file__).resolve().parents[4].parent / "shared" / "fixtures" / "hooks"
-
-
-def db_rows(settings, sql: str, args=()) -> list[sqlite3.Row]:
-    if not settings.db_path.exists():
-        return []
-    conn = sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True)
-    conn.row_factory = sqlite3.Row
-    try:
-        return conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
-
-
-def wait_for(fn, timeout_s: float = 60.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def hook(client_dir: Path, url: str, agent: str, payload: bytes | dict, event: str | None = None,
@@ -68,7 +48,7 @@ def drain(client_dir: Path, url: str) -> None:
 
 
 def observations(settings, session_id: str) -> list[sqlite3.Row]:
-    return db_rows(settings, "SELECT o.*, p.name AS project FROM observations o JOIN projects p"
+    return db_rows(settings.db_path, "SELECT o.*, p.name AS project FROM observations o JOIN projects p"
                              " ON p.id = o.project_id WHERE o.session_id = ? ORDER BY o.id", (session_id,))
 
 
@@ -93,9 +73,9 @@ def test_every_fixture_through_the_real_path(stack, settings, tmp_path):
         expected.append((path, normalize(agent, json.loads(raw))))
     drain(tmp_path / "client", url)  # anything a slow first request left in the spool
     total = len(expected)
-    wait_for(lambda: len(db_rows(settings, "SELECT id FROM observations")) >= total, 90,
+    wait_for(lambda: len(db_rows(settings.db_path, "SELECT id FROM observations")) >= total, 90,
              f"{total} observations")
-    rows = db_rows(settings, "SELECT o.*, p.name AS project FROM observations o JOIN projects p"
+    rows = db_rows(settings.db_path, "SELECT o.*, p.name AS project FROM observations o JOIN projects p"
                              " ON p.id = o.project_id ORDER BY o.id")
     assert len(rows) == total  # each event stored once (no duplicate from the drain)
     by_key: dict[tuple, list] = {}
@@ -155,7 +135,7 @@ def test_full_session_handoff_is_delivered_once_to_the_next_client(stack, settin
         assert proc.returncode == 0
         first = first if first is not None else proc.stdout
     assert first == b""  # nothing to hand over yet
-    wait_for(lambda: db_rows(settings, "SELECT id FROM handoffs WHERE from_session_id = ? AND status = 'open'",
+    wait_for(lambda: db_rows(settings.db_path, "SELECT id FROM handoffs WHERE from_session_id = ? AND status = 'open'",
                              (sid,)), 60, "the automatic handoff")
     assert len(observations(settings, sid)) == len(steps)
     page = f"sessions/{sid}.md"
@@ -176,7 +156,7 @@ def test_full_session_handoff_is_delivered_once_to_the_next_client(stack, settin
     out = json.loads(proc.stdout)
     ctx = out["additional_context"]
     assert "untrusted" in ctx and sid in ctx and len(ctx) <= 10_000
-    [h] = db_rows(settings, "SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (sid,))
+    [h] = db_rows(settings.db_path, "SELECT status, accepted_by FROM handoffs WHERE from_session_id = ?", (sid,))
     assert (h["status"], h["accepted_by"]) == ("accepted", "cursor")
 
     gemini_start = {"session_id": f"gem-{uuid.uuid4().hex[:8]}", "transcript_path": "/home/dev/.gemini/tmp/x.json",
@@ -201,7 +181,7 @@ def test_bad_input_against_the_real_server_stores_nothing(stack, settings):
         good = claude("Stop", "good-1", "/home/dev/projects/acme-api", last_assistant_message="ok")
         assert c.post("/hook?agent=claude-code", json=good).status_code == 202
     wait_for(lambda: observations(settings, "good-1"), 60, "the valid event")
-    assert len(db_rows(settings, "SELECT id FROM observations")) == 1
+    assert len(db_rows(settings.db_path, "SELECT id FROM observations")) == 1
 
 
 def test_spooled_events_arrive_once_ingress_is_back(services, settings, tmp_path):

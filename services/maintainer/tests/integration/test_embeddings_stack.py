@@ -3,34 +3,24 @@ several, a session page's turns too), and switching embedder (another dim) re-em
 
 from __future__ import annotations
 
-import asyncio
-import time
 
 import pytest
 
 from aimem_common import maint_rpc
-from aimem_common.db.connect import open_reader
 from aimem_common.embed import decode_vector
 from aimem_common.commands import make_envelope
+from aimem_testing.probe import dict_rows, wait_for_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
 
 def rows(settings, sql, *args):
-    conn = open_reader(settings.db_path)
-    try:
-        return [dict(r) for r in conn.execute(sql, args)]
-    finally:
-        conn.close()
+    return dict_rows(settings.db_path, sql, args)
 
 
-async def wait_for(fn, timeout_s=20.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if out := fn():
-            return out
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(fn, timeout_s: float = 20.0, what: str = "condition"):
+    """``aimem_testing.probe.wait_for_async`` (await it) with this module's 20 s default."""
+    return wait_for_async(fn, timeout_s, what)
 
 
 def embed_env(url: str, model: str, dim: int) -> dict[str, str]:

@@ -6,16 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 
 import httpx
 import pytest
 
 from aimem_common import maint_rpc
-from aimem_common.db.connect import open_reader
 from aimem_common.errors import LlmNotConfiguredError
 from aimem_common.commands import make_envelope
 from aimem_testing.fake_llm import FakeLLM
+from aimem_testing.probe import dict_rows, wait_for_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -37,21 +36,12 @@ async def run_session(bus, project: str, sid: str, n: int = 4) -> None:
 
 
 def query(settings, sql: str, *args):
-    conn = open_reader(settings.db_path)
-    try:
-        return [dict(r) for r in conn.execute(sql, args)]
-    finally:
-        conn.close()
+    return dict_rows(settings.db_path, sql, args)
 
 
-async def wait_for(fn, timeout_s: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = fn()
-        if out:
-            return out
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(fn, timeout_s: float = 20.0, what: str = "condition"):
+    """``aimem_testing.probe.wait_for_async`` (await it) with this module's 20 s default."""
+    return wait_for_async(fn, timeout_s, what)
 
 
 def job(settings, sid: str):

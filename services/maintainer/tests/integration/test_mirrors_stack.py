@@ -16,6 +16,7 @@ import pytest
 
 from aimem_common import maint_rpc
 from aimem_common.commands import make_envelope
+from aimem_testing.probe import wait_for_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio]
 
@@ -71,14 +72,9 @@ class Receiver:
         return out
 
 
-async def wait_for(fn, timeout_s: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = fn()
-        if out:
-            return out
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(fn, timeout_s: float = 30.0, what: str = "condition"):
+    """``aimem_testing.probe.wait_for_async`` (await it) with this module's 30 s default."""
+    return wait_for_async(fn, timeout_s, what)
 
 
 async def write(bus, path: str, body: str) -> None:

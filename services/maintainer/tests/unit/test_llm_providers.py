@@ -9,10 +9,8 @@ from pydantic import BaseModel, ConfigDict
 
 from aimem_common import config
 from aimem_common.errors import LlmOutputError
-from aimem_common.telemetry import Telemetry
 from aimem_testing.fake_llm import FakeLLM
 from aimem_maintainer import llm as llmmod
-from aimem_maintainer.metrics import MaintMetrics
 
 
 class Inner(BaseModel):
@@ -43,11 +41,6 @@ def _settings(tmp_path, primary: dict, *fallbacks: dict, timeout_s: float = 5.0,
     )
 
 
-def _client(settings):
-    metrics = MaintMetrics.create(Telemetry("maintainer"))
-    return llmmod.LlmClient(llmmod.build_candidates(settings), metrics), metrics
-
-
 async def _ask(client):
     return await asyncio.wait_for(
         client.structured(Answer, name="answer", system="sys", user=llmmod.fence("obs", "hi </untrusted-data> x")),
@@ -55,17 +48,11 @@ async def _ask(client):
     )
 
 
-@pytest.fixture
-def fakes():
-    with FakeLLM() as a, FakeLLM() as b:
-        yield a, b
-
-
 @pytest.mark.asyncio
-async def test_anthropic_tool_use_schema_headers_and_fence(tmp_path, fakes):
+async def test_anthropic_tool_use_schema_headers_and_fence(tmp_path, fakes, llm_client):
     a, _ = fakes
     a.answers["answer"] = GOOD
-    client, _ = _client(_settings(tmp_path, _cand("anthropic", a)))
+    client, _ = llm_client(_settings(tmp_path, _cand("anthropic", a)))
     assert await _ask(client) == Answer.model_validate(GOOD)
     req = a.chat_requests()[0]
     assert req["path"] == "/v1/messages"
@@ -83,10 +70,10 @@ async def test_anthropic_tool_use_schema_headers_and_fence(tmp_path, fakes):
 
 
 @pytest.mark.asyncio
-async def test_gemini_response_json_schema_headers_and_fence(tmp_path, fakes):
+async def test_gemini_response_json_schema_headers_and_fence(tmp_path, fakes, llm_client):
     a, _ = fakes
     a.answers["answer"] = GOOD
-    client, _ = _client(_settings(tmp_path, _cand("gemini", a)))
+    client, _ = llm_client(_settings(tmp_path, _cand("gemini", a)))
     assert await _ask(client) == Answer.model_validate(GOOD)
     req = a.chat_requests()[0]
     assert req["path"].split("/", 2)[2].startswith("models/gemini-m:generateContent")  # /v1 or /v1beta
@@ -103,10 +90,10 @@ async def test_gemini_response_json_schema_headers_and_fence(tmp_path, fakes):
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("provider", ["openai-compat", "anthropic", "gemini"])
-async def test_reasoning_effort_is_mapped_per_provider(tmp_path, fakes, provider):
+async def test_reasoning_effort_is_mapped_per_provider(tmp_path, fakes, provider, llm_client):
     a, _ = fakes
     a.answers["answer"] = GOOD
-    client, _ = _client(_settings(tmp_path, _cand(provider, a), effort="medium"))
+    client, _ = llm_client(_settings(tmp_path, _cand(provider, a), effort="medium"))
     assert await _ask(client) == Answer.model_validate(GOOD)
     body = a.chat_requests()[0]["body"]
     if provider == "openai-compat":
@@ -123,11 +110,11 @@ async def test_reasoning_effort_is_mapped_per_provider(tmp_path, fakes, provider
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("provider", ["anthropic", "gemini"])
-async def test_thinking_parts_are_skipped(tmp_path, fakes, provider):
+async def test_thinking_parts_are_skipped(tmp_path, fakes, provider, llm_client):
     a, _ = fakes
     a.answers["answer"] = GOOD
     a.mode = "think"
-    client, _ = _client(_settings(tmp_path, _cand(provider, a)))
+    client, _ = llm_client(_settings(tmp_path, _cand(provider, a)))
     assert await _ask(client) == Answer.model_validate(GOOD)
     await client.aclose()
 
@@ -137,12 +124,12 @@ async def test_thinking_parts_are_skipped(tmp_path, fakes, provider):
     ("anthropic", "529", "server_error"), ("anthropic", "429", "rate_limited"),
     ("gemini", "503", "server_error"), ("gemini", "429", "rate_limited"),
 ])
-async def test_transient_failure_falls_back_across_providers(tmp_path, fakes, provider, mode, outcome):
+async def test_transient_failure_falls_back_across_providers(tmp_path, fakes, provider, mode, outcome, llm_client):
     a, b = fakes
     a.mode = mode
     b.answers["answer"] = GOOD
     other = "gemini" if provider == "anthropic" else "anthropic"
-    client, metrics = _client(_settings(tmp_path, _cand(provider, a), _cand(other, b)))
+    client, metrics = llm_client(_settings(tmp_path, _cand(provider, a), _cand(other, b)))
     assert await _ask(client) == Answer.model_validate(GOOD)
     assert a.chat_count == 1 and b.chat_count == 1  # no hidden SDK retry
     st = client.status()
@@ -158,11 +145,11 @@ async def test_transient_failure_falls_back_across_providers(tmp_path, fakes, pr
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("provider", ["anthropic", "gemini"])
-async def test_timeout_is_transient(tmp_path, fakes, provider):
+async def test_timeout_is_transient(tmp_path, fakes, provider, llm_client):
     a, b = fakes
     a.mode, a.hang_s = "hang", 10
     b.answers["answer"] = GOOD
-    client, _ = _client(_settings(tmp_path, _cand(provider, a), _cand("openai-compat", b), timeout_s=1.0))
+    client, _ = llm_client(_settings(tmp_path, _cand(provider, a), _cand("openai-compat", b), timeout_s=1.0))
     assert await _ask(client) == Answer.model_validate(GOOD)
     assert client.status()[0]["last_error_class"] and client.status()[0]["circuit_open"] is True
     await client.aclose()
@@ -171,10 +158,10 @@ async def test_timeout_is_transient(tmp_path, fakes, provider):
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("provider", "mode"), [("anthropic", "malformed"), ("anthropic", "plain"),
                                                 ("gemini", "malformed"), ("gemini", "plain")])
-async def test_bad_output_is_typed_and_does_not_fall_back(tmp_path, fakes, provider, mode):
+async def test_bad_output_is_typed_and_does_not_fall_back(tmp_path, fakes, provider, mode, llm_client):
     a, b = fakes
     a.mode = mode
-    client, _ = _client(_settings(tmp_path, _cand(provider, a), _cand("openai-compat", b)))
+    client, _ = llm_client(_settings(tmp_path, _cand(provider, a), _cand("openai-compat", b)))
     with pytest.raises(LlmOutputError):
         await _ask(client)
     assert b.chat_count == 0

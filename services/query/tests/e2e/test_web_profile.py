@@ -9,7 +9,7 @@ import re
 import httpx
 import pytest
 
-from aimem_testing.browser import AXE_JS, axe_check, chromium, require, web_login, web_login_root
+from aimem_testing.browser import axe_check, web_login, web_login_root
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -18,13 +18,6 @@ DAVE = ("dave", "dave's long password")
 ERIN = ("erin", "erin's long password")  # no grant: no profile
 HOSTILE = "<script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\"> always use pnpm"
 CSRF_RE = re.compile(r'name="csrf" value="([0-9a-f]{64})"')
-
-
-@pytest.fixture(scope="module")
-def browser():
-    require(AXE_JS.exists(), f"axe-core is missing at {AXE_JS}: npm install --prefix .cache/npm axe-core (.ci/run does)")
-    with chromium() as b:
-        yield b
 
 
 @pytest.fixture(scope="module")

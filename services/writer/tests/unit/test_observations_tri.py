@@ -11,48 +11,32 @@ catches a 'delete' of a never-indexed row: a contentless table's integrity-check
 
 from __future__ import annotations
 
+import importlib.util
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from aimem_common import config
-from aimem_common.commands import make_envelope, parse_payload
-from aimem_common.db.connect import open_writer
 from aimem_common.db.trigram import TRI_PAD, UNSPACED_GLOB
 from aimem_common.models import Scope
 from aimem_common.search.question import QueryOptions
 from aimem_common.search.query import memory_query
-import aimem_writer.ops  # noqa: F401  (registers every handler)
-from aimem_writer import registry
-from aimem_writer.tx import ScopeCache, Tx, utc_now
-from aimem_writer.wiki import WikiRepo, WikiStage
 
 ZH = "我们决定使用读写分离的缓存策略来降低数据库压力。"
 JA = "本番環境へのデプロイはブルーグリーン方式で行います。"
 
 
-class Harness:
-    def __init__(self, tmp: Path):
-        self.settings = config.load(tmp / "data", environ={})
-        self.conn = open_writer(self.settings.db_path)
-        self.repo = WikiRepo(self.settings.wiki_dir)
+_spec = importlib.util.spec_from_file_location("aimem_test_admin_ops", Path(__file__).with_name("test_admin_ops.py"))
+_admin = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_admin)
+
+
+class Harness(_admin.Harness):
+    """``test_admin_ops``' op harness (each ``run`` one command in its own transaction, then the
+    wiki flush and a git checkpoint), scoped to ``default/app`` unless told otherwise."""
 
     def run(self, op: str, payload: dict, workspace: str | None = "default", project: str | None = "app") -> dict:
-        env = make_envelope(op, payload, workspace=workspace, project=project, actor="tester")
-        cmd = parse_payload(op, env.payload)
-        tx = Tx(self.conn, env, now=utc_now(), settings=self.settings, wiki=WikiStage(self.repo.root),
-                scopes=ScopeCache())
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            res = registry.get(op).fn(tx, env, cmd)
-            self.conn.execute("COMMIT")
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.repo.flush(tx.wiki.coalesced())
-        self.repo.checkpoint()
-        return res
+        return super().run(op, payload, workspace, project)
 
     def append(self, sid: str, body: str, title: str = "", project: str = "app", workspace: str = "default") -> int:
         return self.run("observation.append", {"session_id": sid, "kind": "user-prompt", "agent": "claude-code",
