@@ -85,14 +85,41 @@ def default_token(settings: config.Settings) -> str | None:
     return client_settings()[1]["token"]
 
 
-def scope(workspace: str | None, project: str | None) -> tuple[str, str]:
-    """The workspace/project a command means: the options, else this directory's identity
-    (``.aimem.toml`` marker, else the repository's name, else the directory's)."""
+def scope(workspace: str | None, project: str | None, server: str | None = None,
+          token: str | None = None) -> tuple[str, str]:
+    """The workspace/project a command means: the options, else this checkout's project.
+
+    ``--project`` wins as given. Otherwise the project is the one the hooks' events from this
+    directory land in: its identity (``aimem_cli.identity.resolve``: ``.aimem.toml`` marker,
+    else the repository with its root, ``origin`` and ``.git/aimem-id``, else the
+    directory's name) is sent to the query service (``GET /api/v1/projects/resolve``, one
+    round trip, at ``server`` with ``token`` as ``client`` would), which answers the
+    project holding those keys — ``api-2`` for a second repository named ``api`` — or, for
+    a checkout it has never seen, the name its first event would create (the local name
+    unless another repository has it). A marker-named project or a plain directory (no
+    keys) is its name: no round trip. A non-root caller that may not read the answer keeps
+    the local name (its read then fails as any unreadable project does). A failed round
+    trip is one line and exit 1 (``fail``).
+    """
     from aimem_cli.identity import resolve
 
     s = load_settings()
     here = resolve(Path.cwd())
-    return workspace or here.workspace or s.workspace_default, project or here.project or Path.cwd().name
+    ws = workspace or here.workspace or s.workspace_default
+    if project:
+        return ws, project
+    local = here.project or Path.cwd().name
+    if here.explicit or not (here.root or here.origin or here.repo_id):
+        return ws, local
+    keys = {**here.as_query(), "workspace": ws, "project": local}
+    with client(server, token) as c:
+        try:
+            answer = c.get("/api/v1/projects/resolve", **keys)
+        except CliError as exc:
+            if exc.status == 404 and exc.code == "not_found":
+                return ws, local
+            raise
+    return ws, str(answer["project"])
 
 
 def project_prefix(workspace: str, project: str) -> str:
