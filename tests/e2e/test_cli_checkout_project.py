@@ -6,7 +6,8 @@ agent calls it, and every read through the ``aimem`` CLI as a subprocess in the 
 
 * two repositories named ``api`` with different origins are ``api`` and ``api-2``; in the
   second one ``search``, ``handoffs`` and ``read-page`` answer its own memory, never the
-  first one's (``--project`` still names any project);
+  first one's (``--project`` still names any project); ``bootstrap`` and a maintainer job
+  (``lint``) work on its own project;
 * a repository re-created at the same path (a new ``.git/aimem-id``) is ``<name>-2``; after
   ``aimem run`` there, ``workstreams`` and ``show`` list its workstream;
 * a checkout the server has never seen reads nothing of another repository with its name;
@@ -147,6 +148,21 @@ def test_second_checkout_lists_its_own_handoffs_and_pages(live, twins):
     assert f"marmotA{twins['tag']}" in named
 
 
+def test_second_checkout_writes_and_maintains_its_own_project(live, twins):
+    """``bootstrap`` writes its overview page into the checkout's project, and a maintainer
+    job (``lint``) runs on it: neither touches client A's ``api``."""
+    env = twins["env"]
+    repo_b, _ = twins["B"]
+    (repo_b / "README.md").write_text("# api of client B\n\nThe billing API.\n")
+    out = aimem(env, repo_b, "bootstrap", "--no-llm", "--json")
+    assert json.loads(out.stdout)["created"] is True
+    placed = rows(live, "SELECT p.name FROM pages g JOIN projects p ON p.id = g.project_id"
+                        " WHERE g.path = 'bootstrap.md' AND g.is_latest = 1")
+    assert [r[0] for r in placed] == ["api-2"]
+    lint = json.loads(aimem({**env, "AIMEM_BUS__NATS_URL": live.nats_url}, repo_b, "lint", "--json").stdout)
+    assert lint["project"] == "api-2", lint
+
+
 def test_unseen_checkout_reads_nothing_of_a_namesake(live, twins, tmp_path):
     """A third ``api`` the server has never seen: not client A's memory, and no project made."""
     env, tag = twins["env"], twins["tag"]
@@ -156,6 +172,10 @@ def test_unseen_checkout_reads_nothing_of_a_namesake(live, twins, tmp_path):
     assert f"marmotA{tag}" not in got.stdout
     ws = aimem(env, repo_c, "workstreams")
     assert ws.stdout.strip() == "no workstreams in default/api-3 yet (start one with `aimem run HARNESS`)"
+    boot = aimem(env, repo_c, "bootstrap", "--no-llm", check=False)
+    assert boot.returncode == 1 and boot.stderr.strip() == (
+        f"aimem: {repo_c} has no project yet (default/api is another repository's): run an agent session there "
+        "first, or pass --project"), boot.stderr
     assert rows(live, "SELECT count(*) FROM projects")[0][0] == before  # asking created nothing
     # A plain folder named like a project (no repository: no keys) keeps its name.
     plain = tmp_path / "plain" / "api"

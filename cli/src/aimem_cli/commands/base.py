@@ -108,18 +108,29 @@ def scope(workspace: str | None, project: str | None, server: str | None = None,
     ws = workspace or here.workspace or s.workspace_default
     if project:
         return ws, project
-    local = here.project or Path.cwd().name
+    return ws, assigned_project(here, ws, here.project or Path.cwd().name, server, token)[0]
+
+
+def assigned_project(here: Any, workspace: str, local: str, server: str | None,
+                     token: str | None) -> tuple[str, bool | None]:
+    """The project the server files events with identity ``here`` (an
+    ``aimem_cli.identity.Identity``) under in ``workspace``, ``local`` being its local name
+    (see ``scope``), as ``(name, exists)``: ``(local, None)`` without identity keys or for a
+    marker-named project (found by name; nothing asked), else one ``GET
+    /api/v1/projects/resolve`` (``exists`` False: an identity the server has not seen, named
+    as its first event would create it); ``(local, None)`` when a non-root caller may not
+    read the answer (404 ``not_found``). Any other failure is one line and exit 1."""
     if here.explicit or not (here.root or here.origin or here.repo_id):
-        return ws, local
-    keys = {**here.as_query(), "workspace": ws, "project": local}
+        return local, None
+    keys = {**here.as_query(), "workspace": workspace, "project": local}
     with client(server, token) as c:
         try:
             answer = c.get("/api/v1/projects/resolve", **keys)
         except CliError as exc:
             if exc.status == 404 and exc.code == "not_found":
-                return ws, local
+                return local, None
             raise
-    return ws, str(answer["project"])
+    return str(answer["project"]), bool(answer["exists"])
 
 
 def project_prefix(workspace: str, project: str) -> str:
