@@ -24,7 +24,8 @@ TokenOpt = typer.Option(None, "--token", help="Bearer token (default: AIMEM_AUTH
                         "auth/token, else the hook client's token).")
 JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
 WsOpt = typer.Option(None, "--workspace", "-w", help="Workspace (default: settings.workspace_default).")
-PjOpt = typer.Option(None, "--project", "-p", help="Project (default: this directory's .aimem.toml, else its repository's name).")
+PjOpt = typer.Option(None, "--project", "-p", help="Project (default: the one this checkout's sessions are filed "
+                     "under: .aimem.toml, else the server's project for its repository: api-2 for a 2nd 'api').")
 
 
 def fail(message: str) -> None:

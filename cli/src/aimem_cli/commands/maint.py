@@ -26,7 +26,8 @@ from aimem_common.errors import AimemError
 
 NatsOpt = typer.Option(None, "--nats", help="NATS URL (default: settings.bus.nats_url).")
 WsOpt = typer.Option(None, "--workspace", "-w", help="Workspace (default: settings.workspace_default).")
-PjOpt = typer.Option(None, "--project", "-p", help="Project (default: this directory's .aimem.toml, else its repository's name).")
+PjOpt = typer.Option(None, "--project", "-p", help="Project (default: the one this checkout's sessions are filed "
+                     "under: .aimem.toml, else the server's project for its repository: api-2 for a 2nd 'api').")
 AllOpt = typer.Option(False, "--all", help="Every workspace/project instead of one.")
 JsonOpt = typer.Option(False, "--json", help="Print the raw JSON result.")
 

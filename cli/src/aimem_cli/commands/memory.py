@@ -85,7 +85,8 @@ def search(
     query: str = typer.Argument(..., help=SEARCH_PARAMS["query"].help),
     workspace: str | None = search_option("workspace", "-w", default_note=" Default: settings.workspace_default."),
     project: str | None = search_option(
-        "project", "-p", default_note=" Default: this directory's .aimem.toml, else its repository's name."),
+        "project", "-p", default_note=" Default: the one this checkout's sessions are filed under (.aimem.toml, "
+        "else the server's project for its repository)."),
     limit: int | None = search_option("limit"),
     scopes: list[str] | None = search_option("scopes"),
     global_: bool = search_option("global", "--all"),
