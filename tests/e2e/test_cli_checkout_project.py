@@ -234,3 +234,30 @@ def test_resolve_route_refuses_bad_keys(live, twins):
         assert r.status_code == 200 and r.json()["exists"] is False and r.json()["project_id"] is None, r.text
         r = c.get(url, params={"project": "api"}, headers={"Authorization": "Bearer wrong"})
         assert r.status_code == 401
+
+
+def test_scoped_key_resolves_only_what_it_may_read(live, twins):
+    """A user key granted ``api-2`` only: the route names ``api-2`` for checkout B and the same
+    404 as an unknown project for checkout A (it never learns A's project); the CLI with that
+    key reads B's memory in B, and in A gets one line and exit 1."""
+    tag = twins["tag"]
+    user = f"reader{tag}"
+    with httpx.Client(base_url=live.url("query"), headers=live.headers, timeout=30) as admin:
+        admin.post("/admin/users", json={"name": user}).raise_for_status()
+        admin.put("/admin/grants", json={"user": user, "workspace": "default", "project": "api-2",
+                                         "can_write": False}).raise_for_status()
+        key = admin.post("/admin/api-keys", json={"user": user, "name": "cli"}).json()["key"]
+        missing = admin.get("/api/v1/projects/resolve")
+        assert missing.status_code == 400, missing.text
+    url = live.url("query") + "/api/v1/projects/resolve"
+    with httpx.Client(headers={"Authorization": f"Bearer {key}"}, timeout=10) as c:
+        r = c.get(url, params={"project": "api", "origin": "example.com/clientB/api"})
+        assert r.status_code == 200 and r.json()["project"] == "api-2", r.text
+        r = c.get(url, params={"project": "api", "origin": "example.com/clientA/api"})
+        assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text
+    env = {**twins["env"], "AIMEM_AUTH__TOKEN": key}
+    (repo_a, _), (repo_b, _) = twins["A"], twins["B"]
+    assert {h["project"] for h in hits(env, repo_b, f"marmotB{tag}")} == {"api-2"}
+    denied = aimem(env, repo_a, "search", f"marmotA{tag}", check=False)
+    assert denied.returncode == 1 and f"marmotA{tag}" not in denied.stdout
+    assert len(denied.stderr.strip().splitlines()) == 1 and denied.stderr.startswith("aimem: "), denied.stderr
