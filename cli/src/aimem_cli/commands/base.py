@@ -24,7 +24,8 @@ TokenOpt = typer.Option(None, "--token", help="Bearer token (default: AIMEM_AUTH
                         "auth/token, else the hook client's token).")
 JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
 WsOpt = typer.Option(None, "--workspace", "-w", help="Workspace (default: settings.workspace_default).")
-PjOpt = typer.Option(None, "--project", "-p", help="Project (default: this directory's .aimem.toml, else its repository's name).")
+PjOpt = typer.Option(None, "--project", "-p", help="Project (default: the one this checkout's sessions are filed "
+                     "under: .aimem.toml, else the server's project for its repository: api-2 for a 2nd 'api').")
 
 
 def fail(message: str) -> None:
@@ -85,14 +86,52 @@ def default_token(settings: config.Settings) -> str | None:
     return client_settings()[1]["token"]
 
 
-def scope(workspace: str | None, project: str | None) -> tuple[str, str]:
-    """The workspace/project a command means: the options, else this directory's identity
-    (``.aimem.toml`` marker, else the repository's name, else the directory's)."""
+def scope(workspace: str | None, project: str | None, server: str | None = None,
+          token: str | None = None) -> tuple[str, str]:
+    """The workspace/project a command means: the options, else this checkout's project.
+
+    ``--project`` wins as given. Otherwise the project is the one the hooks' events from this
+    directory land in: its identity (``aimem_cli.identity.resolve``: ``.aimem.toml`` marker,
+    else the repository with its root, ``origin`` and ``.git/aimem-id``, else the
+    directory's name) is sent to the query service (``GET /api/v1/projects/resolve``, one
+    round trip, at ``server`` with ``token`` as ``client`` would), which answers the
+    project holding those keys — ``api-2`` for a second repository named ``api`` — or, for
+    a checkout it has never seen, the name its first event would create (the local name
+    unless another repository has it). A marker-named project or a plain directory (no
+    keys) is its name: no round trip. A non-root caller that may not read the answer keeps
+    the local name (its read then fails as any unreadable project does). A failed round
+    trip is one line and exit 1 (``fail``).
+    """
     from aimem_cli.identity import resolve
 
     s = load_settings()
     here = resolve(Path.cwd())
-    return workspace or here.workspace or s.workspace_default, project or here.project or Path.cwd().name
+    ws = workspace or here.workspace or s.workspace_default
+    if project:
+        return ws, project
+    return ws, assigned_project(here, ws, here.project or Path.cwd().name, server, token)[0]
+
+
+def assigned_project(here: Any, workspace: str, local: str, server: str | None,
+                     token: str | None) -> tuple[str, bool | None]:
+    """The project the server files events with identity ``here`` (an
+    ``aimem_cli.identity.Identity``) under in ``workspace``, ``local`` being its local name
+    (see ``scope``), as ``(name, exists)``: ``(local, None)`` without identity keys or for a
+    marker-named project (found by name; nothing asked), else one ``GET
+    /api/v1/projects/resolve`` (``exists`` False: an identity the server has not seen, named
+    as its first event would create it); ``(local, None)`` when a non-root caller may not
+    read the answer (404 ``not_found``). Any other failure is one line and exit 1."""
+    if here.explicit or not (here.root or here.origin or here.repo_id):
+        return local, None
+    keys = {**here.as_query(), "workspace": workspace, "project": local}
+    with client(server, token) as c:
+        try:
+            answer = c.get("/api/v1/projects/resolve", **keys)
+        except CliError as exc:
+            if exc.status == 404 and exc.code == "not_found":
+                return local, None
+            raise
+    return str(answer["project"]), bool(answer["exists"])
 
 
 def project_prefix(workspace: str, project: str) -> str:

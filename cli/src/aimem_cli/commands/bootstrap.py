@@ -23,7 +23,7 @@ from aimem_cli.importer import project_identity
 
 def register(app: typer.Typer) -> None:
     """Add ``bootstrap`` to the CLI."""
-    from aimem_cli.commands.base import JsonOpt, ServerOpt, TokenOpt, client, emit, fail
+    from aimem_cli.commands.base import JsonOpt, ServerOpt, TokenOpt, assigned_project, client, emit, fail
 
     @app.command("bootstrap")
     def bootstrap(
@@ -53,6 +53,14 @@ def register(app: typer.Typer) -> None:
         pj = project or (ident.project if ident else None)
         if not pj:
             fail("no project: pass --project")
+        if not project:  # the project the hooks' events from PATH land in (`api-2` for a second `api`)
+            local = pj
+            pj, exists = assigned_project(ident, ws, local, server, token)
+            if exists is False and pj != local:
+                # A page written now would make a project without this checkout's keys, which
+                # its first session would not find (it would get yet another name).
+                fail(f"{path.resolve()} has no project yet ({ws}/{local} is another repository's): "
+                     "run an agent session there first, or pass --project")
         payload = {"workspace": ws, "project": pj, "path": PAGE_PATH, "title": title, "body": body,
                    "frontmatter": {"tags": ["bootstrap", "overview"], "source": source}}
         with client(server, token) as c:

@@ -92,7 +92,7 @@ def purge_session(
     if forget_tombstone:
         _lift({"session_id": session_id}, server, token, as_json)
         return
-    ws, pj = scope(workspace, project)
+    ws, pj = scope(workspace, project, server, token)
     body = {"workspace": ws, "project": pj, "session_id": session_id, "compact": compact, "force": force}
     keys = [("observations_deleted", "observations"), ("handoffs_deleted", "handoffs"),
             ("pages_deleted", "pages"), ("auto_improve_runs_deleted", "auto-improve runs")]
@@ -115,7 +115,7 @@ def purge_project(
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Delete a project and everything it owns. Preview without --confirm."""
-    ws, pj = scope(workspace, project)
+    ws, pj = scope(workspace, project, server, token)
     if forget_tombstone:
         _lift({"workspace": ws, "project": pj}, server, token, as_json)
         return
@@ -217,7 +217,7 @@ def move_project(
     """Move a project into another workspace (true move, or merge into a same-named project)."""
     if on_conflict not in ("block", "overwrite", "duplicate"):
         fail("--on-conflict must be block, overwrite or duplicate")
-    ws, pj = scope(workspace, project)
+    ws, pj = scope(workspace, project, server, token)
     body = {"from_workspace": ws, "project": pj, "to_workspace": to_workspace, "on_conflict": on_conflict,
             "force": force}
     with client(server, token) as c:

@@ -26,7 +26,8 @@ from aimem_common.errors import AimemError
 
 NatsOpt = typer.Option(None, "--nats", help="NATS URL (default: settings.bus.nats_url).")
 WsOpt = typer.Option(None, "--workspace", "-w", help="Workspace (default: settings.workspace_default).")
-PjOpt = typer.Option(None, "--project", "-p", help="Project (default: this directory's .aimem.toml, else its repository's name).")
+PjOpt = typer.Option(None, "--project", "-p", help="Project (default: the one this checkout's sessions are filed "
+                     "under: .aimem.toml, else the server's project for its repository: api-2 for a 2nd 'api').")
 AllOpt = typer.Option(False, "--all", help="Every workspace/project instead of one.")
 JsonOpt = typer.Option(False, "--json", help="Print the raw JSON result.")
 
@@ -44,11 +45,14 @@ def call(job: str, *, nats_url: str | None, workspace: str | None, project: str 
     except config.ConfigError as exc:
         _fail(exc.message)
     bus_cfg = settings.bus.model_copy(update={"nats_url": nats_url} if nats_url else {})
-    from aimem_cli.identity import resolve
+    if every:
+        from aimem_cli.identity import resolve
 
-    here = resolve(Path.cwd())
-    ws = workspace or here.workspace or settings.workspace_default
-    pj = None if every else (project or here.project or Path.cwd().name)
+        ws, pj = workspace or resolve(Path.cwd()).workspace or settings.workspace_default, None
+    else:
+        from aimem_cli.commands.base import scope
+
+        ws, pj = scope(workspace, project)  # this checkout's project as the hooks file it (`api-2`)
 
     async def run() -> dict[str, Any]:
         nc = await connect(bus_cfg, name="aimem-cli", reconnect=False)

@@ -85,7 +85,8 @@ def search(
     query: str = typer.Argument(..., help=SEARCH_PARAMS["query"].help),
     workspace: str | None = search_option("workspace", "-w", default_note=" Default: settings.workspace_default."),
     project: str | None = search_option(
-        "project", "-p", default_note=" Default: this directory's .aimem.toml, else its repository's name."),
+        "project", "-p", default_note=" Default: the one this checkout's sessions are filed under (.aimem.toml, "
+        "else the server's project for its repository)."),
     limit: int | None = search_option("limit"),
     scopes: list[str] | None = search_option("scopes"),
     global_: bool = search_option("global", "--all"),
@@ -98,7 +99,7 @@ def search(
     given = dict(locals())  # each SearchParams field arrives as the parameter of its name
     values = {spec.name: given[spec.field] for spec in SEARCH_PARAMS.values()}
     if not global_:  # one project and its siblings: this directory's unless named
-        values["workspace"], values["project"] = scope(workspace, project)
+        values["workspace"], values["project"] = scope(workspace, project, server, token)
     values["scopes"] = scopes or []
     try:
         params = SearchParams.model_validate(values)
@@ -138,7 +139,7 @@ def read_page(
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Print one live page (body; --json for frontmatter, links and backlinks too)."""
-    ws, pj = scope(workspace, project)
+    ws, pj = scope(workspace, project, server, token)
     with client(server, token) as c:
         data = c.get(f"{project_prefix(ws, pj)}/page", path=path)
     emit(data, as_json, lambda d: typer.echo(f"# {d.get('title')}  ({d.get('path')}, id {d.get('page_id', d.get('id'))})\n\n{d.get('body', '')}"))
@@ -154,7 +155,7 @@ def write_page(
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Create or supersede a page (markdown, optional frontmatter)."""
-    ws, pj = scope(workspace, project)
+    ws, pj = scope(workspace, project, server, token)
     try:
         body = file.read_text("utf-8") if file else sys.stdin.read()
     except (OSError, UnicodeDecodeError) as exc:
@@ -173,7 +174,7 @@ def delete_page(
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Delete a live page (its history stays in git and as retired versions)."""
-    ws, pj = scope(workspace, project)
+    ws, pj = scope(workspace, project, server, token)
     with client(server, token) as c:
         data = c.request("DELETE", "/admin/pages", params={"workspace": ws, "project": pj, "path": path})
     emit(data, as_json, lambda d: typer.echo(f"{'deleted' if d.get('deleted') else 'no live page at'} {ws}/{pj}:{path}"))
@@ -184,7 +185,7 @@ def recent(
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """Recently updated pages of a project, newest first."""
-    ws, pj = scope(workspace, project)
+    ws, pj = scope(workspace, project, server, token)
     with client(server, token) as c:
         data = c.get(f"{project_prefix(ws, pj)}/recent", limit=limit)
     emit(data, as_json, lambda d: table(d if isinstance(d, list) else d.get("pages", []),
@@ -202,7 +203,7 @@ def handoffs(
     server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
 ) -> None:
     """List handoffs of a project (without claiming them); --expire-all closes the open ones."""
-    ws, pj = scope(workspace, project)
+    ws, pj = scope(workspace, project, server, token)
     if older_than_days is not None and not expire_all:
         fail("--older-than-days goes with --expire-all")
     if expire_all:
@@ -228,7 +229,7 @@ def checkpoints(
     """List wiki git checkpoints, newest first (the short id is enough for restore-page)."""
     params: dict[str, Any] = {"limit": limit}
     if path:
-        ws, pj = scope(workspace, project)
+        ws, pj = scope(workspace, project, server, token)
         params.update(workspace=ws, project=pj, path=path)
     with client(server, token) as c:
         data = c.get("/admin/checkpoints", **params)
@@ -245,7 +246,7 @@ def restore_page(
     """Write one page back from a checkpoint or a retained version (a new latest version)."""
     if (rev is None) == (page_id is None):
         fail("give exactly one of --from or --page-id")
-    ws, pj = scope(workspace, project)
+    ws, pj = scope(workspace, project, server, token)
     with client(server, token) as c:
         data = c.post("/admin/restore-page", {"workspace": ws, "project": pj, "path": path, "from": rev,
                                               "page_id": page_id})

@@ -350,7 +350,7 @@ def _message_app() -> typer.Typer:
         text = body if body is not None else sys.stdin.read()
         if not text.strip():
             fail("the message is empty (--body or stdin)")
-        ws, pj = scope(workspace, project)
+        ws, pj = scope(workspace, project, server, token)
         with client(server, token) as c:
             data = c.post("/admin/messages/send", {"workspace": ws, "project": pj, "to_project": to_project,
                                                    "to_workspace": to_workspace, "body": text, "subject": subject})
@@ -366,7 +366,7 @@ def _message_app() -> typer.Typer:
         server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
     ) -> None:
         """List this project's messages without claiming them."""
-        ws, pj = scope(workspace, project)
+        ws, pj = scope(workspace, project, server, token)
         with client(server, token) as c:
             data = c.get(f"{project_prefix(ws, pj)}/messages", box=box, status=status, limit=limit)
         emit(data, as_json, lambda d: table(d, ["id", "status", "created_at", "from_project", "to_project",
@@ -379,7 +379,7 @@ def _message_app() -> typer.Typer:
         server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
     ) -> None:
         """Claim one message of this project's inbox, exactly once, and print it."""
-        ws, pj = scope(workspace, project)
+        ws, pj = scope(workspace, project, server, token)
         with client(server, token) as c:
             data = c.post("/admin/messages/pop", {"workspace": ws, "project": pj, "message_id": message_id})
 
@@ -400,7 +400,7 @@ def _message_app() -> typer.Typer:
         server: str = ServerOpt, token: str = TokenOpt, as_json: bool = JsonOpt,
     ) -> None:
         """Retract pending messages this project sent."""
-        ws, pj = scope(workspace, project)
+        ws, pj = scope(workspace, project, server, token)
         with client(server, token) as c:
             data = c.post("/admin/messages/cancel", {"workspace": ws, "project": pj, "message_id": message_id})
         emit(data, as_json, lambda d: typer.echo(json_line(d)))

@@ -96,7 +96,7 @@ def resume_cmd(
     token: str | None = TokenOpt, no_autowire: bool = NoAutowireOpt,
 ) -> None:
     """Resume a named workstream of this project: run its harness in the workstream's checkout."""
-    prefix = _here(workspace, project)
+    prefix = _here(workspace, project, server, token)
     with client(server, token) as c:
         wid = _resolve_id(c, prefix, workstream)
         root = Path(c.get(f"{prefix}/workstreams/{wid}", last=0)["checkout_root"])
@@ -105,8 +105,9 @@ def resume_cmd(
     _launch(harness, list(args or []), LEASE_SECONDS, HEARTBEAT_SECONDS, cwd=root, no_autowire=no_autowire)
 
 
-def _here(workspace: str | None, project: str | None) -> str:
-    return project_prefix(*scope(workspace, project))
+def _here(workspace: str | None, project: str | None, server: str | None, token: str | None) -> str:
+    """The `/api/v1` prefix of the project meant here (`scope`)."""
+    return project_prefix(*scope(workspace, project, server, token))
 
 
 def workstreams_cmd(workspace: str | None = WsOpt, project: str | None = PjOpt, server: str | None = ServerOpt,
@@ -116,7 +117,7 @@ def workstreams_cmd(workspace: str | None = WsOpt, project: str | None = PjOpt, 
     A project (or workspace) the server has not seen yet has none: ``[]`` with ``--json``,
     else one line saying how to start one (exit 0).
     """
-    ws, pj = scope(workspace, project)
+    ws, pj = scope(workspace, project, server, token)
     with client(server, token) as c:
         try:
             rows = c.get(project_prefix(ws, pj) + "/workstreams")
@@ -166,7 +167,7 @@ def show_cmd(workstream: str = typer.Argument(None, help="Id (or a prefix) or na
     from aimem_cli.hookconfig import client_settings
     from aimem_cli.managed import read_checkouts
 
-    prefix = _here(workspace, project)
+    prefix = _here(workspace, project, server, token)
     with client(server, token) as c:
         wid = _resolve_id(c, prefix, workstream)
         got = c.get(f"{prefix}/workstreams/{wid}", last=last)
@@ -191,7 +192,7 @@ def search_cmd(query: str = typer.Argument(..., help="Words to find in the ledge
                token: str | None = TokenOpt, as_json: bool = JsonOpt) -> None:
     """Search the whole ledger of this project's workstreams (full text)."""
     with client(server, token) as c:
-        hits = c.get(_here(workspace, project) + "/workstreams/search", q=query, limit=limit)
+        hits = c.get(_here(workspace, project, server, token) + "/workstreams/search", q=query, limit=limit)
     emit(hits, as_json, lambda rs: table(rs, ["workstream", "seq", "harness", "role", "text"], empty="(no match)"))
 
 
@@ -205,7 +206,7 @@ def rename_cmd(name: str = typer.Argument(..., help="The new name."),
     from aimem_cli.managed import Ingress, RunError
 
     with client(server, token) as c:
-        wid = _resolve_id(c, _here(workspace, project), workstream)
+        wid = _resolve_id(c, _here(workspace, project, server, token), workstream)
     url, hook_token = _ingress()
     try:
         got = Ingress(url, token or hook_token, resolve(Path.cwd())).post(
@@ -228,7 +229,7 @@ def delete_cmd(workstream: str = typer.Argument(..., help="Id (or a prefix) or n
     """
     from aimem_cli.commands.lifecycle import _partial, _preview_then_refuse
 
-    ws, pj = scope(workspace, project)
+    ws, pj = scope(workspace, project, server, token)
     with client(server, token) as c:
         wid = _resolve_id(c, project_prefix(ws, pj), workstream)
         body = {"workspace": ws, "project": pj, "workstream_id": wid, "force": force}
@@ -246,7 +247,7 @@ def audit_cmd(workspace: str | None = WsOpt, project: str | None = PjOpt, server
               token: str | None = TokenOpt, as_json: bool = JsonOpt) -> None:
     """List ledger events that carry an origin marker (an injected packet that got back in); exit 1 when any."""
     with client(server, token) as c:
-        hits = c.get(_here(workspace, project) + "/workstreams/contamination")
+        hits = c.get(_here(workspace, project, server, token) + "/workstreams/contamination")
     emit(hits, as_json, lambda rs: table(rs, ["workstream_id", "seq", "harness", "role", "text"], empty="clean"))
     if hits:
         raise typer.Exit(1)

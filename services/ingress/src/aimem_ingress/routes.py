@@ -104,9 +104,8 @@ MAX_KEY_CHARS = 200
 # run in another client, and the maintainer's idle finaliser writes them too.
 HOOK_ACTOR = "hook"
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
-MAX_ROOT_CHARS, MAX_ORIGIN_CHARS = 4096, 1024
-_REPO_ID = re.compile(r"^[0-9a-f]{32}$")
-_RUN_ID = _REPO_ID  # a managed run's id (AIMEM_RUN_ID): 32 lower-case hex digits
+MAX_ROOT_CHARS, MAX_ORIGIN_CHARS = scopes.MAX_ROOT_CHARS, scopes.MAX_ORIGIN_CHARS
+_RUN_ID = scopes.REPO_ID  # a managed run's id (AIMEM_RUN_ID): 32 lower-case hex digits
 MANAGED_BRIEF_CHARS = 2_500  # a managed start keeps most of the hook output for the workstream packet
 # What a session start gets, by its `source`: (claim a handoff, inject the project brief).
 START_SOURCES = {"resume": (False, False), "compact": (False, True), "clear": (False, True)}
@@ -368,9 +367,7 @@ def _scope(request: Request, payload: dict[str, Any], ev: NormalizedEvent) -> Ho
     validate_name(workspace, "workspace")
     root = locations.normalize(_key_field(q.get("root"), "root", MAX_ROOT_CHARS))
     origin = _key_field(q.get("origin"), "origin", MAX_ORIGIN_CHARS)
-    repo_id = q.get("repo_id") or None
-    if repo_id is not None and not _REPO_ID.match(repo_id):
-        raise BadRequestError("repo_id must be 32 lower-case hex digits", code="invalid_field")
+    repo_id = scopes.repo_id_field(q.get("repo_id"))
     body_project = payload.get("project") if isinstance(payload.get("project"), str) else None
     named = q.get("named") == "1" or bool(body_project and not q.get("project"))
     explicit = q.get("project") or body_project
@@ -382,12 +379,7 @@ def _scope(request: Request, payload: dict[str, Any], ev: NormalizedEvent) -> Ho
     return HookScope(workspace, derived, root, origin, False, repo_id)
 
 
-def _key_field(value: str | None, name: str, max_chars: int) -> str | None:
-    if not value:
-        return None
-    if len(value) > max_chars or not value.isprintable():
-        raise BadRequestError(f"{name} must be a printable string of ≤ {max_chars} chars", code="invalid_field")
-    return redact(value).text
+_key_field = scopes.key_field  # one check of the identity keys for every route that takes them
 
 
 def _idempotency_key(request: Request, payload: dict[str, Any]) -> str | None:

@@ -17,11 +17,15 @@ Two families:
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from aimem_common import locations
 from aimem_common.errors import BadRequestError, NotFoundError
 from aimem_common.models import Scope
+
+MAX_ROOT_CHARS, MAX_ORIGIN_CHARS = 4096, 1024  # bounds of the identity keys a client sends
+REPO_ID = re.compile(r"^[0-9a-f]{32}$")  # a repository's stable id: 32 lower-case hex digits
 
 
 def _row_scope(row: sqlite3.Row | tuple) -> Scope:
@@ -109,6 +113,56 @@ def lookup(conn: sqlite3.Connection, workspace: str, project: str, *, root: str 
         return (find_by_key(conn, workspace, origin=origin, root=root, repo_id=repo_id)
                 or find_unkeyed(conn, workspace, project))
     return find(conn, workspace, project)
+
+
+def key_field(value: str | None, name: str, max_chars: int) -> str | None:
+    """Check one identity key a client sent (``root``/``origin``) and return it as stored.
+
+    Empty → ``None``; longer than ``max_chars`` or not printable → 400 ``invalid_field``;
+    secrets in it are redacted (``aimem_common.redact``), so the value compared is the one
+    the writer keeps. ``root`` still needs ``locations.normalize``.
+
+    Raises:
+        BadRequestError: ``invalid_field``.
+    """
+    if not value:
+        return None
+    if len(value) > max_chars or not value.isprintable():
+        raise BadRequestError(f"{name} must be a printable string of ≤ {max_chars} chars", code="invalid_field")
+    from aimem_common.redact import redact  # the redactor's tables load only where keys are checked
+
+    return redact(value).text
+
+
+def repo_id_field(value: str | None) -> str | None:
+    """Check a client's ``repo_id``: ``None`` when empty, else 32 lower-case hex digits.
+
+    Raises:
+        BadRequestError: ``invalid_field``.
+    """
+    if not value:
+        return None
+    if not REPO_ID.match(value):
+        raise BadRequestError("repo_id must be 32 lower-case hex digits", code="invalid_field")
+    return value
+
+
+def assigned(conn: sqlite3.Connection, workspace: str, project: str, *, root: str | None = None,
+             origin: str | None = None, explicit: bool = False, repo_id: str | None = None) -> tuple[Scope | None, str]:
+    """Return where a hook event with this identity lands: ``(scope, name)``.
+
+    ``scope`` is the existing project (``lookup``: by identity keys, else a keyless project
+    of that name, or by name when ``explicit`` or without keys) and ``name`` its name; for
+    an identity not seen yet ``scope`` is ``None`` and ``name`` is the one the writer would
+    create it under (``new_project_name``: ``api-2`` when ``api`` is another repository's).
+    ``root`` is compared normalised. Reads only; creates nothing.
+    """
+    root = locations.normalize(root)
+    found = lookup(conn, workspace, project, root=root, origin=origin, explicit=explicit, repo_id=repo_id)
+    if found is not None:
+        return found, found.project
+    keyed = not explicit and bool(root or origin or repo_id)
+    return None, new_project_name(conn, workspace, project, keyed=keyed)
 
 
 def project_roots(conn: sqlite3.Connection, project_id: str) -> list[str]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from aimem_query.api import export, handoffs, pages, search, sessions, status, workstreams
+from aimem_query.api import export, handoffs, identity, pages, search, sessions, status, workstreams
 
 router = APIRouter(prefix="/api/v1")
-for _module in (search, pages, sessions, handoffs, status, export, workstreams):
+for _module in (search, pages, sessions, handoffs, status, export, workstreams, identity):
     router.include_router(_module.router)
