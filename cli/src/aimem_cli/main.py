@@ -30,7 +30,46 @@ def main() -> None:
 
         sys.exit(run_main(sys.argv[1:]))
     app = build_app()
-    app()
+    sys.exit(run_app(app, sys.argv[1:]))
+
+
+def run_app(app, args: list[str]) -> int:
+    """Run the typer ``app`` on ``args``; return the exit code.
+
+    A wrong invocation (unknown command or option, a value of the wrong type or out of
+    range, a missing argument) prints one line to stderr,
+    ``aimem: <what is wrong> (see aimem <cmd> --help)``, and returns click's code (2), instead
+    of typer's boxed usage text; ``--help`` and a group called without a subcommand print
+    their help as before. Any other click error (a file that cannot be opened) is one line,
+    ``aimem: <message>``, with its own code; Ctrl-C at a prompt is ``aimem: aborted`` (1).
+    """
+    import typer
+
+    try:  # typer >= 0.26 carries its own copy of click
+        from typer._click.exceptions import ClickException, UsageError
+    except ImportError:
+        from click.exceptions import ClickException, UsageError
+
+    try:
+        rv = app(args=args, prog_name="aimem", standalone_mode=False)
+    except UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a group without its command: help already shown
+            return exc.exit_code
+        where = exc.ctx.command_path if exc.ctx is not None else "aimem"
+        print(f"aimem: {one_line(exc.format_message())} (see {where} --help)", file=sys.stderr)
+        return exc.exit_code
+    except ClickException as exc:
+        print(f"aimem: {one_line(exc.format_message())}", file=sys.stderr)
+        return exc.exit_code
+    except typer.Abort:
+        print("aimem: aborted", file=sys.stderr)
+        return 1
+    return rv if isinstance(rv, int) else 0
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line (whitespace runs become one space), without a final period."""
+    return " ".join(message.split()).rstrip(".")
 
 
 def build_app():

@@ -17,7 +17,11 @@ works against a remote server with a read grant. Restore sends the observations 
 ingress ``/hook/import`` (the same boundary and keys as transcript imports: a restore
 repeated adds nothing) with historical session ends, then writes every page through
 ``/admin/pages`` (a root token), so the live pages are the exported ones, byte for byte.
-Handoffs are not restored: they are one-time notes between live sessions.
+Handoffs are not restored: they are one-time notes between live sessions. The whole export
+is read and checked first (``read_export``: the manifest, every JSON line, every page path),
+so a file that is no export, a malformed line or a page path outside the project is refused
+in one line before anything is sent; only a refusal by the server itself (or a lost
+connection) can stop a restore part way, and repeating it then adds only what is missing.
 """
 
 from __future__ import annotations
@@ -112,29 +116,118 @@ def export_project(c: Any, workspace: str, project: str, dest: Path, fmt: str) -
 # -- restore --------------------------------------------------------------------------------
 
 
+class ExportError(ValueError):
+    """The export cannot be restored as it is (its message names the file and line)."""
+
+
 class _Source:
-    """Read an export folder or zip."""
+    """Read an export folder or zip.
+
+    Raises:
+        ExportError: ``src`` is a file that is not a zip archive.
+    """
 
     def __init__(self, src: Path):
-        self.zip = zipfile.ZipFile(src) if src.is_file() else None
+        try:
+            self.zip = zipfile.ZipFile(src) if src.is_file() else None
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise ExportError(f"not an aimem export (neither a folder nor a zip archive: {exc})") from exc
         self.root = src
+        self._names: list[str] | None = None
 
     def names(self) -> list[str]:
-        if self.zip is not None:
-            return [n for n in self.zip.namelist() if not n.endswith("/")]
-        return [str(p.relative_to(self.root).as_posix()) for p in sorted(self.root.rglob("*")) if p.is_file()]
+        if self._names is None:
+            if self.zip is not None:
+                self._names = [n for n in self.zip.namelist() if not n.endswith("/")]
+            else:
+                self._names = [str(p.relative_to(self.root).as_posix()) for p in sorted(self.root.rglob("*"))
+                               if p.is_file()]
+        return self._names
 
     def read(self, rel: str) -> bytes:
         return self.zip.read(rel) if self.zip is not None else (self.root / rel).read_bytes()
 
     def lines(self, rel: str) -> Iterator[dict[str, Any]]:
+        """Each JSON object line of ``rel`` (nothing when the file is absent).
+
+        Raises:
+            ExportError: a line is not a JSON object (its file and line number said).
+        """
         if rel not in self.names():
             return
         fh = self.zip.open(rel) if self.zip is not None else open(self.root / rel, "rb")
         with fh:
-            for raw in fh:
-                if raw.strip():
-                    yield json.loads(raw)
+            for n, raw in enumerate(fh, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    item = json.loads(raw)
+                except ValueError as exc:
+                    raise ExportError(f"{rel} line {n} is not JSON ({exc})") from exc
+                if not isinstance(item, dict):
+                    raise ExportError(f"{rel} line {n} is not a JSON object")
+                yield item
+
+
+# What a restore reads from each line: missing or mistyped, the export is refused before any write.
+_REQUIRED = {"sessions": {"session_id": str}, "observations": {"session_id": str, "kind": str, "id": (str, int)},
+             "pages": {"path": str, "title": str, "body": str}}
+
+
+def _check_line(part: str, n: int, item: dict[str, Any]) -> None:
+    for key, kind in _REQUIRED[part].items():
+        if not isinstance(item.get(key), kind):
+            raise ExportError(f"{DATA_DIR}/{part}.jsonl item {n} has no valid {key!r}")
+
+
+def _check_page(page: dict[str, Any], where: str) -> None:
+    from aimem_common.errors import BadRequestError
+    from aimem_common.models import validate_page_path
+
+    try:
+        validate_page_path(page["path"])
+    except BadRequestError as exc:
+        raise ExportError(f"{where}: {exc}") from exc
+    if not isinstance(page.get("frontmatter") or {}, dict):
+        raise ExportError(f"{where}: frontmatter of {page['path']!r} is not a mapping")
+
+
+def read_export(source: "_Source") -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[dict[str, Any]], int]:
+    """Read and check a whole export before anything of it is sent.
+
+    Every line of ``sessions.jsonl`` and ``observations.jsonl`` must be a JSON object with the
+    fields a restore uses, and every page must parse and have a path the server accepts
+    (``models.validate_page_path``: no absolute path, no ``..``). Observations are only counted
+    here and read again while sending, so a large export is not held in memory.
+
+    Returns ``(manifest, sessions by id, pages, observation count)``.
+
+    Raises:
+        ExportError: the first problem found (file and line named).
+    """
+    try:
+        manifest = json.loads(source.read(MANIFEST))
+    except (KeyError, OSError, ValueError) as exc:
+        raise ExportError(f"not an aimem export (no readable {MANIFEST})") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != "aimem-export":
+        raise ExportError(f"not an aimem export ({MANIFEST} is not an aimem-export manifest)")
+    sessions = {}
+    for n, s in enumerate(source.lines(f"{DATA_DIR}/sessions.jsonl"), 1):
+        _check_line("sessions", n, s)
+        sessions[s["session_id"]] = s
+    observations = 0
+    for n, obs in enumerate(source.lines(f"{DATA_DIR}/observations.jsonl"), 1):
+        _check_line("observations", n, obs)
+        observations += 1
+    if manifest.get("page_format") == "jsonl":
+        pages = []
+        for n, page in enumerate(source.lines(f"{DATA_DIR}/pages.jsonl"), 1):
+            _check_line("pages", n, page)
+            _check_page(page, f"{DATA_DIR}/pages.jsonl item {n}")
+            pages.append(page)
+    else:
+        pages = _vault_pages(source)
+    return manifest, sessions, pages, observations
 
 
 def _tool_parts(body: str) -> tuple[Any, str | None]:
@@ -182,13 +275,14 @@ def restore_export(src: Path, *, server: str, token: str | None, query_server: s
 
     if not src.exists():
         fail(f"{src} does not exist")
-    source = _Source(src)
-    try:
-        manifest = json.loads(source.read(MANIFEST))
-    except (KeyError, OSError, ValueError):
-        fail(f"{src} is not an aimem export (no readable {MANIFEST})")
+    try:  # the whole export is checked before the first write: a bad one stores nothing
+        source = _Source(src)
+        manifest, sessions, pages, _count = read_export(source)
+    except ExportError as exc:
+        fail(f"{src}: {exc}")
+    except (zipfile.BadZipFile, OSError) as exc:  # a damaged zip member, an unreadable file
+        fail(f"{src}: cannot read the export ({exc})")
     ws, pj = workspace or manifest["workspace"], project or manifest["project"]
-    sessions = {s["session_id"]: s for s in source.lines(f"{DATA_DIR}/sessions.jsonl")}
     agents = {sid: s.get("agent") or "generic" for sid, s in sessions.items()}
     result = {"workspace": ws, "project": pj, "pages": 0, "sessions": len(sessions), "observations": 0}
     send = None if dry_run else ingress_sender(server, token)
@@ -216,8 +310,6 @@ def restore_export(src: Path, *, server: str, token: str | None, query_server: s
             batch.append({"key": f"restore:{sid}:end", "end": True,
                           "payload": {"session_id": sid, "cwd": s.get("cwd"), "timestamp": s["ended_at"]}})
             flush(agents.get(sid))
-    pages = (list(source.lines(f"{DATA_DIR}/pages.jsonl"))
-             if manifest.get("page_format") == "jsonl" else _vault_pages(source))
     if not dry_run:
         with client(query_server, token) as c:
             for page in pages:
@@ -234,10 +326,15 @@ def _vault_pages(source: _Source) -> list[dict[str, Any]]:
     for name in source.names():
         if not name.endswith(".md") or name.startswith(f"{DATA_DIR}/"):
             continue
-        parsed = wikifmt.parse(source.read(name).decode("utf-8"))
+        try:
+            parsed = wikifmt.parse(source.read(name).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ExportError(f"{name} is not a readable page ({exc})") from exc
         fm = dict(parsed.frontmatter)
         title = fm.pop("title", None) or PurePosixPath(name).stem
-        out.append({"path": name, "title": title, "body": parsed.body, "frontmatter": fm})
+        page = {"path": name, "title": str(title), "body": parsed.body, "frontmatter": fm}
+        _check_page(page, name)
+        out.append(page)
     return out
 
 

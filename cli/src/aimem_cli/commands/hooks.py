@@ -38,11 +38,16 @@ FINALIZE_NOTE = "Codex before 0.145, Antigravity and any client without a reliab
 
 def _target(scope: str, project_dir: Path | None, home: Path | None, ingress_url: str,
             codex_home: Path | None = None, token: str | None = None, client_dir: Path | None = None) -> Target:
+    """Where an installer writes. ``url_dir`` is the hook client's data dir as the installed
+    hooks see it: a hooks install for a stack not on 8701 records its URL there
+    (``plans.plan_client_url``), where ``aimem run`` and ``aimem import`` look."""
+    from aimem_cli.hookconfig import client_settings
+
     if scope not in ("user", "project"):
         raise typer.BadParameter("--scope must be user or project")
     return Target(scope=scope, home=(home or Path.home()), project_dir=(project_dir or Path.cwd()).resolve(),
                   ingress_url=ingress_url, codex_home=codex_home.expanduser() if codex_home else None,
-                  token=token, client_dir=client_dir)
+                  token=token, client_dir=client_dir, url_dir=client_settings(home, installed=True)[0])
 
 
 # A directory holding one of these is an aimem data dir (a plain ./data folder is not).
@@ -299,7 +304,8 @@ def register(app: typer.Typer) -> None:
 
         The hooks post to the stack of the data dir (its port base, also the one a running
         `aimem up` was started with), or to --port-base / --ingress-url; a stack that is not
-        on 8701 gets `--ingress-url` written into each hook command.
+        on 8701 gets `--ingress-url` written into each hook command and `ingress_url` into the
+        hook client's config.toml (where `aimem run` and `aimem import` find it).
         """
         token = server_credential(api_key, data_dir, create=not dry_run)
         url, _ = stack_urls(ingress_url, port_base, data_dir)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -48,7 +49,7 @@ import typer
 
 from aimem_cli.commands.base import port_base_option
 from aimem_common import config, runstate
-from aimem_common.natsserver import NatsServer, cluster_nodes, die_with_parent, free_port
+from aimem_common.natsserver import NatsServer, cluster_nodes, die_with_parent, free_port, port_taken
 from aimem_common.replication import litestream_binary, write_litestream_config
 from aimem_common.service import CONFIG_ERROR_EXIT
 
@@ -94,7 +95,6 @@ class Supervisor:
         self.settings = settings
         self.nats_nodes = nats_nodes  # [] on a read replica: the bus runs elsewhere
         self.nats = nats_nodes[0] if nats_nodes else None
-        self.env = env
         self.log_dir = log_dir
         self.children = [Child(n, m) for n, m in config.SERVICE_MODULES.items() if services is None or n in services]
         if litestream:  # replicates the DB the writer creates; restarted like a service
@@ -102,6 +102,9 @@ class Supervisor:
         # restart bookkeeping (backoff) for each nats-server
         self.nats_states = [Child(f"nats-server {n.url}", "") for n in nats_nodes]
         self.stopping = False
+        # This run's id: our services report it on /healthz (wait_healthy checks it).
+        self.instance = env.get(runstate.UP_INSTANCE_ENV) or secrets.token_hex(8)
+        self.env = {**env, runstate.UP_INSTANCE_ENV: self.instance}
 
     def _spawn(self, child: Child) -> None:
         out = None
@@ -143,7 +146,14 @@ class Supervisor:
                 log(note)
 
     def start(self) -> None:
+        """Stop stale servers of this data dir, check the ports, start NATS and the services.
+
+        Raises:
+            RuntimeError: a port is taken or a server cannot start (nothing of ours left running
+            when the ports are taken: that check comes before the first start).
+        """
         self.stop_stale()
+        self.check_ports()
         for node, state in zip(self.nats_nodes, self.nats_states):
             node.start()
             state.started_at = time.monotonic()
@@ -154,8 +164,43 @@ class Supervisor:
         runstate.write_record(self.settings.data_dir, port_base=self.settings.port_base, host=self.settings.host,
                               nats_url=",".join(n.url for n in self.nats_nodes) or self.settings.bus.nats_url)
 
+    def busy_ports(self) -> list[str]:
+        """Name every port this stack would listen on that another process holds now.
+
+        Service ports (``port_base`` + offset) on the bind host, and each nats-server's client,
+        route and monitoring port. A nats-server port is skipped while this data dir's pid file
+        names a live process: that one is ``stop_stale``'s case (ours, left by a dead
+        supervisor, or a live ``aimem up`` of the same data dir, which it names).
+        """
+        busy = []
+        for child in self.children:
+            if child.name in config.SERVICE_MODULES and port_taken(self.settings.host, self.settings.port(child.name)):
+                busy.append(f"port {self.settings.port(child.name)} ({child.name})")
+        for node in self.nats_nodes:
+            pid = runstate.read_pid(node.pid_file)
+            if pid is not None and runstate.cmdline(pid) is not None:
+                continue
+            ports = [("NATS client", node.port), ("NATS monitoring", node.monitor_port)]
+            if node.cluster is not None:
+                ports.append(("NATS route", node.cluster.route_port))
+            busy += [f"{what} port {port}" for what, port in ports if port and port_taken(node.host, port)]
+        return busy
+
+    def check_ports(self) -> None:
+        """Refuse to start anything when a port of this stack is taken (``busy_ports``).
+
+        Raises:
+            RuntimeError: one line naming the busy ports.
+        """
+        busy = self.busy_ports()
+        if busy:
+            raise RuntimeError(f"{', '.join(busy)} on {self.settings.host} already in use by another process "
+                               "(another stack?): stop it, or choose other ports (--port-base N, --nats-port N)")
+
     def wait_healthy(self, timeout_s: float) -> bool:
-        """Poll every ``/healthz`` until all answer 200 or ``timeout_s`` passes."""
+        """Poll every ``/healthz`` until all answer 200 with this run's ``instance`` id, or
+        ``timeout_s`` passes. A 200 from a process that is not ours (another stack on the port)
+        does not count."""
         import httpx
 
         deadline = time.monotonic() + timeout_s
@@ -165,9 +210,10 @@ class Supervisor:
                 for name in list(pending):
                     url = f"http://{self._client_host()}:{self.settings.port(name)}/healthz"
                     try:
-                        if client.get(url).status_code == 200:
+                        r = client.get(url)
+                        if r.status_code == 200 and r.json().get("instance") == self.instance:
                             pending.discard(name)
-                    except httpx.HTTPError:
+                    except (httpx.HTTPError, ValueError, AttributeError):
                         pass
                 self.reap()
                 time.sleep(0.1)
@@ -440,12 +486,19 @@ def run_foreground(sup: Supervisor, health_timeout_s: float, ready: str) -> None
     """Start ``sup``, print the endpoints once healthy, supervise until SIGINT/SIGTERM, stop.
 
     Raises:
-        typer.Exit: code 1 when a process cannot be started (e.g. a port in use).
+        typer.Exit: code 1 when a port of the stack is taken by another process or this data
+        dir's stack still runs (one line, nothing started), or a process cannot be started.
     """
 
     def on_signal(signum, _frame):
         sup.stopping = True
 
+    try:  # before anything starts: one line and exit 1 when a port is taken or the data dir is in use
+        sup.stop_stale()
+        sup.check_ports()
+    except RuntimeError as exc:
+        typer.echo(f"aimem up: {exc}", err=True)
+        raise typer.Exit(1)
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:

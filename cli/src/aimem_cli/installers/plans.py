@@ -93,6 +93,7 @@ class Target:
     codex_home: Path | None = None  # $CODEX_HOME: Codex's user files live there instead of ~/.codex
     token: str | None = None  # the bearer credential (root token or user API key) clients send
     client_dir: Path | None = None  # the hook client's data dir (its token file); None: not written
+    url_dir: Path | None = None  # the hook client's data dir, given ingress_url in its config.toml; None: not written
 
     def path(self, pair: tuple[str | None, str | None], client: str) -> Path:
         rel = pair[0] if self.scope == "user" else pair[1]
@@ -120,10 +121,10 @@ def plan_hooks(client: str, target: Target) -> list[FileChange]:
     text = read_text(path)
     if client in EXTENSION_CLIENTS:
         switch = [openclaw.enable(target.home)] if client == "openclaw" else []
-        return _extension_changes(client, target, path) + switch + plan_credential(target)
+        return _extension_changes(client, target, path) + switch + hook_client_files(target)
     doc = load_json(path, text)
     if client == "antigravity":
-        return [json_change(path, text, _antigravity_doc(path, doc, target))] + plan_credential(target)
+        return [json_change(path, text, _antigravity_doc(path, doc, target))] + hook_client_files(target)
     hooks = _hooks_table(path, doc, create=True)
     if client in ("cursor", "copilot-cli"):
         doc.setdefault("version", 1)
@@ -137,7 +138,7 @@ def plan_hooks(client: str, target: Target) -> list[FileChange]:
     changes = [json_change(path, text, doc)]
     if client == "codex":
         changes.append(_codex_config(target, path, doc))
-    return changes + plan_credential(target)
+    return changes + hook_client_files(target)
 
 
 def hooks_installed(client: str, target: Target) -> bool:
@@ -169,6 +170,59 @@ def plan_credential(target: Target) -> list[FileChange]:
     path = target.client_dir / CLIENT_TOKEN
     text = read_text(path)
     return [FileChange(path, text, target.token + "\n", secret=target.token)]
+
+
+def hook_client_files(target: Target) -> list[FileChange]:
+    """The hook client's own files an install changes: its token (``plan_credential``) and the
+    stack's ingress URL (``plan_client_url``)."""
+    return plan_credential(target) + plan_client_url(target)
+
+
+URL_MARK = "# written by aimem install-hooks"  # a line so marked is aimem's to replace or drop
+
+
+def plan_client_url(target: Target) -> list[FileChange]:
+    """``ingress_url = "<target.ingress_url>"`` at the top of ``<url_dir>/config.toml`` when the
+    hooks are installed for a stack that is not on the default port: ``aimem run``, ``aimem
+    import`` and a hook run without ``--ingress-url`` then find that stack too
+    (``hookconfig.client_config``). The line carries ``URL_MARK``; an install for the default
+    stack drops a line so marked (a later install for 8701 must not leave the hooks' runs
+    pointing at the old stack), and leaves an ``ingress_url`` set by hand alone. The rest of
+    the file is kept as it is.
+
+    Raises:
+        InstallError: the file is not valid TOML (it is never rewritten then).
+    """
+    if target.url_dir is None:
+        return []
+    import json
+    import re
+    import tomllib
+
+    url = target.ingress_url.rstrip("/")
+    path = target.url_dir / "config.toml"
+    text = read_text(path)
+    if text is None and url == DEFAULT_INGRESS_URL:
+        return []
+    ours = re.compile(r"(?m)^ingress_url[ \t]*=[^\n]*" + re.escape(URL_MARK) + r"[ \t]*\n?")
+    line = f"ingress_url = {json.dumps(url)}  {URL_MARK}"  # a TOML basic string
+    try:
+        doc = tomllib.loads(text or "")
+        if url == DEFAULT_INGRESS_URL:
+            new = ours.sub("", text, count=1)
+        elif doc.get("ingress_url") == url:
+            return []
+        elif "ingress_url" in doc:  # a top-level key: its line comes before any table
+            new = re.sub(r"(?m)^ingress_url[ \t]*=.*$", lambda _m: line, text, count=1)
+        else:
+            new = f"{line}\n{text or ''}"
+        ok = tomllib.loads(new).get("ingress_url", DEFAULT_INGRESS_URL) in (url, doc.get("ingress_url"))
+    except tomllib.TOMLDecodeError as exc:
+        raise InstallError(f"{path}: not valid TOML ({exc}); set ingress_url = {json.dumps(url)} at its top by "
+                           "hand") from None
+    if not ok:
+        raise InstallError(f"{path}: cannot set ingress_url in it; set it at its top by hand")
+    return [FileChange(path, text, new)] if new != text else []
 
 
 def plan_unhooks(client: str, target: Target) -> list[FileChange]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aimem_common.auth import KEY_PREFIX, ROOT, authenticate, bearer
 from aimem_common.errors import AimemError, BackPressureError, ForbiddenError, UnauthorizedError
+from aimem_common.runstate import UP_INSTANCE_ENV
 from aimem_common.telemetry import Telemetry, tracing_enabled
 
 if TYPE_CHECKING:
@@ -96,8 +98,12 @@ def install_observability(app: FastAPI, telemetry: Telemetry, health: HealthChec
     """Add ``GET /healthz``, ``GET /metrics`` and a timing + tracing middleware.
 
     ``health()`` returns a dict of check results; any value ``False`` (or a dict with
-    ``ok: False``) makes ``/healthz`` answer 503 with the details.
+    ``ok: False``) makes ``/healthz`` answer 503 with the details. The body also carries
+    ``instance``, the run id ``aimem up`` gave this process (``AIMEM_UP_INSTANCE``; null when
+    started otherwise), so the supervisor waits only for its own services, never for another
+    stack that answers on the same port.
     """
+    instance = os.environ.get(UP_INSTANCE_ENV)
     tracer = trace.get_tracer(f"aimem.{telemetry.service}")
 
     @app.get("/healthz", include_in_schema=False)
@@ -107,7 +113,8 @@ def install_observability(app: FastAPI, telemetry: Telemetry, health: HealthChec
         except Exception as exc:  # a failing check is a 503, not a 500
             return JSONResponse({"status": "error", "service": telemetry.service, "error": str(exc)}, 503)
         ok = all(v is not False and not (isinstance(v, dict) and v.get("ok") is False) for v in checks.values())
-        body = {"status": "ok" if ok else "degraded", "service": telemetry.service, "checks": checks}
+        body = {"status": "ok" if ok else "degraded", "service": telemetry.service, "instance": instance,
+                "checks": checks}
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/metrics", include_in_schema=False)

@@ -8,6 +8,7 @@ with its own name, store dir, client and route port), for ``aimem up --nats-clus
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -105,6 +106,27 @@ def free_port(host: str = "127.0.0.1", count: int = 1) -> int:
             _handed_out.update(base + i for i in range(count))
             return base
     raise RuntimeError(f"no block of {count} free ports on {host}")
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Return True when no server could listen on ``host:port`` now (another process holds it).
+
+    Binds with ``SO_REUSEADDR``, as uvicorn and nats-server do, so a port whose last
+    connection is only in TIME_WAIT counts as free; a listener (or any bound socket) makes it
+    taken. A host that is not an address of this machine is the service's own error, not ours.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as exc:
+            return exc.errno == errno.EADDRINUSE
+    return False
 
 
 def _listening(host: str, port: int) -> bool:

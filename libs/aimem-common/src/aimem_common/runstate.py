@@ -24,6 +24,10 @@ from pathlib import Path
 from typing import Any
 
 RECORD = Path("run") / "up.json"
+# Environment variable naming one ``aimem up`` run (a random id); every service it starts
+# reports it on ``/healthz`` as ``instance`` so the supervisor can tell its own services from
+# another stack answering on the same ports.
+UP_INSTANCE_ENV = "AIMEM_UP_INSTANCE"
 
 
 def cmdline(pid: int) -> list[str] | None:

@@ -294,17 +294,28 @@ async def _read_event(ctx: IngressContext, request: Request) -> tuple[Normalized
         cwd = check_identity(q["cwd"][:4096], "cwd")
         project = ev.project or locations.name(cwd)
         ev = replace(ev, cwd=cwd, project=project)
-    if ev.occurred_at is None and q.get("ts"):
-        ev = replace(ev, occurred_at=_epoch_iso(q["ts"]))
+    if q.get("ts"):
+        ts = _epoch_iso(q["ts"])
+        if ev.occurred_at is None:
+            ev = replace(ev, occurred_at=ts)
     return ev, payload
 
 
-def _epoch_iso(value: str) -> str | None:
-    """``ts`` (epoch seconds, when the hook client ran) as ISO-8601 UTC; None when unusable."""
+def _epoch_iso(value: str) -> str:
+    """``ts`` (epoch seconds, when the hook client ran) as ISO-8601 UTC.
+
+    Raises:
+        BadRequestError: 400 ``invalid_field`` when ``value`` is not a finite number of seconds
+        naming a date between the years 1 and 9999 (``abc``, ``nan``, ``1e308``, ``-99999999999``).
+    """
     try:
-        return iso_from_epoch(float(value))
+        iso = iso_from_epoch(float(value))
     except ValueError:
-        return None
+        iso = None
+    if iso is None:
+        raise BadRequestError(f"ts {value[:40]!r} is not a time: send epoch seconds (a finite number, "
+                              "years 1-9999)", code="invalid_field")
+    return iso
 
 
 def _brief(conn, scope: HookScope, principal: Principal) -> tuple[list, str, list[str]]:

@@ -90,3 +90,22 @@ async def test_lone_surrogate_session_ids_are_refused_not_merged(ingress):
     for sid in ("a b", "a-b", "ses_01JX/2"):
         assert (await client.post("/hook?agent=claude-code", json={**CLAUDE_PROMPT, "session_id": sid})
                 ).status_code == 202
+
+
+@pytest.mark.parametrize("ts", ["abc", "nan", "inf", "1e308", "-99999999999"])
+async def test_a_ts_that_is_no_time_is_refused(ingress, ts):
+    client, app = ingress
+    payload = {"hook_event_name": "Stop", "session_id": "s-ts", "cwd": "/home/dev/projects/acme-api"}
+    r = await client.post(f"/hook?agent=claude-code&ts={ts}", json=payload)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] == "invalid_field" and repr(ts) in r.json()["error"]["message"]
+    assert await stream_msgs(app) == []
+
+
+async def test_a_ts_in_epoch_seconds_dates_the_event(ingress):
+    client, app = ingress
+    payload = {"hook_event_name": "Stop", "session_id": "s-ts", "cwd": "/home/dev/projects/acme-api"}
+    r = await client.post("/hook?agent=claude-code&ts=1764900000.5", json=payload)
+    assert r.status_code == 202, r.text
+    [env] = [env for env, _ in await stream_msgs(app)]
+    assert env["payload"]["occurred_at"] == "2025-12-05T02:00:00.500Z"
