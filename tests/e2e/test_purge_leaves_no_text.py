@@ -57,8 +57,8 @@ PROJECT = "pay"
 CWD = "/src/pay"
 
 
-def hook(live: LocalStack, sid: str, event: str, **fields) -> httpx.Response:
-    body = {"session_id": sid, "cwd": CWD, "hook_event_name": event, "project": PROJECT, **fields}
+def hook(live: LocalStack, sid: str, event: str, project: str = PROJECT, **fields) -> httpx.Response:
+    body = {"session_id": sid, "cwd": f"/src/{project}", "hook_event_name": event, "project": project, **fields}
     return httpx.post(live.url("ingress") + "/hook?agent=claude-code", json=body, headers=live.headers, timeout=30)
 
 
@@ -172,7 +172,7 @@ async def dead_letter(live: LocalStack) -> None:
         await nc.close()
 
 
-async def profile_in_session(live: LocalStack) -> None:
+async def profile_in_session(live: LocalStack, project: str = PROJECT, word: str = WORD, sid: str = "p1") -> None:
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -180,8 +180,8 @@ async def profile_in_session(live: LocalStack) -> None:
     transport = streamable_http_client(live.url("mcp-gateway") + "/mcp", http_client=httpx2.AsyncClient(
         headers=live.headers, timeout=60))
     async with Client(transport, mode="legacy") as c:
-        res = await c.call_tool("memory_profile", {"action": "add", "text": f"I prefer {WORD} naming",
-                                                   "project": PROJECT, "session_id": "p1"})
+        res = await c.call_tool("memory_profile", {"action": "add", "text": f"I prefer {word} naming",
+                                                   "project": project, "session_id": sid})
         assert not res.is_error, res
 
 
@@ -202,6 +202,7 @@ def test_a_purged_session_leaves_no_text_in_any_table_file_wal_or_backup(live: L
     wait_for(lambda: ro(live, "SELECT 1 FROM dead_letters WHERE envelope LIKE ?", f"%{WORD}%"), "the dead letter")
     accepted = ro(live, "SELECT key FROM ingest_keys WHERE op = 'handoff.accept' AND result LIKE ?", f"%{WORD}%")
     assert accepted, "the stored reply of handoff.accept holds the handoff's text"
+    assert ro(live, "SELECT count(*) FROM ingest_keys WHERE project_id IS NOT NULL AND op = 'observation.append'")[0][0] >= 2
     before = tables_holding(live, WORD)
     for table in ("observations", "handoffs", "pages", "ingest_keys", "dead_letters", "profile_entries"):
         assert table in before, (table, before)
@@ -227,3 +228,27 @@ def test_a_purged_session_leaves_no_text_in_any_table_file_wal_or_backup(live: L
     assert reply["ok"] is False and reply["error"]["code"] == "purged" and reply["error"]["status"] == 410, reply
     assert reply.get("duplicate") is True and WORD not in json.dumps(reply)
     assert ro(live, "SELECT count(*) FROM handoffs WHERE accepted_session_id = 'p3'")[0][0] == 0
+
+
+def test_a_purged_project_leaves_no_reply_of_its_commands_and_no_text(live: LocalStack, tmp_path) -> None:
+    """``purge-project``: every stored reply of the project's commands is the ``purged`` marker
+    (found by ``ingest_keys.project_id``), and its word is nowhere in the tables, the file, the
+    WAL, the data dir or a fresh backup."""
+    word = "Wombatquill" + uuid.uuid4().hex[:8]
+    for event, extra in (("SessionStart", {"source": "startup"}), ("UserPromptSubmit", {"prompt": f"ship {word}"}),
+                         ("SessionEnd", {"reason": "exit"})):
+        assert hook(live, "q1", event, project="shop", **extra).status_code == 202
+    wait_for(lambda: ro(live, "SELECT 1 FROM handoffs WHERE body LIKE ?", f"%{word}%"), "shop's handoff")
+    asyncio.run(profile_in_session(live, "shop", word, "q1"))
+    pid = ro(live, "SELECT id FROM projects WHERE name = 'shop'")[0][0]
+    assert ro(live, "SELECT count(*) FROM ingest_keys WHERE project_id = ?", pid)[0][0] >= 3
+    r = httpx.post(live.url("query") + "/admin/purge-project", headers=live.headers, timeout=120,
+                   json={"project": "shop", "confirm": True})
+    assert r.status_code == 200, r.text
+    assert r.json()["forgotten"]["stored_replies_forgotten"] >= 3
+    kept = ro(live, "SELECT op FROM ingest_keys WHERE project_id = ? AND"
+                    " coalesce(json_extract(result, '$.error.code'), '') != 'purged'", pid)
+    assert kept == [("project.purge",)]  # the purge's own reply (names and counts), for its retries
+    assert tables_holding(live, word) == {}
+    assert not in_bytes(db(live), word) and not in_bytes(db(live).with_name("memory.sqlite-wal"), word)
+    assert backup_members_holding(live, tmp_path, word) == []

@@ -13,6 +13,8 @@ purge ops delete, text outlives them in:
   re-sent command is still answered from the ledger and never applied again; it is told that
   what it answered was forgotten rather than given a reply with holes (a caller could not
   tell a stripped handoff from a real one, and which fields carry text differs by op).
+  ``profile.add`` answers with the entry: its reply is forgotten with the entry (removed,
+  purged, or its owner deleted: ``forget_profile_replies``).
 * ``dead_letters.envelope`` — the whole command given up, kept for replay. Dead letters of
   a purged project (by name) or naming a purged session id are deleted: a replay would be
   refused by the tombstone anyway.
@@ -41,7 +43,8 @@ from aimem_writer.tx import Tx
 
 log = logging.getLogger("aimem.writer.forget")
 
-PURGE_OPS = frozenset({"session.purge", "project.purge", "workspace.purge"})
+# The ops after whose COMMIT the WAL is truncated (they delete text a user asked to forget).
+PURGE_OPS = frozenset({"session.purge", "project.purge", "workspace.purge", "user.delete", "profile.remove"})
 
 # A JSON document (reply or envelope) naming one of the sessions in the JSON array bound to
 # its one ``?`` under any key ending in ``session_id`` (session_id, from_session_id, …).
@@ -81,6 +84,19 @@ def forget_replies(conn: sqlite3.Connection, *, session_ids: Iterable[str], proj
             (*narrow, json.dumps(sids))).fetchall()
         n += _rewrite(conn, rows, hint)
     return n
+
+
+def forget_profile_replies(conn: sqlite3.Connection, entry_ids: Iterable[int], *, hint: str) -> int:
+    """Replace the stored replies of ``profile.add`` that answered with one of these entries
+    (removed, purged with where they were stated, or their owner deleted); return how many."""
+    ids = sorted(set(entry_ids))
+    if not ids:
+        return 0
+    rows = conn.execute(
+        "SELECT key, cmd_id FROM ingest_keys WHERE op = 'profile.add' AND json_valid(result)"
+        " AND json_extract(result, '$.result.entry.id') IN (SELECT value FROM json_each(?))",
+        (json.dumps(ids),)).fetchall()
+    return _rewrite(conn, rows, hint)
 
 
 def _rewrite(conn: sqlite3.Connection, rows: list, hint: str) -> int:

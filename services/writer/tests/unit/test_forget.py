@@ -13,7 +13,7 @@ from aimem_common.commands import make_envelope
 from aimem_common.db.connect import open_writer
 
 from aimem_writer import ledger
-from aimem_writer.forget import forget_dead_letters, forget_replies, optimize_text_indexes
+from aimem_writer.forget import forget_dead_letters, forget_profile_replies, forget_replies, optimize_text_indexes
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def conn(tmp_path):
 
 
 def store(conn, key: str, result: dict, project_id: str | None, op: str = "handoff.accept") -> None:
-    env = make_envelope(op, {"cwd": "/w", "agent": "a", "session_id": "x"} if op == "handoff.accept" else {},
+    env = make_envelope(op, {"cwd": "/w", "agent": "a", "session_id": "x"} if op == "handoff.accept" else {"body": "b"},
                         project="app").model_copy(update={"cmd_id": key})
     ledger.record_reply(conn, key, env, {"cmd_id": key, "ok": True, "result": result}, "2026-12-05T00:00:00+00:00",
                         project_id)
@@ -72,3 +72,12 @@ def test_dead_letters_of_the_place_or_naming_the_session_are_deleted(conn) -> No
 def test_every_fts5_index_is_merged_and_no_fts5vocab_view_is_touched(conn) -> None:
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE sql LIKE '%USING fts5(%'")}
     assert optimize_text_indexes(conn) == len(names) >= 4
+
+
+def test_a_profile_entry_forgotten_takes_the_reply_that_echoed_it(conn) -> None:
+    store(conn, "k-pref", {"entry": {"id": 7, "body": "I prefer wombat names"}, "created": True}, None, "profile.add")
+    store(conn, "k-other", {"entry": {"id": 8, "body": "keep me"}, "created": True}, None, "profile.add")
+    assert forget_profile_replies(conn, [7], hint="profile entry 7 removed") == 1
+    got = replies(conn)
+    assert got["k-pref"]["error"]["code"] == "purged" and "wombat" not in json.dumps(got["k-pref"])
+    assert got["k-other"]["result"]["entry"]["body"] == "keep me"
