@@ -317,6 +317,11 @@ class Applier:
                     continue
                 seen_in_batch[key] = reply
                 ledger.record_reply(conn, key, env, reply, now, cmd.project_id)
+                if env.op in PURGE_OPS and reply.get("ok"):
+                    # It may have forgotten replies read or made earlier in this batch: a
+                    # duplicate behind it is answered with what the ledger holds now.
+                    stored = ledger.stored_replies(conn, {c.envelope.dedupe_id for c in pending})
+                    seen_in_batch.clear()
             ops = stage.coalesced()
             if ops:
                 store_outbox(conn, ops, now)

@@ -81,3 +81,16 @@ def test_a_profile_entry_forgotten_takes_the_reply_that_echoed_it(conn) -> None:
     got = replies(conn)
     assert got["k-pref"]["error"]["code"] == "purged" and "wombat" not in json.dumps(got["k-pref"])
     assert got["k-other"]["result"]["entry"]["body"] == "keep me"
+
+
+def test_a_duplicate_behind_a_purge_in_the_same_batch_gets_the_marker(wh) -> None:
+    """The batch read its stored replies before the purge ran: a re-sent command behind the
+    purge is answered from the ledger as the purge left it, not from that earlier read."""
+    first = wh.batch([wh.envelope("page.write", {"path": "notes/a.md", "body": "x"}, key="k1")])[0]
+    assert first["ok"] and first["result"]
+    purge = wh.envelope("project.purge", {"dry_run": False})
+    again = wh.envelope("page.write", {"path": "notes/a.md", "body": "x"}, key="k1")
+    replies_ = wh.batch([purge, again])
+    assert replies_[0]["ok"] and replies_[0]["result"]["forgotten"]["stored_replies_forgotten"] == 1, replies_[0]
+    assert replies_[1]["duplicate"] is True and replies_[1]["error"]["code"] == "purged"
+    assert wh.count("SELECT count(*) FROM pages") == 0  # not applied again
