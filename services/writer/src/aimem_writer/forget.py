@@ -53,7 +53,7 @@ _NAMES_SESSION = (
     " WHERE t.key LIKE '%session_id' AND t.type = 'text' AND t.atom = s.value)"
 )
 _FTS5 = re.compile(r"\bUSING\s+fts5\s*\(", re.IGNORECASE)
-_PREFILTER_MAX = 50  # up to this many session ids, rows are first narrowed by a substring test
+_PREFILTER_MAX = 50  # up to this many session ids, SQL narrows the rows by substring; more: one regex pass
 
 
 def purged_reply(cmd_id: str, tombstone_hint: str) -> str:
@@ -74,16 +74,50 @@ def forget_replies(conn: sqlite3.Connection, *, session_ids: Iterable[str], proj
             f"SELECT key, cmd_id FROM ingest_keys WHERE project_id IN ({','.join('?' * len(pids))})"
             " AND (result IS NULL OR json_extract(result, '$.error.code') IS NOT 'purged')", pids).fetchall()
         n += _rewrite(conn, rows, hint)
-    if sids:
+    if len(sids) > _PREFILTER_MAX:
+        # Many sessions (a project's): one pass, a regex over the JSON text, then a parse of the hits.
+        wanted = set(sids)
+        quoted = re.compile("|".join(re.escape(json.dumps(sid, ensure_ascii=False)) for sid in sids))
+        rows = [(key, cmd_id) for key, cmd_id, result in conn.execute(
+            "SELECT key, cmd_id, result FROM ingest_keys WHERE result IS NOT NULL")
+            if quoted.search(result) and _names_session(_loads(result), wanted)]
+        n += _rewrite(conn, rows, hint)
+    elif sids:
         # Every project: a handoff of the purged session may have been accepted elsewhere.
-        narrow = sids if len(sids) <= _PREFILTER_MAX else []
-        prefilter = " OR ".join("instr(result, ?) > 0" for _ in narrow) or "1"
+        prefilter = " OR ".join("instr(result, ?) > 0" for _ in sids)
         rows = conn.execute(
             f"SELECT key, cmd_id FROM ingest_keys WHERE result IS NOT NULL AND ({prefilter})"
             " AND json_extract(result, '$.error.code') IS NOT 'purged' AND " + _NAMES_SESSION.format(col="result"),
-            (*narrow, json.dumps(sids))).fetchall()
+            (*sids, json.dumps(sids))).fetchall()
         n += _rewrite(conn, rows, hint)
     return n
+
+
+def _loads(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _names_session(doc, wanted: set[str]) -> bool:
+    """Whether a parsed reply names one of ``wanted`` under a key ending in ``session_id``
+    (what ``_NAMES_SESSION`` asks in SQL); a marker already written does not count."""
+    if isinstance(doc, dict) and isinstance(doc.get("error"), dict) and doc["error"].get("code") == "purged":
+        return False
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(v, str):
+                    if k.endswith("session_id") and v in wanted:
+                        return True
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
+    return False
 
 
 def forget_profile_replies(conn: sqlite3.Connection, entry_ids: Iterable[int], *, hint: str) -> int:

@@ -34,13 +34,15 @@ def replies(conn) -> dict[str, dict]:
     return {k: json.loads(r) for k, r in conn.execute("SELECT key, result FROM ingest_keys")}
 
 
-def test_replies_of_a_purged_project_or_naming_a_purged_session_become_the_purged_marker(conn) -> None:
+@pytest.mark.parametrize("others", [0, 60])  # 60 more ids: the one-pass regex path instead of SQL's
+def test_replies_of_a_purged_project_or_naming_a_purged_session_become_the_purged_marker(conn, others) -> None:
     store(conn, "k-app", {"handoff": {"title": "app secret"}}, "P-app")
     store(conn, "k-lab-accepts", {"handoff": {"from_session_id": "s-app", "body": "s-app's words"}}, "P-lab")
     store(conn, "k-lab-folded", {"handoff": {"folded": [{"from_session_id": "s-app", "title": "t"}]}}, "P-lab")
     store(conn, "k-lab-own", {"handoff": {"from_session_id": "s-lab", "body": "mentions s-app in text only"}}, "P-lab")
     store(conn, "k-old", {"session_id": "s-app", "id": 3}, None)  # a row from before migration 24
-    n = forget_replies(conn, session_ids=["s-app"], project_ids=["P-app"], hint="project default/app")
+    sids = ["s-app", *(f"s-gone-{i}" for i in range(others))]
+    n = forget_replies(conn, session_ids=sids, project_ids=["P-app"], hint="project default/app")
     got = replies(conn)
     forgotten = {k for k, r in got.items() if not r["ok"]}
     assert forgotten == {"k-app", "k-lab-accepts", "k-lab-folded", "k-old"} and n == 4
@@ -50,7 +52,7 @@ def test_replies_of_a_purged_project_or_naming_a_purged_session_become_the_purge
     assert got["k-lab-own"]["result"]["handoff"]["body"] == "mentions s-app in text only"  # a name in text is no link
     # The replay path reads the marker back: the key stays, so the command is never applied again.
     assert ledger.stored_replies(conn, {"k-app"})["k-app"]["error"]["code"] == "purged"
-    assert forget_replies(conn, session_ids=["s-app"], project_ids=["P-app"], hint="again") == 0  # idempotent
+    assert forget_replies(conn, session_ids=sids, project_ids=["P-app"], hint="again") == 0  # idempotent
 
 
 def test_dead_letters_of_the_place_or_naming_the_session_are_deleted(conn) -> None:
