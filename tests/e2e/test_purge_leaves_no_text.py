@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -242,10 +243,11 @@ def test_a_purged_project_leaves_no_reply_of_its_commands_and_no_text(live: Loca
     asyncio.run(profile_in_session(live, "shop", word, "q1"))
     pid = ro(live, "SELECT id FROM projects WHERE name = 'shop'")[0][0]
     assert ro(live, "SELECT count(*) FROM ingest_keys WHERE project_id = ?", pid)[0][0] >= 3
-    r = httpx.post(live.url("query") + "/admin/purge-project", headers=live.headers, timeout=120,
-                   json={"project": "shop", "confirm": True})
-    assert r.status_code == 200, r.text
-    assert r.json()["forgotten"]["stored_replies_forgotten"] >= 3
+    proc = subprocess.run([AIMEM, "purge-project", "-p", "shop", "--confirm"], env=live.client_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    said = re.search(r"Also forgotten: (\d+) stored replies and 0 dead letters that held its text", proc.stdout)
+    assert said and int(said.group(1)) >= 3, proc.stdout
     kept = ro(live, "SELECT op FROM ingest_keys WHERE project_id = ? AND"
                     " coalesce(json_extract(result, '$.error.code'), '') != 'purged'", pid)
     assert kept == [("project.purge",)]  # the purge's own reply (names and counts), for its retries
