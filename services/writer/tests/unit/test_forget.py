@@ -96,3 +96,15 @@ def test_a_duplicate_behind_a_purge_in_the_same_batch_gets_the_marker(wh) -> Non
     assert replies_[0]["ok"] and replies_[0]["result"]["forgotten"]["stored_replies_forgotten"] == 1, replies_[0]
     assert replies_[1]["duplicate"] is True and replies_[1]["error"]["code"] == "purged"
     assert wh.count("SELECT count(*) FROM pages") == 0  # not applied again
+
+
+def test_a_workspace_purge_forgets_the_replies_of_each_of_its_projects(wh) -> None:
+    wh.batch([wh.envelope("page.write", {"path": "notes/a.md", "body": "x"}, pj="app", key="ka"),
+              wh.envelope("page.write", {"path": "notes/b.md", "body": "y"}, pj="lab", key="kb"),
+              wh.envelope("page.write", {"path": "notes/c.md", "body": "z"}, ws="other", pj="keep", key="kc")])
+    out = wh.batch([wh.envelope("workspace.purge", {"workspace": "default", "dry_run": False}, pj=None)])[0]
+    assert out["ok"] and out["result"]["forgotten"]["stored_replies_forgotten"] == 2, out
+    again = wh.batch([wh.envelope("page.write", {"path": "notes/a.md", "body": "x"}, pj="app", key=k)
+                      for k in ("ka", "kb", "kc")])
+    assert [r.get("error", {}).get("code") for r in again] == ["purged", "purged", None]
+    assert again[2]["ok"] and again[2]["duplicate"]
