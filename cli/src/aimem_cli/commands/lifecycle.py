@@ -46,6 +46,10 @@ def _collateral(d: dict) -> str:
     if d.get("profile_entries_deleted"):  # preferences stated there are forgotten with it
         n = d["profile_entries_deleted"]
         extra.append(f"Plus {n} profile entr{'y' if n == 1 else 'ies'} stated there, forgotten for every project")
+    f = d.get("forgotten") or {}
+    if f.get("stored_replies_forgotten") or f.get("dead_letters_deleted"):  # copies of its text (a confirmed run)
+        extra.append(f"Also forgotten: {f.get('stored_replies_forgotten', 0)} stored replies and "
+                     f"{f.get('dead_letters_deleted', 0)} dead letters that held its text")
     return ("\n" + "\n".join(extra)) if extra else ""
 
 

@@ -51,6 +51,7 @@ from aimem_common.commands.observations import ObservationAppend
 from aimem_writer import ledger, registry
 from aimem_writer.commands import BatchResult, Command, Incoming, Outcome
 from aimem_writer.faults import store_fault
+from aimem_writer.forget import PURGE_OPS, truncate_wal
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.textindex import TextIndexWriter
 from aimem_writer.tx import Event, ScopeCache, Tx, utc_now
@@ -315,7 +316,12 @@ class Applier:
                     self._dead_letter(cmd.message, env, dead, code or "internal", now)
                     continue
                 seen_in_batch[key] = reply
-                ledger.record_reply(conn, key, env, reply, now)
+                ledger.record_reply(conn, key, env, reply, now, cmd.project_id)
+                if env.op in PURGE_OPS and reply.get("ok"):
+                    # It may have forgotten replies read or made earlier in this batch: a
+                    # duplicate behind it is answered with what the ledger holds now.
+                    stored = ledger.stored_replies(conn, {c.envelope.dedupe_id for c in pending})
+                    seen_in_batch.clear()
             ops = stage.coalesced()
             if ops:
                 store_outbox(conn, ops, now)
@@ -350,6 +356,9 @@ class Applier:
                 self.outbox_owed = True
                 log.error("wiki flush failed after commit (kept in wiki_outbox): %r", exc)
             self.wiki.note_ops(stage.op_names)
+        if any(o.op in PURGE_OPS and o.reply and o.reply.get("ok") and not (o.reply.get("result") or {}).get("dry_run")
+               and not o.reply.get("duplicate") for _, o in decided):
+            truncate_wal(conn)  # the pre-purge page images leave with the WAL (aimem_writer.forget)
         return BatchResult([cmd.outcome or Outcome() for cmd in cmds], events, files, flush_fault=flush_fault)
 
     def _rollback(self) -> None:
@@ -449,6 +458,7 @@ class Applier:
             stage.merge(cmd_stage)
             stage.op_names[env.op] += 1
             scopes.merge(tx.new_scopes)
+            command.project_id = tx.resolved_project_id
             events.extend(tx.events)
             return reply_body(env.cmd_id, result=result), None, None
 

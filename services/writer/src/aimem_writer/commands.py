@@ -47,6 +47,7 @@ class Command:
     message: Incoming
     envelope: Envelope | None = None
     outcome: Outcome | None = None
+    project_id: str | None = None  # the project its scope resolved to, once applied (ingest_keys)
 
     @property
     def waited(self) -> bool:

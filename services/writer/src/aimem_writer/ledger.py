@@ -44,11 +44,15 @@ def stored_replies(conn: sqlite3.Connection, keys: set[str]) -> dict[str, dict]:
     return out
 
 
-def record_reply(conn: sqlite3.Connection, key: str, env: Envelope, reply: dict[str, Any], now: str) -> None:
-    """Store ``reply`` as the answer of ``key`` (``ingest_keys``): a re-sent command gets it again."""
+def record_reply(conn: sqlite3.Connection, key: str, env: Envelope, reply: dict[str, Any], now: str,
+                 project_id: str | None = None) -> None:
+    """Store ``reply`` as the answer of ``key`` (``ingest_keys``): a re-sent command gets it again.
+
+    ``project_id``: the project the command's scope resolved to (None when unscoped), so a
+    purge of that project finds the replies to forget (``aimem_writer.forget``)."""
     conn.execute(
-        "INSERT INTO ingest_keys(key, cmd_id, op, result, created_at) VALUES (?, ?, ?, ?, ?)",
-        (key, env.cmd_id, env.op, reply_json(reply), now),
+        "INSERT INTO ingest_keys(key, cmd_id, op, result, created_at, project_id) VALUES (?, ?, ?, ?, ?, ?)",
+        (key, env.cmd_id, env.op, reply_json(reply), now, project_id),
     )
 
 

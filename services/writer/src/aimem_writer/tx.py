@@ -140,6 +140,11 @@ class Tx:
         return self.env.op
 
     @property
+    def resolved_project_id(self) -> str | None:
+        """The id of the project ``scope()`` resolved for this command (None: not called)."""
+        return None if self._scope is None else self._scope.project_id
+
+    @property
     def pages(self) -> PageStore:
         """The page store bound to this command (``aimem_writer.page_store.PageStore``)."""
         if self._pages is None:

@@ -284,6 +284,8 @@ def test_migration_22_back_fills_the_degrees_of_an_existing_store(tmp_path) -> N
     c.execute("DROP TABLE page_degrees")
     c.execute("DROP TABLE link_graph_versions")
     c.execute("DROP TABLE profile_entries")  # migration 23, after 22: back to what 21 had
+    c.execute("DROP INDEX ingest_keys_project")  # and migration 24
+    c.execute("ALTER TABLE ingest_keys DROP COLUMN project_id")
     c.execute("PRAGMA user_version = 21")
     app, lab = seed.scope("default", "app"), seed.scope("default", "lab")
     for i in range(30):

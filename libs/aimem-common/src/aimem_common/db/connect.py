@@ -46,6 +46,9 @@ def open_writer(path: str | Path) -> sqlite3.Connection:
     # NORMAL in WAL mode: durable across app crashes, may lose the last txn on power loss.
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute("PRAGMA wal_autocheckpoint = 4000")
+    # Deleted rows are overwritten with zeros, not left in free pages: a purge leaves none of
+    # its text in the file (and the WAL is truncated after it, ``aimem_writer.forget``).
+    conn.execute("PRAGMA secure_delete = ON")
     migrate(conn)
     return conn
 

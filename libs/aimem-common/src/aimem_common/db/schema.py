@@ -15,7 +15,7 @@ from aimem_common.db.migrations import (
     m07_dead_letters, m08_observations_fts_project, m09_count_indexes, m10_search_outbox, m11_chunk_vectors,
     m12_pages_tri_instances, m13_observations_tri, m14_handoff_lifecycle, m15_purge_tombstones, m16_locations,
     m17_workstreams, m18_project_backfills, m19_proposal_patches, m20_run_ids, m21_live_page_index, m22_page_degrees,
-    m23_profile_entries,
+    m23_profile_entries, m24_ingest_key_projects,
 )
 
 # Forward-only: append new migrations; never edit one that has shipped. A database is only
@@ -44,5 +44,6 @@ MIGRATIONS: list[tuple[int, str]] = [
     (21, m21_live_page_index.SQL),
     (22, m22_page_degrees.SQL),
     (23, m23_profile_entries.SQL),
+    (24, m24_ingest_key_projects.SQL),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

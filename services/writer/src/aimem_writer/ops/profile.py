@@ -15,6 +15,7 @@ from aimem_common.commands.profile import MAX_ENTRIES_PER_OWNER, ProfileAdd, Pro
 from aimem_common.errors import ConflictError, NotFoundError
 from aimem_common.read.profile import entries
 
+from aimem_writer.forget import forget_profile_replies
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 
@@ -78,6 +79,7 @@ def profile_remove(tx: Tx, env: Envelope, cmd: ProfileRemove) -> dict:
     if not gone:
         raise NotFoundError(f"profile entry {cmd.entry_id} not found", code="not_found",
                             data={"entry_id": cmd.entry_id})
+    forget_profile_replies(tx.conn, [cmd.entry_id], hint=f"profile entry {cmd.entry_id} removed")
     tx.audit("profile.remove", _owner_label(cmd.user_id), {"entry_id": cmd.entry_id, "user_id": cmd.user_id})
     tx.emit("profile.changed", {"user_id": cmd.user_id, "entry_id": cmd.entry_id, "action": "removed"})
     return {"removed": cmd.entry_id}
@@ -95,4 +97,6 @@ def purge_entries(conn: sqlite3.Connection, *, project_ids: list[str] | None = N
         where, args = "source_session_id = ?", [session_id]
     if dry_run:
         return conn.execute(f"SELECT count(*) FROM profile_entries WHERE {where}", args).fetchone()[0]
+    ids = [r[0] for r in conn.execute(f"SELECT id FROM profile_entries WHERE {where}", args)]
+    forget_profile_replies(conn, ids, hint="its profile entry was purged")  # the replies that echo them
     return conn.execute(f"DELETE FROM profile_entries WHERE {where}", args).rowcount

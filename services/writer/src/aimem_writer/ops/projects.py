@@ -41,6 +41,7 @@ from aimem_common.commands.admin import (
 )
 from aimem_common.wikifmt import META_FILE, render_meta
 
+from aimem_writer.forget import forget_stored_text
 from aimem_writer.ops import workstreams
 from aimem_writer.ops.profile import purge_entries
 from aimem_writer.page_store import PageInput
@@ -241,13 +242,15 @@ def project_purge(tx: Tx, env: Envelope, cmd: ProjectPurge) -> dict:
     stated_here = purge_entries(tx.conn, project_ids=[scope.project_id])  # what the user said there
     deleted = execute_project_purge(tx, plan)
     deleted["profile_entries_deleted"] = stated_here
+    forgotten = forget_stored_text(tx, session_ids=plan.session_ids, project_ids=[scope.project_id],
+                                   places=[(scope.workspace, scope.project)], hint=f"project {label}")
     # Tombstones (same transaction): the names refuse events from before the purge, each
     # session id refuses its late events wherever they land (aimem_writer.tombstones).
     tid = record_tombstone(tx, "project", scope, removed=deleted)
     for sid in plan.session_ids:
         record_tombstone(tx, "session", scope, removed={}, session_id=sid, parent_id=tid)
     out = {**base, **deleted, "dry_run": False, "files_deleted": [f"{scope.workspace_id}/{scope.project_id}"],
-           "tombstone_id": tid}
+           "tombstone_id": tid, "forgotten": forgotten}
     if cmd.compact:
         out["compact"] = compact(tx)
     tx.audit("project.purge", label, {**deleted, "project_id": scope.project_id, "forced": cmd.force}, scope=scope)
@@ -286,6 +289,8 @@ def workspace_purge(tx: Tx, env: Envelope, cmd: WorkspacePurge) -> dict:
     stated_here = purge_entries(tx.conn, project_ids=pids)
     deleted = [execute_project_purge(tx, pl) for pl in plans]
     total = {**_sum_counts(deleted), "projects_deleted": len(plans), "profile_entries_deleted": stated_here}
+    forgotten = forget_stored_text(tx, session_ids=[sid for pl in plans for sid in pl.session_ids], project_ids=pids,
+                                   places=[(cmd.workspace, None)], hint=f"workspace {cmd.workspace}")
     tid = record_tombstone(tx, "workspace", Scope(cmd.workspace, "", wid, ""), removed=total, workspace_only=True)
     for pl, d in zip(plans, deleted):
         ptid = record_tombstone(tx, "project", pl.scope, removed=d, parent_id=tid)
@@ -294,7 +299,7 @@ def workspace_purge(tx: Tx, env: Envelope, cmd: WorkspacePurge) -> dict:
     tx.conn.execute("DELETE FROM workspaces WHERE id = ?", (wid,))
     tx.wiki.purge_rel(wid, tx.cmd_id)
     forget_cached_scopes(tx)
-    out = {**base, **total, "dry_run": False, "files_deleted": [wid], "tombstone_id": tid}
+    out = {**base, **total, "dry_run": False, "files_deleted": [wid], "tombstone_id": tid, "forgotten": forgotten}
     if cmd.compact:
         out["compact"] = compact(tx)
     tx.audit("workspace.purge", cmd.workspace, {**total, "workspace_id": wid, "forced": cmd.force})
@@ -435,8 +440,10 @@ def session_purge(tx: Tx, env: Envelope, cmd: SessionPurge) -> dict:
             "SELECT 1 FROM pages WHERE project_id = ? AND path = ? AND is_latest = 1", (pid, path)).fetchone()
         if still is None:
             tx.wiki.purge_rel(tx.wiki.rel(scope, path), tx.cmd_id)
+    forgotten = forget_stored_text(tx, session_ids=[sid], hint=f"session {sid}")
     tid = record_tombstone(tx, "session", scope, removed=d, session_id=sid)  # late events: refused and counted
-    out = {**base, **d, "dry_run": False, "files_deleted": list(plan["removed_paths"]), "tombstone_id": tid}
+    out = {**base, **d, "dry_run": False, "files_deleted": list(plan["removed_paths"]), "tombstone_id": tid,
+           "forgotten": forgotten}
     if cmd.compact:
         out["compact"] = compact(tx)
     tx.audit("session.purge", sid, d, scope=scope)

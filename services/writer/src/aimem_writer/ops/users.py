@@ -12,6 +12,7 @@ from aimem_common.commands import Envelope
 from aimem_common.commands.admin import ApiKeyCreate, ApiKeyRevoke, GrantSet, UserCreate, UserDelete
 from aimem_common.errors import ConflictError, NotFoundError
 
+from aimem_writer.forget import forget_profile_replies
 from aimem_writer.registry import handler
 from aimem_writer.tx import Tx
 
@@ -38,6 +39,8 @@ def user_create(tx: Tx, env: Envelope, cmd: UserCreate) -> dict:
 def user_delete(tx: Tx, env: Envelope, cmd: UserDelete) -> dict:
     uid = _user_id(tx, cmd.name)
     keys = tx.conn.execute("SELECT count(*) FROM api_keys WHERE user_id = ?", (uid,)).fetchone()[0]
+    entries = [r[0] for r in tx.conn.execute("SELECT id FROM profile_entries WHERE user_id = ?", (uid,))]
+    forget_profile_replies(tx.conn, entries, hint=f"user {cmd.name} deleted")  # the entries cascade below
     tx.conn.execute("DELETE FROM users WHERE id = ?", (uid,))
     tx.audit("user.delete", cmd.name, {"user_id": uid, "api_keys_deleted": keys})
     return {"deleted": True, "name": cmd.name, "api_keys_deleted": keys}
