@@ -24,9 +24,11 @@ WEIGHT = 1.5
 # hit@5 0.954 -> 0.935-0.948, a long session then wins by length).
 TURN_CANDIDATES = 240
 # Observations the question may match in scope before only its rarer terms are used (bounds the
-# bm25 work: at 100k pages with 20 turns per session page the full OR query doubled a search's CPU;
-# LoCoMo, ~600 turns a project, is unchanged by the cap: hit@5 0.956, MRR 0.816).
-TURN_MATCH_CAP = 500
+# bm25 work: at 100k pages with 20 turns per session page the full OR query doubled a search's CPU).
+# LoCoMo (~600 turns a project; a question matches ~400 of them at the median): 500 -> 300 takes
+# memory_query's CPU 4.4-4.6 / 6.4-7.5 ms -> 3.6-3.8 / 5.4-5.9 ms (p50 / p95, in process) with hit@5
+# unchanged (0.954, both halves) and MRR 0.8359 -> 0.8356; 250 loses hit@5 (0.952).
+TURN_MATCH_CAP = 300
 
 # FTS5 ranks alone; only the best rowids are joined (half the CPU of joining every match).
 _SQL = ("SELECT o.project_id, o.session_id, f.s, o.id FROM (SELECT rowid, bm25(observations_fts,"
