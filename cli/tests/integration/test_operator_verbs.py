@@ -60,6 +60,13 @@ def test_commit_and_compact_through_the_writer_then_reset_once_stopped(settings,
     assert d["bytes_after"]["db_wal"] == 0 or d["vacuum"] == "wal_busy"
     r = run(env, "compact")
     assert r.exit_code == 0 and "compacted:" in r.output and "->" in r.output
+    # a purge run with --compact VACUUMs after its commit, as `compact` does (it used to say "unsupported")
+    r = run(env, "write-page", "notes/b.md", "-p", "beta", input="# B\n" + "filler text " * 400)
+    assert r.exit_code == 0, r.output
+    r = run(env, "purge-project", "-p", "beta", "--confirm", "--compact", "--json")
+    assert r.exit_code == 0, r.output
+    purged = json.loads(r.output[r.output.index("{"): r.output.rindex("}") + 1])
+    assert purged["compact"]["fts_rebuilt"] is True and purged["compact"]["vacuum"] in ("done", "wal_busy"), purged
 
     # reset refuses while the stack runs (DESIGN invariant 9), even with --confirm
     r = run(env, "reset", "--confirm")

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 from functools import partial
+from typing import Any
 
 import nats.errors
 from nats.aio.client import Client as NATS
@@ -23,6 +24,7 @@ from aimem_writer.batch import Applier
 from aimem_writer.commands import BatchResult
 from aimem_writer.gitcheckpoints import Checkpoints, vacuum
 from aimem_writer.inplace import InPlaceRetry
+from aimem_writer.ops.projects import VACUUM_PENDING
 from aimem_writer.metrics import WriterMetrics
 from aimem_writer.tx import Event
 
@@ -77,11 +79,11 @@ class Settlement:
                                        " checkpoint commits them")
                 for o in checkpoints:
                     o.reply = busmod.reply_body(o.reply.get("cmd_id"), error=err)
-        compacts = [o for o in result.outcomes if o.op == "db.compact" and o.reply and o.reply.get("ok")]
+        compacts = vacuum_requests(result.outcomes)
         if compacts:  # after COMMIT, before the reply
             done = await vacuum(self.checkpoints.thread, self.applier)
-            for o in compacts:
-                o.reply["result"]["vacuum"] = done
+            for part in compacts:
+                part["vacuum"] = done
         replies = [(item.headers[busmod.REPLY_HEADER], outcome.reply) for item, outcome in zip(items, result.outcomes)
                    if item.headers.get(busmod.REPLY_HEADER) and outcome.reply is not None]
         sent = [0]
@@ -171,3 +173,18 @@ def coalesce_events(events: list[Event]) -> list[Event]:
             if k not in first.data["kinds"]:
                 first.data["kinds"].append(k)
     return out
+
+
+def vacuum_requests(outcomes: list[Any]) -> list[dict[str, Any]]:
+    """The parts of applied replies that ask for a VACUUM after the commit: ``db.compact``'s
+    result, and the ``compact`` part of a purge or delete run with ``compact`` (``ops.projects.compact``
+    answers ``vacuum: "pending"`` for each)."""
+    parts = []
+    for o in outcomes:
+        result = (o.reply or {}).get("result") if o.reply and o.reply.get("ok") else None
+        if not isinstance(result, dict):
+            continue
+        for part in (result, result.get("compact")):
+            if isinstance(part, dict) and part.get("vacuum") == VACUUM_PENDING:
+                parts.append(part)
+    return parts

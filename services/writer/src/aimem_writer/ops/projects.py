@@ -60,11 +60,16 @@ def forget_cached_scopes(tx: Tx) -> None:
             cache.by_name.clear()
 
 
+VACUUM_PENDING = "pending"  # a compaction's reply until the VACUUM after its commit has run
+
+
 def compact(tx: Tx) -> dict[str, Any]:
-    """Rebuild the FTS indexes now and VACUUM after commit when the writer supports it.
+    """Rebuild the FTS indexes now; the settlement VACUUMs after the commit.
 
     An FTS5 'rebuild' drops the deleted rows' tokens from the index segments; VACUUM then
-    releases the freed pages (it cannot run inside the batch transaction).
+    releases the freed pages (it cannot run inside the batch transaction). Returns
+    ``{"fts_rebuilt": True, "vacuum": "pending"}``; after the commit the settlement replaces
+    ``vacuum`` with what the VACUUM did (``settlement.vacuum_requests``).
     """
     tx.conn.execute("INSERT INTO observations_fts(observations_fts) VALUES ('rebuild')")
     # The page indexes hold live versions only ('rebuild' would read every version of the
@@ -75,11 +80,7 @@ def compact(tx: Tx) -> dict[str, Any]:
     tx.conn.execute("INSERT INTO pages_tri(pages_tri) VALUES ('delete-all')")
     tx.conn.execute(pages_tri_insert_sql())  # padded as its triggers index (migration 12)
     rebuild_observations_tri(tx.conn)  # contentless as pages_tri: no 'rebuild' (migration 13)
-    after = getattr(tx, "after_commit", None)
-    if callable(after):
-        after(lambda conn: (conn.execute("VACUUM"), conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")))
-        return {"fts_rebuilt": True, "vacuum": "scheduled"}
-    return {"fts_rebuilt": True, "vacuum": "unsupported"}
+    return {"fts_rebuilt": True, "vacuum": VACUUM_PENDING}
 
 
 def _ids(rows: list[sqlite3.Row], key: str = "id") -> list[Any]:
