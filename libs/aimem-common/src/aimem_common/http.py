@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aimem_common.auth import KEY_PREFIX, ROOT, authenticate, bearer
 from aimem_common.errors import AimemError, BackPressureError, ForbiddenError, UnauthorizedError
-from aimem_common.runstate import UP_INSTANCE_ENV
 from aimem_common.telemetry import Telemetry, tracing_enabled
 
 if TYPE_CHECKING:
@@ -94,16 +92,15 @@ def client_gone(method: str, path: str) -> JSONResponse:
                                    "message": "the client closed the request before its body arrived"}}, status_code=400)
 
 
-def install_observability(app: FastAPI, telemetry: Telemetry, health: HealthCheck) -> None:
+def install_observability(app: FastAPI, telemetry: Telemetry, health: HealthCheck, instance: str | None = None) -> None:
     """Add ``GET /healthz``, ``GET /metrics`` and a timing + tracing middleware.
 
     ``health()`` returns a dict of check results; any value ``False`` (or a dict with
     ``ok: False``) makes ``/healthz`` answer 503 with the details. The body also carries
-    ``instance``, the run id ``aimem up`` gave this process (``AIMEM_UP_INSTANCE``; null when
-    started otherwise), so the supervisor waits only for its own services, never for another
-    stack that answers on the same port.
+    ``instance``, the run id ``aimem up`` gave this process (``Settings.up_instance``, from
+    ``AIMEM_UP_INSTANCE``; null when started otherwise), so the supervisor waits only for its
+    own services, never for another stack that answers on the same port.
     """
-    instance = os.environ.get(UP_INSTANCE_ENV)
     tracer = trace.get_tracer(f"aimem.{telemetry.service}")
 
     @app.get("/healthz", include_in_schema=False)

@@ -220,7 +220,7 @@ def create_service_app(
     app.state.ctx = None
     install_error_handlers(app)
     install_gate(app, settings, self_auth)  # innermost: timed and traced, behind the guard
-    install_observability(app, telemetry, health)
+    install_observability(app, telemetry, health, settings.up_instance)
     install_guard(app, [*settings.allowed_hosts, *settings.mcp_allowed_hosts], settings.host)
     return app
 

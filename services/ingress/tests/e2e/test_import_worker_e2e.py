@@ -14,7 +14,7 @@ import pytest
 
 from aimem_ingress.importwork import IMPORT_NICE
 
-from .test_hook_e2e import db_rows
+from aimem_testing.probe import db_rows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 JSON = {"Content-Type": "application/json"}
@@ -46,7 +46,7 @@ def alive(pid: int) -> bool:
 
 
 def imported_count(settings) -> int:
-    return len(db_rows(settings, "SELECT id FROM observations WHERE session_id = 'imp-e2e'"))
+    return len(db_rows(settings.db_path, "SELECT id FROM observations WHERE session_id = 'imp-e2e'"))
 
 
 def test_import_batches_are_read_by_a_low_priority_child_that_dies_with_ingress(services, settings, tmp_path):

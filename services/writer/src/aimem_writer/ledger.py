@@ -7,13 +7,17 @@ up, kept whole to replay). Writer thread, caller's transaction.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
 from aimem_common.bus import REPLAY_HEADER
+from aimem_common.bus.codec import reply_body
 from aimem_common.commands import Envelope
+from aimem_common.errors import GoneError
 
 from aimem_writer.commands import Incoming, Outcome
 
@@ -133,3 +137,114 @@ def insert_dead_letter(conn: sqlite3.Connection, item: Incoming, env: Envelope, 
 def open_dead_letters(conn: sqlite3.Connection) -> int:
     """Return how many dead letters are not yet replayed."""
     return int(conn.execute("SELECT count(*) FROM dead_letters WHERE replayed_at IS NULL").fetchone()[0])
+
+
+# -- forgetting (a purge's stored replies and dead letters; aimem_writer.forget) ---------------
+# A JSON document (reply or envelope) naming one of the sessions in the JSON array bound to
+# its one ``?`` under any key ending in ``session_id`` (session_id, from_session_id, …).
+_NAMES_SESSION = (
+    "json_valid({col}) AND EXISTS (SELECT 1 FROM json_tree({col}) t, json_each(?) s"
+    " WHERE t.key LIKE '%session_id' AND t.type = 'text' AND t.atom = s.value)"
+)
+_PREFILTER_MAX = 50  # up to this many session ids, SQL narrows the rows by substring; more: one regex pass
+
+
+def purged_reply(cmd_id: str, tombstone_hint: str) -> str:
+    """The stored reply that replaces one naming purged data (JSON text of ``reply_body``)."""
+    err = GoneError(f"the reply of this command held data that was purged ({tombstone_hint}); it is not kept",
+                    data={"forgotten": True})
+    return reply_json(reply_body(cmd_id, error=err))
+
+
+def forget_replies(conn: sqlite3.Connection, *, session_ids: Iterable[str], project_ids: Iterable[str] = (),
+                   hint: str) -> int:
+    """Replace the stored replies of the purged projects' commands and of every command whose
+    reply names a purged session; return how many rows were rewritten."""
+    sids, pids = sorted(set(session_ids)), sorted(set(project_ids))
+    n = 0
+    if pids:
+        rows = conn.execute(
+            f"SELECT key, cmd_id FROM ingest_keys WHERE project_id IN ({','.join('?' * len(pids))})"
+            " AND (result IS NULL OR json_extract(result, '$.error.code') IS NOT 'purged')", pids).fetchall()
+        n += _rewrite(conn, rows, hint)
+    if len(sids) > _PREFILTER_MAX:
+        # Many sessions (a project's): one pass, a regex over the JSON text, then a parse of the hits.
+        wanted = set(sids)
+        quoted = re.compile("|".join(re.escape(json.dumps(sid, ensure_ascii=False)) for sid in sids))
+        rows = [(key, cmd_id) for key, cmd_id, result in conn.execute(
+            "SELECT key, cmd_id, result FROM ingest_keys WHERE result IS NOT NULL")
+            if quoted.search(result) and _names_session(_loads(result), wanted)]
+        n += _rewrite(conn, rows, hint)
+    elif sids:
+        # Every project: a handoff of the purged session may have been accepted elsewhere.
+        prefilter = " OR ".join("instr(result, ?) > 0" for _ in sids)
+        rows = conn.execute(
+            f"SELECT key, cmd_id FROM ingest_keys WHERE result IS NOT NULL AND ({prefilter})"
+            " AND json_extract(result, '$.error.code') IS NOT 'purged' AND " + _NAMES_SESSION.format(col="result"),
+            (*sids, json.dumps(sids))).fetchall()
+        n += _rewrite(conn, rows, hint)
+    return n
+
+
+def _loads(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _names_session(doc, wanted: set[str]) -> bool:
+    """Whether a parsed reply names one of ``wanted`` under a key ending in ``session_id``
+    (what ``_NAMES_SESSION`` asks in SQL); a marker already written does not count."""
+    if isinstance(doc, dict) and isinstance(doc.get("error"), dict) and doc["error"].get("code") == "purged":
+        return False
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(v, str):
+                    if k.endswith("session_id") and v in wanted:
+                        return True
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
+    return False
+
+
+def forget_profile_replies(conn: sqlite3.Connection, entry_ids: Iterable[int], *, hint: str) -> int:
+    """Replace the stored replies of ``profile.add`` that answered with one of these entries
+    (removed, purged with where they were stated, or their owner deleted); return how many."""
+    ids = sorted(set(entry_ids))
+    if not ids:
+        return 0
+    rows = conn.execute(
+        "SELECT key, cmd_id FROM ingest_keys WHERE op = 'profile.add' AND json_valid(result)"
+        " AND json_extract(result, '$.result.entry.id') IN (SELECT value FROM json_each(?))",
+        (json.dumps(ids),)).fetchall()
+    return _rewrite(conn, rows, hint)
+
+
+def _rewrite(conn: sqlite3.Connection, rows: list, hint: str) -> int:
+    for key, cmd_id in rows:
+        conn.execute("UPDATE ingest_keys SET result = ? WHERE key = ?", (purged_reply(cmd_id, hint), key))
+    return len(rows)
+
+
+def forget_dead_letters(conn: sqlite3.Connection, *, session_ids: Iterable[str],
+                        places: Iterable[tuple[str, str | None]] = ()) -> int:
+    """Delete the dead letters of the purged places (``(workspace, project)`` names; project
+    None = the whole workspace) and those whose envelope names a purged session."""
+    n = 0
+    for workspace, project in places:
+        if project is None:
+            n += conn.execute("DELETE FROM dead_letters WHERE workspace = ?", (workspace,)).rowcount
+        else:
+            n += conn.execute("DELETE FROM dead_letters WHERE workspace = ? AND project = ?",
+                              (workspace, project)).rowcount
+    sids = sorted(set(session_ids))
+    if sids:
+        n += conn.execute("DELETE FROM dead_letters WHERE " + _NAMES_SESSION.format(col="envelope"),
+                          (json.dumps(sids),)).rowcount
+    return n

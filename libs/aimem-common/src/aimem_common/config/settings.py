@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     otlp_endpoint: str | None = Field(
         None, validation_alias=AliasChoices("AIMEM_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
     )
+    # The run id `aimem up` gives the services it starts (AIMEM_UP_INSTANCE); `/healthz` reports it
+    # so the supervisor waits only for its own processes. None when started otherwise.
+    up_instance: str | None = None
 
     bus: BusSettings = BusSettings()
     writer: WriterSettings = WriterSettings()
